@@ -1,0 +1,314 @@
+"""Scenario validation: every mistake gets one clear message naming file, line, key and the allowed values."""
+
+import textwrap
+
+import pytest
+
+from vmbench.errors import ScenarioError
+from vmbench.scenario import parse_scenario
+from vmbench.settings import Aio, Bus, Cache, CpuMode, Feature, Filesystem
+
+BASE = """
+name: t
+jobs:
+  - name: j1
+    rw: randwrite
+    bs: 4k
+"""
+
+
+def parse(text: str):
+    return parse_scenario(textwrap.dedent(text), "t.yaml")
+
+
+def error(text: str) -> str:
+    with pytest.raises(ScenarioError) as exc:
+        parse(text)
+    e = exc.value
+    return e.message + (f" | hint: {e.hint}" if e.hint else "")
+
+
+def test_minimal_scenario_defaults():
+    s = parse(BASE)
+    assert s.name == "t"
+    assert s.template == "debian12"
+    assert s.hypervisor.uri == "qemu:///system"
+    assert [c.name for c in s.cells] == ["baseline"]
+    vm = s.cells[0].vm
+    assert (vm.bus, vm.cache, vm.aio, vm.iothread) == (Bus.VIRTIO_BLK, Cache.NONE, Aio.THREADS, False)
+    assert vm.cpu.model == "kvm64"
+    job = s.jobs[0]
+    assert (job.rw, job.bs, job.iodepth, job.direct) == ("randwrite", 4096, 4, True)
+
+
+def test_quick_scenario_loads():
+    from vmbench.scenario import load_scenario
+
+    s = load_scenario("scenarios/quick.yaml")
+    assert [j.name for j in s.jobs] == ["4k-randwrite", "1m-read"]
+    assert s.jobs[1].bs == 1 << 20
+    assert len(s.cells) == 1
+
+
+def test_unknown_top_key_names_file_line_and_suggestion():
+    msg = error(BASE + "repeat: 3\n")
+    assert msg.startswith("t.yaml:7: repeat: unknown key; allowed here:")
+    assert "repeats" in msg and "did you mean 'repeats'?" in msg
+
+
+def test_bad_enum_value_lists_allowed_values():
+    msg = error(BASE + "vm:\n  cache: writebak\n")
+    assert msg == "t.yaml:8: vm.cache: 'writebak' is not one of: none, writethrough, writeback, directsync, unsafe (did you mean 'writeback'?)"
+
+
+def test_unknown_vm_key():
+    msg = error(BASE + "vm:\n  buss: virtio-blk\n")
+    assert "t.yaml:8: vm.buss: unknown key" in msg and "did you mean 'bus'?" in msg
+
+
+def test_aio_native_needs_direct_cache():
+    msg = error(BASE + "vm:\n  cache: writeback\n  aio: native\n")
+    assert "aio=native needs a direct cache mode" in msg
+    assert "cache=writeback" in msg
+
+
+def test_iothread_refused_on_sata():
+    msg = error(BASE + "vm:\n  bus: sata\n  iothread: true\n")
+    assert "iothread is not possible on bus sata" in msg
+
+
+def test_host_passthrough_refused_with_tcg():
+    msg = error(BASE + "hypervisor:\n  accel: tcg\nvm:\n  cpu: host-passthrough\n")
+    assert "host-passthrough needs KVM" in msg
+
+
+def test_one_factor_plan_cells():
+    s = parse(BASE + "vary:\n  cache: [none, writeback, unsafe]\n  bus: [virtio-scsi]\n")
+    assert [c.name for c in s.cells] == ["baseline", "cache=writeback", "cache=unsafe", "bus=virtio-scsi"]
+    assert s.cells[1].vm.cache is Cache.WRITEBACK and s.cells[1].vm.bus is Bus.VIRTIO_BLK
+    assert s.cells[3].vm.bus is Bus.VIRTIO_SCSI and s.cells[3].vm.cache is Cache.NONE
+    assert s.cells[1].changed == ("cache",)
+    assert s.plan_mode == "one-factor"
+
+
+def test_one_factor_refuses_impossible_cell():
+    msg = error(BASE + "vm:\n  aio: native\nvary:\n  cache: [writeback]\n")
+    assert "cell 'cache=writeback'" in msg and "aio=native" in msg
+
+
+def test_factorial_plan():
+    s = parse(BASE + "mode: factorial\nvary:\n  bus: [virtio-blk, virtio-scsi]\n  cache: [none, writeback]\n")
+    assert [c.name for c in s.cells] == [
+        "baseline", "bus=virtio-blk,cache=writeback", "bus=virtio-scsi,cache=none", "bus=virtio-scsi,cache=writeback",
+    ]
+
+
+def test_vary_unknown_axis():
+    msg = error(BASE + "vary:\n  cach: [none]\n")
+    assert "vary.cach: unknown key" in msg and "did you mean 'cache'?" in msg
+
+
+def test_cpu_axis_and_aes():
+    s = parse(BASE + "vary:\n  cpu: [qemu64, {model: kvm64, aes: on}, max]\n  aes: [on]\n")
+    labels = [c.vm.cpu.label for c in s.cells]
+    assert labels == ["kvm64", "qemu64", "kvm64+aes", "max"]
+    assert s.cells[3].vm.cpu.mode is CpuMode.MAX
+    assert s.cells[2].vm.cpu.aes is Feature.ON
+
+
+def test_explicit_cells_and_journey():
+    s = parse(BASE + """
+cells:
+  - name: scsi-wb
+    bus: virtio-scsi
+    cache: writeback
+  - name: blk
+""")
+    assert [c.name for c in s.cells] == ["scsi-wb", "blk"]
+    assert s.plan_mode == "cells"
+    j = parse(BASE + """
+journey:
+  - name: as-found
+    bus: virtio-scsi
+    cache: writeback
+  - name: blk-none
+    bus: virtio-blk
+    cache: none
+  - name: iothread
+    iothread: true
+""")
+    assert [(c.name, c.vm.bus.value, c.vm.cache.value, c.vm.iothread) for c in j.cells] == [
+        ("as-found", "virtio-scsi", "writeback", False),
+        ("blk-none", "virtio-blk", "none", False),
+        ("iothread", "virtio-blk", "none", True),
+    ]
+    assert j.cells[2].changed == ("iothread",)
+
+
+def test_journey_step_must_change_something():
+    msg = error(BASE + "journey:\n  - name: a\n  - name: b\n")
+    assert "step 'b' changes nothing" in msg
+
+
+def test_two_matrix_kinds_refused():
+    msg = error(BASE + "vary:\n  cache: [none]\ncells:\n  - name: a\n")
+    assert "use one of vary, cells or journey" in msg
+
+
+def test_job_needs_rw_and_bs():
+    msg = error("jobs:\n  - name: x\n    rw: read\n")
+    assert "a job needs rw and bs" in msg
+
+
+def test_no_jobs_refused():
+    msg = error("name: x\n")
+    assert "needs at least one job" in msg and "tuning-matrix" in msg
+
+
+def test_profile_expansion_with_overrides_and_select():
+    s = parse("jobs:\n  - profile: tuning-matrix\n    runtime: 5s\n    select: [4k-randwrite, 1m-read]\n")
+    assert [(j.name, j.bs, j.sync, j.runtime) for j in s.jobs] == [("4k-randwrite", 4096, True, 5.0), ("1m-read", 1 << 20, True, 5.0)]
+    full = parse("jobs:\n  - profile: tuning-matrix\n")
+    assert len(full.jobs) == 12
+
+
+def test_unknown_profile():
+    msg = error("jobs:\n  - profile: tuning\n")
+    assert "'tuning' is not one of: tuning-matrix, boot-storm" in msg
+
+
+def test_cache_buster_sized_from_memory_and_must_fit():
+    msg = error("vm:\n  memory: 1G\njobs:\n  - profile: cache-buster\n")
+    assert "job cache-buster needs 4g" in msg and "scratch_size" in msg
+    s = parse("vm:\n  memory: 512\nstorage:\n  scratch_size: 4G\njobs:\n  - profile: cache-buster\n")
+    assert s.jobs[0].size == 2 << 30
+
+
+def test_job_size_must_fit_scratch():
+    msg = error(BASE.replace("bs: 4k", "bs: 4k\n    size: 2G"))
+    assert "needs 2g but the scratch disk leaves 1g" in msg
+
+
+def test_rwmixread_only_for_mixed():
+    msg = error(BASE.replace("bs: 4k", "bs: 4k\n    rwmixread: 70"))
+    assert "rwmixread: only applies to mixed jobs" in msg
+
+
+def test_duplicate_job_names():
+    msg = error(BASE + "  - name: j1\n    rw: read\n    bs: 1M\n")
+    assert "the name 'j1' is used twice" in msg
+
+
+def test_bad_size_and_duration():
+    assert "is not a size" in error(BASE.replace("bs: 4k", "bs: four"))
+    assert "is not a duration" in error(BASE.replace("bs: 4k", "bs: 4k\n    runtime: soon"))
+
+
+def test_invalid_yaml_reports_line():
+    msg = error("jobs: [\n")
+    assert msg.startswith("t.yaml:2: not valid YAML")
+
+
+def test_duplicate_yaml_key():
+    msg = error(BASE + "name: again\n")
+    assert "duplicate key 'name'" in msg
+
+
+def test_stacks_parse_and_labels():
+    s = parse(BASE + """
+stacks:
+  - name: lvm-ext4
+    layers: [partition, lvm, {ext4: {mount_options: [noatime]}}]
+  - name: luks-xfs
+    layers:
+      - luks: {cipher: aes-xts-plain64, key_size: 512, sector_size: 4096, perf_flags: [no_read_workqueue]}
+      - xfs
+  - name: thin-btrfs
+    layers: [{lvm: {type: thin}}, btrfs]
+""")
+    assert [st.describe() for st in s.stacks] == [
+        "raw -> partition -> lvm -> ext4", "raw -> luks2 -> xfs", "raw -> lvm-thin -> btrfs",
+    ]
+    assert s.stacks[0].filesystem.mount_options == ("noatime",)
+    assert s.stacks[1].luks.sector_size == 4096
+    assert s.stacks[0].filesystem.fs is Filesystem.EXT4
+    # crypto ceilings: the stacks' cipher first, then the default set
+    assert s.crypto_benchmark[0] == ("aes-xts-plain64", 512)
+
+
+@pytest.mark.parametrize(
+    "layers, expected",
+    [
+        ("[ext4, lvm]", "nothing can be layered on top of a filesystem (ext4)"),
+        ("[lvm, partition]", "partition must be the first layer"),
+        ("[lvm, lvm]", "only one lvm layer per stack"),
+        ("[luks, luks]", "only one luks layer per stack"),
+        ("[zfs]", "'zfs' is not a layer"),
+        ("[{luks: {version: 1, sector_size: 4096}}]", "LUKS1 only has 512-byte sectors"),
+        ("[{luks: {perf_flags: [fast]}}]", "'fast' is not one of: no_read_workqueue, no_write_workqueue"),
+        ("[{ext4: {mkfs_options: ['-O', '/dev/vda']}}]", "options may not name devices or paths"),
+        ("[{lvm: {extent_size: 3M}}]", "must be a power of two"),
+        ("[]", "needs at least one layer"),
+    ],
+)
+def test_refused_layer_orders_and_options(layers, expected):
+    assert expected in error(BASE + f"stacks:\n  - name: s\n    layers: {layers}\n")
+
+
+def test_stack_on_root_disk_refused():
+    msg = error(BASE + "stacks:\n  - name: s\n    device: /dev/vda\n    layers: [ext4]\n")
+    assert "stacks are only ever built on vmbench's scratch disk" in msg
+
+
+def test_luks_4k_sectors_refuse_smaller_direct_io():
+    msg = error(BASE.replace("bs: 4k", "bs: 512") + "stacks:\n  - name: s\n    layers: [{luks: {sector_size: 4096}}]\n")
+    assert "LUKS sector size 4096 cannot take job j1's direct 512 I/O" in msg
+
+
+def test_targets_validated():
+    s = parse(BASE + "stacks:\n  - name: s\n    layers: [luks, ext4]\ntargets:\n  - job: j1\n    layer: luks2+ext4\n    min_mb_s: 118\n")
+    assert s.targets[0].min_mb_s == 118 and s.targets[0].layer == "luks2+ext4"
+    assert "no layer 'ext4'" in error(BASE + "stacks:\n  - name: s\n    layers: [luks, ext4]\ntargets:\n  - job: j1\n    layer: ext4\n    min_mb_s: 1\n")
+    assert "no job named 'nope'" in error(BASE + "targets:\n  - job: nope\n    min_mb_s: 1\n")
+    assert "needs at least one of" in error(BASE + "targets:\n  - job: j1\n")
+
+
+def test_jobfile_must_use_target_variable(tmp_path):
+    good = tmp_path / "good.fio"
+    good.write_text("[global]\nioengine=libaio\ndirect=1\nfilename=${VMBENCH_TARGET}\nsize=64m\nruntime=5\ntime_based\n[w]\nrw=randwrite\nbs=4k\n")
+    bad = tmp_path / "bad.fio"
+    bad.write_text("[w]\nfilename=/dev/sda\nrw=write\n")
+    evil = tmp_path / "evil.fio"
+    evil.write_text("[w]\nfilename=${VMBENCH_TARGET}\nexec_prerun=rm -rf /\n")
+    s = parse_scenario(f"jobs:\n  - file: good.fio\n", str(tmp_path / "s.yaml"), base_dir=tmp_path)
+    assert s.jobs[0].name == "good" and s.jobs[0].jobfile.runtime == 5.0 and s.jobs[0].size == 64 << 20
+    with pytest.raises(ScenarioError, match="must use filename=\\$\\{VMBENCH_TARGET\\}"):
+        parse_scenario("jobs:\n  - file: bad.fio\n", "s.yaml", base_dir=tmp_path)
+    with pytest.raises(ScenarioError, match="exec_prerun"):
+        parse_scenario("jobs:\n  - file: evil.fio\n", "s.yaml", base_dir=tmp_path)
+    with pytest.raises(ScenarioError, match="cannot read fio job file"):
+        parse_scenario("jobs:\n  - file: missing.fio\n", "s.yaml", base_dir=tmp_path)
+
+
+def test_memory_units():
+    assert parse(BASE + "vm:\n  memory: 2G\n").baseline.memory_mib == 2048
+    assert parse(BASE + "vm:\n  memory: 1536\n").baseline.memory_mib == 1536
+    assert "too little" in error(BASE + "vm:\n  memory: 128\n")
+
+
+def test_missing_file():
+    from vmbench.scenario import load_scenario
+
+    with pytest.raises(ScenarioError, match="no such scenario file"):
+        load_scenario("does/not/exist.yaml")
+
+
+def test_every_shipped_scenario_validates():
+    from pathlib import Path
+
+    from vmbench.scenario import load_scenario
+
+    files = sorted(Path("scenarios").glob("*.yaml"))
+    assert files
+    for f in files:
+        load_scenario(f)

@@ -1,0 +1,348 @@
+"""The ``vmbench`` command: the only place that prints.
+
+Library errors (:class:`~vmbench.errors.VmbenchError`) become a message, a hint and an
+exit code; ``--debug`` shows tracebacks and debug logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Sequence
+
+from . import __version__
+from .errors import Interrupted, UsageError, VmbenchError
+from .paths import StatePaths, default_db_path
+from .units import format_duration
+
+log = logging.getLogger("vmbench")
+
+
+# ---- progress on stderr ------------------------------------------------------------------------
+
+
+class ConsoleProgress:
+    """Steps always; status lines at most every few seconds (in place on a terminal)."""
+
+    def __init__(self, stream=None, interval: float = 5.0, quiet: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.interval = interval
+        self.quiet = quiet
+        self.started = time.monotonic()
+        self.last_status = 0.0
+        self.tty = self.stream.isatty()
+        self.pending_newline = False
+
+    def _stamp(self) -> str:
+        e = int(time.monotonic() - self.started)
+        return f"[{e // 60:02d}:{e % 60:02d}]"
+
+    def _line(self, text: str) -> None:
+        if self.pending_newline:
+            self.stream.write("\n")
+            self.pending_newline = False
+        self.stream.write(f"{self._stamp()} {text}\n")
+        self.stream.flush()
+
+    def step(self, message: str) -> None:
+        if not self.quiet:
+            self._line(message)
+        self.last_status = time.monotonic()
+
+    def status(self, message: str) -> None:
+        if self.quiet:
+            return
+        now = time.monotonic()
+        if self.tty:
+            if now - self.last_status >= 0.5:
+                self.stream.write(f"\r\033[K{self._stamp()}   {message}")
+                self.stream.flush()
+                self.pending_newline = True
+                self.last_status = now
+        elif now - self.last_status >= self.interval:
+            self._line(f"  {message}")
+            self.last_status = now
+
+    def warn(self, message: str) -> None:
+        self._line(f"warning: {message}")
+
+
+# ---- commands --------------------------------------------------------------------------------
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from .drivers.libvirt.accel import KvmProbe  # noqa: F401 - only for the cached answer below
+    from .plan import estimate, make_plan
+    from .scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    plan = make_plan(scenario)
+    accel = args.accel or _cached_accelerator(scenario)
+    est = estimate(plan, accel or "tcg")
+    if args.json:
+        doc = plan.summary()
+        doc["estimate"] = {"accelerator": est.accelerator, "seconds": round(est.total), "boots_seconds": est.boots,
+                           "guest_fio_seconds": est.guest_fio, "host_fio_seconds": est.host_fio}
+        print(json.dumps(doc, indent=2))
+        return 0
+    from .plan import cell_layers
+    from tabulate import tabulate
+
+    s = scenario
+    print(f"scenario: {s.name} ({s.path})" + (f"\n  {s.description}" if s.description else ""))
+    print(f"driver:   {s.hypervisor.driver} {s.hypervisor.uri}, accelerator {s.hypervisor.accel.value}"
+          + (f" (this host: {accel})" if accel else " (not yet probed on this host; assuming tcg for the estimate)"))
+    print(f"template: {s.template}; {s.storage.describe()}; plan: {s.plan_mode}; repeats: {s.repeats}")
+    print()
+    rows = []
+    for b in plan.boots:
+        for c in b.cells:
+            layers = ", ".join(l for l, _, _ in cell_layers(c))
+            rows.append([b.seq, c.name, ", ".join(f"{k}={v}" for k, v in c.vm.settings().items()), layers])
+    print(tabulate(rows, headers=["boot", "cell", "VM settings", "layers measured"], tablefmt="simple"))
+    print()
+    jrows = [[j.name, j.describe(), format_duration(j.duration) if j.duration else "?", "sync" if j.is_sync else ""] for j in s.jobs]
+    print(tabulate(jrows, headers=["job", "what", "runtime+ramp", ""], tablefmt="simple"))
+    if s.stacks:
+        print()
+        print(tabulate([[st.name, st.describe()] for st in s.stacks], headers=["stack", "layers"], tablefmt="simple"))
+    print()
+    guest = len(plan.guest_measurements()) * s.repeats
+    print(f"VMs: {len(plan.boots)}, boots: {len(plan.boots)}, cells: {len(plan.cells)}, "
+          f"guest fio runs: {guest}, host fio runs: {plan.host_measurements()}")
+    print(f"estimated duration: {format_duration(est.total)} with {est.accelerator} "
+          f"(boots {format_duration(est.boots)}, guest fio {format_duration(est.guest_fio)}, host fio {format_duration(est.host_fio)}"
+          + (f", layers {format_duration(est.layers)}" if est.layers else "") + (f", crypto {format_duration(est.crypto)}" if est.crypto else "") + ")")
+    return 0
+
+
+def _cached_accelerator(scenario) -> str | None:
+    if scenario.hypervisor.accel.value != "auto":
+        return scenario.hypervisor.accel.value
+    path = StatePaths.default().cache / "accelerator.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    hits = [v for k, v in data.items() if k.startswith(scenario.hypervisor.uri + "|")]
+    return ("kvm" if hits[-1]["kvm"] else "tcg") if hits else None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .report.build import build_report
+    from .report.render import Format, render
+    from .results.db import ResultsDB
+    from .runner import Runner
+    from .scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    progress = ConsoleProgress(quiet=args.quiet)
+    db = ResultsDB(args.db)
+    runner = Runner(scenario, db, progress)
+    _log_to_file(Path(args.db).parent / "logs" / f"run-{runner.tag}.log")
+    outcome = runner.run()
+    progress.step(f"run {outcome.run_id} ({outcome.tag}) finished: {outcome.status}; results in {args.db}")
+    if outcome.invalid_cells:
+        progress.warn(f"{len(outcome.invalid_cells)} cell(s) not measured because a setting did not take effect: {', '.join(outcome.invalid_cells)}")
+    if args.report:
+        header, tables = build_report(db, outcome.run_id)
+        sys.stdout.write(render(tables, Format.TABLE, header))
+    return 0 if not outcome.invalid_cells else 6
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report.build import build_report
+    from .report.render import Format, render
+    from .results.db import ResultsDB
+
+    try:
+        fmt = Format.parse(args.format)
+    except ValueError as exc:
+        raise UsageError(f"--format: {exc}") from None
+    db = ResultsDB(args.db, create=False)
+    header, tables = build_report(db, args.run)
+    sys.stdout.write(render(tables, fmt, header))
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from .results.db import ResultsDB
+
+    db = ResultsDB(args.db, create=False)
+    rows = [[r.id, r.tag, r.scenario_name, r.status, r.started_at, r.finished_at or "-"] for r in db.runs()]
+    print(tabulate(rows, headers=["run", "tag", "scenario", "status", "started", "finished"], tablefmt="simple"))
+    return 0
+
+
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    from .cleanup import find_leftovers, remove_leftovers
+    from .drivers.libvirt.driver import LibvirtDriver
+
+    driver = LibvirtDriver(args.uri)
+    found, skipped = find_leftovers(driver, StatePaths.default(), include_live=args.force)
+    for tag, pid in skipped.items():
+        print(f"skipping run {tag}: still running as pid {pid} (use --force to remove it anyway)")
+    if not found:
+        print("nothing to clean up: no vmbench domains, volumes or console logs found")
+        return 0
+    from tabulate import tabulate
+
+    print(tabulate([[l.kind, l.name, l.run_tag, l.detail] for l in found], headers=["kind", "name", "run", "detail"], tablefmt="simple"))
+    if args.dry_run:
+        print(f"\n{len(found)} leftover(s); --dry-run: nothing removed")
+        return 0
+    errors = remove_leftovers(driver, found)
+    for e in errors:
+        print(f"could not remove: {e}", file=sys.stderr)
+    print(f"\nremoved {len(found) - len(errors)} of {len(found)}")
+    return 0 if not errors else 4
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from .doctor import run_checks
+
+    checks = run_checks(args.uri, template=args.template, reprobe=args.probe, progress=ConsoleProgress())
+    print(tabulate([[c.name, c.status, c.detail] for c in checks], headers=["check", "status", "detail"], tablefmt="simple"))
+    hints = [c for c in checks if c.hint and c.status != "ok"]
+    for c in hints:
+        print(f"hint ({c.name}): {c.hint}")
+    return 3 if any(c.status == "FAIL" for c in checks) else 0
+
+
+def cmd_images_build(args: argparse.Namespace) -> int:
+    from .images import ensure_image
+
+    image = ensure_image(args.name, force=args.force, progress=ConsoleProgress())
+    print(f"{image.name}: {image.directory} (hash {image.hash[:12]})")
+    return 0
+
+
+def cmd_images_list(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from .images import current_image, list_images, recipe_names
+
+    current = {}
+    for n in recipe_names():
+        img = current_image(n)
+        if img:
+            current[n] = img.hash
+    rows = [[i.name, i.hash[:12], "current" if current.get(i.name) == i.hash else "outdated", i.manifest.get("built_at", "?"),
+             i.manifest.get("kernel_version", "?"), str(i.directory)] for i in list_images()]
+    print(tabulate(rows, headers=["recipe", "hash", "state", "built", "kernel", "directory"], tablefmt="simple"))
+    missing = [n for n in recipe_names() if n not in current]
+    for n in missing:
+        print(f"{n}: not built for its current recipe (vmbench images build {n})")
+    return 0
+
+
+# ---- wiring ----------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vmbench", description="Why is disk I/O in my VMs slower than on the host? Layer by layer, from real fio runs.")
+    p.add_argument("--version", action="version", version=f"vmbench {__version__}")
+    p.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    p.add_argument("-v", "--verbose", action="store_true", help="log every command")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    db_help = f"results database (default: {default_db_path()})"
+
+    sp = sub.add_parser("plan", help="show what a scenario would run; no side effects")
+    sp.add_argument("scenario")
+    sp.add_argument("--json", action="store_true", help="print the plan as JSON")
+    sp.add_argument("--accel", choices=["kvm", "tcg"], help="estimate for this accelerator")
+    sp.set_defaults(func=cmd_plan)
+
+    sp = sub.add_parser("run", help="run a scenario and store its results")
+    sp.add_argument("scenario")
+    sp.add_argument("--db", default=str(default_db_path()), help=db_help)
+    sp.add_argument("--report", action=argparse.BooleanOptionalAction, default=False, help="print the report at the end")
+    sp.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    sp.set_defaults(func=cmd_run)
+
+    sp = sub.add_parser("report", help="print a run's gap tables")
+    sp.add_argument("run", nargs="?", default="latest", help="run id, run tag or 'latest' (default)")
+    sp.add_argument("--db", default=str(default_db_path()), help=db_help)
+    sp.add_argument("--format", default="table", help="table, markdown, csv or json")
+    sp.set_defaults(func=cmd_report)
+
+    sp = sub.add_parser("runs", help="list stored runs")
+    sp.add_argument("--db", default=str(default_db_path()), help=db_help)
+    sp.set_defaults(func=cmd_runs)
+
+    sp = sub.add_parser("cleanup", help="find and remove leftovers vmbench created (lists them first)")
+    sp.add_argument("--dry-run", action="store_true", help="only list")
+    sp.add_argument("--force", action="store_true", help="also remove resources of runs that are still running")
+    sp.add_argument("--uri", default="qemu:///system", help="libvirt URI (default qemu:///system)")
+    sp.set_defaults(func=cmd_cleanup)
+
+    sp = sub.add_parser("doctor", help="check this machine: libvirt, image, fio, KVM")
+    sp.add_argument("--uri", default="qemu:///system")
+    sp.add_argument("--template", default="debian12")
+    sp.add_argument("--probe", action="store_true", help="probe KVM again instead of using the cached answer")
+    sp.set_defaults(func=cmd_doctor)
+
+    sp = sub.add_parser("images", help="guest template images")
+    isub = sp.add_subparsers(dest="images_command", metavar="ACTION")
+    isub.required = True
+    ib = isub.add_parser("build", help="build a template image if missing or its recipe changed")
+    ib.add_argument("name", nargs="?", default="debian12")
+    ib.add_argument("--force", action="store_true", help="rebuild even if current")
+    ib.set_defaults(func=cmd_images_build)
+    il = isub.add_parser("list", help="list built images")
+    il.set_defaults(func=cmd_images_list)
+    return p
+
+
+def _setup_logging(args: argparse.Namespace) -> None:
+    root = logging.getLogger("vmbench")
+    root.setLevel(logging.DEBUG)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.DEBUG if args.debug else logging.INFO if args.verbose else logging.CRITICAL)
+    root.addHandler(handler)
+
+
+def _log_to_file(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path)
+    except OSError:
+        return
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.DEBUG)
+    logging.getLogger("vmbench").addHandler(handler)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _setup_logging(args)
+    try:
+        return int(args.func(args) or 0)
+    except VmbenchError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        if args.debug:
+            traceback.print_exc()
+        print("interrupted", file=sys.stderr)
+        return Interrupted.exit_code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

@@ -1,0 +1,138 @@
+"""The one place where vmbench runs external commands on the local machine.
+
+Commands are argv lists, never shell strings.  ``run`` logs the exact command when it
+fails and raises :class:`~vmbench.errors.CommandError` carrying argv, exit code and the
+tail of stderr.  Secrets are passed with ``input=`` (stdin) so they never appear in argv,
+in ``ps`` or in a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+from .errors import CommandError, CommandTimeout
+
+log = logging.getLogger(__name__)
+
+_TAIL_LINES = 20
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What a finished command left: exit status and decoded output."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def format_argv(argv: Sequence[str]) -> str:
+    """Render an argv list the way a user would type it (for logs and messages only)."""
+    return shlex.join(str(a) for a in argv)
+
+
+def tail(text: str, lines: int = _TAIL_LINES) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    input: bytes | str | None = None,
+    timeout: float | None = None,
+    check: bool = True,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    capture: bool = True,
+    on_wait: Callable[[float], None] | None = None,
+) -> Completed:
+    """Run ``argv`` and wait for it.
+
+    ``input`` goes to stdin (use it for secrets).  ``env`` entries are added to the
+    current environment.  With ``check`` (the default) a non-zero exit raises
+    :class:`CommandError`; a timeout always raises :class:`CommandTimeout` (the command is
+    killed).  ``on_wait(elapsed)`` is called about once a second while it runs.
+    """
+    argv = [os.fspath(a) for a in argv]
+    if not argv:
+        raise ValueError("run() needs a non-empty argv")
+    full_env = None
+    if env:
+        full_env = dict(os.environ)
+        full_env.update(env)
+    data = input.encode() if isinstance(input, str) else input
+    log.debug("run: %s", format_argv(argv))
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if capture else None,
+            stderr=subprocess.PIPE if capture else None,
+            env=full_env,
+            cwd=cwd,
+        )
+    except FileNotFoundError as exc:
+        log.error("command not found: %s", format_argv(argv))
+        raise CommandError(
+            f"command not found: {argv[0]}",
+            argv=argv,
+            hint="install it (make demo / make test install everything vmbench needs)",
+        ) from exc
+    started = time.monotonic()
+    pending = data
+    while True:
+        wait = 1.0 if on_wait else None
+        if timeout is not None:
+            left = timeout - (time.monotonic() - started)
+            wait = max(0.01, min(wait, left)) if wait is not None else max(0.01, left)
+        try:
+            out, err = proc.communicate(input=pending, timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            pending = None  # communicate() keeps feeding stdin across calls
+            elapsed = time.monotonic() - started
+            if timeout is not None and elapsed >= timeout:
+                proc.kill()
+                out, err = proc.communicate()
+                log.error("command timed out after %ss: %s", timeout, format_argv(argv))
+                raise CommandTimeout(
+                    f"command timed out after {timeout:g}s: {format_argv(argv)}",
+                    argv=argv,
+                    stdout=_decode(out),
+                    stderr=_decode(err),
+                ) from None
+            if on_wait:
+                on_wait(elapsed)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    done = Completed(tuple(argv), proc.returncode, _decode(out), _decode(err))
+    if check and proc.returncode != 0:
+        log.error("command failed (exit %d): %s", proc.returncode, format_argv(argv))
+        if done.stderr.strip():
+            log.error("stderr:\n%s", tail(done.stderr))
+        raise CommandError(
+            f"command failed (exit {proc.returncode}): {format_argv(argv)}"
+            + (f"\n{tail(done.stderr)}" if done.stderr.strip() else ""),
+            argv=argv,
+            returncode=proc.returncode,
+            stdout=done.stdout,
+            stderr=done.stderr,
+        )
+    return done
+
+
+def _decode(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    if isinstance(data, str):
+        return data
+    return data.decode("utf-8", errors="replace")

@@ -1,0 +1,126 @@
+"""Which accelerator can run guests here: KVM where it really works, TCG otherwise.
+
+``/dev/kvm`` existing is not enough (nested hypervisors may expose a KVM that hangs a
+standard guest).  The probe boots the template's kernel in a tiny transient KVM domain with
+no root disk: a working KVM reaches the kernel's "unable to mount root" panic within
+seconds and the domain stops by itself; a broken one is still running at the deadline and
+is destroyed.  The answer is cached per host, QEMU, libvirt and kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import time
+from pathlib import Path
+
+from ...drivers.base import Accelerator
+from ...errors import PreflightError
+from ...settings import Accel
+from .connection import libvirt
+from .xml import probe_xml
+
+log = logging.getLogger(__name__)
+PROBE_TIMEOUT = 20.0
+BOOT_MARKERS = ("Kernel panic", "Linux version", "VFS:")
+
+
+def choose_accelerator(requested: Accel, probe: "callable[[], tuple[bool, str]]") -> Accelerator:
+    """Pure decision: what was asked, and what the (cached) probe said."""
+    if requested is Accel.TCG:
+        return Accelerator("tcg", "the scenario asks for tcg")
+    ok, reason = probe()
+    if ok:
+        return Accelerator("kvm", reason, probed=True)
+    if requested is Accel.KVM:
+        raise PreflightError(f"the scenario asks for kvm, but KVM is not usable here: {reason}", "use accel: auto or accel: tcg")
+    return Accelerator("tcg", f"KVM not usable: {reason}", probed=True)
+
+
+class KvmProbe:
+    def __init__(self, conn: "libvirt.virConnect", kernel: Path, consoles: Path, cache_file: Path, cache_key: str, timeout: float = PROBE_TIMEOUT) -> None:
+        self.conn = conn
+        self.kernel = kernel
+        self.consoles = consoles
+        self.cache_file = cache_file
+        self.cache_key = cache_key
+        self.timeout = timeout
+
+    def cached(self) -> tuple[bool, str] | None:
+        try:
+            data = json.loads(self.cache_file.read_text())
+        except (OSError, ValueError):
+            return None
+        hit = data.get(self.cache_key)
+        return (bool(hit["kvm"]), str(hit["reason"])) if hit else None
+
+    def __call__(self) -> tuple[bool, str]:
+        hit = self.cached()
+        if hit is not None:
+            return hit[0], hit[1] + " (cached)"
+        result = self.probe()
+        self._store(result)
+        return result
+
+    def _store(self, result: tuple[bool, str]) -> None:
+        try:
+            data = json.loads(self.cache_file.read_text())
+        except (OSError, ValueError):
+            data = {}
+        data[self.cache_key] = {"kvm": result[0], "reason": result[1], "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        self.cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.cache_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        os.replace(tmp, self.cache_file)
+
+    def probe(self) -> tuple[bool, str]:
+        try:
+            self.conn.getDomainCapabilities(None, "x86_64", None, "kvm", 0)
+        except libvirt.libvirtError as exc:
+            return False, f"libvirt offers no KVM domains ({exc.get_error_message()})"
+        tag = "p" + secrets.token_hex(4)
+        name = f"vmbench-{tag}-probe"
+        self.consoles.mkdir(parents=True, exist_ok=True)
+        console = self.consoles / f"{name}.log"
+        started = time.monotonic()
+        try:
+            dom = self.conn.createXML(probe_xml(name, tag, str(self.kernel), str(console)), 0)
+        except libvirt.libvirtError as exc:
+            return False, f"a KVM domain does not start: {exc.get_error_message()}"
+        try:
+            while time.monotonic() - started < self.timeout:
+                if not _active(dom):
+                    break
+                time.sleep(0.5)
+            else:
+                return False, f"a KVM guest did not get through its kernel's early boot in {self.timeout:g}s (nested virtualization without a working KVM?)"
+            elapsed = time.monotonic() - started
+            text = _read(console)
+            if any(m in text for m in BOOT_MARKERS):
+                return True, f"a KVM guest ran its kernel to the expected panic in {elapsed:.1f}s"
+            return False, "the KVM probe guest stopped without printing anything"
+        finally:
+            try:
+                dom.destroy()
+            except libvirt.libvirtError:
+                pass
+            try:
+                console.unlink()
+            except OSError:
+                pass
+
+
+def _active(dom: "libvirt.virDomain") -> bool:
+    try:
+        return bool(dom.isActive())
+    except libvirt.libvirtError:
+        return False  # a transient domain that stopped is gone
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""

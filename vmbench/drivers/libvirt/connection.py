@@ -1,0 +1,70 @@
+"""Opening libvirt and turning its errors into vmbench errors."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from typing import Any, Iterator
+
+from ...errors import GuestError, HypervisorError, PreflightError
+
+log = logging.getLogger(__name__)
+
+try:  # libvirt-python is a dependency; keep import errors readable
+    import libvirt
+    import libvirt_qemu
+except ImportError:  # pragma: no cover - exercised only on broken installs
+    libvirt = None
+    libvirt_qemu = None
+
+
+def _quiet(_ctx: Any, _err: Any) -> None:
+    """libvirt prints every error to stderr by default; we report them ourselves."""
+
+
+def open_connection(uri: str) -> "libvirt.virConnect":
+    if libvirt is None:
+        raise PreflightError("the libvirt Python binding is not installed", "run `make demo` or `pip install libvirt-python`")
+    libvirt.registerErrorHandler(_quiet, None)
+    try:
+        return libvirt.open(uri)
+    except libvirt.libvirtError as exc:
+        raise PreflightError(
+            f"cannot reach libvirt at {uri}: {exc.get_error_message()}",
+            "start the daemons (scripts/ensure-libvirtd, or systemctl start libvirtd) and check the URI",
+        ) from None
+
+
+@contextlib.contextmanager
+def hypervisor_errors(what: str) -> Iterator[None]:
+    try:
+        yield
+    except libvirt.libvirtError as exc:
+        raise HypervisorError(f"{what}: {exc.get_error_message()}") from None
+
+
+def agent_command(dom: "libvirt.virDomain", command: dict, timeout: float) -> Any:
+    """Send one guest-agent command through libvirt; return the reply's ``return``."""
+    try:
+        reply = libvirt_qemu.qemuAgentCommand(dom, json.dumps(command), max(1, int(timeout)), 0)
+    except libvirt.libvirtError as exc:
+        raise GuestError(f"guest agent of {dom.name()}: {command.get('execute')}: {exc.get_error_message()}") from None
+    if reply is None:
+        raise GuestError(f"guest agent of {dom.name()}: {command.get('execute')}: no reply")
+    data = json.loads(reply)
+    if "error" in data:
+        raise GuestError(f"guest agent of {dom.name()}: {command.get('execute')}: {data['error'].get('desc')}")
+    return data.get("return")
+
+
+def monitor_command(dom: "libvirt.virDomain", command: dict) -> Any:
+    """One QMP command to the VM's QEMU (read-only queries only)."""
+    try:
+        reply = libvirt_qemu.qemuMonitorCommand(dom, json.dumps(command), 0)
+    except libvirt.libvirtError as exc:
+        raise HypervisorError(f"QEMU monitor of {dom.name()}: {command.get('execute')}: {exc.get_error_message()}") from None
+    data = json.loads(reply)
+    if "error" in data:
+        raise HypervisorError(f"QEMU monitor of {dom.name()}: {command.get('execute')}: {data['error'].get('desc')}")
+    return data.get("return")

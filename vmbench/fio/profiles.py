@@ -1,0 +1,79 @@
+"""Built-in workload profiles (METHOD.md, "Useful workload profiles").
+
+A profile expands to one or more :class:`FioJob`; scenarios name it and may override any
+job parameter for all of its jobs, or pick a subset with ``select``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+from .job import FioJob
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+
+
+def _tuning_matrix() -> list[FioJob]:
+    jobs = []
+    for bs, label in ((4 * KiB, "4k"), (64 * KiB, "64k"), (1 * MiB, "1m")):
+        for rw in ("randread", "randwrite", "read", "write"):
+            jobs.append(FioJob(name=f"{label}-{rw}", rw=rw, bs=bs, iodepth=4, sync=True, profile="tuning-matrix"))
+    return jobs
+
+
+def _boot_storm() -> list[FioJob]:
+    return [FioJob(name="boot-storm", rw="randread", bs=16 * KiB, iodepth=4, numjobs=4, profile="boot-storm")]
+
+
+def _oltp() -> list[FioJob]:
+    return [
+        FioJob(name="oltp", rw="randrw", rwmixread=70, bs=8 * KiB, iodepth=2, numjobs=4, fsync=1, profile="oltp")
+    ]
+
+
+def _metadata_churn() -> list[FioJob]:
+    return [FioJob(name="metadata-churn", rw="randrw", rwmixread=60, bs=4 * KiB, iodepth=16, profile="metadata-churn")]
+
+
+def _backup_stream() -> list[FioJob]:
+    return [FioJob(name="backup-stream", rw="write", bs=1 * MiB, iodepth=8, profile="backup-stream")]
+
+
+def _cache_buster() -> list[FioJob]:
+    # The working set must be several times the guest's RAM; the scenario loader sets
+    # size to CACHE_BUSTER_RAM_FACTOR x the largest VM memory unless the user sets size.
+    return [FioJob(name="cache-buster", rw="randread", bs=128 * KiB, iodepth=4, profile="cache-buster")]
+
+
+CACHE_BUSTER_RAM_FACTOR = 4
+
+PROFILES: dict[str, Callable[[], list[FioJob]]] = {
+    "tuning-matrix": _tuning_matrix,
+    "boot-storm": _boot_storm,
+    "oltp": _oltp,
+    "metadata-churn": _metadata_churn,
+    "backup-stream": _backup_stream,
+    "cache-buster": _cache_buster,
+}
+
+DESCRIPTIONS = {
+    "tuning-matrix": "4K/64K/1M x randread/randwrite/read/write at QD4 with sync writes (12 jobs)",
+    "boot-storm": "16K random reads, 4 jobs at QD4 (many VMs booting)",
+    "oltp": "8K random 70/30 read/write with fsync after every write, 4 jobs at QD2",
+    "metadata-churn": "4K random 60/40 read/write at QD16",
+    "backup-stream": "1M sequential write at QD8",
+    "cache-buster": "128K random reads over a working set of 4x the VM's RAM",
+}
+
+
+def expand(profile: str, overrides: dict, select: tuple[str, ...] = ()) -> list[FioJob]:
+    """The jobs of ``profile`` with ``overrides`` applied (KeyError for an unknown profile)."""
+    jobs = PROFILES[profile]()
+    if select:
+        names = {j.name for j in jobs}
+        unknown = [s for s in select if s not in names]
+        if unknown:
+            raise ValueError(f"{', '.join(unknown)} not in profile {profile} (its jobs: {', '.join(sorted(names))})")
+        jobs = [j for j in jobs if j.name in select]
+    return [replace(j, **overrides) for j in jobs]

@@ -1,0 +1,69 @@
+"""A small file per run listing what it created, so a hard-killed run can be cleaned up
+and a live run is never cleaned up under its feet."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class Ledger:
+    path: Path
+    tag: str
+
+    @classmethod
+    def create(cls, runs_dir: Path, tag: str, **info: object) -> "Ledger":
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        ledger = cls(runs_dir / f"{tag}.json", tag)
+        ledger._write({"tag": tag, "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "resources": [], **info})
+        return ledger
+
+    def _read(self) -> dict:
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {"tag": self.tag, "resources": []}
+
+    def _write(self, data: dict) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        os.replace(tmp, self.path)
+
+    def add(self, kind: str, name: str) -> None:
+        data = self._read()
+        data["resources"].append({"kind": kind, "name": name})
+        self._write(data)
+
+    def remove(self) -> None:
+        try:
+            self.path.unlink()
+        except OSError:
+            pass
+
+
+def live_runs(runs_dir: Path) -> dict[str, int]:
+    """Run tags whose vmbench process is still alive -> pid."""
+    out = {}
+    if not runs_dir.is_dir():
+        return out
+    for f in runs_dir.glob("*.json"):
+        try:
+            data = json.loads(f.read_text())
+            pid = int(data["pid"])
+        except (OSError, ValueError, KeyError):
+            continue
+        if _alive(pid) and pid != os.getpid():
+            out[data.get("tag", f.stem)] = pid
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"vmbench" in cmdline

@@ -1,0 +1,60 @@
+"""Where vmbench keeps things on the machine it drives.
+
+Everything vmbench creates outside the results database lives under one state directory
+(``/var/lib/vmbench`` unless ``VMBENCH_STATE_DIR`` says otherwise), so it is easy to find
+and nothing else is touched.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_STATE_DIR = Path("/var/lib/vmbench")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class StatePaths:
+    root: Path
+
+    @classmethod
+    def default(cls) -> "StatePaths":
+        return cls(Path(os.environ.get("VMBENCH_STATE_DIR", DEFAULT_STATE_DIR)))
+
+    @property
+    def images(self) -> Path:
+        """Built template images, one directory per recipe hash."""
+        return self.root / "images"
+
+    @property
+    def pool(self) -> Path:
+        """Directory of the ``vmbench`` libvirt storage pool (overlays, scratch disks)."""
+        return self.root / "pool"
+
+    @property
+    def consoles(self) -> Path:
+        """Serial console logs of vmbench's VMs."""
+        return self.root / "consoles"
+
+    @property
+    def runs(self) -> Path:
+        """Ledgers of what each run created, for cleanup after a hard kill."""
+        return self.root / "runs"
+
+    @property
+    def cache(self) -> Path:
+        """Small cached facts (accelerator probe results, debootstrap .debs)."""
+        return self.root / "cache"
+
+
+def recipes_dir() -> Path:
+    """The ``guest-images/`` directory holding image recipes."""
+    env = os.environ.get("VMBENCH_RECIPES_DIR")
+    return Path(env) if env else REPO_ROOT / "guest-images"
+
+
+def default_db_path() -> Path:
+    env = os.environ.get("VMBENCH_DB")
+    return Path(env) if env else REPO_ROOT / "results" / "vmbench.db"

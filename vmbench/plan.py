@@ -1,0 +1,154 @@
+"""What a scenario will do: boots, cells, layers, jobs and how long it should take.
+
+Pure: no side effects.  Cells that share a VM configuration share one boot; jobs and
+in-guest layers never need a reboot, so the number of boots equals the number of distinct
+VM configurations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .fio.job import FioJob
+from .scenario.model import Cell, Scenario, Stack, VmConfig, layer_path
+
+
+@dataclass(frozen=True)
+class BootGroup:
+    seq: int
+    vm: VmConfig
+    cells: tuple[Cell, ...]
+
+    @property
+    def cpu_label(self) -> str:
+        return self.vm.cpu.label
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One planned fio run in the guest: a cell, a layer (of a stack, or raw) and a job."""
+
+    cell: str
+    stack: str | None
+    layer: str
+    depth: int
+    job: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    scenario: Scenario
+    boots: tuple[BootGroup, ...]
+
+    @property
+    def cells(self) -> tuple[Cell, ...]:
+        return tuple(c for b in self.boots for c in b.cells)
+
+    def guest_measurements(self) -> list[Measurement]:
+        out = []
+        for cell in self.cells:
+            for layer, stack, depth in cell_layers(cell):
+                for job in self.scenario.jobs:
+                    out.append(Measurement(cell.name, stack.name if stack else None, layer, depth, job.name))
+        return out
+
+    def host_measurements(self) -> int:
+        return len(self.scenario.jobs) * self.scenario.repeats if self.scenario.host_baseline else 0
+
+    def summary(self) -> dict:
+        """The plan as data (stored with the run; printed as JSON by ``vmbench plan --json``)."""
+        s = self.scenario
+        return {
+            "scenario": s.name,
+            "mode": s.plan_mode,
+            "boots": [
+                {"seq": b.seq, "settings": b.vm.settings(), "cells": [c.name for c in b.cells]} for b in self.boots
+            ],
+            "cells": [
+                {
+                    "name": c.name,
+                    "settings": c.vm.settings(),
+                    "changed": list(c.changed),
+                    "stacks": [st.name for st in c.stacks],
+                }
+                for c in self.cells
+            ],
+            "jobs": [{"name": j.name, "describe": j.describe(), "sync": j.is_sync} for j in s.jobs],
+            "stacks": [{"name": st.name, "layers": [l.label for l in st.layers]} for st in s.stacks],
+            "repeats": s.repeats,
+            "host_baseline": s.host_baseline,
+            "guest_measurements": len(self.guest_measurements()) * s.repeats,
+            "host_measurements": self.host_measurements(),
+        }
+
+
+def make_plan(scenario: Scenario) -> Plan:
+    groups: dict[str, list[Cell]] = {}
+    vms: dict[str, VmConfig] = {}
+    for cell in scenario.cells:
+        key = cell.vm.key()
+        groups.setdefault(key, []).append(cell)
+        vms.setdefault(key, cell.vm)
+    boots = tuple(BootGroup(seq=i + 1, vm=vms[key], cells=tuple(cells)) for i, (key, cells) in enumerate(groups.items()))
+    return Plan(scenario=scenario, boots=boots)
+
+
+def cell_layers(cell: Cell) -> list[tuple[str, Stack | None, int]]:
+    """(layer path, stack, depth) measured in a cell: raw once, then every layer of every stack."""
+    out: list[tuple[str, Stack | None, int]] = [("raw", None, 0)]
+    for stack in cell.stacks:
+        for depth in range(1, len(stack.layers) + 1):
+            out.append((layer_path(stack, depth), stack, depth))
+    return out
+
+
+# ---- estimates -------------------------------------------------------------------------------
+
+BOOT_SECONDS = {"kvm": 20.0, "tcg": 40.0}
+TEARDOWN_SECONDS = 5.0
+FIO_OVERHEAD = {"kvm": 1.5, "tcg": 4.0}
+PRECONDITION_MB_S = {"kvm": 500.0, "tcg": 150.0}
+LAYER_BUILD_SECONDS = {"kvm": 3.0, "tcg": 10.0}
+CRYPTO_BENCH_SECONDS = {"kvm": 3.0, "tcg": 6.0}  # per cipher
+UNKNOWN_JOB_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    accelerator: str
+    boots: float
+    guest_fio: float
+    host_fio: float
+    layers: float
+    crypto: float
+
+    @property
+    def total(self) -> float:
+        return self.boots + self.guest_fio + self.host_fio + self.layers + self.crypto
+
+
+def estimate(plan: Plan, accelerator: str) -> Estimate:
+    accel = accelerator if accelerator in BOOT_SECONDS else "tcg"
+    s = plan.scenario
+
+    def job_seconds(job: FioJob, accel_: str) -> float:
+        d = job.duration
+        return (UNKNOWN_JOB_SECONDS if d is None else d) + FIO_OVERHEAD[accel_]
+
+    def precondition(job: FioJob, accel_: str) -> float:
+        return job.size / 1e6 / PRECONDITION_MB_S[accel_]
+
+    boots = len(plan.boots) * (BOOT_SECONDS[accel] + TEARDOWN_SECONDS)
+    guest = 0.0
+    layers = 0.0
+    for cell in plan.cells:
+        for _, stack, depth in cell_layers(cell):
+            guest += sum(job_seconds(j, accel) * s.repeats + precondition(j, accel) for j in s.jobs)
+            if stack is not None:
+                layers += LAYER_BUILD_SECONDS[accel]
+    host = 0.0
+    if s.host_baseline:
+        host = sum(job_seconds(j, "kvm") * s.repeats + precondition(j, "kvm") for j in s.jobs)
+    cpus = {b.cpu_label for b in plan.boots}
+    crypto = len(s.crypto_benchmark) * CRYPTO_BENCH_SECONDS[accel] * (len(cpus) + 1) if s.crypto_benchmark else 0.0
+    return Estimate(accelerator=accel, boots=boots, guest_fio=guest, host_fio=host, layers=layers, crypto=crypto)

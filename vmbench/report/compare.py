@@ -1,0 +1,203 @@
+"""From stored measurements to comparisons: gaps to the host, to the baseline, between
+layers; crypto ceilings; targets.  Pure: data in, table models out.
+
+Repeats are combined the honest way: the median of IOPS and bandwidth, with their spread
+(coefficient of variation), and percentiles from the merged latency histograms.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from ..fio.result import Histogram
+
+
+@dataclass(frozen=True)
+class Figures:
+    iops: float
+    mb_s: float
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+    p999_ms: float | None
+    repeats: int
+    cv: float | None  # IOPS coefficient of variation across repeats; None for one repeat
+    job_hash: str
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of a comparison table."""
+
+    job: str
+    sync: bool
+    side: str  # host or guest
+    cell: str | None
+    stack: str | None
+    layer: str
+    figures: Figures
+    gap: float | None = None  # host IOPS / this IOPS
+    vs_baseline: float | None = None  # this IOPS / baseline IOPS - 1
+    vs_below: float | None = None  # this IOPS / the layer below's IOPS - 1
+    note: str = ""
+    settings: dict = field(default_factory=dict)
+
+
+def aggregate(rows: Sequence[dict]) -> Figures:
+    """Combine the repeats of one (side, cell, stack, layer, job)."""
+    iops = [r["iops"] for r in rows]
+    bws = [r["bw_bytes"] for r in rows]
+    hist = Histogram()
+    for r in rows:
+        hist = hist.merge(Histogram.from_json(r["clat_bins"]))
+    cv = None
+    if len(iops) > 1 and statistics.mean(iops) > 0:
+        cv = statistics.pstdev(iops) / statistics.mean(iops)
+    hashes = {r["job_hash"] for r in rows}
+
+    def ms(p: float) -> float | None:
+        v = hist.percentile(p)
+        return None if v is None else v / 1e6
+
+    return Figures(
+        iops=statistics.median(iops),
+        mb_s=statistics.median(bws) / 1e6,
+        p50_ms=ms(50.0),
+        p95_ms=ms(95.0),
+        p99_ms=ms(99.0),
+        p999_ms=ms(99.9),
+        repeats=len(rows),
+        cv=cv,
+        job_hash=hashes.pop() if len(hashes) == 1 else "mixed",
+    )
+
+
+def group(measurements: Iterable[dict]) -> "OrderedDict[tuple, list[dict]]":
+    """Measurements keyed by (side, cell, stack, layer, job), in the order they ran."""
+    out: OrderedDict[tuple, list[dict]] = OrderedDict()
+    for m in measurements:
+        key = (m["side"], m.get("cell"), m.get("stack"), m["layer"], m["job"])
+        out.setdefault(key, []).append(m)
+    return out
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b else None
+
+
+def _change(a: float, b: float) -> float | None:
+    return a / b - 1.0 if b else None
+
+
+def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str]) -> list[Row]:
+    """Per job: the host, then every valid cell's raw-disk figures, with the gap to the host
+    and the change from the first cell (the baseline)."""
+    groups = group(measurements)
+    order = [c["name"] for c in cells]
+    baseline = order[0] if order else None
+    out = []
+    for job in jobs:
+        host_rows = groups.get(("host", None, None, "host", job))
+        host = aggregate(host_rows) if host_rows else None
+        sync = bool((host_rows or [{}])[0].get("sync")) if host_rows else False
+        if host is not None:
+            out.append(Row(job=job, sync=sync, side="host", cell=None, stack=None, layer="host", figures=host, gap=1.0))
+        base = None
+        for cell in order:
+            rows = groups.get(("guest", cell, None, "raw", job))
+            if not rows:
+                continue
+            sync = bool(rows[0]["sync"])
+            fig = aggregate(rows)
+            if cell == baseline:
+                base = fig
+            note = ""
+            gap = None
+            if host is not None:
+                if host.job_hash == fig.job_hash:
+                    gap = _ratio(host.iops, fig.iops)
+                    if fig.iops > host.iops * 1.05:
+                        note = "beats host: cached?"
+                else:
+                    note = "job differs from host's; not compared"
+            vs_base = _change(fig.iops, base.iops) if base is not None and cell != baseline and base.job_hash == fig.job_hash else None
+            out.append(Row(job=job, sync=sync, side="guest", cell=cell, stack=None, layer="raw", figures=fig, gap=gap,
+                           vs_baseline=vs_base, note=note, settings=rows[0].get("settings") or {}))
+    return out
+
+
+def layer_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str]) -> list[Row]:
+    """Per cell, stack and job: host -> raw -> each layer, with each layer's cost relative to
+    the one below and to the host."""
+    groups = group(measurements)
+    out = []
+    for cell in cells:
+        for stack in cell.get("stacks") or []:
+            for job in jobs:
+                host_rows = groups.get(("host", None, None, "host", job))
+                host = aggregate(host_rows) if host_rows else None
+                chain = [("raw", groups.get(("guest", cell["name"], None, "raw", job)))]
+                for (side, c, st, layer, j), rows in groups.items():
+                    if side == "guest" and c == cell["name"] and st == stack and j == job:
+                        chain.append((layer, rows))
+                if all(rows is None for _, rows in chain):
+                    continue
+                if host is not None:
+                    out.append(Row(job=job, sync=bool(host_rows[0]["sync"]), side="host", cell=cell["name"], stack=stack,
+                                   layer="host", figures=host, gap=1.0))
+                below = host
+                for layer, rows in chain:
+                    if not rows:
+                        continue
+                    fig = aggregate(rows)
+                    out.append(Row(
+                        job=job, sync=bool(rows[0]["sync"]), side="guest", cell=cell["name"], stack=stack, layer=layer,
+                        figures=fig,
+                        gap=_ratio(host.iops, fig.iops) if host is not None and host.job_hash == fig.job_hash else None,
+                        vs_below=_change(fig.iops, below.iops) if below is not None else None,
+                    ))
+                    below = fig
+    return out
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    target: dict
+    cell: str
+    stack: str | None
+    layer: str
+    job: str
+    figures: Figures
+    passed: bool
+    failures: tuple[str, ...]
+
+
+def target_results(measurements: Sequence[dict], targets: Sequence[dict]) -> list[TargetResult]:
+    groups = group(measurements)
+    out = []
+    for t in targets:
+        for (side, cell, stack, layer, job), rows in groups.items():
+            if side != "guest" or job != t["job"]:
+                continue
+            if t.get("cell") and cell != t["cell"]:
+                continue
+            if t.get("stack") and stack != t["stack"]:
+                continue
+            if t.get("layer"):
+                if layer != t["layer"]:
+                    continue
+            elif stack is None and any(k[2] is not None for k in groups if k[1] == cell and k[4] == job):
+                continue  # without a layer, targets judge the stacks' layers, not the raw disk
+            fig = aggregate(rows)
+            failures = []
+            if t.get("min_mb_s") is not None and fig.mb_s < t["min_mb_s"]:
+                failures.append(f"{fig.mb_s:.1f} MB/s < {t['min_mb_s']:g}")
+            if t.get("min_iops") is not None and fig.iops < t["min_iops"]:
+                failures.append(f"{fig.iops:.0f} IOPS < {t['min_iops']:g}")
+            if t.get("max_p99_ms") is not None and (fig.p99_ms is None or fig.p99_ms > t["max_p99_ms"]):
+                failures.append(f"p99 {fig.p99_ms:.2f} ms > {t['max_p99_ms']:g}")
+            out.append(TargetResult(t, cell, stack, layer, job, fig, not failures, tuple(failures)))
+    return out

@@ -1,0 +1,62 @@
+"""Render table models as text (tabulate), Markdown, CSV or JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Sequence
+
+from tabulate import tabulate
+
+from ..settings import Choice
+from .tables import Table
+
+
+class Format(Choice):
+    TABLE = "table"
+    MARKDOWN = "markdown"
+    CSV = "csv"
+    JSON = "json"
+
+
+def render(tables: Sequence[Table], fmt: Format, header: dict | None = None) -> str:
+    if fmt is Format.JSON:
+        doc = {"run": header or {}, "tables": [{"name": t.name, "title": t.title, "records": t.records, "notes": t.notes} for t in tables]}
+        return json.dumps(doc, indent=2, default=str) + "\n"
+    if fmt is Format.CSV:
+        return _csv(tables)
+    tablefmt = "github" if fmt is Format.MARKDOWN else "simple"
+    parts = []
+    if header:
+        if fmt is Format.MARKDOWN:
+            parts.append("\n".join(f"- **{k}**: {v}" for k, v in header.items()))
+        else:
+            parts.append("\n".join(f"{k + ':':<14} {v}" for k, v in header.items()))
+    for t in tables:
+        title = f"## {t.title}" if fmt is Format.MARKDOWN else f"{t.title}\n{'=' * len(t.title)}"
+        body = tabulate(
+            [[c.fmt(r.get(c.key)) for c in t.columns] for r in t.records],
+            headers=[c.header for c in t.columns],
+            tablefmt=tablefmt,
+            disable_numparse=True,
+        )
+        notes = "\n".join(("- " if fmt is Format.MARKDOWN else "  ") + n for n in t.notes)
+        parts.append("\n".join(filter(None, [title, body, notes])))
+    return "\n\n".join(parts) + "\n"
+
+
+def _csv(tables: Sequence[Table]) -> str:
+    buf = io.StringIO()
+    keys: list[str] = []
+    for t in tables:
+        for r in t.records:
+            for k in r:
+                if k not in keys:
+                    keys.append(k)
+    w = csv.DictWriter(buf, fieldnames=["table"] + keys, lineterminator="\n")
+    w.writeheader()
+    for t in tables:
+        for r in t.records:
+            w.writerow({"table": t.name, **{k: ("" if v is None else v) for k, v in r.items()}})
+    return buf.getvalue()

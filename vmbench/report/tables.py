@@ -1,0 +1,188 @@
+"""Table models for a run's report (pure), rendered by :mod:`vmbench.report.render`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from .compare import Row, TargetResult, gap_rows, layer_rows, target_results
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    header: str
+    fmt: Callable[[Any], str] = str
+
+
+@dataclass
+class Table:
+    name: str
+    title: str
+    columns: list[Column]
+    records: list[dict]
+    notes: list[str] = field(default_factory=list)
+
+
+# ---- number formats -------------------------------------------------------------------------
+
+
+def f_int(v: Any) -> str:
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def f_mb(v: Any) -> str:
+    return "-" if v is None else (f"{v:,.1f}" if v >= 10 else f"{v:.2f}")
+
+
+def f_ms(v: Any) -> str:
+    if v is None:
+        return "-"
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    if v >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def f_ratio(v: Any) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def f_pct(v: Any) -> str:
+    return "-" if v is None else f"{v * 100:+.1f}%"
+
+
+def f_cv(v: Any) -> str:
+    return "-" if v is None else f"{v * 100:.1f}%"
+
+
+def f_text(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
+def f_bool(v: Any) -> str:
+    return "yes" if v else "no"
+
+
+# ---- tables -----------------------------------------------------------------------------------
+
+
+def _figures(row: Row) -> dict:
+    f = row.figures
+    return {
+        "iops": f.iops, "mb_s": f.mb_s, "p50_ms": f.p50_ms, "p95_ms": f.p95_ms, "p99_ms": f.p99_ms,
+        "p999_ms": f.p999_ms, "repeats": f.repeats, "cv": f.cv,
+    }
+
+
+FIGURE_COLUMNS = [
+    Column("iops", "IOPS", f_int),
+    Column("mb_s", "MB/s", f_mb),
+    Column("p50_ms", "p50 ms", f_ms),
+    Column("p99_ms", "p99 ms", f_ms),
+    Column("p999_ms", "p99.9 ms", f_ms),
+]
+
+
+def _job_label(row: Row) -> str:
+    return f"{row.job} (sync)" if row.sync else row.job
+
+
+def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], repeats: int) -> Table:
+    rows = gap_rows(measurements, cells, jobs)
+    multi_cell = len(cells) > 1
+    records = []
+    for r in rows:
+        rec = {"job": _job_label(r), "side": r.side, "cell": r.cell or "", "layer": r.layer, **_figures(r),
+               "gap": r.gap, "vs_baseline": r.vs_baseline, "note": r.note}
+        records.append(rec)
+    cols = [Column("job", "job"), Column("side", "side")]
+    if multi_cell:
+        cols.append(Column("cell", "cell"))
+    cols += FIGURE_COLUMNS
+    if repeats > 1:
+        cols.append(Column("cv", "CV", f_cv))
+    cols.append(Column("gap", "gap (host/guest)", f_ratio))
+    if multi_cell:
+        cols.append(Column("vs_baseline", "vs baseline", f_pct))
+    cols.append(Column("note", "note", f_text))
+    notes = [
+        "gap = host IOPS / guest IOPS on the same storage and the same fio job (1.00x: no loss; 5.00x: the guest gets a fifth).",
+        "Latency is fio's completion latency (clat); percentiles come from fio's json+ histograms"
+        + (", merged over repeats; IOPS and MB/s are medians." if repeats > 1 else "."),
+    ]
+    if any(r.sync for r in rows):
+        notes.append("(sync) jobs issue synchronous writes: compare them only with each other.")
+    if multi_cell:
+        notes.append(f"vs baseline = change in IOPS from the first cell ({cells[0]['name']}).")
+    return Table("gaps", "Host vs guest, raw scratch disk", cols, records, notes)
+
+
+def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str]) -> Table | None:
+    rows = layer_rows(measurements, cells, jobs)
+    if not rows:
+        return None
+    records = []
+    for r in rows:
+        records.append({"cell": r.cell, "stack": r.stack, "job": _job_label(r),
+                        "layer": r.layer if r.layer in ("host", "raw") else "+" + r.layer.split("+")[-1],
+                        "layer_path": r.layer, **_figures(r), "vs_below": r.vs_below, "gap": r.gap})
+    cols = [Column("cell", "cell"), Column("stack", "stack"), Column("job", "job"), Column("layer", "layer")]
+    cols += FIGURE_COLUMNS + [Column("vs_below", "vs layer below", f_pct), Column("gap", "gap (host/layer)", f_ratio)]
+    return Table("layers", "Layer by layer: host -> guest raw disk -> each layer of each stack", cols, records,
+                 ["vs layer below = change in IOPS that layer costs (or gains); gap = host IOPS / IOPS at that layer."])
+
+
+def crypto_table(crypto: Sequence[dict]) -> Table | None:
+    if not crypto:
+        return None
+    records = []
+    for c in crypto:
+        records.append({
+            "side": c["side"], "cpu": c["cpu"], "aes_flag": c["aes_flag"], "cipher": c["cipher"], "key_bits": c["key_bits"],
+            "encrypt_mib_s": c["encrypt_mib_s"], "decrypt_mib_s": c["decrypt_mib_s"], "error": c.get("error") or "",
+        })
+    cols = [Column("side", "side"), Column("cpu", "cpu model"), Column("aes_flag", "aes flag", lambda v: "-" if v is None else f_bool(v)),
+            Column("cipher", "cipher"), Column("key_bits", "key bits"),
+            Column("encrypt_mib_s", "encrypt MiB/s", f_mb), Column("decrypt_mib_s", "decrypt MiB/s", f_mb), Column("error", "note", f_text)]
+    return Table("crypto", "Crypto ceiling: cryptsetup benchmark (in-memory, no disk)", cols, records,
+                 ["LUKS throughput cannot exceed these figures; without the aes flag the guest encrypts in software."])
+
+
+def targets_table(measurements: Sequence[dict], targets: Sequence[dict]) -> Table | None:
+    if not targets:
+        return None
+    results: list[TargetResult] = target_results(measurements, targets)
+    records = []
+    for t in results:
+        desc = ", ".join(filter(None, [
+            f"MB/s >= {t.target['min_mb_s']:g}" if t.target.get("min_mb_s") is not None else "",
+            f"IOPS >= {t.target['min_iops']:g}" if t.target.get("min_iops") is not None else "",
+            f"p99 <= {t.target['max_p99_ms']:g} ms" if t.target.get("max_p99_ms") is not None else "",
+        ]))
+        records.append({"target": desc, "cell": t.cell, "stack": t.stack or "", "layer": t.layer, "job": t.job,
+                        "iops": t.figures.iops, "mb_s": t.figures.mb_s, "p99_ms": t.figures.p99_ms,
+                        "result": "PASS" if t.passed else "FAIL", "why": "; ".join(t.failures)})
+    if not records:
+        records.append({"target": "(no measurement matched the targets)", "result": "FAIL"})
+    cols = [Column("target", "target"), Column("cell", "cell", f_text), Column("stack", "stack", f_text), Column("layer", "layer", f_text),
+            Column("job", "job", f_text), Column("mb_s", "MB/s", f_mb), Column("iops", "IOPS", f_int), Column("p99_ms", "p99 ms", f_ms),
+            Column("result", "result"), Column("why", "why", f_text)]
+    return Table("targets", "Targets", cols, records)
+
+
+def cells_table(cells: Sequence[dict]) -> Table:
+    keys = ["bus", "cache", "iothread", "aio", "cpu", "format", "vcpus", "memory_mib"]
+    records = []
+    for c in cells:
+        rec = {"cell": c["name"], **{k: c["settings"].get(k) for k in keys},
+               "changed": ", ".join(c.get("changed") or []) or "-",
+               "stacks": ", ".join(c.get("stacks") or []) or "-",
+               "valid": c["valid"], "problems": "; ".join(c.get("problems") or [])}
+        records.append(rec)
+    cols = [Column("cell", "cell")] + [Column(k, k.replace("_mib", " MiB"), lambda v: f_bool(v) if isinstance(v, bool) else f_text(v)) for k in keys]
+    cols += [Column("changed", "changed"), Column("stacks", "stacks"), Column("valid", "measured", f_bool), Column("problems", "problems", f_text)]
+    return Table("cells", "Cells (every setting of each VM configuration)", cols, records)

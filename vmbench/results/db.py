@@ -1,0 +1,262 @@
+"""The results database (SQLite): runs, boots, cells, measurements, crypto benchmarks.
+
+One ``runs`` row per ``vmbench run``; one ``measurements`` row per (cell, stack, layer,
+job, repeat) and per host measurement, keeping fio's raw json+ output.  The schema carries
+a version; a database of another version is refused rather than misread.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import ResultsError
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    tag TEXT NOT NULL UNIQUE,
+    scenario_name TEXT NOT NULL,
+    scenario_path TEXT NOT NULL,
+    scenario_text TEXT NOT NULL,
+    plan_json TEXT NOT NULL,
+    status TEXT NOT NULL,
+    error TEXT,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    vmbench_version TEXT NOT NULL,
+    environment_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE boots (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    seq INTEGER NOT NULL,
+    vm_key TEXT NOT NULL,
+    settings_json TEXT NOT NULL,
+    domain_name TEXT NOT NULL,
+    accelerator TEXT NOT NULL,
+    domain_xml TEXT,
+    live_xml TEXT,
+    qemu_cmdline TEXT,
+    guest_json TEXT NOT NULL DEFAULT '{}',
+    boot_seconds REAL,
+    started_at TEXT NOT NULL
+);
+CREATE TABLE cells (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    boot_id INTEGER REFERENCES boots(id),
+    seq INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    settings_json TEXT NOT NULL,
+    changed_json TEXT NOT NULL,
+    stacks_json TEXT NOT NULL,
+    valid INTEGER NOT NULL,
+    problems_json TEXT NOT NULL DEFAULT '[]',
+    evidence_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE measurements (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    cell_id INTEGER REFERENCES cells(id),
+    side TEXT NOT NULL,
+    stack TEXT,
+    layer TEXT NOT NULL,
+    depth INTEGER NOT NULL,
+    job TEXT NOT NULL,
+    job_params_json TEXT NOT NULL,
+    job_hash TEXT NOT NULL,
+    sync INTEGER NOT NULL,
+    repeat INTEGER NOT NULL,
+    target TEXT NOT NULL,
+    argv_json TEXT NOT NULL,
+    settings_json TEXT NOT NULL,
+    accelerator TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    iops REAL NOT NULL,
+    bw_bytes REAL NOT NULL,
+    p50_ns INTEGER,
+    p95_ns INTEGER,
+    p99_ns INTEGER,
+    p999_ns INTEGER,
+    clat_bins_json TEXT NOT NULL,
+    fio_json TEXT NOT NULL
+);
+CREATE INDEX measurements_run ON measurements(run_id);
+CREATE TABLE crypto (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    side TEXT NOT NULL,
+    boot_id INTEGER REFERENCES boots(id),
+    cpu TEXT NOT NULL,
+    aes_flag INTEGER,
+    cipher TEXT NOT NULL,
+    key_bits INTEGER NOT NULL,
+    encrypt_mib_s REAL,
+    decrypt_mib_s REAL,
+    error TEXT
+);
+"""
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: int
+    tag: str
+    scenario_name: str
+    scenario_path: str
+    status: str
+    started_at: str
+    finished_at: str | None
+    error: str | None
+    environment: dict
+    plan: dict
+
+
+class ResultsDB:
+    """A results database file; created on first write, refused if of another version."""
+
+    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            if not create:
+                raise ResultsError(f"no results database at {self.path}", "run `vmbench run SCENARIO` first, or pass --db")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.conn = sqlite3.connect(str(self.path), timeout=30)
+        except sqlite3.Error as exc:
+            raise ResultsError(f"cannot open results database {self.path}: {exc}") from None
+        self.conn.row_factory = sqlite3.Row
+        self.conn.execute("PRAGMA foreign_keys = ON")
+        self._init()
+
+    def _init(self) -> None:
+        try:
+            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as exc:
+            raise ResultsError(f"{self.path} is not a vmbench results database: {exc}") from None
+        if not tables:
+            with self.conn:
+                self.conn.executescript(_SCHEMA)
+                self.conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            return
+        if "meta" not in tables:
+            raise ResultsError(f"{self.path} is not a vmbench results database")
+        row = self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        version = int(row[0]) if row else None
+        if version != SCHEMA_VERSION:
+            raise ResultsError(
+                f"{self.path} has results schema version {version}; this vmbench reads version {SCHEMA_VERSION} only",
+                "use the vmbench release that wrote it, or start a new database with --db",
+            )
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # ---- writing -------------------------------------------------------------------------
+
+    def _insert(self, table: str, values: dict[str, Any]) -> int:
+        cols = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        with self.conn:
+            cur = self.conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", [_cell(v) for v in values.values()])
+        return int(cur.lastrowid)
+
+    def _update(self, table: str, row_id: int, values: dict[str, Any]) -> None:
+        sets = ", ".join(f"{k} = ?" for k in values)
+        with self.conn:
+            self.conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", [_cell(v) for v in values.values()] + [row_id])
+
+    def start_run(self, *, tag: str, scenario_name: str, scenario_path: str, scenario_text: str, plan: dict, version: str) -> int:
+        return self._insert("runs", dict(
+            tag=tag, scenario_name=scenario_name, scenario_path=scenario_path, scenario_text=scenario_text,
+            plan_json=plan, status="running", started_at=now(), vmbench_version=version, environment_json={},
+        ))
+
+    def set_environment(self, run_id: int, environment: dict) -> None:
+        self._update("runs", run_id, {"environment_json": environment})
+
+    def finish_run(self, run_id: int, status: str, error: str | None = None) -> None:
+        self._update("runs", run_id, {"status": status, "error": error, "finished_at": now()})
+
+    def add_boot(self, run_id: int, **values: Any) -> int:
+        return self._insert("boots", dict(run_id=run_id, started_at=now(), **values))
+
+    def update_boot(self, boot_id: int, **values: Any) -> None:
+        self._update("boots", boot_id, values)
+
+    def add_cell(self, run_id: int, **values: Any) -> int:
+        return self._insert("cells", dict(run_id=run_id, **values))
+
+    def update_cell(self, cell_id: int, **values: Any) -> None:
+        self._update("cells", cell_id, values)
+
+    def add_measurement(self, run_id: int, **values: Any) -> int:
+        return self._insert("measurements", dict(run_id=run_id, **values))
+
+    def add_crypto(self, run_id: int, **values: Any) -> int:
+        return self._insert("crypto", dict(run_id=run_id, **values))
+
+    # ---- reading -------------------------------------------------------------------------
+
+    def resolve_run(self, ref: str | int | None) -> RunRow:
+        """A run by id, by tag, or ``latest`` (the default)."""
+        if ref in (None, "latest"):
+            row = self.conn.execute("SELECT * FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+            if row is None:
+                raise ResultsError(f"no runs in {self.path}", "run `vmbench run SCENARIO` first")
+        else:
+            text = str(ref)
+            if text.isdigit():
+                row = self.conn.execute("SELECT * FROM runs WHERE id = ?", (int(text),)).fetchone()
+            else:
+                row = self.conn.execute("SELECT * FROM runs WHERE tag = ?", (text,)).fetchone()
+            if row is None:
+                raise ResultsError(f"no run {text!r} in {self.path}", "`vmbench runs` lists them")
+        return _run_row(row)
+
+    def runs(self) -> list[RunRow]:
+        return [_run_row(r) for r in self.conn.execute("SELECT * FROM runs ORDER BY id")]
+
+    def rows(self, table: str, run_id: int) -> list[dict]:
+        if table not in ("boots", "cells", "measurements", "crypto"):
+            raise ValueError(table)
+        return [_decode(dict(r)) for r in self.conn.execute(f"SELECT * FROM {table} WHERE run_id = ? ORDER BY id", (run_id,))]
+
+    def iter_measurements(self, run_id: int) -> Iterator[dict]:
+        for r in self.conn.execute("SELECT * FROM measurements WHERE run_id = ? ORDER BY id", (run_id,)):
+            yield _decode(dict(r))
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True, default=str)
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def _decode(row: dict) -> dict:
+    for key in list(row):
+        if key.endswith("_json") and isinstance(row[key], str):
+            row[key[:-5]] = json.loads(row.pop(key))
+    return row
+
+
+def _run_row(row: sqlite3.Row) -> RunRow:
+    return RunRow(
+        id=row["id"], tag=row["tag"], scenario_name=row["scenario_name"], scenario_path=row["scenario_path"],
+        status=row["status"], started_at=row["started_at"], finished_at=row["finished_at"], error=row["error"],
+        environment=json.loads(row["environment_json"] or "{}"), plan=json.loads(row["plan_json"] or "{}"),
+    )

@@ -1,0 +1,224 @@
+"""A validated scenario: frozen dataclasses, no raw dicts downstream."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from ..fio.job import FioJob
+from ..settings import Accel, Aio, Bus, Cache, CpuMode, Feature, Filesystem, ImageFormat
+from ..units import format_size
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class CpuConfig:
+    mode: CpuMode = CpuMode.MODEL
+    model: str | None = "kvm64"
+    aes: Feature = Feature.DEFAULT
+    features: tuple[tuple[str, Feature], ...] = ()  # other flags forced on/off
+
+    @property
+    def label(self) -> str:
+        name = self.model if self.mode is CpuMode.MODEL else self.mode.value
+        flags = ""
+        if self.aes is Feature.ON:
+            flags += "+aes"
+        elif self.aes is Feature.OFF:
+            flags += "-aes"
+        for feat, state in self.features:
+            flags += ("+" if state is Feature.ON else "-") + feat
+        return f"{name}{flags}"
+
+    def all_features(self) -> tuple[tuple[str, Feature], ...]:
+        """Every forced flag, aes first."""
+        out = [] if self.aes is Feature.DEFAULT else [("aes", self.aes)]
+        return tuple(out) + tuple(f for f in self.features if f[1] is not Feature.DEFAULT)
+
+
+@dataclass(frozen=True)
+class VmConfig:
+    """Everything about a VM that needs its own boot."""
+
+    vcpus: int = 2
+    memory_mib: int = 1024
+    bus: Bus = Bus.VIRTIO_BLK
+    cache: Cache = Cache.NONE
+    iothread: bool = False
+    aio: Aio = Aio.THREADS
+    cpu: CpuConfig = CpuConfig()
+    format: ImageFormat = ImageFormat.RAW
+
+    def settings(self) -> dict[str, object]:
+        """Every setting, flat, as stored with each result row and shown in reports."""
+        return {
+            "bus": self.bus.value,
+            "cache": self.cache.value,
+            "iothread": self.iothread,
+            "aio": self.aio.value,
+            "cpu": self.cpu.label,
+            "format": self.format.value,
+            "vcpus": self.vcpus,
+            "memory_mib": self.memory_mib,
+        }
+
+    def key(self) -> str:
+        """Equal keys mean one boot can serve both cells."""
+        return ";".join(f"{k}={v}" for k, v in self.settings().items())
+
+
+# ---- in-guest storage layers ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionLayer:
+    align: int = 1 * MiB
+
+    kind = "partition"
+
+    @property
+    def label(self) -> str:
+        return "partition"
+
+
+@dataclass(frozen=True)
+class LvmLayer:
+    thin: bool = False
+    extent_size: int = 4 * MiB
+
+    kind = "lvm"
+
+    @property
+    def label(self) -> str:
+        return "lvm-thin" if self.thin else "lvm"
+
+
+@dataclass(frozen=True)
+class LuksLayer:
+    version: int = 2
+    cipher: str = "aes-xts-plain64"
+    key_size: int = 512
+    sector_size: int | None = None  # None: cryptsetup's own choice
+    perf_flags: tuple[str, ...] = ()  # no_read_workqueue, no_write_workqueue
+
+    kind = "luks"
+
+    @property
+    def label(self) -> str:
+        return f"luks{self.version}"
+
+
+@dataclass(frozen=True)
+class FilesystemLayer:
+    fs: Filesystem = Filesystem.EXT4
+    mkfs_options: tuple[str, ...] = ()
+    mount_options: tuple[str, ...] = ()
+
+    kind = "filesystem"
+
+    @property
+    def label(self) -> str:
+        return self.fs.value
+
+
+Layer = Union[PartitionLayer, LvmLayer, LuksLayer, FilesystemLayer]
+
+
+@dataclass(frozen=True)
+class Stack:
+    name: str
+    layers: tuple[Layer, ...]
+
+    @property
+    def filesystem(self) -> FilesystemLayer | None:
+        last = self.layers[-1] if self.layers else None
+        return last if isinstance(last, FilesystemLayer) else None
+
+    @property
+    def luks(self) -> LuksLayer | None:
+        return next((l for l in self.layers if isinstance(l, LuksLayer)), None)
+
+    def describe(self) -> str:
+        return " -> ".join(["raw"] + [l.label for l in self.layers])
+
+
+def layer_path(stack: Stack | None, depth: int) -> str:
+    """The name of a measured layer: 'raw', or the labels up to ``depth`` joined by '+'."""
+    if stack is None or depth == 0:
+        return "raw"
+    return "+".join(l.label for l in stack.layers[:depth])
+
+
+# ---- scenario ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the matrix: a named VM configuration and the stacks measured in it."""
+
+    name: str
+    vm: VmConfig
+    stacks: tuple[Stack, ...] = ()
+    changed: tuple[str, ...] = ()  # the settings that differ from the baseline / previous step
+
+
+@dataclass(frozen=True)
+class Target:
+    """A throughput/latency goal for a job on a layer; reports mark pass or fail."""
+
+    job: str
+    layer: str | None = None  # a layer path ('raw', 'luks2+ext4') or None for every layer
+    stack: str | None = None
+    cell: str | None = None
+    min_iops: float | None = None
+    min_mb_s: float | None = None
+    max_p99_ms: float | None = None
+
+    def describe(self) -> str:
+        parts = []
+        if self.min_mb_s is not None:
+            parts.append(f"MB/s >= {self.min_mb_s:g}")
+        if self.min_iops is not None:
+            parts.append(f"IOPS >= {self.min_iops:g}")
+        if self.max_p99_ms is not None:
+            parts.append(f"p99 <= {self.max_p99_ms:g} ms")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Hypervisor:
+    driver: str = "libvirt"
+    uri: str = "qemu:///system"
+    accel: Accel = Accel.AUTO
+    boot_timeout: float | None = None  # None: 90 s with KVM, 300 s with TCG
+    machine: str = "pc"
+
+
+@dataclass(frozen=True)
+class Storage:
+    pool: str = "vmbench"
+    scratch_size: int = 1 << 30
+
+    def describe(self) -> str:
+        return f"pool {self.pool}, scratch {format_size(self.scratch_size)}"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    path: str
+    text: str  # the YAML as read, stored with the run
+    description: str
+    hypervisor: Hypervisor
+    storage: Storage
+    template: str
+    baseline: VmConfig
+    cells: tuple[Cell, ...]
+    jobs: tuple[FioJob, ...]
+    stacks: tuple[Stack, ...] = ()
+    targets: tuple[Target, ...] = ()
+    repeats: int = 1
+    host_baseline: bool = True
+    plan_mode: str = "baseline"  # baseline, one-factor, factorial, cells, journey
+    crypto_benchmark: tuple[tuple[str, int], ...] = field(default=())  # (cipher, key bits)

@@ -1,0 +1,4 @@
+from .base import Transport
+from .local import LocalTransport
+
+__all__ = ["Transport", "LocalTransport"]

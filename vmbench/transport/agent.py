@@ -1,0 +1,150 @@
+"""A guest as a transport, through the QEMU guest agent (guest-exec, guest-file-*).
+
+Works with any channel that can send one agent command and return its reply (libvirt's
+``qemuAgentCommand``, Proxmox's agent API, or a fake in tests).  Commands are argv lists;
+stdin goes in ``input-data`` so secrets never appear in the guest's process list.  Output
+larger than the agent's limit is refused here; large results (fio's json+) are written to
+a file in the guest and read back in chunks with :meth:`read_file`.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from ..command import Completed, format_argv, tail
+from ..errors import CommandError, CommandTimeout, GuestError
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 1 << 20  # bytes per guest-file-read; libvirt caps a reply at a few MiB
+WRITE_CHUNK = 1 << 20
+
+
+class AgentChannel(Protocol):
+    def __call__(self, command: dict[str, Any], timeout: float) -> Any:
+        """Send one agent command; return its ``return`` value; raise GuestError on failure."""
+        ...
+
+
+class GuestAgentTransport:
+    def __init__(
+        self,
+        name: str,
+        channel: AgentChannel,
+        *,
+        poll_interval: float = 0.25,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.name = name
+        self.channel = channel
+        self.poll_interval = poll_interval
+        self.clock = clock
+        self.sleep = sleep
+
+    # ---- commands ------------------------------------------------------------------------
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+        on_wait: Callable[[float], None] | None = None,
+    ) -> Completed:
+        argv = [str(a) for a in argv]
+        args: dict[str, Any] = {"path": argv[0], "arg": argv[1:], "capture-output": True}
+        if env:
+            args["env"] = [f"{k}={v}" for k, v in env.items()] + ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]
+        if input is not None:
+            args["input-data"] = base64.b64encode(input).decode()
+        log.debug("guest %s: %s", self.name, format_argv(argv))
+        started = self.clock()
+        reply = self.channel({"execute": "guest-exec", "arguments": args}, 30)
+        pid = int(reply["pid"])
+        interval = min(self.poll_interval, 0.05)
+        while True:
+            status = self.channel({"execute": "guest-exec-status", "arguments": {"pid": pid}}, 30)
+            if status.get("exited"):
+                break
+            elapsed = self.clock() - started
+            if timeout is not None and elapsed > timeout:
+                self._kill(pid)
+                log.error("guest %s: command timed out after %ss: %s", self.name, timeout, format_argv(argv))
+                raise CommandTimeout(f"{self.name}: command timed out after {timeout:g}s: {format_argv(argv)}", argv=argv)
+            if on_wait:
+                on_wait(elapsed)
+            self.sleep(interval)
+            interval = min(interval * 2, self.poll_interval)
+        out = _b64(status.get("out-data"))
+        err = _b64(status.get("err-data"))
+        if status.get("out-truncated") or status.get("err-truncated"):
+            raise GuestError(
+                f"{self.name}: output of {format_argv(argv)} exceeded the guest agent's limit",
+                "vmbench bug: large outputs must be written to a file in the guest and read back",
+            )
+        code = int(status.get("exitcode", 128 + int(status.get("signal", 0) or 0)))
+        done = Completed(tuple(argv), code, out, err)
+        if check and code != 0:
+            log.error("guest %s: command failed (exit %d): %s", self.name, code, format_argv(argv))
+            if err.strip():
+                log.error("stderr:\n%s", tail(err))
+            raise CommandError(
+                f"{self.name}: command failed (exit {code}): {format_argv(argv)}" + (f"\n{tail(err)}" if err.strip() else ""),
+                argv=argv,
+                returncode=code,
+                stdout=out,
+                stderr=err,
+            )
+        return done
+
+    def _kill(self, pid: int) -> None:
+        try:
+            self.channel({"execute": "guest-exec", "arguments": {"path": "/bin/kill", "arg": ["-KILL", str(pid)]}}, 10)
+        except GuestError as exc:  # the guest may be wedged; the caller tears the VM down
+            log.warning("guest %s: could not kill pid %d: %s", self.name, pid, exc)
+
+    # ---- files ---------------------------------------------------------------------------
+
+    def read_file(self, path: str) -> bytes:
+        handle = self.channel({"execute": "guest-file-open", "arguments": {"path": path, "mode": "r"}}, 10)
+        chunks = []
+        try:
+            while True:
+                part = self.channel({"execute": "guest-file-read", "arguments": {"handle": handle, "count": READ_CHUNK}}, 30)
+                data = _b64bytes(part.get("buf-b64"))
+                chunks.append(data)
+                if part.get("eof") or not data:
+                    break
+        finally:
+            self.channel({"execute": "guest-file-close", "arguments": {"handle": handle}}, 10)
+        return b"".join(chunks)
+
+    def write_file(self, path: str, data: bytes, mode: int | None = 0o600) -> None:
+        """Write ``data`` to ``path``; ``mode=None`` leaves the file's mode alone (for /proc, /sys)."""
+        if mode is not None:
+            # guest-file-open creates files 0666 & ~umask; create it with the right mode first.
+            self.run(["install", "-m", f"{mode:o}", "/dev/null", path], timeout=30)
+        handle = self.channel({"execute": "guest-file-open", "arguments": {"path": path, "mode": "w"}}, 10)
+        try:
+            for i in range(0, max(len(data), 1), WRITE_CHUNK):
+                chunk = data[i : i + WRITE_CHUNK]
+                self.channel(
+                    {"execute": "guest-file-write", "arguments": {"handle": handle, "buf-b64": base64.b64encode(chunk).decode()}},
+                    30,
+                )
+        finally:
+            self.channel({"execute": "guest-file-close", "arguments": {"handle": handle}}, 10)
+
+
+def _b64(data: str | None) -> str:
+    return _b64bytes(data).decode("utf-8", errors="replace")
+
+
+def _b64bytes(data: str | None) -> bytes:
+    return base64.b64decode(data) if data else b""

@@ -1,0 +1,36 @@
+"""Where commands run: the host (local, later SSH) or a guest (QEMU guest agent).
+
+Drivers, fio runners and layer builders only see this Protocol, so a fake transport
+makes them testable without a machine.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Protocol, Sequence
+
+from ..command import Completed
+
+
+class Transport(Protocol):
+    #: a short name for messages: "host", "guest vmbench-r1a2b3c4-1"
+    name: str
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+        on_wait: Callable[[float], None] | None = None,
+    ) -> Completed:
+        """Run argv (never a shell string); ``input`` is stdin (use it for secrets)."""
+        ...
+
+    def read_file(self, path: str) -> bytes:
+        ...
+
+    def write_file(self, path: str, data: bytes, mode: int | None = 0o600) -> None:
+        """Write a file; ``mode=None`` keeps an existing file's mode (for /proc, /sys)."""
+        ...

@@ -1,0 +1,38 @@
+"""The local machine as a transport (the host of a local libvirt)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from .. import command
+from ..command import Completed
+
+
+class LocalTransport:
+    name = "host"
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+        on_wait: Callable[[float], None] | None = None,
+    ) -> Completed:
+        return command.run(argv, input=input, timeout=timeout, env=env, check=check, on_wait=on_wait)
+
+    def read_file(self, path: str) -> bytes:
+        return Path(path).read_bytes()
+
+    def write_file(self, path: str, data: bytes, mode: int | None = 0o600) -> None:
+        if mode is None:
+            with open(path, "wb") as f:
+                f.write(data)
+            return
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
