@@ -109,6 +109,7 @@ def effective_settings(host: dict, guest_disk: dict, guest_facts: dict, scratch_
         eff["guest_bus"] = f"unknown ({drv}/{host_drv})"
     eff["guest_write_cache"] = guest_disk.get("write_cache")
     eff["guest_aes"] = guest_facts.get("aes")
+    eff["guest_ssse3"] = guest_facts.get("ssse3")
     eff["guest_cpus"] = guest_facts.get("cpus")
     return eff
 
@@ -135,5 +136,14 @@ def problems(vm: VmConfig, eff: dict, accelerator: str) -> list[str]:
     if vm.cpu.aes is Feature.OFF and eff.get("guest_aes") is True:
         out.append("cpu aes: asked off, the guest has the aes flag")
     differs("vcpus", vm.vcpus, eff.get("guest_cpus"), "the guest")
+    if accelerator == "tcg" and eff.get("guest_aes") and eff.get("guest_ssse3") is False:
+        out.append(
+            f"cpu {vm.cpu.label}: the guest has aes but not ssse3; under TCG Linux's AES-NI driver faults on that "
+            "combination (use a model with both, such as Westmere, or add features: {ssse3: on})"
+        )
+    for key, what in (("qemu_cache", "cache mode (QEMU block layer)"), ("guest_bus", "bus (as the guest sees it)"),
+                      ("qemu_aio", "aio (QEMU command line)"), ("guest_write_cache", "write cache (as the guest sees it)")):
+        if eff.get(key) is None:
+            out.append(f"{what} could not be verified")
     differs("accelerator", accelerator, eff.get("accelerator"), "QEMU")
     return out

@@ -242,12 +242,17 @@ class Runner:
         facts_stored = {k: v for k, v in facts.items() if k != "cpu_flags"}
         facts_stored["cpu_flags"] = " ".join(facts["cpu_flags"])
         self.db.update_boot(
-            boot_id, live_xml=host_ev.get("live_xml"), qemu_cmdline=" ".join(host_ev.get("qemu_cmdline") or []),
+            boot_id, live_xml=host_ev.get("live_xml"), qemu_cmdline_json=host_ev.get("qemu_cmdline") or [],
             guest_json={**facts_stored, "scratch": gdisk, "effective": eff,
                         "query_block": host_ev.get("query_block"), "query_kvm": host_ev.get("query_kvm"),
                         "qom_iothread": host_ev.get("qom_iothread"), "query_iothreads": host_ev.get("query_iothreads")},
         )
         evidence = {"effective": eff, "guest_disk": gdisk, "guest_kernel": facts["kernel"], "guest_aes": facts["aes"]}
+        if self.accel and self.accel.name == "tcg" and facts["aes"] and not facts["ssse3"]:
+            # Loading aesni_intel would oops the guest kernel and hang every crypto user.
+            self.broken_crypto = True
+        else:
+            self.broken_crypto = False
         return disk, evidence, eff
 
     def _run_cell(self, cell: Cell, guest: LibvirtGuest, disk: ScratchDisk, boot_id: int, evidence: dict, eff: dict) -> None:
@@ -280,7 +285,8 @@ class Runner:
                     if free < need * 1.05:
                         raise GuestError(f"stack {stack.name}: the {built.layer.label} filesystem has {format_size(free)} free; the jobs need {format_size(need)}",
                                          "raise storage.scratch_size or lower the jobs' size")
-                self._measure(gt, "guest", cell, cell_id, stack.name, built.path, depth, built.target, cell.vm.settings())
+                if stack.measure_all or depth == len(stack.layers):
+                    self._measure(gt, "guest", cell, cell_id, stack.name, built.path, depth, built.target, cell.vm.settings())
         finally:
             self.progress.step(f"{cell.name}: stack {stack.name}: tearing down")
             errors = builder.teardown()
@@ -330,6 +336,9 @@ class Runner:
     def _guest_crypto(self, group: BootGroup, guest: LibvirtGuest, boot_id: int, eff: dict) -> None:
         s = self.scenario
         if not s.crypto_benchmark or group.cpu_label in self.crypto_done:
+            return
+        if self.broken_crypto:
+            self.progress.warn(f"{guest.name}: skipping cryptsetup benchmark: CPU {group.cpu_label} has aes without ssse3 under TCG")
             return
         self.progress.step(f"{guest.name}: cryptsetup benchmark for CPU {group.cpu_label}")
         for fig in run_benchmarks(guest.transport, s.crypto_benchmark):

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from ..errors import CommandError
 from ..transport.base import Transport
 
-_LINE = re.compile(r"^\s*(\S+)\s+(\d+)b\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
 _UNIT = {"KiB/s": 1 / 1024, "MiB/s": 1.0, "GiB/s": 1024.0}
 
 
@@ -26,13 +25,24 @@ def benchmark_argv(cipher: str, key_bits: int) -> list[str]:
 
 
 def parse_benchmark(text: str) -> tuple[float | None, float | None] | None:
-    """(encrypt, decrypt) MiB/s from cryptsetup's table line; None if absent."""
+    """(encrypt, decrypt) MiB/s from cryptsetup's table line ("N/A" -> None); None if absent."""
     for line in text.splitlines():
-        if line.lstrip().startswith("#"):
+        tokens = line.split()
+        if len(tokens) < 4 or line.lstrip().startswith("#") or not re.fullmatch(r"\d+b", tokens[1]):
             continue
-        m = _LINE.match(line)
-        if m:
-            return _value(m.group(3), m.group(4)), _value(m.group(5), m.group(6))
+        values: list[float | None] = []
+        rest = tokens[2:]
+        while rest and len(values) < 2:
+            if rest[0] == "N/A":
+                values.append(None)
+                rest = rest[1:]
+            elif len(rest) >= 2:
+                values.append(_value(rest[0], rest[1]))
+                rest = rest[2:]
+            else:
+                break
+        if len(values) == 2:
+            return values[0], values[1]
     return None
 
 

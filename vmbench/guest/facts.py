@@ -34,6 +34,7 @@ def guest_facts(guest: Transport) -> dict:
         "cpu_model": cpu_model_name(cpuinfo),
         "cpu_flags": flags,
         "aes": "aes" in flags,
+        "ssse3": "ssse3" in flags,
         "cpus": sum(1 for line in cpuinfo.splitlines() if line.startswith("processor")),
         "memory_kib": _meminfo_total(guest.read_file("/proc/meminfo").decode()),
     }

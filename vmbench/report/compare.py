@@ -55,7 +55,7 @@ def aggregate(rows: Sequence[dict]) -> Figures:
         hist = hist.merge(Histogram.from_json(r["clat_bins"]))
     cv = None
     if len(iops) > 1 and statistics.mean(iops) > 0:
-        cv = statistics.pstdev(iops) / statistics.mean(iops)
+        cv = statistics.stdev(iops) / statistics.mean(iops)
     hashes = {r["job_hash"] for r in rows}
 
     def ms(p: float) -> float | None:

@@ -44,7 +44,7 @@ CREATE TABLE boots (
     accelerator TEXT NOT NULL,
     domain_xml TEXT,
     live_xml TEXT,
-    qemu_cmdline TEXT,
+    qemu_cmdline_json TEXT,
     guest_json TEXT NOT NULL DEFAULT '{}',
     boot_seconds REAL,
     started_at TEXT NOT NULL

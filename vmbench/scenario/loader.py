@@ -553,10 +553,11 @@ def _stacks(ctx: Context, top: Section) -> list[Stack]:
             if dev != "scratch":
                 raise sec.fail(key, f"{dev!r}: stacks are only ever built on vmbench's scratch disk; the root disk and other devices are refused",
                                "leave this key out, or write 'scratch'")
-        sec.done(("name", "layers", "device"))
+        measure = sec.get("measure", _choice(("all", "top")), "all")
+        sec.done(("name", "layers", "device", "measure"))
         if not layers:
             raise sec.fail("layers", "needs at least one layer (partition, lvm, luks, ext2/3/4, xfs, btrfs)")
-        stacks.append(Stack(name=name, layers=tuple(layers)))
+        stacks.append(Stack(name=name, layers=tuple(layers), measure_all=measure == "all"))
     _unique(ctx, top, "stacks", [s.name for s in stacks])
     return stacks
 

@@ -129,6 +129,7 @@ Layer = Union[PartitionLayer, LvmLayer, LuksLayer, FilesystemLayer]
 class Stack:
     name: str
     layers: tuple[Layer, ...]
+    measure_all: bool = True  # fio on every layer; False: only on the top layer
 
     @property
     def filesystem(self) -> FilesystemLayer | None:

@@ -158,10 +158,18 @@ class LibvirtDriver:
             )
         known = self.cpu_models()
         unknown = sorted(m for m in cpu_models if m not in known)
+        usable = sorted(m for m, ok in known.items() if ok)
         if unknown:
             raise PreflightError(
-                f"libvirt does not know the CPU model(s) {', '.join(unknown)} for {self._domain_type()} guests",
-                "known models include: " + ", ".join(sorted(known)[:30]),
+                f"libvirt does not know the CPU model(s) {', '.join(unknown)}",
+                "models usable here: " + ", ".join(usable),
+            )
+        unusable = sorted(m for m in cpu_models if not known[m])
+        if unusable:
+            raise PreflightError(
+                f"QEMU cannot provide the CPU model(s) {', '.join(unusable)} to {self.accelerator.name} guests on this host "
+                "(libvirt marks them unusable; their features would be silently dropped)",
+                "models usable here: " + ", ".join(usable),
             )
         return self.accelerator
 
@@ -173,11 +181,12 @@ class LibvirtDriver:
     def _domain_type(self) -> str:
         return "kvm" if self.accelerator and self.accelerator.name == "kvm" else "qemu"
 
-    def cpu_models(self) -> set[str]:
+    def cpu_models(self) -> dict[str, bool]:
+        """Named CPU models libvirt knows for this accelerator -> usable on this host."""
         with hypervisor_errors("reading domain capabilities"):
             caps = self.conn.getDomainCapabilities(None, "x86_64", self.machine, self._domain_type(), 0)
         root = ET.fromstring(caps)
-        return {m.text for m in root.findall("./cpu/mode[@name='custom']/model") if m.text}
+        return {m.text: m.get("usable") != "no" for m in root.findall("./cpu/mode[@name='custom']/model") if m.text}
 
     def ensure_pool(self, name: str) -> "libvirt.virStoragePool":
         conn = self.conn

@@ -1,0 +1,94 @@
+"""Results database versioning, planning (boots = distinct VM configurations), CLI errors."""
+
+import sqlite3
+import textwrap
+
+import pytest
+
+from vmbench.cli import main
+from vmbench.errors import ResultsError
+from vmbench.plan import estimate, make_plan
+from vmbench.results.db import SCHEMA_VERSION, ResultsDB
+from vmbench.scenario import parse_scenario
+
+SCENARIO = """
+name: p
+vm: {cache: none}
+cells:
+  - {name: a, stacks: []}
+  - {name: b, cache: writeback, stacks: []}
+  - {name: c, stacks: [s]}
+  - {name: d, bus: virtio-scsi}
+stacks:
+  - {name: s, layers: [partition, ext4]}
+jobs:
+  - {name: j1, rw: randread, bs: 4k, runtime: 5s, ramp: 1s}
+  - {name: j2, rw: write, bs: 1M, runtime: 5s, ramp: 1s}
+"""
+
+
+def test_plan_groups_cells_by_vm_configuration():
+    s = parse_scenario(textwrap.dedent(SCENARIO), "p.yaml")
+    plan = make_plan(s)
+    assert [[c.name for c in b.cells] for b in plan.boots] == [["a", "c"], ["b"], ["d"]]
+    ms = plan.guest_measurements()
+    assert [(x.cell, x.layer) for x in ms if x.job == "j1"] == [
+        ("a", "raw"), ("c", "raw"), ("c", "partition"), ("c", "partition+ext4"), ("b", "raw"),
+        ("d", "raw"), ("d", "partition"), ("d", "partition+ext4")]  # d names no stacks: it gets all of them
+    summary = plan.summary()
+    assert len(summary["boots"]) == 3 and summary["guest_measurements"] == 16 and summary["host_measurements"] == 2
+    est = estimate(plan, "tcg")
+    assert est.total > est.boots > 0 and est.accelerator == "tcg"
+    assert estimate(plan, "kvm").total < est.total
+
+
+def test_db_roundtrip_latest_and_unknown(tmp_path):
+    db = ResultsDB(tmp_path / "r.db")
+    rid = db.start_run(tag="r00000001", scenario_name="p", scenario_path="p.yaml", scenario_text="x", plan={"jobs": []}, version="0")
+    assert db.resolve_run("latest").id == rid and db.resolve_run("r00000001").id == rid and db.resolve_run(str(rid)).id == rid
+    db.finish_run(rid, "ok")
+    assert db.resolve_run(None).status == "ok"
+    with pytest.raises(ResultsError, match="no run '42'"):
+        db.resolve_run("42")
+
+
+def test_db_refuses_other_schema_versions(tmp_path):
+    path = tmp_path / "old.db"
+    ResultsDB(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    conn.commit()
+    conn.close()
+    with pytest.raises(ResultsError, match=f"schema version {SCHEMA_VERSION + 1}; this vmbench reads version {SCHEMA_VERSION} only"):
+        ResultsDB(path)
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE x (a)").connection.commit()
+    with pytest.raises(ResultsError, match="not a vmbench results database"):
+        ResultsDB(other)
+
+
+def test_cli_bad_scenario_is_a_message_not_a_traceback(tmp_path, capsys):
+    p = tmp_path / "bad.yaml"
+    p.write_text("jobs:\n  - name: x\n    rw: randwrite\n    bs: 4k\nvm:\n  cache: writebak\n")
+    assert main(["plan", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {p}:6: vm.cache: 'writebak' is not one of:")
+    assert "Traceback" not in err
+    assert main(["run", str(p), "--db", str(tmp_path / "x.db")]) == 2
+
+
+def test_cli_report_without_db(tmp_path, capsys):
+    assert main(["report", "--db", str(tmp_path / "none.db")]) == 5
+    assert "no results database" in capsys.readouterr().err
+    ResultsDB(tmp_path / "empty.db").close()
+    assert main(["report", "--db", str(tmp_path / "empty.db")]) == 5
+    assert "no runs in" in capsys.readouterr().err
+    assert main(["report", "--db", str(tmp_path / "empty.db"), "--format", "xml"]) == 2
+    assert "--format: 'xml' is not one of: table, markdown, csv, json" in capsys.readouterr().err
+
+
+def test_cli_plan_prints_boots_and_estimate(capsys):
+    assert main(["plan", "scenarios/quick.yaml", "--accel", "tcg"]) == 0
+    out = capsys.readouterr().out
+    assert "VMs: 1, boots: 1, cells: 1, guest fio runs: 2, host fio runs: 2" in out
+    assert "estimated duration:" in out

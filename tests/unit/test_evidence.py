@@ -1,0 +1,72 @@
+"""Read-back evidence from a real run (QEMU 7.2, libvirt 9.0, Debian 12 guest) -> effective settings."""
+
+import copy
+import json
+
+import pytest
+
+from vmbench.evidence import effective_settings, problems
+from vmbench.scenario.model import CpuConfig, VmConfig
+from vmbench.settings import Aio, Bus, Cache, CpuMode, Feature, ImageFormat
+
+REQUESTED = [
+    VmConfig(bus=Bus.VIRTIO_BLK, cache=Cache.NONE, aio=Aio.NATIVE, memory_mib=768, cpu=CpuConfig(model="kvm64", aes=Feature.ON)),
+    VmConfig(bus=Bus.VIRTIO_SCSI, cache=Cache.WRITETHROUGH, iothread=True, memory_mib=768, cpu=CpuConfig(model="qemu64", aes=Feature.OFF)),
+    VmConfig(bus=Bus.VIRTIO_SCSI_SHARED, cache=Cache.WRITEBACK, aio=Aio.IO_URING, memory_mib=768),
+    VmConfig(bus=Bus.SATA, cache=Cache.DIRECTSYNC, format=ImageFormat.QCOW2, memory_mib=768),
+    VmConfig(bus=Bus.VIRTIO_BLK, cache=Cache.UNSAFE, iothread=True, memory_mib=768, cpu=CpuConfig(mode=CpuMode.MAX, model=None)),
+]
+
+
+@pytest.fixture
+def boots(data_dir):
+    return json.loads((data_dir / "evidence-axes.json").read_text())
+
+
+def eff(b):
+    return effective_settings(b["host"], b["guest_disk"], b["guest_facts"], b["scratch_path"], b["serial"])
+
+
+def test_effective_settings_match_each_request(boots):
+    expected = [
+        {"guest_bus": "virtio-blk", "qemu_cache": "none", "qemu_aio": "native", "qemu_iothread": False, "guest_write_cache": "write back", "guest_aes": True},
+        {"guest_bus": "virtio-scsi", "qemu_cache": "writethrough", "qemu_aio": "threads", "qemu_iothread": True, "guest_write_cache": "write through", "guest_aes": False},
+        {"guest_bus": "virtio-scsi-shared", "qemu_cache": "writeback", "qemu_aio": "io_uring", "qemu_iothread": False, "guest_write_cache": "write back"},
+        {"guest_bus": "sata", "qemu_cache": "directsync", "qemu_format": "qcow2", "qemu_iothread": False, "guest_write_cache": "write through"},
+        {"guest_bus": "virtio-blk", "qemu_cache": "unsafe", "qemu_iothread": True, "guest_write_cache": "write back", "guest_aes": True},
+    ]
+    for b, want, vm in zip(boots, expected, REQUESTED):
+        e = eff(b)
+        for k, v in want.items():
+            assert e[k] == v, (b["settings"], k)
+        assert e["accelerator"] == "tcg"
+        assert problems(vm, e, "tcg") == []
+
+
+def test_mismatches_are_reported(boots):
+    e = eff(boots[0])
+    vm = REQUESTED[0]
+    from dataclasses import replace
+
+    assert problems(replace(vm, cache=Cache.WRITEBACK), e, "tcg") == [
+        "cache: asked writeback, the live domain XML reports none",
+        "cache: asked writeback, QEMU's block layer reports none",
+    ]
+    assert problems(replace(vm, bus=Bus.VIRTIO_SCSI), e, "tcg") == ["bus: asked virtio-scsi, the guest reports virtio-blk"]
+    assert problems(vm, e, "kvm") == ["accelerator: asked kvm, QEMU reports tcg"]
+    # the iothread silently dropped (as Proxmox does on a non-single SCSI controller)
+    dropped = copy.deepcopy(boots[1])
+    dropped["host"]["qom_iothread"] = {k: "" for k in dropped["host"]["qom_iothread"]}
+    assert problems(REQUESTED[1], eff(dropped), "tcg") == ["iothread: asked True, QEMU's iothread links reports False"]
+    # aes forced on but the guest does not see it
+    noaes = copy.deepcopy(boots[0])
+    noaes["guest_facts"]["aes"] = False
+    assert problems(vm, eff(noaes), "tcg") == ["cpu aes: asked on, the guest has no aes flag"]
+
+
+def test_missing_evidence_is_not_silently_accepted(boots):
+    b = copy.deepcopy(boots[0])
+    b["host"]["qemu_cmdline"] = []
+    b["host"]["query_block"] = []
+    assert problems(REQUESTED[0], eff(b), "tcg") == [
+        "cache mode (QEMU block layer) could not be verified", "aio (QEMU command line) could not be verified"]
