@@ -110,6 +110,7 @@ def effective_settings(host: dict, guest_disk: dict, guest_facts: dict, scratch_
     eff["guest_write_cache"] = guest_disk.get("write_cache")
     eff["guest_aes"] = guest_facts.get("aes")
     eff["guest_ssse3"] = guest_facts.get("ssse3")
+    eff["guest_pclmulqdq"] = guest_facts.get("pclmulqdq")
     eff["guest_cpus"] = guest_facts.get("cpus")
     return eff
 
@@ -136,10 +137,11 @@ def problems(vm: VmConfig, eff: dict, accelerator: str) -> list[str]:
     if vm.cpu.aes is Feature.OFF and eff.get("guest_aes") is True:
         out.append("cpu aes: asked off, the guest has the aes flag")
     differs("vcpus", vm.vcpus, eff.get("guest_cpus"), "the guest")
-    if accelerator == "tcg" and eff.get("guest_aes") and eff.get("guest_ssse3") is False:
+    missing = [f for f in ("ssse3", "pclmulqdq") if eff.get(f"guest_{f}") is False]
+    if accelerator == "tcg" and eff.get("guest_aes") and missing:
         out.append(
-            f"cpu {vm.cpu.label}: the guest has aes but not ssse3; under TCG Linux's AES-NI driver faults on that "
-            "combination (use a model with both, such as Westmere, or add features: {ssse3: on})"
+            f"cpu {vm.cpu.label}: the guest has aes but not {' or '.join(missing)}; under TCG Linux's AES-NI driver "
+            "faults on that combination (use a model with all three, such as Westmere)"
         )
     for key, what in (("qemu_cache", "cache mode (QEMU block layer)"), ("guest_bus", "bus (as the guest sees it)"),
                       ("qemu_aio", "aio (QEMU command line)"), ("guest_write_cache", "write cache (as the guest sees it)")):

@@ -248,7 +248,7 @@ class Runner:
                         "qom_iothread": host_ev.get("qom_iothread"), "query_iothreads": host_ev.get("query_iothreads")},
         )
         evidence = {"effective": eff, "guest_disk": gdisk, "guest_kernel": facts["kernel"], "guest_aes": facts["aes"]}
-        if self.accel and self.accel.name == "tcg" and facts["aes"] and not facts["ssse3"]:
+        if self.accel and self.accel.name == "tcg" and facts["aes"] and not (facts["ssse3"] and facts["pclmulqdq"]):
             # Loading aesni_intel would oops the guest kernel and hang every crypto user.
             self.broken_crypto = True
         else:
@@ -275,6 +275,7 @@ class Runner:
 
     def _measure_stack(self, gt: Transport, cell: Cell, cell_id: int, disk: ScratchDisk, stack: Stack) -> None:
         builder = StackBuilder(gt, disk, stack)
+        finished = False
         try:
             for depth in range(1, len(stack.layers) + 1):
                 self.progress.step(f"{cell.name}: stack {stack.name}: building {stack.layers[depth - 1].label}")
@@ -287,11 +288,18 @@ class Runner:
                                          "raise storage.scratch_size or lower the jobs' size")
                 if stack.measure_all or depth == len(stack.layers):
                     self._measure(gt, "guest", cell, cell_id, stack.name, built.path, depth, built.target, cell.vm.settings())
+            finished = True
         finally:
             self.progress.step(f"{cell.name}: stack {stack.name}: tearing down")
-            errors = builder.teardown()
+            try:
+                errors = builder.teardown()
+            except VmbenchError as exc:
+                errors = [exc.message]
+            if errors and finished:
+                raise GuestError(f"stack {stack.name} did not tear down cleanly: " + "; ".join(errors),
+                                 "the next stack cannot start from a clean disk; the VM is removed")
             if errors:
-                raise GuestError(f"stack {stack.name} did not tear down cleanly: " + "; ".join(errors))
+                self.progress.warn(f"stack {stack.name}: teardown after the failure was incomplete (the VM is removed anyway): " + "; ".join(errors))
 
     # ---- measurements ----------------------------------------------------------------------
 
@@ -338,7 +346,7 @@ class Runner:
         if not s.crypto_benchmark or group.cpu_label in self.crypto_done:
             return
         if self.broken_crypto:
-            self.progress.warn(f"{guest.name}: skipping cryptsetup benchmark: CPU {group.cpu_label} has aes without ssse3 under TCG")
+            self.progress.warn(f"{guest.name}: skipping cryptsetup benchmark: CPU {group.cpu_label} has aes without ssse3/pclmulqdq under TCG")
             return
         self.progress.step(f"{guest.name}: cryptsetup benchmark for CPU {group.cpu_label}")
         for fig in run_benchmarks(guest.transport, s.crypto_benchmark):
@@ -366,18 +374,24 @@ def _drop_caches(side: Transport) -> None:
     side.write_file("/proc/sys/vm/drop_caches", b"3\n", mode=None)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextlib.contextmanager
 def _signals_raise() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C: the run stops and cleans up."""
+    """Ctrl-C, SIGTERM and SIGHUP stop the run, which then cleans up.  Installed explicitly:
+    a process started in the background inherits SIGINT ignored, and a run must still stop
+    cleanly when asked."""
 
-    def on_term(signum: int, frame: object) -> None:
+    def on_stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    old = signal.signal(signal.SIGTERM, on_term)
+    old = {s: signal.signal(s, on_stop) for s in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 @contextlib.contextmanager
@@ -387,10 +401,9 @@ def _signals_deferred(progress: Progress) -> Iterator[None]:
     def on_signal(signum: int, frame: object) -> None:
         progress.warn("cleaning up what this run created; please wait (vmbench cleanup can finish it later)")
 
-    old_int = signal.signal(signal.SIGINT, on_signal)
-    old_term = signal.signal(signal.SIGTERM, on_signal)
+    old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old_int)
-        signal.signal(signal.SIGTERM, old_term)
+        for s, handler in old.items():
+            signal.signal(s, handler)

@@ -70,3 +70,12 @@ def test_missing_evidence_is_not_silently_accepted(boots):
     b["host"]["query_block"] = []
     assert problems(REQUESTED[0], eff(b), "tcg") == [
         "cache mode (QEMU block layer) could not be verified", "aio (QEMU command line) could not be verified"]
+
+
+def test_aes_without_ssse3_under_tcg_is_refused(boots):
+    b = copy.deepcopy(boots[0])
+    b["guest_facts"].update(ssse3=False, pclmulqdq=True)
+    assert problems(REQUESTED[0], eff(b), "tcg") == [
+        "cpu kvm64+aes: the guest has aes but not ssse3; under TCG Linux's AES-NI driver faults on that combination "
+        "(use a model with all three, such as Westmere)"]
+    assert problems(REQUESTED[0], eff(b), "kvm")[-1] == "accelerator: asked kvm, QEMU reports tcg"

@@ -35,6 +35,7 @@ def guest_facts(guest: Transport) -> dict:
         "cpu_flags": flags,
         "aes": "aes" in flags,
         "ssse3": "ssse3" in flags,
+        "pclmulqdq": "pclmulqdq" in flags,
         "cpus": sum(1 for line in cpuinfo.splitlines() if line.startswith("processor")),
         "memory_kib": _meminfo_total(guest.read_file("/proc/meminfo").decode()),
     }

@@ -210,8 +210,8 @@ class StackBuilder:
         return int(self.guest.run(["blockdev", "--getsize64", device], timeout=60).stdout.strip())
 
     def _only_partition(self) -> str:
-        out = self.guest.run(["lsblk", "--json", "--output", "PATH,TYPE", self.disk.path], timeout=60).stdout
-        parts = [c["path"] for d in json.loads(out)["blockdevices"] for c in d.get("children") or [] if c["type"] == "part"]
+        out = self.guest.run(["lsblk", "--json", "--list", "--output", "PATH,TYPE", self.disk.path], timeout=60).stdout
+        parts = [d["path"] for d in json.loads(out)["blockdevices"] if d.get("type") == "part"]
         if len(parts) != 1:
             raise GuestError(f"expected one partition on {self.disk.path} after partitioning, found {parts}")
         return parts[0]
@@ -234,10 +234,24 @@ class StackBuilder:
                 steps = [wipe_argv(built.device), wipe_argv(self.disk.path), ["udevadm", "settle"]]
             for argv in steps:
                 try:
-                    self.guest.run(argv, timeout=self.timeout)
+                    self.guest.run(argv, timeout=120)
                 except (CommandError, GuestError) as exc:
                     errors.append(f"{' '.join(argv)}: {exc}")
-        left = holders(self.guest, self.disk)
-        if left:
-            errors.append(f"still on the scratch disk after teardown: {', '.join(left)}")
+        errors += leftovers_in_guest(self.guest, self.disk)
         return errors
+
+
+def leftovers_in_guest(guest: Transport, disk: ScratchDisk) -> list[str]:
+    """Anything a stack could leave behind: children of the scratch disk, device-mapper
+    devices, a mount on vmbench's mountpoint.  Empty when the next stack can start clean."""
+    out = []
+    left = holders(guest, disk)
+    if left:
+        out.append(f"still on the scratch disk after teardown: {', '.join(left)}")
+    dm = guest.run(["dmsetup", "ls"], timeout=60, check=False).stdout.strip()
+    if dm and "No devices found" not in dm:
+        out.append(f"device-mapper devices left: {' '.join(dm.split())}")
+    mnt = guest.run(["findmnt", "--noheadings", "--output", "TARGET", "--mountpoint", MOUNTPOINT], timeout=60, check=False)
+    if mnt.returncode == 0 and mnt.stdout.strip():
+        out.append(f"{MOUNTPOINT} is still mounted")
+    return out

@@ -1,0 +1,98 @@
+"""Issue 3: every VM-level axis applied and verified in effect; the fewest boots."""
+
+from __future__ import annotations
+
+from vmbench.drivers.libvirt.driver import LibvirtDriver
+from vmbench.progress import RecordingProgress
+from vmbench.results.db import ResultsDB
+from vmbench.runner import Runner
+from vmbench.scenario import parse_scenario
+from tests.integration.conftest import URI, run_tag_resources
+
+AXES = """
+name: it-axes
+storage: {scratch_size: 256M}
+vm: {memory: 768M, aio: threads}
+cells:
+  - {name: blk-none-aes-on, bus: virtio-blk, cache: none, aio: native, cpu: {model: Westmere, aes: on}}
+  - {name: scsi-writethrough-aes-off, bus: virtio-scsi, cache: writethrough, iothread: true, cpu: {model: Westmere, aes: off}}
+  - {name: shared-writeback, bus: virtio-scsi-shared, cache: writeback, aio: io_uring}
+  - {name: sata-directsync, bus: sata, cache: directsync, format: qcow2}
+  - {name: blk-unsafe-iothread, bus: virtio-blk, cache: unsafe, iothread: true, cpu: max}
+jobs:
+  - {name: 4k-randread, rw: randread, bs: 4k, size: 32M, runtime: 1s, ramp: 0s}
+"""
+
+PLANNER = """
+name: it-boots
+storage: {scratch_size: 256M}
+vm: {memory: 768M}
+vary:
+  cache: [writeback, unsafe]
+jobs:
+  - {name: a, rw: randread, bs: 4k, size: 32M, runtime: 1s, ramp: 0s}
+  - {name: b, rw: randwrite, bs: 4k, size: 32M, runtime: 1s, ramp: 0s}
+  - {name: c, rw: read, bs: 1M, size: 32M, runtime: 1s, ramp: 0s}
+  - {name: d, rw: write, bs: 1M, size: 32M, runtime: 1s, ramp: 0s}
+"""
+
+
+class CountingDriver(LibvirtDriver):
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.boot_calls = 0
+        self.create_calls = 0
+
+    def create_vm(self, *a, **kw):
+        self.create_calls += 1
+        return super().create_vm(*a, **kw)
+
+    def boot(self, *a, **kw):
+        self.boot_calls += 1
+        return super().boot(*a, **kw)
+
+
+def run(text: str, tmp_path):
+    scenario = parse_scenario(text, str(tmp_path / "s.yaml"))
+    db = ResultsDB(tmp_path / "r.db")
+    driver = CountingDriver(URI)
+    runner = Runner(scenario, db, RecordingProgress(), driver=driver)
+    outcome = runner.run()
+    return outcome, db, driver
+
+
+def test_every_axis_value_is_applied_and_verified(machine, tmp_path):
+    outcome, db, driver = run(AXES, tmp_path)
+    assert outcome.status == "ok" and outcome.invalid_cells == []
+    cells = {c["name"]: c for c in db.rows("cells", outcome.run_id)}
+    assert all(c["valid"] for c in cells.values()), {n: c["problems"] for n, c in cells.items()}
+    eff = {n: c["evidence"]["effective"] for n, c in cells.items()}
+    # the guest sees the bus asked for
+    assert [eff[n]["guest_bus"] for n in cells] == ["virtio-blk", "virtio-scsi", "virtio-scsi-shared", "sata", "virtio-blk"]
+    # QEMU's block layer reports the cache mode asked for, and the guest sees the matching write cache
+    assert [eff[n]["qemu_cache"] for n in cells] == ["none", "writethrough", "writeback", "directsync", "unsafe"]
+    assert [eff[n]["guest_write_cache"] for n in cells] == ["write back", "write through", "write back", "write through", "write back"]
+    assert [eff[n]["qemu_aio"] for n in cells] == ["native", "threads", "io_uring", "threads", "threads"]
+    assert [eff[n]["qemu_iothread"] for n in cells] == [False, True, False, False, True]
+    assert eff["sata-directsync"]["qemu_format"] == "qcow2"
+    # aes forced on: the guest has the flag; forced off: it does not
+    assert eff["blk-none-aes-on"]["guest_aes"] is True
+    assert eff["scsi-writethrough-aes-off"]["guest_aes"] is False
+    # every result row records every setting of its cell
+    rows = db.rows("measurements", outcome.run_id)
+    guest_rows = [m for m in rows if m["side"] == "guest"]
+    assert len(guest_rows) == 5
+    for m in guest_rows:
+        assert set(m["settings"]) == {"bus", "cache", "iothread", "aio", "cpu", "format", "vcpus", "memory_mib"}
+    assert driver.boot_calls == 5
+    assert run_tag_resources(machine, outcome.tag) == []
+
+
+def test_three_vm_configurations_boot_exactly_three_times(machine, tmp_path):
+    outcome, db, driver = run(PLANNER, tmp_path)
+    assert outcome.status == "ok"
+    assert driver.boot_calls == 3 and driver.create_calls == 3
+    assert len(db.rows("boots", outcome.run_id)) == 3
+    guest = [m for m in db.rows("measurements", outcome.run_id) if m["side"] == "guest"]
+    assert len(guest) == 3 * 4
+    assert run_tag_resources(machine, outcome.tag) == []

@@ -1,0 +1,55 @@
+"""`vmbench cleanup` removes what vmbench tagged and nothing else."""
+
+from __future__ import annotations
+
+import libvirt
+
+from tests.integration.conftest import URI, vmbench
+from vmbench.drivers.base import VmRequest
+from vmbench.drivers.libvirt.driver import VMBENCH_POOL, LibvirtDriver
+from vmbench.drivers.libvirt.xml import domain_xml, volume_xml
+from vmbench.images import current_image
+from vmbench.scenario.model import VmConfig
+from vmbench.settings import Accel, CpuMode
+from vmbench.progress import NullProgress
+
+FOREIGN_XML = """<domain type='qemu'><name>{name}</name><memory unit='MiB'>64</memory><vcpu>1</vcpu>
+<os><type arch='x86_64' machine='pc'>hvm</type></os></domain>"""
+
+
+def test_cleanup_lists_then_removes_only_tagged_things(machine):
+    driver = LibvirtDriver(URI)
+    driver.prepare(image=current_image("debian12"), accel=Accel.AUTO, pool=VMBENCH_POOL, cpu_models=set(),
+                   cpu_modes={CpuMode.MODEL}, machine="pc", progress=NullProgress())
+    tag = "r0c1ea0ff"
+    req = VmRequest(seq=1, vm=VmConfig(), scratch_size=64 << 20, pool=VMBENCH_POOL, cells=("x",))
+    res = driver.new_resources(tag, req)
+    driver.create_vm(tag, req, res)
+    driver.conn.defineXML(domain_xml(driver.domain_spec(tag, req, res)))  # defined, never started: a hard-killed run
+    pool = driver.conn.storagePoolLookupByName(VMBENCH_POOL)
+    foreign_vol = pool.createXML(volume_xml("user-disk.raw", 1 << 20, "raw"), 0)
+    lookalike = driver.conn.defineXML(FOREIGN_XML.format(name="vmbench-r0c1ea0ff-9"))  # our name pattern, no metadata
+    user_vm = driver.conn.defineXML(FOREIGN_XML.format(name="user-vm"))
+    try:
+        dry = vmbench("cleanup", "--dry-run")
+        assert dry.returncode == 0, dry.stderr
+        assert "vmbench-r0c1ea0ff-1" in dry.stdout and "vmbench-r0c1ea0ff-1-scratch.raw" in dry.stdout
+        assert "nothing removed" in dry.stdout
+        assert "user-vm" not in dry.stdout and "user-disk" not in dry.stdout and "vmbench-r0c1ea0ff-9" not in dry.stdout
+        assert driver.conn.lookupByName("vmbench-r0c1ea0ff-1")  # still there after --dry-run
+
+        done = vmbench("cleanup")
+        assert done.returncode == 0, done.stderr
+        assert [l for l in driver.leftovers() if l.run_tag == tag] == []
+        for name in ("user-vm", "vmbench-r0c1ea0ff-9"):
+            assert driver.conn.lookupByName(name)
+        pool.refresh(0)
+        assert pool.storageVolLookupByName("user-disk.raw")
+    finally:
+        for dom in (lookalike, user_vm):
+            try:
+                dom.undefine()
+            except libvirt.libvirtError:
+                pass
+        foreign_vol.delete(0)
+        driver.remove_vm(res)

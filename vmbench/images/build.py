@@ -1,0 +1,580 @@
+"""Building a guest template image from a recipe.
+
+The argv builders at the top are pure (and unit-tested); :func:`build_image` runs them
+through :func:`vmbench.command.run` in a work directory next to the final one, renames
+the result into place, and on any failure or Ctrl-C unmounts what it mounted and
+removes the work directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import stat
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+from ..command import run
+from ..errors import CommandError, PreflightError, VmbenchError
+from ..paths import StatePaths
+from ..progress import NullProgress, Progress
+from .recipe import Recipe, compute_hash, effective_mirror, overlay_files
+
+BUILDER_VERSION = "1"
+
+ROOT_IMAGE = "root.qcow2"
+KERNEL = "vmlinuz"
+INITRD = "initrd.img"
+MANIFEST = "manifest.json"
+
+# tool -> Debian package that ships it
+REQUIRED_TOOLS = {
+    "debootstrap": "debootstrap",
+    "mkfs.ext4": "e2fsprogs",
+    "qemu-img": "qemu-utils",
+    "chroot": "coreutils",
+    "mount": "mount",
+    "umount": "mount",
+    "dpkg-query": "dpkg",
+}
+GUEST_AGENT_PORT = "org.qemu.guest_agent.0"
+DEBOOTSTRAP_TIMEOUT = 3600.0
+STEP_TIMEOUT = 900.0
+TICK_SECONDS = 15.0
+
+
+# --- naming -------------------------------------------------------------------------
+
+
+def image_hash(recipe: Recipe) -> str:
+    """The hash an image built from ``recipe`` by this builder is stored under."""
+    return compute_hash(recipe, BUILDER_VERSION)
+
+
+def image_dirname(name: str, digest: str) -> str:
+    return f"{name}-{digest[:12]}"
+
+
+def debootstrap_cache(state: StatePaths) -> Path:
+    return state.cache / "debootstrap"
+
+
+# --- pure argv builders -------------------------------------------------------------
+
+
+def debootstrap_argv(recipe: Recipe, rootdir: Path, cache_dir: Path, mirror: str) -> list[str]:
+    """One debootstrap run installing the base system, the packages and the kernel."""
+    return [
+        "debootstrap",
+        f"--variant={recipe.variant}",
+        f"--arch={recipe.arch}",
+        f"--components={','.join(recipe.components)}",
+        f"--include={','.join(recipe.packages)}",
+        f"--cache-dir={cache_dir}",
+        recipe.suite,
+        str(rootdir),
+        mirror,
+    ]
+
+
+def chroot_argv(rootdir: Path, *command: str) -> list[str]:
+    return ["chroot", str(rootdir), *command]
+
+
+def mount_proc_argv(rootdir: Path) -> list[str]:
+    return ["mount", "-t", "proc", "proc", str(rootdir / "proc")]
+
+
+def umount_argv(target: Path | str, *, lazy: bool = False) -> list[str]:
+    return ["umount", *(["--lazy"] if lazy else []), str(target)]
+
+
+def mask_units_argv(rootdir: Path, units: Sequence[str]) -> list[str]:
+    return chroot_argv(rootdir, "systemctl", "mask", *units)
+
+
+def set_default_target_argv(rootdir: Path, target: str = "multi-user.target") -> list[str]:
+    return chroot_argv(rootdir, "systemctl", "set-default", target)
+
+
+def lsinitramfs_argv(rootdir: Path, kernel_version: str) -> list[str]:
+    return chroot_argv(rootdir, "lsinitramfs", f"/boot/initrd.img-{kernel_version}")
+
+
+def dpkg_query_argv(rootdir: Path, packages: Sequence[str]) -> list[str]:
+    return [
+        "dpkg-query",
+        f"--admindir={rootdir / 'var/lib/dpkg'}",
+        "--show",
+        "--showformat=${Package}\\t${Version}\\t${db:Status-Abbrev}\\n",
+        *packages,
+    ]
+
+
+def mkfs_argv(recipe: Recipe, rootdir: Path, raw: Path) -> list[str]:
+    """ext4 filled from ``rootdir`` (no mount), inode tables zeroed now, not at boot."""
+    return [
+        "mkfs.ext4",
+        "-q",
+        "-F",
+        "-L",
+        recipe.root_label,
+        "-d",
+        str(rootdir),
+        "-E",
+        "lazy_itable_init=0,lazy_journal_init=0",
+        str(raw),
+        f"{recipe.size_bytes // 1024}k",
+    ]
+
+
+def qemu_img_convert_argv(raw: Path, qcow2: Path) -> list[str]:
+    return ["qemu-img", "convert", "-f", "raw", "-O", "qcow2", str(raw), str(qcow2)]
+
+
+# --- pure helpers -------------------------------------------------------------------
+
+
+def render_fstab(root_label: str) -> str:
+    return (
+        "# <file system>  <mount point>  <type>  <options>  <dump>  <pass>\n"
+        f"LABEL={root_label}  /  ext4  defaults,noatime,errors=remount-ro  0  1\n"
+    )
+
+
+def render_hosts(hostname: str) -> str:
+    return (
+        f"127.0.0.1\tlocalhost\n127.0.1.1\t{hostname}\n"
+        "::1\tlocalhost ip6-localhost ip6-loopback\n"
+    )
+
+
+def parse_mountinfo(text: str) -> list[str]:
+    """Mount points listed in a /proc/self/mountinfo text (octal escapes decoded)."""
+    points = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 4:
+            points.append(_unescape_mount(fields[4]))
+    return points
+
+
+def mounts_under(path: Path, mountinfo: str) -> list[str]:
+    """Mount points at or below ``path``, deepest first (the order to unmount them)."""
+    base = str(path).rstrip("/")
+    hits = {p for p in parse_mountinfo(mountinfo) if p == base or p.startswith(base + "/")}
+    return sorted(hits, key=lambda p: (p.count("/"), p), reverse=True)
+
+
+def _unescape_mount(field: str) -> str:
+    out, i = [], 0
+    while i < len(field):
+        code = field[i + 1 : i + 4]
+        if field[i] == "\\" and len(code) == 3 and code.isdigit():
+            out.append(chr(int(field[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def module_name(path: str) -> str:
+    """``.../virtio-blk.ko.xz`` -> ``virtio_blk``."""
+    name = path.rsplit("/", 1)[-1]
+    for ext in (".xz", ".zst", ".gz"):
+        name = name.removesuffix(ext)
+    return name.removesuffix(".ko").replace("-", "_")
+
+
+def missing_initrd_modules(listing: str, builtin: str, required: Sequence[str]) -> list[str]:
+    """Required modules neither in the initrd listing nor built into the kernel."""
+    present = {module_name(line.strip()) for line in listing.splitlines() if ".ko" in line}
+    present |= {module_name(line.strip()) for line in builtin.splitlines() if line.strip()}
+    return [m for m in required if m.replace("-", "_") not in present]
+
+
+def parse_dpkg_query(stdout: str) -> dict[str, str]:
+    """``pkg<TAB>version<TAB>status`` lines -> {pkg: version} for installed packages."""
+    versions = {}
+    for line in stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 3 and parts[2].startswith("ii") and parts[1]:
+            versions[parts[0]] = parts[1]
+    return versions
+
+
+def kernel_version(bootdir: Path) -> str:
+    """The one kernel version with both a vmlinuz and an initrd in ``bootdir``."""
+    versions = sorted(
+        p.name.removeprefix("vmlinuz-")
+        for p in bootdir.glob("vmlinuz-*")
+        if (bootdir / f"initrd.img-{p.name.removeprefix('vmlinuz-')}").is_file()
+    )
+    if not versions:
+        raise VmbenchError(
+            f"no kernel with an initrd in {bootdir}",
+            hint="the recipe must install a kernel package (linux-image-amd64)",
+        )
+    return versions[-1]
+
+
+def build_manifest(
+    recipe: Recipe, digest: str, kernel: str, packages: dict[str, str], *, mirror: str,
+    built_at: datetime, build_seconds: float, image_bytes: int,
+) -> dict[str, object]:
+    return {
+        "name": recipe.name,
+        "hash": digest,
+        "builder_version": BUILDER_VERSION,
+        "built_at": built_at.astimezone(timezone.utc).isoformat(timespec="seconds"),
+        "build_seconds": round(build_seconds, 1),
+        "suite": recipe.suite,
+        "arch": recipe.arch,
+        "mirror": mirror,
+        "kernel_version": kernel,
+        "cmdline": recipe.cmdline,
+        "root_label": recipe.root_label,
+        "hostname": recipe.hostname,
+        "root": ROOT_IMAGE,
+        "kernel": KERNEL,
+        "initrd": INITRD,
+        "root_virtual_bytes": recipe.size_bytes,
+        "root_file_bytes": image_bytes,
+        "initrd_modules": list(recipe.initrd_modules),
+        "masked_units": list(recipe.mask_units),
+        "packages": packages,
+    }
+
+
+# --- preflight ----------------------------------------------------------------------
+
+
+def check_build_prerequisites() -> None:
+    """Root and the host tools a build needs, or a PreflightError saying what to do."""
+    if os.geteuid() != 0:
+        raise PreflightError(
+            "building a guest image needs root (debootstrap, chroot and mount)",
+            hint="run it as root, e.g. sudo .venv/bin/vmbench images build",
+        )
+    missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
+    if missing:
+        pkgs = sorted({REQUIRED_TOOLS[t] for t in missing})
+        raise PreflightError(
+            f"missing tool(s) to build guest images: {', '.join(missing)}",
+            hint=f"apt-get install {' '.join(pkgs)}  (or run: make bootstrap)",
+        )
+
+
+# --- execution ----------------------------------------------------------------------
+
+
+def build_image(
+    recipe: Recipe, state: StatePaths, progress: Progress | None = None
+) -> Path:
+    """Build ``recipe`` into ``state.images/NAME-HASH12`` and return that directory."""
+    progress = progress or NullProgress()
+    check_build_prerequisites()
+    digest = image_hash(recipe)
+    _ensure_dir(state.root)  # libvirt-qemu must traverse it to reach the image
+    images = _ensure_dir(state.images)
+    final = images / image_dirname(recipe.name, digest)
+    with _build_lock(images, recipe.name, progress):
+        _remove_stale_work_dirs(images, recipe.name, progress)
+        work = Path(tempfile.mkdtemp(prefix=f".build+{recipe.name}+", dir=images))
+        try:
+            out = _build_in(recipe, digest, work, state, progress)
+            _install(out, final, images, recipe.name)
+        finally:
+            _remove_work_dir(work, progress)
+    progress.step(f"image ready: {final}")
+    return final
+
+
+def _build_in(
+    recipe: Recipe, digest: str, work: Path, state: StatePaths, progress: Progress
+) -> Path:
+    started = time.monotonic()
+    rootdir, out = work / "rootfs", work / "out"
+    out.mkdir()
+    mirror = effective_mirror(recipe)
+    _debootstrap(recipe, rootdir, mirror, state, progress)
+    kernel = kernel_version(rootdir / "boot")
+    progress.step(f"configuring the guest (kernel {kernel})")
+    _configure(recipe, rootdir)
+    _chroot_steps(recipe, rootdir, kernel, progress)
+    packages = _package_versions(rootdir, recipe.manifest_packages)
+    _cleanup_root(rootdir)
+    _make_disk(recipe, rootdir, work / "root.raw", out / ROOT_IMAGE, progress)
+    shutil.copyfile(rootdir / "boot" / f"vmlinuz-{kernel}", out / KERNEL)
+    shutil.copyfile(rootdir / "boot" / f"initrd.img-{kernel}", out / INITRD)
+    manifest = build_manifest(
+        recipe, digest, kernel, packages, mirror=mirror, built_at=datetime.now(timezone.utc),
+        build_seconds=time.monotonic() - started,
+        image_bytes=(out / ROOT_IMAGE).stat().st_size,
+    )
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    _make_world_readable(out)
+    return out
+
+
+def _debootstrap(
+    recipe: Recipe, rootdir: Path, mirror: str, state: StatePaths, progress: Progress
+) -> None:
+    cache = _ensure_dir(debootstrap_cache(state))
+    cached = sum(1 for _ in cache.glob("*.deb"))
+    progress.step(
+        f"debootstrap {recipe.suite} ({recipe.variant}, {len(recipe.packages)} packages) "
+        f"from {mirror}; {cached} .debs cached in {cache}"
+    )
+    try:
+        with _ticker(progress, "debootstrap"):
+            run(debootstrap_argv(recipe, rootdir, cache, mirror), timeout=DEBOOTSTRAP_TIMEOUT)
+    except CommandError as exc:
+        log = rootdir / "debootstrap" / "debootstrap.log"
+        if log.is_file():
+            kept = state.cache / "debootstrap-failed.log"
+            shutil.copyfile(log, kept)
+            exc.hint = f"debootstrap's own log was kept in {kept}; check the mirror ({mirror})"
+        raise
+    finally:
+        _unmount_all_under(rootdir)
+
+
+def _configure(recipe: Recipe, rootdir: Path) -> None:
+    """Files written straight into the root: identity, fstab, overlay."""
+    etc = rootdir / "etc"
+    (etc / "hostname").write_text(recipe.hostname + "\n")
+    (etc / "hosts").write_text(render_hosts(recipe.hostname))
+    (etc / "fstab").write_text(render_fstab(recipe.root_label))
+    (etc / "machine-id").write_text("")  # each guest makes its own at first boot
+    (rootdir / "var/lib/dbus/machine-id").unlink(missing_ok=True)
+    (etc / "resolv.conf").unlink(missing_ok=True)  # debootstrap copied the host's
+    _copy_overlay(recipe, rootdir)
+
+
+def _copy_overlay(recipe: Recipe, rootdir: Path) -> None:
+    if recipe.overlay is None:
+        return
+    for src in overlay_files(recipe.overlay):
+        dest = rootdir / src.relative_to(recipe.overlay)
+        _mkdirs_0755(dest.parent, rootdir)
+        if dest.is_symlink() or dest.exists():
+            dest.unlink()
+        if src.is_symlink():
+            dest.symlink_to(os.readlink(src))
+        else:
+            shutil.copyfile(src, dest)
+            dest.chmod(0o755 if src.stat().st_mode & 0o111 else 0o644)
+
+
+def _mkdirs_0755(path: Path, rootdir: Path) -> None:
+    missing = []
+    while not path.exists() and path != rootdir:
+        missing.append(path)
+        path = path.parent
+    for p in reversed(missing):
+        p.mkdir()
+        p.chmod(0o755)
+
+
+def _chroot_steps(recipe: Recipe, rootdir: Path, kernel: str, progress: Progress) -> None:
+    """Unit masks, default target and the initrd check, with /proc mounted."""
+    run(mount_proc_argv(rootdir), timeout=60)
+    try:
+        if recipe.mask_units:
+            run(mask_units_argv(rootdir, recipe.mask_units), timeout=STEP_TIMEOUT)
+        run(set_default_target_argv(rootdir), timeout=STEP_TIMEOUT)
+        _check_guest_agent_activation(recipe, rootdir)
+        if recipe.initrd_modules:
+            progress.status("checking the initrd's modules")
+            listing = run(lsinitramfs_argv(rootdir, kernel), timeout=STEP_TIMEOUT).stdout
+            builtin_file = rootdir / "usr/lib/modules" / kernel / "modules.builtin"
+            builtin = builtin_file.read_text() if builtin_file.is_file() else ""
+            missing = missing_initrd_modules(listing, builtin, recipe.initrd_modules)
+            if missing:
+                raise VmbenchError(
+                    f"the initrd of kernel {kernel} lacks module(s): {', '.join(missing)}",
+                    hint="keep MODULES=most in /etc/initramfs-tools/initramfs.conf",
+                )
+    finally:
+        _unmount_all_under(rootdir)
+
+
+def _check_guest_agent_activation(recipe: Recipe, rootdir: Path) -> None:
+    """qemu-ga starts from udev when its virtio port appears; check nothing breaks that."""
+    if "qemu-guest-agent.service" in recipe.mask_units:
+        raise VmbenchError("the recipe masks qemu-guest-agent.service; vmbench needs it")
+    rules = [*rootdir.glob("usr/lib/udev/rules.d/*.rules"), *rootdir.glob("etc/udev/rules.d/*.rules")]
+    if not any(GUEST_AGENT_PORT in r.read_text(errors="replace") for r in rules if r.is_file()):
+        raise VmbenchError(
+            f"no udev rule in the guest starts the agent on {GUEST_AGENT_PORT}",
+            hint="install qemu-guest-agent (Debian's package ships the rule)",
+        )
+
+
+def _package_versions(rootdir: Path, packages: Sequence[str]) -> dict[str, str]:
+    if not packages:
+        return {}
+    done = run(dpkg_query_argv(rootdir, packages), timeout=60, check=False)
+    return parse_dpkg_query(done.stdout)
+
+
+def _cleanup_root(rootdir: Path) -> None:
+    """Drop what only made the build work: downloaded .debs and apt's lists."""
+    for pattern in ("var/cache/apt/archives/*.deb", "var/cache/apt/*.bin", "var/lib/apt/lists/*_*"):
+        for p in rootdir.glob(pattern):
+            p.unlink()
+
+
+def _make_disk(recipe: Recipe, rootdir: Path, raw: Path, qcow2: Path, progress: Progress) -> None:
+    if _mounts_under(rootdir):
+        raise VmbenchError(f"refusing to make a disk of {rootdir}: something is still mounted in it")
+    progress.step(f"making the {recipe.size} ext4 root disk (label {recipe.root_label})")
+    with open(raw, "wb") as f:
+        f.truncate(recipe.size_bytes)
+    with _ticker(progress, "mkfs.ext4"):
+        run(mkfs_argv(recipe, rootdir, raw), timeout=STEP_TIMEOUT)
+    progress.status("converting to qcow2")
+    run(qemu_img_convert_argv(raw, qcow2), timeout=STEP_TIMEOUT)
+    raw.unlink()
+
+
+def _install(out: Path, final: Path, images: Path, name: str) -> None:
+    """Rename the finished image into place (replacing an older build of the same hash)."""
+    old = None
+    if final.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".old+{name}+", dir=images))
+        final.rename(old / "image")
+    out.rename(final)
+    if old is not None:
+        shutil.rmtree(old)
+
+
+def _make_world_readable(directory: Path) -> None:
+    """libvirt's qemu runs as libvirt-qemu: dirs 0755, files 0644."""
+    directory.chmod(0o755)
+    for p in directory.iterdir():
+        p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+def _ensure_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) readable and traversable by everyone."""
+    path.mkdir(parents=True, exist_ok=True)
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o755 != 0o755:
+        path.chmod(mode | 0o755)
+    return path
+
+
+@contextlib.contextmanager
+def _build_lock(images: Path, name: str, progress: Progress) -> Iterator[None]:
+    """One build per recipe at a time (another process waits for it)."""
+    with open(images / f".{name}.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress.status(f"another build of {name} is running; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _ticker(progress: Progress, label: str, every: float = TICK_SECONDS) -> Iterator[None]:
+    """Report ``label: Ns elapsed`` every ``every`` seconds while the block runs."""
+    stop = threading.Event()
+    started = time.monotonic()
+
+    def tick() -> None:
+        while not stop.wait(every):
+            progress.status(f"{label}: {time.monotonic() - started:.0f}s elapsed")
+
+    thread = threading.Thread(target=tick, name=f"vmbench-{label}-ticker", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _mounts_under(path: Path) -> list[str]:
+    return mounts_under(path.resolve(), Path("/proc/self/mountinfo").read_text())
+
+
+def _unmount_all_under(path: Path) -> None:
+    """Unmount everything below ``path`` (deepest first); lazily if busy."""
+    for point in _mounts_under(path):
+        if run(umount_argv(point), timeout=60, check=False).returncode != 0:
+            run(umount_argv(point, lazy=True), timeout=60, check=False)
+    left = _mounts_under(path)
+    if left:
+        raise VmbenchError(
+            f"could not unmount {', '.join(left)}",
+            hint="unmount them by hand (umount -l) before removing the build directory",
+        )
+
+
+def leftover_pids(work: Path, procs: Iterable[tuple[int, str, str]], self_pid: int) -> list[int]:
+    """Processes still working in ``work``: chrooted into it, or naming it in argv.
+
+    ``procs`` holds (pid, root, cmdline) triples as read from /proc.
+    """
+    base = str(work).rstrip("/")
+    return [
+        pid
+        for pid, root, cmdline in procs
+        if pid != self_pid and (root == base or root.startswith(base + "/") or base in cmdline)
+    ]
+
+
+def _processes() -> Iterator[tuple[int, str, str]]:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                root = os.readlink(entry / "root")
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            yield int(entry.name), root, cmdline
+
+
+def _kill_leftovers(work: Path) -> None:
+    """SIGKILL what an interrupted build left running (debootstrap's children, dpkg)."""
+    for _ in range(5):
+        pids = leftover_pids(work.resolve(), _processes(), os.getpid())
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+
+
+def _remove_work_dir(work: Path, progress: Progress) -> None:
+    """Stop leftovers, unmount and delete a build directory (never crossing a mount)."""
+    try:
+        _kill_leftovers(work)
+        _unmount_all_under(work)
+        shutil.rmtree(work)
+    except (OSError, VmbenchError) as exc:
+        progress.warn(f"could not remove build directory {work}: {exc}")
+
+
+def _remove_stale_work_dirs(images: Path, name: str, progress: Progress) -> None:
+    """Leftovers of a build that was killed hard (we hold the recipe's lock)."""
+    for stale in [*images.glob(f".build+{name}+*"), *images.glob(f".old+{name}+*")]:
+        if stale.is_dir():
+            progress.status(f"removing the leftover {stale}")
+            _remove_work_dir(stale, progress)
