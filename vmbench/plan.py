@@ -74,7 +74,11 @@ class Plan:
                 for c in self.cells
             ],
             "jobs": [{"name": j.name, "describe": j.describe(), "sync": j.is_sync} for j in s.jobs],
-            "stacks": [{"name": st.name, "layers": [l.label for l in st.layers]} for st in s.stacks],
+            "stacks": [
+                {"name": st.name, "layers": [l.label for l in st.layers],
+                 "luks": {"cipher": st.luks.cipher, "key_bits": st.luks.key_size} if st.luks else None}
+                for st in s.stacks
+            ],
             "repeats": s.repeats,
             "host_baseline": s.host_baseline,
             "guest_measurements": len(self.guest_measurements()) * s.repeats,

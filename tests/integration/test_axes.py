@@ -33,7 +33,22 @@ jobs:
   - {name: a, rw: randread, bs: 4k, size: 32M, runtime: 1s, ramp: 0s}
   - {name: b, rw: randwrite, bs: 4k, size: 32M, runtime: 1s, ramp: 0s}
   - {name: c, rw: read, bs: 1M, size: 32M, runtime: 1s, ramp: 0s}
-  - {name: d, rw: write, bs: 1M, size: 32M, runtime: 1s, ramp: 0s}
+  - {file: mine.fio}
+"""
+
+JOBFILE = """\
+[global]
+ioengine=libaio
+direct=1
+filename=${VMBENCH_TARGET}
+size=32m
+time_based
+runtime=1
+[mine]
+rw=randrw
+rwmixread=50
+bs=8k
+iodepth=2
 """
 
 
@@ -53,7 +68,8 @@ class CountingDriver(LibvirtDriver):
 
 
 def run(text: str, tmp_path):
-    scenario = parse_scenario(text, str(tmp_path / "s.yaml"))
+    (tmp_path / "mine.fio").write_text(JOBFILE)
+    scenario = parse_scenario(text, str(tmp_path / "s.yaml"), base_dir=tmp_path)
     db = ResultsDB(tmp_path / "r.db")
     driver = CountingDriver(URI)
     runner = Runner(scenario, db, RecordingProgress(), driver=driver)
@@ -93,6 +109,14 @@ def test_three_vm_configurations_boot_exactly_three_times(machine, tmp_path):
     assert outcome.status == "ok"
     assert driver.boot_calls == 3 and driver.create_calls == 3
     assert len(db.rows("boots", outcome.run_id)) == 3
-    guest = [m for m in db.rows("measurements", outcome.run_id) if m["side"] == "guest"]
+    rows = db.rows("measurements", outcome.run_id)
+    guest = [m for m in rows if m["side"] == "guest"]
     assert len(guest) == 3 * 4
+    # the user's own job file ran unchanged on both sides, on the target vmbench gave it
+    mine = [m for m in rows if m["job"] == "mine"]
+    assert len(mine) == 4 and {m["side"] for m in mine} == {"host", "guest"}
+    assert all(m["fio"]["jobs"][0]["job options"]["rw"] == "randrw" for m in mine)
+    assert all(m["fio"]["jobs"][0]["read"]["io_bytes"] > 0 and m["fio"]["jobs"][0]["write"]["io_bytes"] > 0 for m in mine)
+    assert {m["fio"]["global options"]["filename"] for m in mine if m["side"] == "guest"} == {"/dev/vdb"}
+    assert all(m["fio"]["global options"]["filename"].endswith("-scratch.raw") for m in mine if m["side"] == "host")
     assert run_tag_resources(machine, outcome.tag) == []

@@ -35,7 +35,7 @@ def build_report(db: ResultsDB, ref: str | int | None = "latest") -> tuple[dict,
     }
     valid_cells = [c for c in cells if c["valid"]]
     tables: list[Table] = [gap_table(measurements, valid_cells, jobs, int(plan.get("repeats", 1)))]
-    lt = layer_table(measurements, valid_cells, jobs)
+    lt = layer_table(measurements, valid_cells, jobs, crypto, plan.get("stacks", []))
     if lt:
         tables.append(lt)
     ct = crypto_table(crypto)

@@ -121,19 +121,39 @@ def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
     return Table("gaps", "Host vs guest, raw scratch disk", cols, records, notes)
 
 
-def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str]) -> Table | None:
+def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str],
+                crypto: Sequence[dict] = (), stacks: Sequence[dict] = ()) -> Table | None:
     rows = layer_rows(measurements, cells, jobs)
     if not rows:
         return None
+    cpu_of = {c["name"]: c["settings"].get("cpu") for c in cells}
+    luks_of = {st["name"]: st.get("luks") for st in stacks}
     records = []
     for r in rows:
+        top = r.layer.split("+")[-1]
+        ceiling = None
+        if top.startswith("luks") and luks_of.get(r.stack):
+            ceiling = _ceiling(crypto, cpu_of.get(r.cell), luks_of[r.stack])
         records.append({"cell": r.cell, "stack": r.stack, "job": _job_label(r),
-                        "layer": r.layer if r.layer in ("host", "raw") else "+" + r.layer.split("+")[-1],
-                        "layer_path": r.layer, **_figures(r), "vs_below": r.vs_below, "gap": r.gap})
+                        "layer": r.layer if r.layer in ("host", "raw") else "+" + top,
+                        "layer_path": r.layer, **_figures(r), "vs_below": r.vs_below, "gap": r.gap, "crypto_ceiling": ceiling})
     cols = [Column("cell", "cell"), Column("stack", "stack"), Column("job", "job"), Column("layer", "layer")]
     cols += FIGURE_COLUMNS + [Column("vs_below", "vs layer below", f_pct), Column("gap", "gap (host/layer)", f_ratio)]
-    return Table("layers", "Layer by layer: host -> guest raw disk -> each layer of each stack", cols, records,
-                 ["vs layer below = change in IOPS that layer costs (or gains); gap = host IOPS / IOPS at that layer."])
+    notes = ["vs layer below = change in IOPS that layer costs (or gains); gap = host IOPS / IOPS at that layer."]
+    if any(r["crypto_ceiling"] for r in records):
+        cols.append(Column("crypto_ceiling", "crypto ceiling", f_text))
+        notes.append("crypto ceiling = cryptsetup benchmark in that guest for the stack's cipher, encrypt/decrypt MiB/s, and whether the guest has the aes flag.")
+    return Table("layers", "Layer by layer: host -> guest raw disk -> each layer of each stack", cols, records, notes)
+
+
+def _ceiling(crypto: Sequence[dict], cpu: str | None, luks: dict) -> str | None:
+    for c in crypto:
+        if c["side"] == "guest" and c["cpu"] == cpu and c["cipher"] == luks["cipher"] and c["key_bits"] == luks["key_bits"]:
+            if c.get("encrypt_mib_s") is None:
+                return f"n/a ({c.get('error') or 'failed'})"
+            aes = "" if c.get("aes_flag") is None else (", aes" if c["aes_flag"] else ", no aes")
+            return f"{f_mb(c['encrypt_mib_s'])}/{f_mb(c['decrypt_mib_s'])} MiB/s{aes}"
+    return None
 
 
 def crypto_table(crypto: Sequence[dict]) -> Table | None:
