@@ -200,6 +200,12 @@ class LibvirtDriver:
             with hypervisor_errors(f"creating the storage pool {name} at {path}"):
                 pool = conn.storagePoolDefineXML(pool_xml(name, str(path)), 0)
                 pool.setAutostart(1)
+        if name == VMBENCH_POOL:
+            # vmbench's own pool: recreate its directory if someone removed it
+            with hypervisor_errors(f"reading the storage pool {name}"):
+                path = ET.fromstring(pool.XMLDesc(0)).findtext("./target/path")
+            if path and not Path(path).is_dir():
+                Path(path).mkdir(parents=True, mode=0o711)
         if not pool.isActive():
             with hypervisor_errors(f"starting the storage pool {name}"):
                 pool.create(0)
