@@ -43,17 +43,6 @@ def _blockdev_args(cmdline: list[str]) -> list[dict]:
     return out
 
 
-def _device_args(cmdline: list[str]) -> list[dict]:
-    out = []
-    for i, arg in enumerate(cmdline):
-        if arg == "-device" and i + 1 < len(cmdline):
-            try:
-                out.append(json.loads(cmdline[i + 1]))
-            except ValueError:
-                pass
-    return out
-
-
 def effective_settings(host: dict, guest_disk: dict, guest_facts: dict, scratch_path: str, serial: str) -> dict:
     """What was applied, as far as each source can tell (None: that source did not say)."""
     eff: dict = {}

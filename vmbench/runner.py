@@ -378,7 +378,16 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextlib.contextmanager
-def _signals_raise() -> Iterator[None]:
+def _on_stop_signals(handler) -> Iterator[None]:
+    old = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, previous in old.items():
+            signal.signal(s, previous)
+
+
+def _signals_raise() -> contextlib.AbstractContextManager:
     """Ctrl-C, SIGTERM and SIGHUP stop the run, which then cleans up.  Installed explicitly:
     a process started in the background inherits SIGINT ignored, and a run must still stop
     cleanly when asked."""
@@ -386,24 +395,13 @@ def _signals_raise() -> Iterator[None]:
     def on_stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    old = {s: signal.signal(s, on_stop) for s in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
+    return _on_stop_signals(on_stop)
 
 
-@contextlib.contextmanager
-def _signals_deferred(progress: Progress) -> Iterator[None]:
-    """During cleanup, Ctrl-C and SIGTERM only say that cleanup is under way."""
+def _signals_deferred(progress: Progress) -> contextlib.AbstractContextManager:
+    """During cleanup, stop signals only say that cleanup is under way."""
 
     def on_signal(signum: int, frame: object) -> None:
         progress.warn("cleaning up what this run created; please wait (vmbench cleanup can finish it later)")
 
-    old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
+    return _on_stop_signals(on_signal)

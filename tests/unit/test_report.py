@@ -52,7 +52,7 @@ def test_markdown_csv_json():
     assert md.startswith("- **run**: 1\n\n## Host vs guest, raw scratch disk\n| job ")
     assert "| 4k-randwrite | guest  | 8,000  | 32.8   | 0.400    | 2.00     | 9.00       | 5.00x              |        |" in md
     csv_text = render([t], Format.CSV)
-    assert csv_text.splitlines()[0] == "table,job,side,cell,layer,iops,mb_s,p50_ms,p95_ms,p99_ms,p999_ms,repeats,cv,gap,vs_baseline,note"
+    assert csv_text.splitlines()[0] == "table,job,side,cell,layer,iops,mb_s,p50_ms,p95_ms,p99_ms,p999_ms,repeats,cv,gap,vs_baseline,vs_previous,note"
     assert csv_text.splitlines()[2].startswith("gaps,4k-randwrite,guest,baseline,raw,8000.0,32.768,0.4,")
     doc = json.loads(render([t], Format.JSON, {"run": "1"}))
     rec = doc["tables"][0]["records"][1]
@@ -93,3 +93,9 @@ def test_targets_pass_fail():
     res = target_results(meas, [{"job": "1m-write", "layer": "luks2+xfs", "min_mb_s": 118.0, "stack": None, "cell": None,
                                   "min_iops": None, "max_p99_ms": 5.0}])
     assert len(res) == 1 and not res[0].passed and res[0].failures == ("104.9 MB/s < 118",)
+
+
+def test_journey_shows_change_from_previous_step():
+    t = gap_table(MEAS, CELLS, ["4k-randwrite"], repeats=1, journey=True)
+    assert [c.header for c in t.columns][-3:] == ["vs baseline", "vs previous step", "note"]
+    assert [r["vs_previous"] for r in t.records] == [None, None, pytest.approx(0.25)]

@@ -34,7 +34,7 @@ def build_report(db: ResultsDB, ref: str | int | None = "latest") -> tuple[dict,
         "boots": str(len(boots)),
     }
     valid_cells = [c for c in cells if c["valid"]]
-    tables: list[Table] = [gap_table(measurements, valid_cells, jobs, int(plan.get("repeats", 1)))]
+    tables: list[Table] = [gap_table(measurements, valid_cells, jobs, int(plan.get("repeats", 1)), journey=plan.get("mode") == "journey")]
     lt = layer_table(measurements, valid_cells, jobs, crypto, plan.get("stacks", []))
     if lt:
         tables.append(lt)

@@ -41,6 +41,7 @@ class Row:
     figures: Figures
     gap: float | None = None  # host IOPS / this IOPS
     vs_baseline: float | None = None  # this IOPS / baseline IOPS - 1
+    vs_previous: float | None = None  # this IOPS / the previous cell's IOPS - 1 (journeys)
     vs_below: float | None = None  # this IOPS / the layer below's IOPS - 1
     note: str = ""
     settings: dict = field(default_factory=dict)
@@ -106,6 +107,7 @@ def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence
         if host is not None:
             out.append(Row(job=job, sync=sync, side="host", cell=None, stack=None, layer="host", figures=host, gap=1.0))
         base = None
+        prev = None
         for cell in order:
             rows = groups.get(("guest", cell, None, "raw", job))
             if not rows:
@@ -124,8 +126,10 @@ def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence
                 else:
                     note = "job differs from host's; not compared"
             vs_base = _change(fig.iops, base.iops) if base is not None and cell != baseline and base.job_hash == fig.job_hash else None
+            vs_prev = _change(fig.iops, prev.iops) if prev is not None and prev.job_hash == fig.job_hash else None
             out.append(Row(job=job, sync=sync, side="guest", cell=cell, stack=None, layer="raw", figures=fig, gap=gap,
-                           vs_baseline=vs_base, note=note, settings=rows[0].get("settings") or {}))
+                           vs_baseline=vs_base, vs_previous=vs_prev, note=note, settings=rows[0].get("settings") or {}))
+            prev = fig
     return out
 
 

@@ -91,13 +91,13 @@ def _job_label(row: Row) -> str:
     return f"{row.job} (sync)" if row.sync else row.job
 
 
-def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], repeats: int) -> Table:
+def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], repeats: int, journey: bool = False) -> Table:
     rows = gap_rows(measurements, cells, jobs)
     multi_cell = len(cells) > 1
     records = []
     for r in rows:
         rec = {"job": _job_label(r), "side": r.side, "cell": r.cell or "", "layer": r.layer, **_figures(r),
-               "gap": r.gap, "vs_baseline": r.vs_baseline, "note": r.note}
+               "gap": r.gap, "vs_baseline": r.vs_baseline, "vs_previous": r.vs_previous, "note": r.note}
         records.append(rec)
     cols = [Column("job", "job"), Column("side", "side")]
     if multi_cell:
@@ -108,6 +108,8 @@ def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
     cols.append(Column("gap", "gap (host/guest)", f_ratio))
     if multi_cell:
         cols.append(Column("vs_baseline", "vs baseline", f_pct))
+    if multi_cell and journey:
+        cols.append(Column("vs_previous", "vs previous step", f_pct))
     cols.append(Column("note", "note", f_text))
     notes = [
         "gap = host IOPS / guest IOPS on the same storage and the same fio job (1.00x: no loss; 5.00x: the guest gets a fifth).",
@@ -117,7 +119,8 @@ def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
     if any(r.sync for r in rows):
         notes.append("(sync) jobs issue synchronous writes: compare them only with each other.")
     if multi_cell:
-        notes.append(f"vs baseline = change in IOPS from the first cell ({cells[0]['name']}).")
+        notes.append(f"vs baseline = change in IOPS from the first cell ({cells[0]['name']})"
+                     + ("; vs previous step = change from the step before." if journey else "."))
     return Table("gaps", "Host vs guest, raw scratch disk", cols, records, notes)
 
 
