@@ -18,8 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
 from . import __version__
-from .drivers.base import Accelerator, VmRequest, VmResources
-from .drivers.libvirt.driver import LibvirtDriver, LibvirtGuest
+from .drivers.base import Accelerator, Guest, HypervisorDriver, VmRequest, VmResources
 from .environment import host_environment
 from .errors import CommandError, GuestError, Interrupted, PreflightError, VmbenchError
 from .evidence import effective_settings, problems
@@ -66,8 +65,9 @@ class Runner:
         *,
         state: StatePaths | None = None,
         host: Transport | None = None,
-        driver: LibvirtDriver | None = None,
+        driver: HypervisorDriver | None = None,
     ) -> None:
+        from .drivers.libvirt.driver import LibvirtDriver
         from .transport.local import LocalTransport
 
         self.scenario = scenario
@@ -223,14 +223,14 @@ class Runner:
         self.driver.remove_vm(res)
         self.created.remove(res)
 
-    def _record_boot(self, group: BootGroup, guest: LibvirtGuest) -> int:
+    def _record_boot(self, group: BootGroup, guest: Guest) -> int:
         return self.db.add_boot(
             self.run_id, seq=group.seq, vm_key=group.vm.key(), settings_json=group.vm.settings(),
             domain_name=guest.name, accelerator=self.accel.name if self.accel else "?",
             domain_xml=guest.resources.domain_xml, boot_seconds=guest.boot_seconds,
         )
 
-    def _inspect(self, guest: LibvirtGuest, boot_id: int) -> tuple[ScratchDisk, dict, dict]:
+    def _inspect(self, guest: Guest, boot_id: int) -> tuple[ScratchDisk, dict, dict]:
         gt = guest.transport
         gt.run(["mkdir", "-p", GUEST_WORKDIR], timeout=60)
         host_ev = guest.evidence()
@@ -255,7 +255,7 @@ class Runner:
             self.broken_crypto = False
         return disk, evidence, eff
 
-    def _run_cell(self, cell: Cell, guest: LibvirtGuest, disk: ScratchDisk, boot_id: int, evidence: dict, eff: dict) -> None:
+    def _run_cell(self, cell: Cell, guest: Guest, disk: ScratchDisk, boot_id: int, evidence: dict, eff: dict) -> None:
         assert self.accel is not None
         found = problems(cell.vm, eff, self.accel.name)
         cell_id = self.db.add_cell(
@@ -341,7 +341,7 @@ class Runner:
 
     # ---- crypto ceilings -------------------------------------------------------------------
 
-    def _guest_crypto(self, group: BootGroup, guest: LibvirtGuest, boot_id: int, eff: dict) -> None:
+    def _guest_crypto(self, group: BootGroup, guest: Guest, boot_id: int, eff: dict) -> None:
         s = self.scenario
         if not s.crypto_benchmark or group.cpu_label in self.crypto_done:
             return

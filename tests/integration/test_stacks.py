@@ -80,3 +80,31 @@ def test_stacks_layer_by_layer_in_one_boot(machine, tmp_path):
     assert [r["layer"] for r in layer_rows] == ["host", "raw", "+luks2", "+xfs"]
     assert tables[3].records[0]["result"] == "PASS"
     assert run_tag_resources(machine, outcome.tag) == []
+
+
+BROKEN = """
+name: it-broken-layer
+storage: {scratch_size: 256M}
+vm: {memory: 768M}
+stacks:
+  - {name: bad-ext4, layers: [partition, {ext4: {mkfs_options: ["-O", "no_such_feature"]}}]}
+jobs:
+  - {name: 4k-randread, rw: randread, bs: 4k, size: 32M, runtime: 1s, ramp: 0s}
+"""
+
+
+def test_failed_layer_is_reported_and_the_vm_removed(machine, tmp_path):
+    from tests.integration.conftest import vmbench, write
+
+    scenario = write(tmp_path, "broken.yaml", BROKEN)
+    run = vmbench("run", str(scenario), "--db", str(tmp_path / "r.db"))
+    assert run.returncode == 4, run.stderr
+    assert "error: building layer ext4 of stack bad-ext4 failed: command failed (exit 1): mkfs.ext4" in run.stderr
+    assert "no_such_feature" in run.stderr  # mkfs's own error output is shown
+    assert "Traceback" not in run.stderr
+    db = ResultsDB(tmp_path / "r.db", create=False)
+    r = db.resolve_run("latest")
+    assert r.status == "failed" and "mkfs.ext4" in r.error
+    # the raw disk and the partition were measured before the failure; nothing is left behind
+    assert [m["layer"] for m in db.rows("measurements", r.id) if m["side"] == "guest"] == ["raw", "partition"]
+    assert run_tag_resources(machine, r.tag) == []

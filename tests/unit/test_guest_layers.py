@@ -159,3 +159,16 @@ def test_cryptsetup_benchmark_parse():
     assert parse_benchmark("    aes-xts   256b   1.5 GiB/s   N/A\n") == (1536.0, None)
     assert parse_benchmark("Cipher aes-xts-plain64 (with 512 bits key) is not available.") is None
     assert benchmark_argv("aes-xts-plain64", 512) == ["cryptsetup", "benchmark", "--cipher", "aes-xts-plain64", "--key-size", "512"]
+
+
+def test_perf_flags_need_a_recent_guest_kernel():
+    from vmbench.guest.layers import kernel_version
+
+    assert kernel_version("6.1.0-50-amd64") == (6, 1) and kernel_version("5.10.0-28-amd64") == (5, 10) and kernel_version("4.19.0") == (4, 19)
+    guest = fake_guest()
+    guest.files["/proc/sys/kernel/osrelease"] = b"4.19.0-26-amd64\n"
+    b = StackBuilder(guest, ScratchDisk("vdb", "/dev/vdb", SERIAL, 1 << 30), Stack("s", (LuksLayer(perf_flags=("no_read_workqueue",)),)))
+    with pytest.raises(GuestError, match="has no dm-crypt no_read/no_write_workqueue flags"):
+        b.build_next()
+    guest.files["/proc/sys/kernel/osrelease"] = b"6.1.0-50-amd64\n"
+    assert b.build_next().path == "luks2"

@@ -8,9 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from typing import TYPE_CHECKING
+
 from ..progress import Progress
 from ..scenario.model import VmConfig
+from ..settings import Accel, CpuMode
 from ..transport.base import Transport
+
+if TYPE_CHECKING:
+    from ..images import Image
 
 
 @dataclass(frozen=True)
@@ -59,17 +65,32 @@ class Guest(Protocol):
 
     name: str
     transport: Transport
+    resources: VmResources
+    boot_seconds: float
 
     def evidence(self) -> dict:
-        """What the hypervisor says it applied (live config, block layer, accelerator)."""
+        """What the hypervisor says it applied: live configuration, block layer, iothreads,
+        accelerator, the QEMU command line (keys as read by :mod:`vmbench.evidence`)."""
         ...
 
 
 class HypervisorDriver(Protocol):
+    """What the runner needs from a hypervisor.  Everything a driver creates is named
+    ``vmbench-<run tag>-...`` and tagged, so :meth:`leftovers` finds only its own things."""
+
     name: str
+
+    def prepare(self, *, image: "Image", accel: Accel, pool: str, cpu_models: set[str], cpu_modes: set[CpuMode],
+                machine: str, progress: Progress) -> Accelerator:
+        """Preflight, before anything is created: reachable, storage usable, accelerator
+        decided, CPU models available.  Raises PreflightError."""
+        ...
 
     def describe_host(self) -> dict:
         """Versions and facts recorded with every run."""
+        ...
+
+    def pool_free_bytes(self, pool: str) -> int:
         ...
 
     def new_resources(self, run_tag: str, request: VmRequest) -> VmResources:
@@ -81,11 +102,16 @@ class HypervisorDriver(Protocol):
         may run fio on ``res.host_target`` before boot."""
         ...
 
-    def boot(self, run_tag: str, request: VmRequest, resources: VmResources, progress: Progress, timeout: float | None) -> Guest:
-        """Define and start the VM, wait until its guest agent answers."""
+    def create_host_reference(self, run_tag: str, pool: str, size: int, seq: int = 0) -> str:
+        """A raw file on the scratch disks' storage, for host fio when the scratch isn't raw."""
         ...
 
-    def remove_vm(self, resources: VmResources) -> None:
+    def boot(self, run_tag: str, request: VmRequest, res: VmResources, progress: Progress | None = None,
+             timeout: float | None = None) -> Guest:
+        """Define and start the VM; return once its guest agent answers (bounded)."""
+        ...
+
+    def remove_vm(self, res: VmResources) -> None:
         """Stop and remove the VM and its disks; safe to call twice or on half-made VMs."""
         ...
 

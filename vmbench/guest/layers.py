@@ -37,6 +37,16 @@ MKFS = {
     Filesystem.BTRFS: "mkfs.btrfs",
 }
 EXT = (Filesystem.EXT2, Filesystem.EXT3, Filesystem.EXT4)
+PERF_FLAGS_KERNEL = (5, 9)  # dm-crypt no_read_workqueue / no_write_workqueue
+
+
+def kernel_version(release: str) -> tuple[int, int]:
+    """(major, minor) of a kernel release string such as 6.1.0-50-amd64."""
+    parts = release.split(".")
+    try:
+        return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
+    except (IndexError, ValueError):
+        return (0, 0)
 
 
 # ---- pure argv builders ----------------------------------------------------------------------
@@ -183,6 +193,8 @@ class StackBuilder:
                     self._run(c)
                 built = BuiltLayer(layer, depth, layer_path(self.stack, depth), lvm_device(), lvm_device(), False)
             elif isinstance(layer, LuksLayer):
+                if layer.perf_flags:
+                    self._check_perf_flags_supported()
                 cmds = [luks_format_argv(below, layer), luks_open_argv(below, layer)]
                 self._run(cmds[0], input=self._key)
                 self._run(cmds[1], input=self._key)
@@ -201,6 +213,15 @@ class StackBuilder:
         built.commands = cmds
         self.built.append(built)
         return built
+
+    def _check_perf_flags_supported(self) -> None:
+        release = self.guest.read_file("/proc/sys/kernel/osrelease").decode().strip()
+        if kernel_version(release) < PERF_FLAGS_KERNEL:
+            raise GuestError(
+                f"stack {self.stack.name}: the guest kernel {release} has no dm-crypt no_read/no_write_workqueue flags "
+                f"(they need Linux {'.'.join(map(str, PERF_FLAGS_KERNEL))} or later)",
+                "remove perf_flags from the luks layer, or use a newer guest image",
+            )
 
     def free_bytes(self) -> int:
         out = self.guest.run(["df", "--output=avail", "-B1", MOUNTPOINT], timeout=60).stdout.split()
