@@ -16,10 +16,11 @@ from .paths import StatePaths
 
 def find_leftovers(driver: HypervisorDriver, state: StatePaths, *, include_live: bool = False) -> tuple[list[Leftover], dict[str, int]]:
     live = {} if include_live else live_runs(state.runs)
-    found = [l for l in driver.leftovers() if l.run_tag not in live]
+    everything = driver.leftovers()
+    found = [l for l in everything if l.run_tag not in live]
     order = {"domain": 0, "volume": 1, "file": 2}
     found.sort(key=lambda l: (order.get(l.kind, 9), l.name))
-    skipped = {tag: pid for tag, pid in live.items() if any(l.run_tag == tag for l in driver.leftovers())}
+    skipped = {tag: pid for tag, pid in live.items() if any(l.run_tag == tag for l in everything)}
     return found, skipped
 
 

@@ -77,7 +77,6 @@ class ConsoleProgress:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from .drivers.libvirt.accel import KvmProbe  # noqa: F401 - only for the cached answer below
     from .plan import estimate, make_plan
     from .scenario import load_scenario
 
@@ -112,6 +111,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if s.stacks:
         print()
         print(tabulate([[st.name, st.describe()] for st in s.stacks], headers=["stack", "layers"], tablefmt="simple"))
+    for name, why in s.skipped_cells:
+        print(f"left out of the factorial: {name}: {why}")
+    if any(not j.direct for j in s.jobs):
+        print("note: buffered jobs (direct: false) drop the page cache before each run, on the guest and on the whole host")
     print()
     guest = len(plan.guest_measurements()) * s.repeats
     print(f"VMs: {len(plan.boots)}, boots: {len(plan.boots)}, cells: {len(plan.cells)}, "
@@ -343,6 +346,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print("interrupted", file=sys.stderr)
         return Interrupted.exit_code
+    except OSError as exc:  # a file or directory vmbench needs: say which, not a traceback
+        if args.debug:
+            traceback.print_exc()
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
+        if isinstance(exc, PermissionError):
+            print("hint: vmbench needs root for qemu:///system, its state in /var/lib/vmbench and host fio on pool files", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -77,6 +78,7 @@ def run(
             stderr=subprocess.PIPE if capture else None,
             env=full_env,
             cwd=cwd,
+            start_new_session=True,  # its own process group: a timeout kills fio's workers too
         )
     except FileNotFoundError as exc:
         log.error("command not found: %s", format_argv(argv))
@@ -99,8 +101,7 @@ def run(
             pending = None  # communicate() keeps feeding stdin across calls
             elapsed = time.monotonic() - started
             if timeout is not None and elapsed >= timeout:
-                proc.kill()
-                out, err = proc.communicate()
+                out, err = _kill(proc)
                 log.error("command timed out after %ss: %s", timeout, format_argv(argv))
                 raise CommandTimeout(
                     f"command timed out after {timeout:g}s: {format_argv(argv)}",
@@ -111,8 +112,7 @@ def run(
             if on_wait:
                 on_wait(elapsed)
         except BaseException:
-            proc.kill()
-            proc.wait()
+            _kill(proc)
             raise
     done = Completed(tuple(argv), proc.returncode, _decode(out), _decode(err))
     if check and proc.returncode != 0:
@@ -128,6 +128,19 @@ def run(
             stderr=done.stderr,
         )
     return done
+
+
+def _kill(proc: subprocess.Popen) -> tuple[bytes | None, bytes | None]:
+    """Kill the command's whole process group; collect what output there is, bounded (a
+    process stuck in the kernel may keep the pipes open)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    try:
+        return proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        return b"", b""
 
 
 def _decode(data: bytes | str | None) -> str:

@@ -66,18 +66,20 @@ def effective_settings(host: dict, guest_disk: dict, guest_facts: dict, scratch_
         ins = block.get("inserted") or {}
         c = ins.get("cache") or {}
         key = (bool(c.get("writeback")), bool(c.get("direct")), bool(c.get("no-flush")))
-        eff["qemu_cache"] = CACHE_FLAGS.get(key, Cache.NONE).value if key in CACHE_FLAGS else f"unknown {key}"
+        eff["qemu_cache"] = CACHE_FLAGS[key].value if key in CACHE_FLAGS else f"unknown {key}"
         eff["qemu_format"] = ins.get("drv")
     # QEMU command line: aio of the scratch file's protocol node
     for node in _blockdev_args(host.get("qemu_cmdline") or []):
         if node.get("filename") == scratch_path:
             eff["qemu_aio"] = node.get("aio", "threads")
     # iothread links (QOM)
-    links = host.get("qom_iothread") or {}
+    links = {k: v for k, v in (host.get("qom_iothread") or {}).items() if isinstance(v, str) and not v.startswith("error:")}
     if links:
-        eff["qemu_iothread"] = any(isinstance(v, str) and v.startswith("/objects/") for v in links.values())
+        eff["qemu_iothread"] = any(v.startswith("/objects/") for v in links.values())
     elif eff.get("xml_bus") == "sata":
         eff["qemu_iothread"] = False
+    else:
+        eff["qemu_iothread"] = None  # QEMU could not be asked: unverified, not "off"
     # accelerator
     kvm = host.get("query_kvm") or {}
     if "enabled" in kvm:
@@ -133,6 +135,7 @@ def problems(vm: VmConfig, eff: dict, accelerator: str) -> list[str]:
             "faults on that combination (use a model with all three, such as Westmere)"
         )
     for key, what in (("qemu_cache", "cache mode (QEMU block layer)"), ("guest_bus", "bus (as the guest sees it)"),
+                      ("qemu_iothread", "iothread (QEMU's iothread links)"),
                       ("qemu_aio", "aio (QEMU command line)"), ("guest_write_cache", "write cache (as the guest sees it)")):
         if eff.get(key) is None:
             out.append(f"{what} could not be verified")

@@ -20,9 +20,9 @@ from typing import Iterator
 from . import __version__
 from .drivers.base import Accelerator, Guest, HypervisorDriver, VmRequest, VmResources
 from .environment import host_environment
-from .errors import CommandError, GuestError, Interrupted, PreflightError, VmbenchError
+from .errors import CommandError, GuestError, HypervisorError, Interrupted, PreflightError, VmbenchError
 from .evidence import effective_settings, problems
-from .fio.job import FioJob, check_identical, fio_argv, job_hash
+from .fio.job import job_hash
 from .fio.runner import precondition, run_fio
 from .guest.crypto import run_benchmarks
 from .guest.disk import ScratchDisk, find_scratch
@@ -37,7 +37,7 @@ from .results.db import ResultsDB
 from .scenario.model import Cell, Scenario, Stack
 from .settings import CpuMode
 from .transport.base import Transport
-from .units import format_duration, format_size
+from .units import format_duration, format_size, human_size
 
 log = logging.getLogger(__name__)
 GUEST_WORKDIR = "/run/vmbench"
@@ -53,7 +53,7 @@ class RunOutcome:
     tag: str
     status: str
     invalid_cells: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    error: str | None = None
 
 
 class Runner:
@@ -86,6 +86,8 @@ class Runner:
         self.outcome: RunOutcome | None = None
         self.crypto_done: set[str] = set()
         self.boots_started = 0  # counted from real boots, for tests
+        self.ledger: Ledger | None = None
+        self.host_argv: dict[str, tuple[str, ...]] = {}  # job -> the host's fio argv, checked against the guest's
 
     # ---- preflight -----------------------------------------------------------------------
 
@@ -93,8 +95,6 @@ class Runner:
         """Everything that can fail before anything is provisioned."""
         s = self.scenario
         self.progress.step(f"checking the machine for scenario {s.name}")
-        for job in s.jobs:  # same parameters on both sides, by construction and by check
-            check_identical(fio_argv(job, "/host", "/o", jobfile_path="/j"), fio_argv(job, "/guest", "/o", jobfile_path="/j"))
         try:
             self.host.run(["fio", "--version"], timeout=30)
         except CommandError:
@@ -116,14 +116,21 @@ class Runner:
         free = self.driver.pool_free_bytes(s.storage.pool)
         if free < need:
             raise PreflightError(
-                f"storage pool {s.storage.pool} has {format_size(free)} free; this scenario needs about {format_size(need)}",
+                f"storage pool {s.storage.pool} has {human_size(free)} free; this scenario needs about {human_size(need)}",
                 "free some space or lower storage.scratch_size",
             )
 
     # ---- the run -------------------------------------------------------------------------
 
     def run(self) -> RunOutcome:
-        self.preflight()
+        with _signals_raise():
+            try:
+                self.preflight()
+            except KeyboardInterrupt:
+                raise Interrupted("interrupted before anything was created") from None
+            return self._run()
+
+    def _run(self) -> RunOutcome:
         s = self.scenario
         summary = self.plan.summary()
         summary["targets"] = [asdict(t) for t in s.targets]
@@ -131,36 +138,46 @@ class Runner:
             tag=self.tag, scenario_name=s.name, scenario_path=s.path, scenario_text=s.text, plan=summary, version=__version__,
         )
         self.outcome = RunOutcome(self.run_id, self.tag, "running")
-        ledger = Ledger.create(self.state.runs, self.tag, uri=s.hypervisor.uri, scenario=s.path)
-        self.ledger = ledger
-        status, error = "failed", None
-        with _signals_raise():
-            try:
-                self._record_environment()
-                self.host_workdir = tempfile.mkdtemp(prefix=f"vmbench-{self.tag}-")
-                for group in self.plan.boots:
-                    self._run_group(group)
-                if s.crypto_benchmark:
-                    self._host_crypto()
-                status = "ok"
-            except KeyboardInterrupt:
-                status, error = "interrupted", "interrupted by the user"
-                raise Interrupted("interrupted; removed everything this run created", f"partial results are in run {self.run_id}") from None
-            except VmbenchError as exc:
-                error = exc.message
-                raise
-            except Exception as exc:  # a bug: still clean up and record it
-                error = f"internal error: {exc!r}"
-                raise
-            finally:
-                with _signals_deferred(self.progress):
-                    cleanup_errors = self._cleanup()
-                    if cleanup_errors and status == "ok":
-                        status, error = "failed", "; ".join(cleanup_errors)
-                    self.db.finish_run(self.run_id, status, error)
-                    if not cleanup_errors:
-                        ledger.remove()
-                    self.outcome.status = status
+        status, error, interrupted, cleanup_errors = "failed", None, False, []
+        try:
+            self.ledger = Ledger.create(self.state.runs, self.tag, uri=s.hypervisor.uri, scenario=s.path)
+            self._record_environment()
+            self.host_workdir = tempfile.mkdtemp(prefix=f"vmbench-{self.tag}-")
+            for group in self.plan.boots:
+                self._run_group(group)
+            if s.crypto_benchmark:
+                self._host_crypto()
+            status = "ok"
+        except KeyboardInterrupt:
+            status, error, interrupted = "interrupted", "interrupted by the user", True
+        except VmbenchError as exc:
+            error = exc.message
+            raise
+        except OSError as exc:
+            error = f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+            raise
+        except Exception as exc:  # a bug: still clean up and record it
+            error = f"internal error: {exc!r}"
+            raise
+        finally:
+            with _signals_deferred(self.progress):
+                cleanup_errors = self._cleanup()
+                for problem in cleanup_errors:
+                    self.progress.warn(f"cleanup: {problem}")
+                if cleanup_errors:
+                    status = "failed" if status == "ok" else status
+                    error = "; ".join(filter(None, [error, "cleanup incomplete: " + "; ".join(cleanup_errors)]))
+                self.db.finish_run(self.run_id, status, error)
+                if not cleanup_errors and self.ledger is not None:
+                    self.ledger.remove()
+                self.outcome.status, self.outcome.error = status, error
+        if interrupted:
+            if cleanup_errors:
+                raise Interrupted("interrupted; some of what this run created could not be removed", "run `vmbench cleanup`")
+            raise Interrupted("interrupted; removed everything this run created", f"partial results are in run {self.run_id}")
+        if cleanup_errors:
+            raise HypervisorError(f"run {self.run_id} measured everything but could not remove all it created",
+                                  "run `vmbench cleanup`")
         return self.outcome
 
     def _record_environment(self) -> None:
@@ -199,6 +216,7 @@ class Runner:
                             cells=tuple(c.name for c in group.cells))
         res = self.driver.new_resources(self.tag, request)
         self.created.append(res)  # tracked before anything exists, so cleanup always sees it
+        assert self.ledger is not None
         self.ledger.add("domain", res.name)
         self.driver.create_vm(self.tag, request, res)
         for v in res.volumes:
@@ -217,8 +235,10 @@ class Runner:
         boot_id = self._record_boot(group, guest)
         disk, evidence, effective = self._inspect(guest, boot_id)
         self._guest_crypto(group, guest, boot_id, effective)
+        raw_done_by: str | None = None  # cells of one boot share the VM, so the raw disk is measured once
         for cell in group.cells:
-            self._run_cell(cell, guest, disk, boot_id, evidence, effective)
+            if self._run_cell(cell, guest, disk, boot_id, evidence, effective, raw_done_by):
+                raw_done_by = raw_done_by or cell.name
         self.progress.step(f"removing {res.name}")
         self.driver.remove_vm(res)
         self.created.remove(res)
@@ -255,36 +275,48 @@ class Runner:
             self.broken_crypto = False
         return disk, evidence, eff
 
-    def _run_cell(self, cell: Cell, guest: Guest, disk: ScratchDisk, boot_id: int, evidence: dict, eff: dict) -> None:
-        assert self.accel is not None
+    def _run_cell(self, cell: Cell, guest: Guest, disk: ScratchDisk, boot_id: int, evidence: dict, eff: dict,
+                  raw_done_by: str | None) -> bool:
+        """Measure one cell; False if its settings did not take effect (then nothing is measured)."""
+        assert self.accel is not None and self.outcome is not None
         found = problems(cell.vm, eff, self.accel.name)
+        evidence = dict(evidence, raw_measured_in=raw_done_by or cell.name, layers=[])
         cell_id = self.db.add_cell(
-            self.run_id, boot_id=boot_id, seq=[c.name for c in self.plan.cells].index(cell.name) + 1, name=cell.name,
+            self.run_id, boot_id=boot_id, seq=self.scenario.cells.index(cell) + 1, name=cell.name,
             settings_json=cell.vm.settings(), changed_json=list(cell.changed), stacks_json=[st.name for st in cell.stacks],
             valid=not found, problems_json=found, evidence_json=evidence,
         )
         if found:
-            msg = f"cell {cell.name} is INVALID, not measured: " + "; ".join(found)
-            self.progress.warn(msg)
+            self.progress.warn(f"cell {cell.name} is INVALID, not measured: " + "; ".join(found))
             self.outcome.invalid_cells.append(cell.name)
-            return
+            return False
         gt = guest.transport
-        self._measure(gt, "guest", cell, cell_id, None, "raw", 0, disk.path, cell.vm.settings())
+        if raw_done_by is None:
+            self._measure(gt, "guest", cell, cell_id, None, "raw", 0, disk.path, cell.vm.settings())
+        else:
+            self.progress.step(f"{cell.name}: raw disk already measured in cell {raw_done_by} (same VM)")
         for stack in cell.stacks:
-            self._measure_stack(gt, cell, cell_id, disk, stack)
+            built = self._measure_stack(gt, cell, cell_id, disk, stack)
+            evidence["layers"] += built
+            self.db.update_cell(cell_id, evidence_json=evidence)
+        return True
 
-    def _measure_stack(self, gt: Transport, cell: Cell, cell_id: int, disk: ScratchDisk, stack: Stack) -> None:
+    def _measure_stack(self, gt: Transport, cell: Cell, cell_id: int, disk: ScratchDisk, stack: Stack) -> list[dict]:
+        """Build, measure and tear down one stack; returns how each layer was built."""
         builder = StackBuilder(gt, disk, stack)
         finished = False
+        record: list[dict] = []
         try:
             for depth in range(1, len(stack.layers) + 1):
                 self.progress.step(f"{cell.name}: stack {stack.name}: building {stack.layers[depth - 1].label}")
                 built = builder.build_next()
+                record.append({"stack": stack.name, "layer": built.path, "seconds": round(built.seconds, 2),
+                               "commands": built.commands, "device": built.device, "target": built.target})
                 if built.is_file:
                     need = max(j.size for j in self.scenario.jobs)
                     free = builder.free_bytes()
                     if free < need * 1.05:
-                        raise GuestError(f"stack {stack.name}: the {built.layer.label} filesystem has {format_size(free)} free; the jobs need {format_size(need)}",
+                        raise GuestError(f"stack {stack.name}: the {built.layer.label} filesystem has {human_size(free)} free; the jobs need {human_size(need)}",
                                          "raise storage.scratch_size or lower the jobs' size")
                 if stack.measure_all or depth == len(stack.layers):
                     self._measure(gt, "guest", cell, cell_id, stack.name, built.path, depth, built.target, cell.vm.settings())
@@ -300,6 +332,7 @@ class Runner:
                                  "the next stack cannot start from a clean disk; the VM is removed")
             if errors:
                 self.progress.warn(f"stack {stack.name}: teardown after the failure was incomplete (the VM is removed anyway): " + "; ".join(errors))
+        return record
 
     # ---- measurements ----------------------------------------------------------------------
 
@@ -327,7 +360,10 @@ class Runner:
                 self.progress.step(f"{label} ({i}/{total}, {format_duration(dur) if dur else '?'})")
                 if not job.direct:
                     _drop_caches(side)
-                run = run_fio(side, job, target, workdir, label=label, progress=self.progress, slow=slow)
+                host_argv = self.host_argv.get(job.name) if side_name == "guest" else None
+                run = run_fio(side, job, target, workdir, label=label, progress=self.progress, slow=slow, must_match=host_argv)
+                if side_name == "host":
+                    self.host_argv[job.name] = run.argv
                 pcts = run.result.percentiles()
                 self.db.add_measurement(
                     self.run_id, cell_id=cell_id, side=side_name, stack=stack, layer=layer, depth=depth, job=job.name,

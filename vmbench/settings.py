@@ -64,10 +64,6 @@ class Cache(Choice):
         """The guest sees a volatile write cache (and must flush)."""
         return self in (Cache.NONE, Cache.WRITEBACK, Cache.UNSAFE)
 
-    @property
-    def no_flush(self) -> bool:
-        return self is Cache.UNSAFE
-
 
 class Aio(Choice):
     NATIVE = "native"
@@ -110,18 +106,6 @@ class Filesystem(Choice):
     BTRFS = "btrfs"
 
 
-class LayerKind(Choice):
-    PARTITION = "partition"
-    LVM = "lvm"
-    LUKS = "luks"
-    FILESYSTEM = "filesystem"
-
-
 class PlanMode(Choice):
     ONE_FACTOR = "one-factor"
     FACTORIAL = "factorial"
-
-
-class Side(Choice):
-    HOST = "host"
-    GUEST = "guest"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
@@ -24,6 +25,8 @@ def parse_size(value: object) -> int:
     if not m:
         raise ValueError(f"{value!r} is not a size (examples: 4k, 64k, 1M, 2G)")
     number, unit = float(m.group(1)), m.group(2).lower()
+    if not math.isfinite(number):
+        raise ValueError(f"{value!r} is not a size")
     result = number * _SIZE_MULT[unit]
     if result != int(result):
         raise ValueError(f"{value!r} is not a whole number of bytes")
@@ -35,8 +38,8 @@ def parse_duration(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a duration")
     if isinstance(value, (int, float)):
-        if value < 0:
-            raise ValueError(f"{value} is negative")
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"{value} is not a duration")
         return float(value)
     if not isinstance(value, str):
         raise ValueError(f"{value!r} is not a duration")
@@ -52,6 +55,16 @@ def format_size(nbytes: int) -> str:
         mult = _SIZE_MULT[unit]
         if nbytes >= mult and nbytes % mult == 0:
             return f"{nbytes // mult}{unit}"
+    return str(nbytes)
+
+
+def human_size(nbytes: int) -> str:
+    """For messages: 53687091197 -> '50.0G', 1048576 -> '1.0M'."""
+    value = float(nbytes)
+    for unit in ("", "K", "M", "G", "T"):
+        if value < 1024 or unit == "T":
+            return f"{value:.0f}" if unit == "" else f"{value:.1f}{unit}"
+        value /= 1024
     return str(nbytes)
 
 

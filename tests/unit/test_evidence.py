@@ -79,3 +79,10 @@ def test_aes_without_ssse3_under_tcg_is_refused(boots):
         "cpu kvm64+aes: the guest has aes but not ssse3; under TCG Linux's AES-NI driver faults on that combination "
         "(use a model with all three, such as Westmere)"]
     assert problems(REQUESTED[0], eff(b), "kvm")[-1] == "accelerator: asked kvm, QEMU reports tcg"
+
+
+def test_failed_iothread_query_is_unverified_not_off(boots):
+    b = copy.deepcopy(boots[1])
+    b["host"]["qom_iothread"] = {k: "error: QEMU monitor failed" for k in b["host"]["qom_iothread"]}
+    assert eff(b)["qemu_iothread"] is None
+    assert problems(REQUESTED[1], eff(b), "tcg") == ["iothread (QEMU's iothread links) could not be verified"]

@@ -52,7 +52,7 @@ def test_markdown_csv_json():
     assert md.startswith("- **run**: 1\n\n## Host vs guest, raw scratch disk\n| job ")
     assert "| 4k-randwrite | guest  | 8,000  | 32.8   | 0.400    | 2.00     | 9.00       | 5.00x              |        |" in md
     csv_text = render([t], Format.CSV)
-    assert csv_text.splitlines()[0] == "table,job,side,cell,layer,iops,mb_s,p50_ms,p95_ms,p99_ms,p999_ms,repeats,cv,gap,vs_baseline,vs_previous,note"
+    assert csv_text.splitlines()[0] == "table,job,side,cell,layer,iops,mb_s,p50_ms,p95_ms,p99_ms,p999_ms,repeats,cv,gap,vs_baseline,note"
     assert csv_text.splitlines()[2].startswith("gaps,4k-randwrite,guest,baseline,raw,8000.0,32.768,0.4,")
     doc = json.loads(render([t], Format.JSON, {"run": "1"}))
     rec = doc["tables"][0]["records"][1]
@@ -95,7 +95,38 @@ def test_targets_pass_fail():
     assert len(res) == 1 and not res[0].passed and res[0].failures == ("104.9 MB/s < 118",)
 
 
-def test_journey_shows_change_from_previous_step():
-    t = gap_table(MEAS, CELLS, ["4k-randwrite"], repeats=1, journey=True)
-    assert [c.header for c in t.columns][-3:] == ["vs baseline", "vs previous step", "note"]
-    assert [r["vs_previous"] for r in t.records] == [None, None, pytest.approx(0.25)]
+def test_journey_compares_each_steps_top_layer_with_the_step_before():
+    from vmbench.report.tables import journey_table
+
+    cells = [{"name": "s1", "stacks": ["lvm-ext4"]}, {"name": "s2", "stacks": ["lvm-ext4"]}, {"name": "s3", "stacks": []}]
+    meas = [MEAS[0]]
+    for cell, iops in (("s1", 1000.0), ("s2", 1500.0)):
+        meas.append(dict(m("guest", cell, "partition", "4k-randwrite", 9e9, 1.0, {1: 1}, stack="lvm-ext4"), depth=1))
+        meas.append(dict(m("guest", cell, "partition+lvm+ext4", "4k-randwrite", iops, 1.0, {1: 1}, stack="lvm-ext4"), depth=3))
+    meas.append(dict(m("guest", "s3", "raw", "4k-randwrite", 3000.0, 1.0, {1: 1}), depth=0))
+    t = journey_table(meas, cells, ["4k-randwrite"])
+    assert [(r["step"], r["layer"], r["iops"], r["gap"], r["vs_previous"]) for r in t.records] == [
+        ("s1", "partition+lvm+ext4", 1000.0, 40.0, None),
+        ("s2", "partition+lvm+ext4", 1500.0, pytest.approx(26.667, abs=1e-3), pytest.approx(0.5)),
+        ("s3", "raw", 3000.0, pytest.approx(13.333, abs=1e-3), pytest.approx(1.0)),
+    ]
+
+
+def test_cells_of_one_boot_share_the_raw_measurement():
+    from vmbench.report.build import shared_raw_rows
+
+    cells = [{"name": "a", "id": 1, "evidence": {"raw_measured_in": "a"}}, {"name": "b", "id": 2, "evidence": {"raw_measured_in": "a"}}]
+    shared = shared_raw_rows(cells, [MEAS[0], dict(MEAS[1], cell="a")])
+    assert len(shared) == 1 and shared[0]["cell"] == "b" and shared[0]["shared_from"] == "a"
+    rows = gap_rows([MEAS[0], dict(MEAS[1], cell="a")] + shared, [{"name": "a"}, {"name": "b"}], ["4k-randwrite"])
+    assert rows[2].note == "raw disk shared with a (same VM)" and rows[2].vs_baseline == 0.0
+
+
+def test_unmatched_target_is_shown_as_not_measured():
+    from vmbench.report.tables import targets_table
+
+    target = {"job": "1m-write", "layer": "luks2+xfs", "min_mb_s": 118.0, "stack": None, "cell": None, "min_iops": None, "max_p99_ms": 5.0}
+    t = targets_table([], [target])
+    assert [(r["result"], r["job"], r["target"]) for r in t.records] == [("NOT MEASURED", "1m-write", "MB/s >= 118, p99 <= 5 ms")]
+    meas = [m("guest", "baseline", "luks2+xfs", "1m-write", 200.0, 209715200.0, {}, stack="s")]
+    assert target_results(meas, [target])[0].failures == ("no latency histogram to judge p99",)

@@ -1,5 +1,6 @@
 """Scenario validation: every mistake gets one clear message naming file, line, key and the allowed values."""
 
+import re
 import textwrap
 
 import pytest
@@ -312,3 +313,43 @@ def test_every_shipped_scenario_validates():
     assert files
     for f in files:
         load_scenario(f)
+
+
+def test_factorial_cpu_and_aes_keeps_both():
+    s = parse(BASE + "mode: factorial\nvary:\n  aes: [on, off]\n  cpu: [kvm64, Westmere]\n")
+    assert [(c.name, c.vm.cpu.label) for c in s.cells] == [
+        ("baseline", "kvm64"), ("aes=on,cpu=kvm64", "kvm64+aes"), ("aes=on,cpu=Westmere", "Westmere+aes"),
+        ("aes=off,cpu=kvm64", "kvm64-aes"), ("aes=off,cpu=Westmere", "Westmere-aes")]
+
+
+def test_factorial_leaves_out_impossible_combinations():
+    s = parse(BASE + "mode: factorial\nvary:\n  cache: [none, writeback]\n  aio: [native, threads]\n")
+    assert [c.name for c in s.cells] == ["baseline", "cache=none,aio=native", "cache=writeback,aio=threads"]
+    assert s.skipped_cells[0][0] == "cache=writeback,aio=native" and "aio=native needs a direct cache mode" in s.skipped_cells[0][1]
+
+
+def test_non_finite_numbers_and_non_text_files_refused(tmp_path):
+    assert "is not a duration" in error(BASE.replace("bs: 4k", "bs: 4k\n    runtime: .inf"))
+    assert "is not a number" in error(BASE + "targets:\n  - {job: j1, min_mb_s: .nan}\n")
+    p = tmp_path / "bin.yaml"
+    p.write_bytes(b"name: \xff\xfe\n")
+    from vmbench.scenario import load_scenario
+
+    with pytest.raises(ScenarioError, match="not a text file"):
+        load_scenario(p)
+
+
+def test_mkfs_options_may_not_name_any_path():
+    assert "options may not name devices or paths" in error(BASE + "stacks:\n  - name: s\n    layers: [{btrfs: {mkfs_options: [dev/vda]}}]\n")
+
+
+@pytest.mark.parametrize("line, message", [
+    ("include other.fio", "includes other files"),
+    ("ioengine=external:/tmp/x.so", "ioengine=external:/tmp/x.so is not allowed"),
+    ("replay_redirect=/dev/sda", "sets replay_redirect"),
+    ("write_lat_log=/root/lat", "sets write_lat_log"),
+])
+def test_jobfile_options_that_reach_outside_are_refused(tmp_path, line, message):
+    (tmp_path / "j.fio").write_text(f"[w]\nfilename=${{VMBENCH_TARGET}}\nrw=read\n{line}\n")
+    with pytest.raises(ScenarioError, match=re.escape(message)):
+        parse_scenario("jobs:\n  - file: j.fio\n", "s.yaml", base_dir=tmp_path)

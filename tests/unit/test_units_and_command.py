@@ -27,7 +27,7 @@ def test_enum_parse_errors_list_allowed_values():
     assert Bus.parse("virtio-scsi") is Bus.VIRTIO_SCSI
     with pytest.raises(ValueError, match="is not one of: virtio-blk, virtio-scsi, virtio-scsi-shared, sata"):
         Bus.parse("ide")
-    assert Cache.NONE.direct and not Cache.WRITEBACK.direct and Cache.UNSAFE.no_flush
+    assert Cache.NONE.direct and not Cache.WRITEBACK.direct and Cache.UNSAFE.writeback
 
 
 def test_run_argv_stdin_and_failures():
@@ -46,3 +46,12 @@ def test_run_reports_progress_while_waiting():
     seen = []
     run(["sleep", "1.3"], on_wait=seen.append)
     assert seen and seen[0] >= 0.9
+
+
+def test_timeout_kills_the_whole_process_group():
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(CommandTimeout):
+        run(["sh", "-c", "sleep 30 & sleep 30"], timeout=0.5)
+    assert time.monotonic() - started < 5

@@ -25,7 +25,6 @@ class Accelerator:
 
     name: str  # "kvm" or "tcg"
     reason: str
-    probed: bool = False
 
 
 @dataclass(frozen=True)
@@ -47,9 +46,10 @@ class VmResources:
     scratch_path: str  # the scratch disk's backing file on the host
     scratch_serial: str
     host_target: str | None  # a raw file on the same storage for host fio, when the scratch isn't raw
-    volumes: list[str] = field(default_factory=list)
+    volumes: list[str] = field(default_factory=list)  # paths of created volumes
     domain_xml: str = ""
-    started: bool = False
+    pool: str = ""
+    expected_volumes: list[str] = field(default_factory=list)  # names, recorded before creation
 
 
 @dataclass(frozen=True)

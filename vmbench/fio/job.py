@@ -64,19 +64,13 @@ class FioJob:
                 for line in text.splitlines()
                 if "=" in line
             )
-        return self.sync or self.fsync > 0
+        return (self.sync or self.fsync > 0) and self.writes
 
     @property
     def writes(self) -> bool:
         if self.jobfile is not None:
             return True
         return self.rw not in ("read", "randread")
-
-    @property
-    def reads(self) -> bool:
-        if self.jobfile is not None:
-            return True
-        return self.rw not in ("write", "randwrite")
 
     @property
     def duration(self) -> float | None:

@@ -57,16 +57,6 @@ PROFILES: dict[str, Callable[[], list[FioJob]]] = {
     "cache-buster": _cache_buster,
 }
 
-DESCRIPTIONS = {
-    "tuning-matrix": "4K/64K/1M x randread/randwrite/read/write at QD4 with sync writes (12 jobs)",
-    "boot-storm": "16K random reads, 4 jobs at QD4 (many VMs booting)",
-    "oltp": "8K random 70/30 read/write with fsync after every write, 4 jobs at QD2",
-    "metadata-churn": "4K random 60/40 read/write at QD16",
-    "backup-stream": "1M sequential write at QD8",
-    "cache-buster": "128K random reads over a working set of 4x the VM's RAM",
-}
-
-
 def expand(profile: str, overrides: dict, select: tuple[str, ...] = ()) -> list[FioJob]:
     """The jobs of ``profile`` with ``overrides`` applied (KeyError for an unknown profile)."""
     jobs = PROFILES[profile]()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Mapping
 
 from ..errors import VmbenchError
 
@@ -144,13 +144,6 @@ def parse_fio_json(text: str | bytes) -> FioResult:
     if not directions:
         raise FioOutputError("fio completed no I/O", hint="check the job's size and runtime")
     return FioResult(fio_version=str(data.get("fio version", "")), directions=tuple(directions), jobs=len(jobs))
-
-
-def merged_histogram(histograms: Iterable[Histogram]) -> Histogram:
-    out = Histogram()
-    for h in histograms:
-        out = out.merge(h)
-    return out
 
 
 def _snippet(text: str) -> str:

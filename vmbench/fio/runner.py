@@ -7,15 +7,19 @@ afterwards: guest-agent replies are size-limited, files are not.
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 from dataclasses import dataclass
+from typing import Sequence
 
+from ..errors import VmbenchError
 from ..progress import NullProgress, Progress
 from ..transport.base import Transport
 from ..units import format_duration
-from .job import FioJob, fio_argv, fio_env, precondition_argv
+from .job import FioJob, check_identical, fio_argv, fio_env, precondition_argv
 from .result import FioResult, parse_fio_json
 
+log = logging.getLogger(__name__)
 MIN_TIMEOUT = 120.0
 
 
@@ -42,7 +46,10 @@ def run_fio(
     label: str,
     progress: Progress | None = None,
     slow: bool = False,
+    must_match: Sequence[str] | None = None,
 ) -> FioRun:
+    """Run ``job`` on ``target``.  ``must_match`` is the other side's argv for the same job:
+    the run is refused unless every parameter but target and output is identical."""
     progress = progress or NullProgress()
     token = secrets.token_hex(4)
     output = f"{workdir}/fio-{token}.json"
@@ -51,6 +58,8 @@ def run_fio(
         jobfile_path = f"{workdir}/job-{token}.fio"
         transport.write_file(jobfile_path, job.jobfile.text.encode(), 0o644)
     argv = fio_argv(job, target, output, jobfile_path=jobfile_path)
+    if must_match is not None:
+        check_identical(must_match, argv)
     total = job.duration
 
     def tick(elapsed: float) -> None:
@@ -63,8 +72,7 @@ def run_fio(
         transport.run(argv, env=fio_env(job, target), timeout=job_timeout(job, slow), on_wait=tick)
         raw = transport.read_file(output).decode("utf-8", errors="replace")
     finally:
-        cleanup = [output] + ([jobfile_path] if jobfile_path else [])
-        transport.run(["rm", "-f", *cleanup], check=False, timeout=60)
+        _remove(transport, [output] + ([jobfile_path] if jobfile_path else []))
     raw = raw[raw.find("{"):] if "{" in raw else raw
     result = parse_fio_json(raw)
     return FioRun(argv=tuple(argv), target=target, result=result, raw_json=raw)
@@ -78,7 +86,15 @@ def precondition(transport: Transport, job: FioJob, target: str, workdir: str, *
         transport.run(argv, timeout=max(MIN_TIMEOUT, job.size / 1e6 / (20 if slow else 100) + 60))
         raw = transport.read_file(output).decode("utf-8", errors="replace")
     finally:
-        transport.run(["rm", "-f", output], check=False, timeout=60)
+        _remove(transport, [output])
     data = json.loads(raw[raw.find("{"):])
     w = data["jobs"][0]["write"]
     return {"argv": argv, "bytes": w["io_bytes"], "bw_bytes": w["bw_bytes"], "runtime_ms": w["runtime"]}
+
+
+def _remove(transport: Transport, paths: list[str]) -> None:
+    """Best effort: never let removing a temporary file hide the error that matters."""
+    try:
+        transport.run(["rm", "-f", *paths], check=False, timeout=60)
+    except VmbenchError as exc:
+        log.warning("could not remove %s on %s: %s", " ".join(paths), transport.name, exc)

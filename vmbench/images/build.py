@@ -475,6 +475,9 @@ def _ensure_dir(path: Path) -> Path:
     return path
 
 
+LOCK_WAIT_SECONDS = 1800.0
+
+
 @contextlib.contextmanager
 def _build_lock(images: Path, name: str, progress: Progress) -> Iterator[None]:
     """One build per recipe at a time (another process waits for it)."""
@@ -482,8 +485,19 @@ def _build_lock(images: Path, name: str, progress: Progress) -> Iterator[None]:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            progress.status(f"another build of {name} is running; waiting for it")
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            progress.step(f"another build of {name} is running; waiting for it (at most {LOCK_WAIT_SECONDS // 60:.0f} minutes)")
+            deadline = time.monotonic() + LOCK_WAIT_SECONDS
+            while True:
+                time.sleep(2)
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise PreflightError(
+                            f"another build of {name} has held {lock.name} for {LOCK_WAIT_SECONDS // 60:.0f} minutes",
+                            "wait for it, or stop it and run `vmbench images build` again",
+                        ) from None
         try:
             yield
         finally:

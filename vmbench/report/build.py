@@ -3,17 +3,32 @@
 from __future__ import annotations
 
 from ..results.db import ResultsDB, RunRow
-from .tables import Table, cells_table, crypto_table, gap_table, layer_table, targets_table
+from .tables import Table, cells_table, crypto_table, gap_table, journey_table, layer_table, targets_table
 
 
 def load_run(db: ResultsDB, ref: str | int | None) -> tuple[RunRow, list[dict], list[dict], list[dict], list[dict]]:
     run = db.resolve_run(ref)
-    cells = db.rows("cells", run.id)
+    cells = sorted(db.rows("cells", run.id), key=lambda c: c["seq"])  # scenario order (journey steps), not boot order
     names = {c["id"]: c["name"] for c in cells}
     measurements = db.rows("measurements", run.id)
     for m in measurements:
         m["cell"] = names.get(m["cell_id"])
-    return run, cells, measurements, db.rows("crypto", run.id), db.rows("boots", run.id)
+    return run, cells, measurements + shared_raw_rows(cells, measurements), db.rows("crypto", run.id), db.rows("boots", run.id)
+
+
+def shared_raw_rows(cells: list[dict], measurements: list[dict]) -> list[dict]:
+    """Cells of one boot share the VM, so its raw disk is measured once, in the first of
+    them; the others show those same rows (marked) in the report."""
+    out = []
+    by_name = {c["name"]: c for c in cells}
+    for cell in cells:
+        source = (cell.get("evidence") or {}).get("raw_measured_in")
+        if not source or source == cell["name"] or source not in by_name:
+            continue
+        for m in measurements:
+            if m["cell"] == source and m["layer"] == "raw" and m["side"] == "guest":
+                out.append(dict(m, cell=cell["name"], cell_id=cell["id"], shared_from=source))
+    return out
 
 
 def build_report(db: ResultsDB, ref: str | int | None = "latest") -> tuple[dict, list[Table]]:
@@ -34,7 +49,9 @@ def build_report(db: ResultsDB, ref: str | int | None = "latest") -> tuple[dict,
         "boots": str(len(boots)),
     }
     valid_cells = [c for c in cells if c["valid"]]
-    tables: list[Table] = [gap_table(measurements, valid_cells, jobs, int(plan.get("repeats", 1)), journey=plan.get("mode") == "journey")]
+    tables: list[Table] = [gap_table(measurements, valid_cells, jobs, int(plan.get("repeats", 1)))]
+    if plan.get("mode") == "journey":
+        tables.append(journey_table(measurements, valid_cells, jobs))
     lt = layer_table(measurements, valid_cells, jobs, crypto, plan.get("stacks", []))
     if lt:
         tables.append(lt)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from .compare import Row, TargetResult, gap_rows, layer_rows, target_results
+from .compare import Row, TargetResult, gap_rows, journey_rows, layer_rows, target_results
 
 
 @dataclass(frozen=True)
@@ -91,13 +91,13 @@ def _job_label(row: Row) -> str:
     return f"{row.job} (sync)" if row.sync else row.job
 
 
-def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], repeats: int, journey: bool = False) -> Table:
+def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], repeats: int) -> Table:
     rows = gap_rows(measurements, cells, jobs)
     multi_cell = len(cells) > 1
     records = []
     for r in rows:
         rec = {"job": _job_label(r), "side": r.side, "cell": r.cell or "", "layer": r.layer, **_figures(r),
-               "gap": r.gap, "vs_baseline": r.vs_baseline, "vs_previous": r.vs_previous, "note": r.note}
+               "gap": r.gap, "vs_baseline": r.vs_baseline, "note": r.note}
         records.append(rec)
     cols = [Column("job", "job"), Column("side", "side")]
     if multi_cell:
@@ -108,8 +108,6 @@ def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
     cols.append(Column("gap", "gap (host/guest)", f_ratio))
     if multi_cell:
         cols.append(Column("vs_baseline", "vs baseline", f_pct))
-    if multi_cell and journey:
-        cols.append(Column("vs_previous", "vs previous step", f_pct))
     cols.append(Column("note", "note", f_text))
     notes = [
         "gap = host IOPS / guest IOPS on the same storage and the same fio job (1.00x: no loss; 5.00x: the guest gets a fifth).",
@@ -119,8 +117,7 @@ def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
     if any(r.sync for r in rows):
         notes.append("(sync) jobs issue synchronous writes: compare them only with each other.")
     if multi_cell:
-        notes.append(f"vs baseline = change in IOPS from the first cell ({cells[0]['name']})"
-                     + ("; vs previous step = change from the step before." if journey else "."))
+        notes.append(f"vs baseline = change in IOPS from the first cell ({cells[0]['name']}).")
     return Table("gaps", "Host vs guest, raw scratch disk", cols, records, notes)
 
 
@@ -159,6 +156,16 @@ def _ceiling(crypto: Sequence[dict], cpu: str | None, luks: dict) -> str | None:
     return None
 
 
+def journey_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str]) -> Table:
+    records = []
+    for r in journey_rows(measurements, cells, jobs):
+        records.append({"job": _job_label(r), "step": r.cell, "layer": r.layer, **_figures(r), "gap": r.gap, "vs_previous": r.vs_previous})
+    cols = [Column("job", "job"), Column("step", "step"), Column("layer", "layer measured")] + FIGURE_COLUMNS
+    cols += [Column("gap", "gap (host/step)", f_ratio), Column("vs_previous", "vs previous step", f_pct)]
+    return Table("journey", "Tuning journey: each step's top layer", cols, records,
+                 ["Each step's figure is the top measured layer of its first stack (the raw disk without stacks)."])
+
+
 def crypto_table(crypto: Sequence[dict]) -> Table | None:
     if not crypto:
         return None
@@ -180,17 +187,21 @@ def targets_table(measurements: Sequence[dict], targets: Sequence[dict]) -> Tabl
         return None
     results: list[TargetResult] = target_results(measurements, targets)
     records = []
-    for t in results:
+    for target in targets:
         desc = ", ".join(filter(None, [
-            f"MB/s >= {t.target['min_mb_s']:g}" if t.target.get("min_mb_s") is not None else "",
-            f"IOPS >= {t.target['min_iops']:g}" if t.target.get("min_iops") is not None else "",
-            f"p99 <= {t.target['max_p99_ms']:g} ms" if t.target.get("max_p99_ms") is not None else "",
+            f"MB/s >= {target['min_mb_s']:g}" if target.get("min_mb_s") is not None else "",
+            f"IOPS >= {target['min_iops']:g}" if target.get("min_iops") is not None else "",
+            f"p99 <= {target['max_p99_ms']:g} ms" if target.get("max_p99_ms") is not None else "",
         ]))
-        records.append({"target": desc, "cell": t.cell, "stack": t.stack or "", "layer": t.layer, "job": t.job,
-                        "iops": t.figures.iops, "mb_s": t.figures.mb_s, "p99_ms": t.figures.p99_ms,
-                        "result": "PASS" if t.passed else "FAIL", "why": "; ".join(t.failures)})
-    if not records:
-        records.append({"target": "(no measurement matched the targets)", "result": "FAIL"})
+        matched = [t for t in results if t.target is target]
+        for t in matched:
+            records.append({"target": desc, "cell": t.cell, "stack": t.stack or "", "layer": t.layer, "job": t.job,
+                            "iops": t.figures.iops, "mb_s": t.figures.mb_s, "p99_ms": t.figures.p99_ms,
+                            "result": "PASS" if t.passed else "FAIL", "why": "; ".join(t.failures)})
+        if not matched:  # its cell was invalid, or the run stopped before it: say so, never drop it
+            records.append({"target": desc, "cell": target.get("cell") or "", "stack": target.get("stack") or "",
+                            "layer": target.get("layer") or "", "job": target["job"], "result": "NOT MEASURED",
+                            "why": "no valid measurement matches this target"})
     cols = [Column("target", "target"), Column("cell", "cell", f_text), Column("stack", "stack", f_text), Column("layer", "layer", f_text),
             Column("job", "job", f_text), Column("mb_s", "MB/s", f_mb), Column("iops", "IOPS", f_int), Column("p99_ms", "p99 ms", f_ms),
             Column("result", "result"), Column("why", "why", f_text)]

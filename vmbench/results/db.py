@@ -12,7 +12,7 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import ResultsError
 
@@ -233,10 +233,6 @@ class ResultsDB:
         if table not in ("boots", "cells", "measurements", "crypto"):
             raise ValueError(table)
         return [_decode(dict(r)) for r in self.conn.execute(f"SELECT * FROM {table} WHERE run_id = ? ORDER BY id", (run_id,))]
-
-    def iter_measurements(self, run_id: int) -> Iterator[dict]:
-        for r in self.conn.execute("SELECT * FROM measurements WHERE run_id = ? ORDER BY id", (run_id,)):
-            yield _decode(dict(r))
 
 
 def _cell(value: Any) -> Any:

@@ -57,7 +57,15 @@ TOP_KEYS = (
 )
 JOB_KEYS = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp", "size", "direct", "sync", "fsync", "ioengine")
 LUKS_PERF_FLAGS = ("no_read_workqueue", "no_write_workqueue")
-FORBIDDEN_JOBFILE_OPTIONS = ("exec_prerun", "exec_postrun", "output", "output-format", "directory", "opendir")
+# Options a job file may not set: they run commands, load code, or name host paths and
+# devices other than the target vmbench gives it.
+FORBIDDEN_JOBFILE_OPTIONS = (
+    "exec_prerun", "exec_postrun", "output", "output-format", "directory", "opendir", "filename_format",
+    "replay_redirect", "read_iolog", "write_iolog", "write_bw_log", "write_lat_log", "write_iops_log",
+    "write_hist_log", "ioscheduler", "cgroup", "trigger", "trigger-file", "trigger-remote", "trigger-timeout",
+    "ioengine_lib", "lockfile", "create_only",
+)
+JOBFILE_IOENGINES = ("libaio", "io_uring", "psync", "sync", "pvsync", "pvsync2", "posixaio", "mmap")
 DEFAULT_CRYPTO = (("aes-xts-plain64", 256), ("aes-xts-plain64", 512), ("aes-cbc-essiv:sha256", 256), ("serpent-xts-plain64", 512), ("twofish-xts-plain64", 512))
 STACK_SLACK = 128 * MiB  # room for partition table, LVM, LUKS and filesystem metadata
 
@@ -71,6 +79,8 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ScenarioError(f"{path}: no such scenario file", "scenarios/ has examples to copy") from None
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ScenarioError(f"{path}: not a text file (it is not UTF-8)") from None
     return parse_scenario(text, str(path), base_dir=path.parent)
 
 
@@ -95,7 +105,7 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
     stacks_by_name = {s.name: s for s in stacks}
     jobs = _jobs(ctx, top, base_dir or Path("."))
 
-    cells, mode = _cells(ctx, top, baseline, hypervisor, stacks, stacks_by_name)
+    cells, mode, skipped = _cells(ctx, top, baseline, hypervisor, stacks, stacks_by_name)
     jobs = _resolve_sizes(ctx, top, jobs, cells, storage, stacks)
     _check_jobs_vs_stacks(ctx, top, jobs, stacks)
     targets = _targets(ctx, top, jobs, stacks, cells)
@@ -119,6 +129,7 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
         host_baseline=host_baseline,
         plan_mode=mode,
         crypto_benchmark=crypto,
+        skipped_cells=skipped,
     )
 
 
@@ -255,7 +266,8 @@ def vm_problems(vm: VmConfig, hv: Hypervisor) -> list[tuple[str, str]]:
 # ---- cells: baseline, one-factor, factorial, explicit cells, journey ----------------------
 
 
-def _cells(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, stacks: list[Stack], by_name: dict[str, Stack]) -> tuple[tuple[Cell, ...], str]:
+def _cells(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, stacks: list[Stack],
+           by_name: dict[str, Stack]) -> tuple[tuple[Cell, ...], str, tuple[tuple[str, str], ...]]:
     present = [k for k in ("vary", "cells", "journey") if top.has(k)]
     if len(present) > 1:
         raise top.fail(present[1], f"use one of vary, cells or journey, not both {present[0]} and {present[1]}")
@@ -282,6 +294,7 @@ def _cells(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, stack
             axes.append((axis, values))
         cells = [base_cell]
         seen = {baseline.key(): "baseline"}
+        skipped: list[tuple[str, str]] = []
         if mode is PlanMode.ONE_FACTOR:
             for axis, values in axes:
                 for label, vm, path, line in values:
@@ -294,16 +307,24 @@ def _cells(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, stack
             for combo in itertools.product(*[values for _, values in axes]):
                 vm = baseline
                 labels = []
-                for (axis, _), (label, one, path, line) in zip(axes, combo):
+                # a cpu value replaces the whole CPU, so it goes before aes
+                for (axis, _), (label, one, path, line) in sorted(zip(axes, combo), key=lambda p: p[0][0] == "aes"):
                     vm = _merge_axis(vm, one, axis)
+                for (axis, _), (label, one, path, line) in zip(axes, combo):
                     labels.append(f"{axis}={label}")
                 if vm.key() in seen:
                     continue
-                _check_cell_vm(ctx, combo[-1][2], combo[-1][3], vm, hv, ",".join(labels))
-                seen[vm.key()] = ",".join(labels)
+                name = ",".join(labels)
+                impossible = vm_problems(vm, hv)
+                if impossible:  # a factorial may cross incompatible values: leave those out, and say so
+                    skipped.append((name, impossible[0][0]))
+                    continue
+                seen[vm.key()] = name
                 changed = tuple(a for a, _ in axes if _axis_value(vm, a) != _axis_value(baseline, a))
-                cells.append(Cell(name=",".join(labels), vm=vm, stacks=all_stacks, changed=changed))
-        return tuple(cells), mode.value
+                cells.append(Cell(name=name, vm=vm, stacks=all_stacks, changed=changed))
+            if len(cells) == 1 and skipped:
+                raise top.fail("vary", f"every combination is impossible, e.g. {skipped[0][0]}: {skipped[0][1]}")
+        return tuple(cells), mode.value, tuple(skipped)
 
     if top.has("cells"):
         cells = []
@@ -318,7 +339,7 @@ def _cells(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, stack
         if not cells:
             raise top.fail("cells", "needs at least one cell")
         _unique(ctx, top, "cells", [c.name for c in cells])
-        return tuple(cells), "cells"
+        return tuple(cells), "cells", ()
 
     if top.has("journey"):
         cells = []
@@ -339,9 +360,9 @@ def _cells(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, stack
         if not cells:
             raise top.fail("journey", "needs at least one step")
         _unique(ctx, top, "journey", [c.name for c in cells])
-        return tuple(cells), "journey"
+        return tuple(cells), "journey", ()
 
-    return (base_cell,), "baseline"
+    return (base_cell,), "baseline", ()
 
 
 def _merge_axis(vm: VmConfig, one: VmConfig, axis: str) -> VmConfig:
@@ -476,6 +497,8 @@ def _jobfile(sec: Section, base_dir: Path) -> FioJob:
         text = path.read_text()
     except OSError as exc:
         raise sec.fail("file", f"cannot read fio job file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise sec.fail("file", f"{path} is not a text file (it is not UTF-8)") from None
     parser = configparser.ConfigParser(allow_no_value=True, strict=False, interpolation=None, delimiters=("=",))
     try:
         parser.read_string(text)
@@ -484,6 +507,8 @@ def _jobfile(sec: Section, base_dir: Path) -> FioJob:
     uses_target = False
     runtime = None
     ramp = 0.0
+    if re.search(r"^\s*include\b", text, re.MULTILINE):
+        raise sec.fail("file", f"{path} includes other files; vmbench runs one self-contained job file")
     for section in parser.sections():
         for key, value in parser.items(section):
             if key in FORBIDDEN_JOBFILE_OPTIONS:
@@ -492,8 +517,8 @@ def _jobfile(sec: Section, base_dir: Path) -> FioJob:
                 if value != "${%s}" % TARGET_ENV:
                     raise sec.fail("file", f"{path} [{section}] filename={value}: a job file must use filename=${{{TARGET_ENV}}} so vmbench points it at each layer")
                 uses_target = True
-            if key == "ioengine" and value and value.strip() == "exec":
-                raise sec.fail("file", f"{path} [{section}]: ioengine=exec runs commands; not allowed")
+            if key == "ioengine" and (value or "").strip() not in JOBFILE_IOENGINES:
+                raise sec.fail("file", f"{path} [{section}]: ioengine={value} is not allowed; use one of: {', '.join(JOBFILE_IOENGINES)}")
             if key == "runtime" and value:
                 try:
                     runtime = parse_duration(value)
@@ -633,7 +658,7 @@ def _cipher(value: Any) -> str:
 def _safe_options(value: Any) -> tuple[str, ...]:
     opts = as_str_list(value)
     for o in opts:
-        if "/dev/" in o or o.startswith("/"):
+        if "/" in o:
             raise ValueError(f"{o!r}: options may not name devices or paths; vmbench passes the scratch device itself")
     return opts
 

@@ -192,7 +192,7 @@ class Hypervisor:
     driver: str = "libvirt"
     uri: str = "qemu:///system"
     accel: Accel = Accel.AUTO
-    boot_timeout: float | None = None  # None: 90 s with KVM, 300 s with TCG
+    boot_timeout: float | None = None  # None: 120 s with KVM, 300 s with TCG
     machine: str = "pc"
 
 
@@ -223,3 +223,4 @@ class Scenario:
     host_baseline: bool = True
     plan_mode: str = "baseline"  # baseline, one-factor, factorial, cells, journey
     crypto_benchmark: tuple[tuple[str, int], ...] = field(default=())  # (cipher, key bits)
+    skipped_cells: tuple[tuple[str, str], ...] = ()  # factorial combinations left out: (name, why)

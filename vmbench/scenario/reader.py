@@ -8,6 +8,7 @@ nobody took, suggesting the closest known one.
 from __future__ import annotations
 
 import difflib
+import math
 from typing import Any, Callable, Iterable, TypeVar
 
 import yaml
@@ -211,7 +212,7 @@ def as_int(lo: int | None = None, hi: int | None = None) -> Callable[[Any], int]
 
 def as_float(lo: float | None = None) -> Callable[[Any], float]:
     def parse(value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"{value!r} is not a number")
         if lo is not None and value < lo:
             raise ValueError(f"{value} is below the minimum {lo}")

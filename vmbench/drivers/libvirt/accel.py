@@ -33,10 +33,10 @@ def choose_accelerator(requested: Accel, probe: "callable[[], tuple[bool, str]]"
         return Accelerator("tcg", "the scenario asks for tcg")
     ok, reason = probe()
     if ok:
-        return Accelerator("kvm", reason, probed=True)
+        return Accelerator("kvm", reason)
     if requested is Accel.KVM:
         raise PreflightError(f"the scenario asks for kvm, but KVM is not usable here: {reason}", "use accel: auto or accel: tcg")
-    return Accelerator("tcg", f"KVM not usable: {reason}", probed=True)
+    return Accelerator("tcg", f"KVM not usable: {reason}")
 
 
 class KvmProbe:

@@ -235,10 +235,12 @@ class LibvirtDriver:
         pool = self.ensure_pool(request.pool)
         fmt = request.vm.format.value
         root_name = volume_name(run_tag, request.seq, "root", "qcow2")
+        scratch_name = volume_name(run_tag, request.seq, "scratch", fmt)
+        res.pool = request.pool
+        res.expected_volumes = [root_name, scratch_name]
         with hypervisor_errors(f"creating the linked clone {root_name}"):
             root = pool.createXML(volume_xml(root_name, self.template_size(), "qcow2", (str(self.image.root), "qcow2")), 0)
         res.volumes.append(root.path())
-        scratch_name = volume_name(run_tag, request.seq, "scratch", fmt)
         with hypervisor_errors(f"creating the scratch disk {scratch_name}"):
             scratch = pool.createXML(volume_xml(scratch_name, request.scratch_size, fmt), 0)
         res.volumes.append(scratch.path())
@@ -261,14 +263,31 @@ class LibvirtDriver:
             return pool.createXML(volume_xml(name, size, "raw"), 0).path()
 
     def delete_volume_path(self, path: str) -> None:
+        """Delete a vmbench volume by path; a volume that is already gone is fine."""
         try:
             vol = self.conn.storageVolLookupByPath(path)
-        except libvirt.libvirtError:
-            return
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() == libvirt.VIR_ERR_NO_STORAGE_VOL:
+                return
+            raise HypervisorError(f"looking up volume {path}: {exc.get_error_message()}") from None
         if not VOLUME_RE.match(vol.name()):
             log.warning("not deleting %s: not a vmbench volume", path)
             return
         with hypervisor_errors(f"deleting volume {path}"):
+            vol.delete(0)
+
+    def delete_volume_named(self, pool_name: str, name: str) -> None:
+        if not VOLUME_RE.match(name):
+            return
+        try:
+            pool = self.conn.storagePoolLookupByName(pool_name)
+            pool.refresh(0)
+            vol = pool.storageVolLookupByName(name)
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() in (libvirt.VIR_ERR_NO_STORAGE_VOL, libvirt.VIR_ERR_NO_STORAGE_POOL):
+                return
+            raise HypervisorError(f"looking up volume {name}: {exc.get_error_message()}") from None
+        with hypervisor_errors(f"deleting volume {name}"):
             vol.delete(0)
 
     def domain_spec(self, run_tag: str, request: VmRequest, res: VmResources) -> DomainSpec:
@@ -303,7 +322,6 @@ class LibvirtDriver:
             dom = self.conn.defineXML(res.domain_xml)
         with hypervisor_errors(f"starting {res.name}"):
             dom.create()
-        res.started = True
         accel = self.accelerator.name if self.accelerator else "tcg"
         timeout = timeout or BOOT_TIMEOUT[accel]
         seconds = self.wait_for_agent(dom, res.name, timeout, progress)
@@ -341,10 +359,12 @@ class LibvirtDriver:
     def remove_vm(self, res: VmResources) -> None:
         """Destroy and undefine the domain, delete its volumes and console log. Idempotent."""
         errors = []
+        dom = None
         try:
             dom = self.conn.lookupByName(res.name)
-        except libvirt.libvirtError:
-            dom = None
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:  # a dead connection is not "already gone"
+                errors.append(f"{res.name}: {exc.get_error_message()}")
         if dom is not None:
             if _is_ours(dom):
                 for step in (_destroy, _undefine):
@@ -357,6 +377,11 @@ class LibvirtDriver:
         for path in list(res.volumes) + ([res.host_target] if res.host_target and res.host_target not in res.volumes else []):
             try:
                 self.delete_volume_path(path)
+            except HypervisorError as exc:
+                errors.append(str(exc))
+        for name in res.expected_volumes:  # created but interrupted before its path was recorded
+            try:
+                self.delete_volume_named(res.pool, name)
             except HypervisorError as exc:
                 errors.append(str(exc))
         try:
