@@ -130,3 +130,13 @@ def test_unmatched_target_is_shown_as_not_measured():
     assert [(r["result"], r["job"], r["target"]) for r in t.records] == [("NOT MEASURED", "1m-write", "MB/s >= 118, p99 <= 5 ms")]
     meas = [m("guest", "baseline", "luks2+xfs", "1m-write", 200.0, 209715200.0, {}, stack="s")]
     assert target_results(meas, [target])[0].failures == ("no latency histogram to judge p99",)
+
+
+def test_cache_honesty_notes():
+    from vmbench.report.compare import cache_notes
+
+    row = {"job_params": {"rw": "randread", "size": 256 << 20, "direct": True}, "settings": {"cache": "writeback", "memory_mib": 1024}}
+    assert cache_notes(row, 24 << 30) == ["reads may come from the host page cache (cache=writeback)"]
+    assert cache_notes(dict(row, settings={"cache": "none", "memory_mib": 1024}), 24 << 30) == []
+    assert cache_notes({"job_params": {"rw": "write", "size": 1 << 20, "direct": False}, "settings": {"cache": "none", "memory_mib": 1024}}, None) == [
+        "buffered I/O within the guest's RAM"]

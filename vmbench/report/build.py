@@ -49,7 +49,8 @@ def build_report(db: ResultsDB, ref: str | int | None = "latest") -> tuple[dict,
         "boots": str(len(boots)),
     }
     valid_cells = [c for c in cells if c["valid"]]
-    tables: list[Table] = [gap_table(measurements, valid_cells, jobs, int(plan.get("repeats", 1)))]
+    tables: list[Table] = [gap_table(measurements, valid_cells, jobs, int(plan.get("repeats", 1)),
+                                     host_memory_bytes=(env.get("host_memory_mib") or 0) << 20 or None)]
     if plan.get("mode") == "journey":
         tables.append(journey_table(measurements, valid_cells, jobs))
     lt = layer_table(measurements, valid_cells, jobs, crypto, plan.get("stacks", []))

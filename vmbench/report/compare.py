@@ -93,7 +93,23 @@ def _change(a: float, b: float) -> float | None:
     return a / b - 1.0 if b else None
 
 
-def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str]) -> list[Row]:
+def cache_notes(row: dict, host_memory_bytes: int | None) -> list[str]:
+    """Where a guest figure may come from a cache rather than the disk (METHOD rule 3)."""
+    params = row.get("job_params") or {}
+    settings = row.get("settings") or {}
+    size = params.get("size") or 0
+    reads = params.get("jobfile") is not None or params.get("rw") not in ("write", "randwrite")
+    notes = []
+    cache = settings.get("cache")
+    if reads and cache in ("writeback", "writethrough", "unsafe") and host_memory_bytes and size < host_memory_bytes:
+        notes.append(f"reads may come from the host page cache (cache={cache})")
+    memory = settings.get("memory_mib")
+    if params.get("direct") is False and memory and size < memory << 20:
+        notes.append("buffered I/O within the guest's RAM")
+    return notes
+
+
+def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], host_memory_bytes: int | None = None) -> list[Row]:
     """Per job: the host, then every valid cell's raw-disk figures, with the gap to the host
     and the change from the first cell (the baseline)."""
     groups = group(measurements)
@@ -115,15 +131,17 @@ def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence
             fig = aggregate(rows)
             if cell == baseline:
                 base = fig
-            note = f"raw disk shared with {rows[0]['shared_from']} (same VM)" if rows[0].get("shared_from") else ""
+            notes = [f"raw disk shared with {rows[0]['shared_from']} (same VM)"] if rows[0].get("shared_from") else []
             gap = None
             if host is not None:
                 if host.job_hash == fig.job_hash:
                     gap = _ratio(host.iops, fig.iops)
                     if fig.iops > host.iops * 1.05:
-                        note = "beats host: cached?"
+                        notes.append("beats host: cached?")
                 else:
-                    note = "job differs from host's; not compared"
+                    notes.append("job differs from host's; not compared")
+            notes += cache_notes(rows[0], host_memory_bytes)
+            note = "; ".join(notes)
             vs_base = _change(fig.iops, base.iops) if base is not None and cell != baseline and base.job_hash == fig.job_hash else None
             out.append(Row(job=job, sync=sync, side="guest", cell=cell, stack=None, layer="raw", figures=fig, gap=gap,
                            vs_baseline=vs_base, note=note, settings=rows[0].get("settings") or {}))

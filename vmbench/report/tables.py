@@ -91,8 +91,9 @@ def _job_label(row: Row) -> str:
     return f"{row.job} (sync)" if row.sync else row.job
 
 
-def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], repeats: int) -> Table:
-    rows = gap_rows(measurements, cells, jobs)
+def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], repeats: int,
+              host_memory_bytes: int | None = None) -> Table:
+    rows = gap_rows(measurements, cells, jobs, host_memory_bytes)
     multi_cell = len(cells) > 1
     records = []
     for r in rows:
