@@ -17,7 +17,6 @@ import pytest
 from vmbench.drivers.libvirt.driver import LibvirtDriver
 from vmbench.errors import VmbenchError
 from vmbench.images import current_image
-from vmbench.paths import StatePaths
 
 ROOT = Path(__file__).resolve().parents[2]
 URI = os.environ.get("VMBENCH_TEST_URI", "qemu:///system")

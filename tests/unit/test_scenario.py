@@ -281,7 +281,7 @@ def test_jobfile_must_use_target_variable(tmp_path):
     bad.write_text("[w]\nfilename=/dev/sda\nrw=write\n")
     evil = tmp_path / "evil.fio"
     evil.write_text("[w]\nfilename=${VMBENCH_TARGET}\nexec_prerun=rm -rf /\n")
-    s = parse_scenario(f"jobs:\n  - file: good.fio\n", str(tmp_path / "s.yaml"), base_dir=tmp_path)
+    s = parse_scenario("jobs:\n  - file: good.fio\n", str(tmp_path / "s.yaml"), base_dir=tmp_path)
     assert s.jobs[0].name == "good" and s.jobs[0].jobfile.runtime == 5.0 and s.jobs[0].size == 64 << 20
     with pytest.raises(ScenarioError, match="must use filename=\\$\\{VMBENCH_TARGET\\}"):
         parse_scenario("jobs:\n  - file: bad.fio\n", "s.yaml", base_dir=tmp_path)

@@ -14,7 +14,6 @@ import socket
 import time
 import urllib.parse
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from pathlib import Path
 
 from ...drivers.base import Accelerator, Leftover, VmRequest, VmResources
