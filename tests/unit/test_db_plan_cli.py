@@ -11,6 +11,10 @@ from vmbench.plan import estimate, make_plan
 from vmbench.results.db import SCHEMA_VERSION, ResultsDB
 from vmbench.scenario import parse_scenario
 
+from pathlib import Path as _Path
+
+SCENARIOS = _Path(__file__).resolve().parents[2] / "scenarios"
+
 SCENARIO = """
 name: p
 vm: {cache: none}
@@ -88,7 +92,7 @@ def test_cli_report_without_db(tmp_path, capsys):
 
 
 def test_cli_plan_prints_boots_and_estimate(capsys):
-    assert main(["plan", "scenarios/quick.yaml", "--accel", "tcg"]) == 0
+    assert main(["plan", str(SCENARIOS / "quick.yaml"), "--accel", "tcg"]) == 0
     out = capsys.readouterr().out
     assert "VMs: 1, boots: 1, cells: 1, guest fio runs: 2, host fio runs: 2" in out
     assert "estimated duration:" in out

@@ -9,6 +9,10 @@ from vmbench.errors import ScenarioError
 from vmbench.scenario import parse_scenario
 from vmbench.settings import Aio, Bus, Cache, CpuMode, Feature, Filesystem
 
+from pathlib import Path as _Path
+
+SCENARIOS = _Path(__file__).resolve().parents[2] / "scenarios"
+
 BASE = """
 name: t
 jobs:
@@ -45,7 +49,7 @@ def test_minimal_scenario_defaults():
 def test_quick_scenario_loads():
     from vmbench.scenario import load_scenario
 
-    s = load_scenario("scenarios/quick.yaml")
+    s = load_scenario(SCENARIOS / "quick.yaml")
     assert [j.name for j in s.jobs] == ["4k-randwrite", "1m-read"]
     assert s.jobs[1].bs == 1 << 20
     assert len(s.cells) == 1
@@ -309,7 +313,7 @@ def test_every_shipped_scenario_validates():
 
     from vmbench.scenario import load_scenario
 
-    files = sorted(Path("scenarios").glob("*.yaml"))
+    files = sorted(SCENARIOS.glob("*.yaml"))
     assert files
     for f in files:
         load_scenario(f)
