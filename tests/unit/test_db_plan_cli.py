@@ -2,6 +2,7 @@
 
 import sqlite3
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -11,9 +12,7 @@ from vmbench.plan import estimate, make_plan
 from vmbench.results.db import SCHEMA_VERSION, ResultsDB
 from vmbench.scenario import parse_scenario
 
-from pathlib import Path as _Path
-
-SCENARIOS = _Path(__file__).resolve().parents[2] / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 SCENARIO = """
 name: p

@@ -2,6 +2,7 @@
 
 import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -9,9 +10,7 @@ from vmbench.errors import ScenarioError
 from vmbench.scenario import parse_scenario
 from vmbench.settings import Aio, Bus, Cache, CpuMode, Feature, Filesystem
 
-from pathlib import Path as _Path
-
-SCENARIOS = _Path(__file__).resolve().parents[2] / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 BASE = """
 name: t
@@ -309,8 +308,6 @@ def test_missing_file():
 
 
 def test_every_shipped_scenario_validates():
-    from pathlib import Path
-
     from vmbench.scenario import load_scenario
 
     files = sorted(SCENARIOS.glob("*.yaml"))
