@@ -143,7 +143,7 @@ def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Seque
     notes = ["vs layer below = change in IOPS that layer costs (or gains); gap = host IOPS / IOPS at that layer."]
     if any(r["crypto_ceiling"] for r in records):
         cols.append(Column("crypto_ceiling", "crypto ceiling", f_text))
-        notes.append("crypto ceiling = cryptsetup benchmark in that guest for the stack's cipher, encrypt/decrypt MiB/s, and whether the guest has the aes flag.")
+        notes.append("crypto ceiling = cryptsetup benchmark in that guest for the stack's cipher (one CPU), encrypt/decrypt MiB/s, and whether the guest has the aes flag.")
     return Table("layers", "Layer by layer: host -> guest raw disk -> each layer of each stack", cols, records, notes)
 
 
@@ -179,8 +179,9 @@ def crypto_table(crypto: Sequence[dict]) -> Table | None:
     cols = [Column("side", "side"), Column("cpu", "cpu model"), Column("aes_flag", "aes flag", lambda v: "-" if v is None else f_bool(v)),
             Column("cipher", "cipher"), Column("key_bits", "key bits"),
             Column("encrypt_mib_s", "encrypt MiB/s", f_mb), Column("decrypt_mib_s", "decrypt MiB/s", f_mb), Column("error", "note", f_text)]
-    return Table("crypto", "Crypto ceiling: cryptsetup benchmark (in-memory, no disk)", cols, records,
-                 ["LUKS throughput cannot exceed these figures; without the aes flag the guest encrypts in software."])
+    return Table("crypto", "Crypto ceiling: cryptsetup benchmark (one CPU, in memory, no disk)", cols, records,
+                 ["One CPU's crypto speed (cryptsetup benchmark: one thread, in memory). dm-crypt spreads its work over the "
+                  "guest's vCPUs, so LUKS on several vCPUs can go beyond it. Without the aes flag the guest encrypts in software."])
 
 
 def targets_table(measurements: Sequence[dict], targets: Sequence[dict]) -> Table | None:
