@@ -106,7 +106,7 @@ def cell_layers(cell: Cell) -> list[tuple[str, Stack | None, int]]:
     out: list[tuple[str, Stack | None, int]] = [("raw", None, 0)]
     for stack in cell.stacks:
         for depth in range(1, len(stack.layers) + 1):
-            if stack.measure_all or depth == len(stack.layers):
+            if stack.measures(depth):
                 out.append((layer_path(stack, depth), stack, depth))
     return out
 

@@ -318,7 +318,7 @@ class Runner:
                     if free < need * 1.05:
                         raise GuestError(f"stack {stack.name}: the {built.layer.label} filesystem has {human_size(free)} free; the jobs need {human_size(need)}",
                                          "raise storage.scratch_size or lower the jobs' size")
-                if stack.measure_all or depth == len(stack.layers):
+                if stack.measures(depth):
                     self._measure(gt, "guest", cell, cell_id, stack.name, built.path, depth, built.target, cell.vm.settings())
             finished = True
         finally:

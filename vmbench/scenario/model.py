@@ -131,6 +131,10 @@ class Stack:
     layers: tuple[Layer, ...]
     measure_all: bool = True  # fio on every layer; False: only on the top layer
 
+    def measures(self, depth: int) -> bool:
+        """Whether fio runs on the layer at ``depth`` (1 = the first layer above the raw disk)."""
+        return self.measure_all or depth == len(self.layers)
+
     @property
     def filesystem(self) -> FilesystemLayer | None:
         last = self.layers[-1] if self.layers else None
