@@ -126,15 +126,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cached_accelerator(scenario) -> str | None:
+    from .drivers.libvirt.accel import cached_answer
+
     if scenario.hypervisor.accel.value != "auto":
         return scenario.hypervisor.accel.value
-    path = StatePaths.default().cache / "accelerator.json"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    hits = [v for k, v in data.items() if k.startswith(scenario.hypervisor.uri + "|")]
-    return ("kvm" if hits[-1]["kvm"] else "tcg") if hits else None
+    kvm = cached_answer(StatePaths.default().cache / "accelerator.json", scenario.hypervisor.uri)
+    return None if kvm is None else ("kvm" if kvm else "tcg")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -46,15 +46,12 @@ class Plan:
 
     def guest_measurements(self) -> list[Measurement]:
         """Every guest fio run of one repeat; the raw disk once per boot (its cells share the VM)."""
-        out = []
-        for boot in self.boots:
-            for i, cell in enumerate(boot.cells):
-                for layer, stack, depth in cell_layers(cell):
-                    if stack is None and i > 0:
-                        continue
-                    for job in self.scenario.jobs:
-                        out.append(Measurement(cell.name, stack.name if stack else None, layer, depth, job.name))
-        return out
+        return [
+            Measurement(cell.name, stack.name if stack else None, layer, depth, job.name)
+            for boot in self.boots
+            for cell, layer, stack, depth in boot_layers(boot)
+            for job in self.scenario.jobs
+        ]
 
     def host_measurements(self) -> int:
         return len(self.scenario.jobs) * self.scenario.repeats if self.scenario.host_baseline else 0
@@ -99,6 +96,17 @@ def make_plan(scenario: Scenario) -> Plan:
         vms.setdefault(key, cell.vm)
     boots = tuple(BootGroup(seq=i + 1, vm=vms[key], cells=tuple(cells)) for i, (key, cells) in enumerate(groups.items()))
     return Plan(scenario=scenario, boots=boots)
+
+
+def boot_layers(boot: BootGroup) -> list[tuple[Cell, str, Stack | None, int]]:
+    """(cell, layer path, stack, depth) measured in one boot: the cells share the VM, so the
+    raw disk is measured once, in the first of them."""
+    return [
+        (cell, layer, stack, depth)
+        for i, cell in enumerate(boot.cells)
+        for layer, stack, depth in cell_layers(cell)
+        if stack is not None or i == 0
+    ]
 
 
 def cell_layers(cell: Cell) -> list[tuple[str, Stack | None, int]]:
@@ -152,12 +160,9 @@ def estimate(plan: Plan, accelerator: str) -> Estimate:
     guest = 0.0
     layers = 0.0
     for boot in plan.boots:
-        for i, cell in enumerate(boot.cells):
-            for _, stack, depth in cell_layers(cell):
-                if stack is None and i > 0:
-                    continue  # the raw disk is measured once per boot
-                guest += sum(job_seconds(j, accel) * s.repeats for j in s.jobs) + precondition(biggest, accel)
-            layers += LAYER_BUILD_SECONDS[accel] * sum(len(st.layers) for st in cell.stacks)
+        for _ in boot_layers(boot):
+            guest += sum(job_seconds(j, accel) * s.repeats for j in s.jobs) + precondition(biggest, accel)
+        layers += LAYER_BUILD_SECONDS[accel] * sum(len(st.layers) for c in boot.cells for st in c.stacks)
     host = 0.0
     if s.host_baseline:
         host = sum(job_seconds(j, "kvm") * s.repeats for j in s.jobs) + precondition(biggest, "kvm")

@@ -87,6 +87,7 @@ class Runner:
         self.crypto_done: set[str] = set()
         self.boots_started = 0  # counted from real boots, for tests
         self.ledger: Ledger | None = None
+        self.host_aes: bool | None = None
         self.host_argv: dict[str, tuple[str, ...]] = {}  # job -> the host's fio argv, checked against the guest's
 
     # ---- preflight -----------------------------------------------------------------------
@@ -182,6 +183,7 @@ class Runner:
 
     def _record_environment(self) -> None:
         env = host_environment(self.host)
+        self.host_aes = env.get("host_aes")
         env.update(self.driver.describe_host())
         assert self.accel is not None and self.image is not None
         env.update({
@@ -393,15 +395,8 @@ class Runner:
 
     def _host_crypto(self) -> None:
         self.progress.step("host: cryptsetup benchmark")
-        env_aes = None
-        try:
-            from .guest.facts import cpu_flags
-
-            env_aes = "aes" in cpu_flags(self.host.read_file("/proc/cpuinfo").decode(errors="replace"))
-        except OSError:
-            pass
         for fig in run_benchmarks(self.host, self.scenario.crypto_benchmark):
-            self.db.add_crypto(self.run_id, side="host", boot_id=None, cpu="host", aes_flag=env_aes, cipher=fig.cipher,
+            self.db.add_crypto(self.run_id, side="host", boot_id=None, cpu="host", aes_flag=self.host_aes, cipher=fig.cipher,
                                key_bits=fig.key_bits, encrypt_mib_s=fig.encrypt_mib_s, decrypt_mib_s=fig.decrypt_mib_s, error=fig.error)
 
 

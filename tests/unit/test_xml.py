@@ -115,37 +115,30 @@ def test_scratch_format(fmt):
     assert f'type="{fmt.value}" cache="none"' in render(disk_elements(spec(format=fmt)))
 
 
-SCRATCH = {
-    (Bus.VIRTIO_BLK, False): """\
+ROOT_VDA = """\
 <disk type="file" device="disk">
   <driver name="qemu" type="qcow2" cache="writeback" discard="unmap" />
   <source file="/pool/root.qcow2" />
   <target dev="vda" bus="virtio" />
 </disk>
+"""
+
+SCRATCH = {
+    (Bus.VIRTIO_BLK, False): ROOT_VDA + """\
 <disk type="file" device="disk">
   <driver name="qemu" type="raw" cache="none" io="threads" />
   <source file="/pool/scratch.raw" />
   <target dev="vdb" bus="virtio" />
   <serial>VMB0123abcdS001</serial>
 </disk>""",
-    (Bus.VIRTIO_BLK, True): """\
-<disk type="file" device="disk">
-  <driver name="qemu" type="qcow2" cache="writeback" discard="unmap" />
-  <source file="/pool/root.qcow2" />
-  <target dev="vda" bus="virtio" />
-</disk>
+    (Bus.VIRTIO_BLK, True): ROOT_VDA + """\
 <disk type="file" device="disk">
   <driver name="qemu" type="raw" cache="none" io="threads" iothread="1" />
   <source file="/pool/scratch.raw" />
   <target dev="vdb" bus="virtio" />
   <serial>VMB0123abcdS001</serial>
 </disk>""",
-    (Bus.VIRTIO_SCSI, False): """\
-<disk type="file" device="disk">
-  <driver name="qemu" type="qcow2" cache="writeback" discard="unmap" />
-  <source file="/pool/root.qcow2" />
-  <target dev="vda" bus="virtio" />
-</disk>
+    (Bus.VIRTIO_SCSI, False): ROOT_VDA + """\
 <disk type="file" device="disk">
   <driver name="qemu" type="raw" cache="none" io="threads" />
   <source file="/pool/scratch.raw" />
@@ -154,12 +147,7 @@ SCRATCH = {
   <serial>VMB0123abcdS001</serial>
 </disk>
 <controller type="scsi" index="0" model="virtio-scsi" />""",
-    (Bus.VIRTIO_SCSI, True): """\
-<disk type="file" device="disk">
-  <driver name="qemu" type="qcow2" cache="writeback" discard="unmap" />
-  <source file="/pool/root.qcow2" />
-  <target dev="vda" bus="virtio" />
-</disk>
+    (Bus.VIRTIO_SCSI, True): ROOT_VDA + """\
 <disk type="file" device="disk">
   <driver name="qemu" type="raw" cache="none" io="threads" />
   <source file="/pool/scratch.raw" />
@@ -185,12 +173,7 @@ SCRATCH = {
   <serial>VMB0123abcdS001</serial>
 </disk>
 <controller type="scsi" index="0" model="virtio-scsi" />""",
-    (Bus.SATA, False): """\
-<disk type="file" device="disk">
-  <driver name="qemu" type="qcow2" cache="writeback" discard="unmap" />
-  <source file="/pool/root.qcow2" />
-  <target dev="vda" bus="virtio" />
-</disk>
+    (Bus.SATA, False): ROOT_VDA + """\
 <disk type="file" device="disk">
   <driver name="qemu" type="raw" cache="none" io="threads" />
   <source file="/pool/scratch.raw" />

@@ -8,7 +8,7 @@ import posixpath
 
 from ..errors import CommandError, GuestError
 from ..transport.base import Transport
-from .disk import ScratchDisk
+from .disk import ScratchDisk, root_source_argv
 
 
 def cpu_flags(cpuinfo: str) -> list[str]:
@@ -97,12 +97,8 @@ def _block_facts(guest: Transport, name: str) -> dict:
 def root_disk_name(guest: Transport) -> str | None:
     """The whole disk under ``/`` (e.g. vda), for the shared-controller check."""
     try:
-        source = _root_source(guest)
+        source = guest.run(root_source_argv(), timeout=30).stdout.strip()
         parent = guest.run(["lsblk", "--noheadings", "--nodeps", "--output", "PKNAME", source], timeout=30).stdout.strip()
     except CommandError:
         return None
     return parent or posixpath.basename(source) or None
-
-
-def _root_source(guest: Transport) -> str:
-    return guest.run(["findmnt", "--noheadings", "--output", "SOURCE", "--target", "/"], timeout=30).stdout.strip()

@@ -27,6 +27,16 @@ PROBE_TIMEOUT = 20.0
 BOOT_MARKERS = ("Kernel panic", "Linux version", "VFS:")
 
 
+def cached_answer(cache_file: Path, uri: str) -> bool | None:
+    """What the last probe for ``uri`` said (True: KVM works), without probing; None if never probed."""
+    try:
+        data = json.loads(cache_file.read_text())
+    except (OSError, ValueError):
+        return None
+    hits = [v for k, v in data.items() if k.startswith(uri + "|")]
+    return bool(hits[-1]["kvm"]) if hits else None
+
+
 def choose_accelerator(requested: Accel, probe: "callable[[], tuple[bool, str]]") -> Accelerator:
     """Pure decision: what was asked, and what the (cached) probe said."""
     if requested is Accel.TCG:
