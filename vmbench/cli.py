@@ -126,12 +126,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cached_accelerator(scenario) -> str | None:
-    from .drivers.libvirt.accel import cached_answer
+    """What the last KVM probe found for this hypervisor (no probe, no connection)."""
+    from .drivers import make_driver
+    from .transport.local import LocalTransport
 
     if scenario.hypervisor.accel.value != "auto":
         return scenario.hypervisor.accel.value
-    kvm = cached_answer(StatePaths.default().cache / "accelerator.json", scenario.hypervisor.uri)
-    return None if kvm is None else ("kvm" if kvm else "tcg")
+    # the probe cache is on this machine: no need to reach the host for it
+    return make_driver(scenario.hypervisor, scenario.storage, host=LocalTransport()).cached_accelerator()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -139,21 +141,52 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .report.render import Format, render
     from .results.db import ResultsDB
     from .runner import Runner
-    from .scenario import load_scenario
+    from .scenario import load_scenario, parse_scenario
 
-    scenario = load_scenario(args.scenario)
     progress = ConsoleProgress(quiet=args.quiet)
-    db = ResultsDB(args.db)
-    runner = Runner(scenario, db, progress)
+    resume = None
+    if args.resume is not None:
+        db = ResultsDB(args.db, create=False)
+        _say_migrated(db, progress)
+        resume = db.resolve_run(args.resume)
+        if resume.status in ("ok",):
+            raise UsageError(f"run {resume.id} finished ({resume.status}); there is nothing to resume",
+                             "`vmbench runs` lists runs; failed and interrupted ones can be resumed")
+        if resume.status == "running" and _run_alive(resume):
+            raise UsageError(f"run {resume.id} is still running", "wait for it, or stop it first")
+        text = db.conn.execute("SELECT scenario_text FROM runs WHERE id = ?", (resume.id,)).fetchone()[0]
+        scenario = parse_scenario(text, resume.scenario_path, base_dir=Path(resume.scenario_path).parent)
+        if args.scenario and Path(args.scenario).resolve() != Path(resume.scenario_path).resolve():
+            raise UsageError(f"run {resume.id} ran {resume.scenario_path}, not {args.scenario}",
+                             "leave the scenario out with --resume: the run's own scenario is used")
+    else:
+        if not args.scenario:
+            raise UsageError("vmbench run needs a scenario file (or --resume RUN)")
+        scenario = load_scenario(args.scenario)
+        db = ResultsDB(args.db)
+        _say_migrated(db, progress)
+    runner = Runner(scenario, db, progress, resume=resume)
     _log_to_file(Path(args.db).parent / "logs" / f"run-{runner.tag}.log")
     outcome = runner.run()
-    progress.step(f"run {outcome.run_id} ({outcome.tag}) finished: {outcome.status}; results in {args.db}")
+    extra = f"; {outcome.skipped_steps} measurement(s) kept from earlier attempts" if resume else ""
+    progress.step(f"run {outcome.run_id} ({outcome.tag}) finished: {outcome.status}{extra}; results in {args.db}")
     if outcome.invalid_cells:
         progress.warn(f"{len(outcome.invalid_cells)} cell(s) not measured because a setting did not take effect: {', '.join(outcome.invalid_cells)}")
     if args.report:
         header, tables = build_report(db, outcome.run_id)
         sys.stdout.write(render(tables, Format.TABLE, header))
     return 0 if not outcome.invalid_cells else 6
+
+
+def _say_migrated(db, progress) -> None:
+    if getattr(db, "migrated_from", None):
+        progress.step(f"results database {db.path} migrated from schema v{db.migrated_from}; backup at {db.backup_path}")
+
+
+def _run_alive(run) -> bool:
+    from .ledger import live_run_ids
+
+    return run.id in live_run_ids(StatePaths.default().runs)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -166,6 +199,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(f"--format: {exc}") from None
     db = ResultsDB(args.db, create=False)
+    _say_migrated(db, ConsoleProgress())
     header, tables = build_report(db, args.run)
     sys.stdout.write(render(tables, fmt, header))
     return 0
@@ -182,16 +216,31 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _driver_for(args: argparse.Namespace):
+    """The driver of ``args.scenario`` (its hypervisor, storage and SSH settings), or of
+    ``--uri`` on this machine."""
+    from .drivers import make_driver
+    from .scenario import load_scenario
+    from .scenario.model import Hypervisor
+
+    if getattr(args, "scenario", None):
+        s = load_scenario(args.scenario)
+        return make_driver(s.hypervisor, s.storage), s.hypervisor.host_label
+    if args.uri and "+ssh://" in args.uri:
+        raise UsageError(f"--uri {args.uri}: name the scenario instead, so its SSH settings are used",
+                         "vmbench cleanup SCENARIO / vmbench doctor SCENARIO")
+    return make_driver(Hypervisor(uri=args.uri or "qemu:///system")), "localhost"
+
+
 def cmd_cleanup(args: argparse.Namespace) -> int:
     from .cleanup import find_leftovers, remove_leftovers
-    from .drivers.libvirt.driver import LibvirtDriver
 
-    driver = LibvirtDriver(args.uri)
+    driver, where = _driver_for(args)
     found, skipped = find_leftovers(driver, StatePaths.default(), include_live=args.force)
     for tag, pid in skipped.items():
         print(f"skipping run {tag}: still running as pid {pid} (use --force to remove it anyway)")
     if not found:
-        print("nothing to clean up: no vmbench domains, volumes or console logs found")
+        print(f"nothing to clean up on {where}: no vmbench domains, volumes or console logs found")
         return 0
     from tabulate import tabulate
 
@@ -211,7 +260,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     from .doctor import run_checks
 
-    checks = run_checks(args.uri, template=args.template, reprobe=args.probe, progress=ConsoleProgress())
+    checks = run_checks(args.scenario, uri=args.uri, template=args.template, reprobe=args.probe, progress=ConsoleProgress())
     print(tabulate([[c.name, c.status, c.detail] for c in checks], headers=["check", "status", "detail"], tablefmt="simple"))
     hints = [c for c in checks if c.hint and c.status != "ok"]
     for c in hints:
@@ -265,7 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_plan)
 
     sp = sub.add_parser("run", help="run a scenario and store its results")
-    sp.add_argument("scenario")
+    sp.add_argument("scenario", nargs="?")
+    sp.add_argument("--resume", metavar="RUN", help="finish a failed or interrupted run (id, tag or 'latest'): "
+                    "measurements already stored are kept, the missing ones run in new VMs")
     sp.add_argument("--db", default=str(default_db_path()), help=db_help)
     sp.add_argument("--report", action=argparse.BooleanOptionalAction, default=False, help="print the report at the end")
     sp.add_argument("-q", "--quiet", action="store_true", help="no progress output")
@@ -284,11 +335,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("cleanup", help="find and remove leftovers vmbench created (lists them first)")
     sp.add_argument("--dry-run", action="store_true", help="only list")
     sp.add_argument("--force", action="store_true", help="also remove resources of runs that are still running")
-    sp.add_argument("--uri", default="qemu:///system", help="libvirt URI (default qemu:///system)")
+    sp.add_argument("scenario", nargs="?", help="clean up the host this scenario runs on (default: this machine)")
+    sp.add_argument("--uri", default=None, help="libvirt URI on this machine (default qemu:///system)")
     sp.set_defaults(func=cmd_cleanup)
 
-    sp = sub.add_parser("doctor", help="check this machine: libvirt, image, fio, KVM")
-    sp.add_argument("--uri", default="qemu:///system")
+    sp = sub.add_parser("doctor", help="check a hypervisor host: reachable, libvirt, image, fio, KVM")
+    sp.add_argument("scenario", nargs="?", help="check the host this scenario runs on (default: this machine)")
+    sp.add_argument("--uri", default=None, help="libvirt URI on this machine (default qemu:///system)")
     sp.add_argument("--template", default="debian12")
     sp.add_argument("--probe", action="store_true", help="probe KVM again instead of using the cached answer")
     sp.set_defaults(func=cmd_doctor)
@@ -302,6 +355,10 @@ def build_parser() -> argparse.ArgumentParser:
     ib.set_defaults(func=cmd_images_build)
     il = isub.add_parser("list", help="list built images")
     il.set_defaults(func=cmd_images_list)
+
+    from .hosts_cmd import add_parser as add_hosts_parser
+
+    add_hosts_parser(sub)
     return p
 
 

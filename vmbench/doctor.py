@@ -1,14 +1,20 @@
-"""``vmbench doctor``: can this machine run scenarios, and with which accelerator?"""
+"""``vmbench doctor [SCENARIO]``: can this hypervisor host run scenarios, and with which
+accelerator?  Checks the scenario's host (this machine by default): reachable over SSH
+with a known key, libvirt answers, fio present, template image present or uploadable,
+storage usable, KVM usable or not, leftovers."""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 
-from .errors import CommandError, VmbenchError
+from .drivers import make_driver
+from .errors import VmbenchError
 from .paths import StatePaths
 from .progress import NullProgress, Progress
-from .transport.local import LocalTransport
+from .scenario.model import Hypervisor, Scenario, Storage
+from .transport import ops
 
 
 @dataclass(frozen=True)
@@ -19,36 +25,49 @@ class Check:
     hint: str = ""
 
 
-def run_checks(uri: str, *, template: str = "debian12", reprobe: bool = False, progress: Progress | None = None) -> list[Check]:
+def run_checks(scenario_path: str | None = None, *, uri: str | None = None, template: str = "debian12",
+               reprobe: bool = False, progress: Progress | None = None) -> list[Check]:
     progress = progress or NullProgress()
-    host = LocalTransport()
     state = StatePaths.default()
-    out: list[Check] = []
+    if scenario_path:
+        from .scenario import load_scenario
 
-    out.append(Check("root", "ok" if os.geteuid() == 0 else "warn", f"running as uid {os.geteuid()}",
-                     "" if os.geteuid() == 0 else "qemu:///system, image builds and host fio on pool files need root"))
+        s: Scenario = load_scenario(scenario_path)
+        hv, storage, template = s.hypervisor, s.storage, s.template
+    else:
+        hv, storage = Hypervisor(uri=uri or "qemu:///system"), Storage()
+    driver = make_driver(hv, storage, state=state)
+    host = driver.host
+    where = hv.host_label
+    out: list[Check] = []
+    if not hv.remote:
+        out.append(Check("root", "ok" if os.geteuid() == 0 else "warn", f"running as uid {os.geteuid()}",
+                         "" if os.geteuid() == 0 else "qemu:///system, image builds and host fio on pool files need root"))
+    if hv.remote:
+        try:
+            host.run(["true"], timeout=30)
+            fp = host.describe().get("ssh_host_key", "?") if hasattr(host, "describe") else "?"
+            out.append(Check("ssh", "ok", f"{hv.ssh.label if hv.ssh else where}: connected, host key {fp}"))
+        except VmbenchError as exc:
+            out.append(Check("ssh", "FAIL", exc.message, exc.hint or ""))
+            return out  # nothing else can be checked on a host we cannot reach
 
     def version(name: str, argv: list[str], hint: str) -> None:
-        try:
-            out.append(Check(name, "ok", host.run(argv, timeout=30).stdout.strip().splitlines()[0]))
-        except (CommandError, IndexError):
-            out.append(Check(name, "FAIL", f"{argv[0]} not found or not working", hint))
+        line = ops.first_line(host, argv)
+        out.append(Check(name, "ok", line) if line else Check(name, "FAIL", f"{argv[0]} not found or not working on {where}", hint))
 
     version("fio (host)", ["fio", "--version"], "apt-get install fio")
     version("qemu", ["qemu-system-x86_64", "--version"], "apt-get install qemu-system-x86")
-    virtlogd = os.path.exists("/run/libvirt/virtlogd-sock")
-    out.append(Check("virtlogd", "ok" if virtlogd else "warn", "socket present" if virtlogd else "no /run/libvirt/virtlogd-sock",
-                     "" if virtlogd else "start it: virtlogd -d (scripts/ensure-libvirtd does it)"))
+    if hv.remote:
+        version("virt-ssh-helper", ["virt-ssh-helper", "--version"], "install libvirt-daemon on the host (libvirt >= 8)")
 
-    from .drivers.libvirt.driver import VMBENCH_POOL, LibvirtDriver
-
-    driver = LibvirtDriver(uri, state=state, host=host)
+    libvirt_ok = False
     try:
         facts = driver.describe_host()
-        out.append(Check("libvirt", "ok", f"{uri}: libvirt {facts['libvirt_version']}, QEMU {facts['qemu_version']}"))
+        out.append(Check("libvirt", "ok", f"{hv.uri}: libvirt {facts['libvirt_version']}, QEMU {facts['qemu_version']}"))
+        libvirt_ok = True
     except VmbenchError as exc:
         out.append(Check("libvirt", "FAIL", exc.message, exc.hint or ""))
-        driver = None
 
     from .images import current_image
 
@@ -61,42 +80,63 @@ def run_checks(uri: str, *, template: str = "debian12", reprobe: bool = False, p
             out.append(Check("template image", "FAIL", f"{template} is not built for its current recipe", f"vmbench images build {template}"))
     except VmbenchError as exc:
         out.append(Check("template image", "FAIL", exc.message, exc.hint or ""))
-
-    kvm_dev = os.path.exists("/dev/kvm")
-    out.append(Check("/dev/kvm", "ok" if kvm_dev else "warn", "present" if kvm_dev else "absent: guests will run under TCG (slow)"))
-    if driver is not None:
+    if image is not None and hv.remote:
+        dest = f"{driver.paths.images}/{image.directory.name}"
+        manifest = ops.read_text(host, f"{dest}/manifest.json")
         try:
-            pool = driver.conn.storagePoolLookupByName(VMBENCH_POOL)
-            out.append(Check("storage pool", "ok", f"{VMBENCH_POOL}: {'active' if pool.isActive() else 'inactive'}"))
-        except Exception:  # noqa: BLE001 - libvirt raises its own error type
-            out.append(Check("storage pool", "ok", f"{VMBENCH_POOL}: not defined yet; created at {state.pool} on first run"))
-        if image is not None:
-            driver.image = image
-            probe = driver.kvm_probe()
+            present = bool(manifest) and json.loads(manifest).get("hash") == image.hash
+        except ValueError:
+            present = False
+        if present:
+            out.append(Check("image on host", "ok", f"{dest} (hash matches)"))
+        else:
+            size = sum(p.stat().st_size for p in (image.root, image.kernel, image.initrd))
+            parent = driver.paths.root if ops.exists(host, driver.paths.root) else "/"
+            free = ops.free_bytes(host, parent)
+            ok = free > size * 1.2
+            out.append(Check("image on host", "ok" if ok else "FAIL",
+                             f"not there yet; the first run uploads {size >> 20} MiB to {dest} ({free >> 30} GiB free)",
+                             "" if ok else f"free space on {where} under {driver.paths.root}"))
+
+    kvm_dev = ops.exists(host, "/dev/kvm")
+    out.append(Check("/dev/kvm", "ok" if kvm_dev else "warn", "present" if kvm_dev else "absent: guests will run under TCG (slow)"))
+    if libvirt_ok:
+        try:
+            driver.storage.prepare(progress)
+            out.append(Check("storage", "ok", f"{driver.storage.label}: {driver.storage.free_bytes() >> 30} GiB free"))
+        except VmbenchError as exc:
+            out.append(Check("storage", "FAIL", exc.message, exc.hint or ""))
+        if image is not None and (not hv.remote or any(c.name == "image on host" and "hash matches" in c.detail for c in out)):
+            from .images.placement import place_image
+
+            driver.image = place_image(image, host, driver.paths, progress)
             if reprobe:
-                try:
-                    (state.cache / "accelerator.json").unlink()
-                except OSError:
-                    pass
+                driver.forget_probe()
+            probe = driver.kvm_probe()
             if probe.cached() is None:
                 progress.step("probing KVM with a tiny guest (bounded, about 20 s at most)")
             ok, reason = probe()
             out.append(Check("KVM usable", "ok" if ok else "warn", reason,
                              "" if ok else "guests will run under TCG: correct but slow; results record the accelerator"))
+        elif image is not None:
+            cached = driver.cached_accelerator()
+            out.append(Check("KVM usable", "warn", f"not probed yet on {where}" if cached is None else f"last probe: {cached}",
+                             "the first run probes it after uploading the template"))
         from .cleanup import find_leftovers
 
         try:
             left, _ = find_leftovers(driver, state)
             out.append(Check("leftovers", "ok" if not left else "warn", f"{len(left)} vmbench resource(s) left from earlier runs",
-                             "" if not left else "vmbench cleanup"))
+                             "" if not left else f"vmbench cleanup{' ' + scenario_path if scenario_path else ''}"))
         except VmbenchError as exc:
             out.append(Check("leftovers", "warn", exc.message))
     try:
         res = host.run(["cryptsetup", "benchmark", "--cipher", "aes-xts-plain64", "--key-size", "256"], timeout=60, check=False)
-        ok = res.returncode == 0
-        out.append(Check("host crypto API", "ok" if ok else "warn",
-                         "cryptsetup benchmark works" if ok else "cryptsetup benchmark unavailable: " + " ".join((res.stderr or res.stdout).split())[:120],
-                         "" if ok else "host crypto ceilings will be reported as unavailable (kernel lacks algif_skcipher)"))
-    except CommandError:
-        out.append(Check("host crypto API", "warn", "cryptsetup not installed", "apt-get install cryptsetup-bin"))
+        ok, why = res.returncode == 0, " ".join((res.stderr or res.stdout).split())[:120]
+    except VmbenchError as exc:
+        ok, why = False, exc.message
+    out.append(Check("host crypto API", "ok" if ok else "warn",
+                     "cryptsetup benchmark works" if ok else "cryptsetup benchmark unavailable: " + why,
+                     "" if ok else "host crypto ceilings will be reported as unavailable (kernel lacks algif_skcipher, or cryptsetup missing)"))
+    driver.close()
     return out

@@ -1,45 +1,45 @@
-"""The host's environment, recorded with every run (METHOD rule 10)."""
+"""The environment recorded with every run (METHOD rule 10), read through the host
+transport so it describes the hypervisor host, wherever it is."""
 
 from __future__ import annotations
 
-import os
 import platform
+import socket
 
 from . import __version__
-from .errors import CommandError
 from .guest.facts import cpu_flags, cpu_model_name
+from .transport import ops
 from .transport.base import Transport
+
+#: facts that must be equal for a run to be resumed on "the same host"
+SAME_HOST_KEYS = ("hostname", "host_kernel", "host_cpu", "qemu_version", "libvirt_version", "host_fio",
+                  "driver", "libvirt_uri", "host_state_dir", "pool", "ssh_host_key")
 
 
 def host_environment(host: Transport) -> dict:
-    def out(argv: list[str]) -> str | None:
-        try:
-            return host.run(argv, timeout=30).stdout.strip().splitlines()[0]
-        except (CommandError, IndexError):
-            return None
-
-    try:
-        cpuinfo = host.read_file("/proc/cpuinfo").decode(errors="replace")
-    except OSError:
-        cpuinfo = ""
+    cpuinfo = ops.read_text(host, "/proc/cpuinfo") or ""
     os_release = {}
-    try:
-        for line in host.read_file("/etc/os-release").decode().splitlines():
-            if "=" in line:
-                k, v = line.split("=", 1)
-                os_release[k] = v.strip('"')
-    except OSError:
-        pass
+    for line in (ops.read_text(host, "/etc/os-release") or "").splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            os_release[k] = v.strip('"')
     flags = cpu_flags(cpuinfo)
     return {
         "vmbench_version": __version__,
         "python": platform.python_version(),
-        "host_kernel": os.uname().release,
+        "controller": socket.gethostname(),  # the machine vmbench ran on
+        "host_kernel": ops.first_line(host, ["uname", "-r"]),
         "host_os": os_release.get("PRETTY_NAME"),
         "host_cpu": cpu_model_name(cpuinfo),
         "host_aes": "aes" in flags,
-        "host_fio": out(["fio", "--version"]),
-        "host_qemu_binary": out(["qemu-system-x86_64", "--version"]),
-        "host_cryptsetup": out(["cryptsetup", "--version"]),
-        "kvm_device": os.path.exists("/dev/kvm"),
+        "host_fio": ops.first_line(host, ["fio", "--version"]),
+        "host_qemu_binary": ops.first_line(host, ["qemu-system-x86_64", "--version"]),
+        "host_cryptsetup": ops.first_line(host, ["cryptsetup", "--version"]),
+        "kvm_device": ops.exists(host, "/dev/kvm"),
     }
+
+
+def host_differences(before: dict, now: dict) -> list[str]:
+    """What differs between two recorded environments on the keys that identify a host."""
+    return [f"{k}: {before.get(k)!r} then, {now.get(k)!r} now" for k in SAME_HOST_KEYS
+            if (before.get(k) is not None or now.get(k) is not None) and before.get(k) != now.get(k)]

@@ -61,6 +61,20 @@ def live_runs(runs_dir: Path) -> dict[str, int]:
     return out
 
 
+def live_run_ids(runs_dir: Path) -> set[int]:
+    """Result-database run ids whose vmbench process is still alive."""
+    out: set[int] = set()
+    for f in runs_dir.glob("*.json") if runs_dir.is_dir() else []:
+        try:
+            data = json.loads(f.read_text())
+            pid, run_id = int(data["pid"]), int(data["run_id"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if _alive(pid) and pid != os.getpid():
+            out.add(run_id)
+    return out
+
+
 def _alive(pid: int) -> bool:
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()

@@ -49,6 +49,36 @@ class StatePaths:
         return self.root / "cache"
 
 
+@dataclass(frozen=True)
+class HostPaths:
+    """vmbench's directory on the hypervisor host (this machine, or a remote one): its pool,
+    the template images uploaded there, console logs, and host fio work directories.
+    Plain POSIX path strings: they are only ever used through a host Transport."""
+
+    root: str
+
+    @classmethod
+    def for_host(cls, state_dir: str | None, local: StatePaths) -> "HostPaths":
+        return cls(state_dir or str(local.root))
+
+    @property
+    def images(self) -> str:
+        return f"{self.root}/images"
+
+    @property
+    def pool(self) -> str:
+        return f"{self.root}/pool"
+
+    @property
+    def consoles(self) -> str:
+        return f"{self.root}/consoles"
+
+    @property
+    def work(self) -> str:
+        """Host fio work directories (one per run, removed with it)."""
+        return f"{self.root}/work"
+
+
 def recipes_dir() -> Path:
     """The ``guest-images/`` directory holding image recipes."""
     env = os.environ.get("VMBENCH_RECIPES_DIR")

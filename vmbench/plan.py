@@ -36,6 +36,25 @@ class Measurement:
 
 
 @dataclass(frozen=True)
+class Step:
+    """One fio run the plan asks for: on the host (boot 1's storage, before it boots) or in
+    a boot's guest on a cell's layer; a job and a repeat.  The runner executes these in order;
+    a stored measurement with the same :meth:`key` is this step done."""
+
+    side: str  # "host" or "guest"
+    boot: int  # the boot (VM) whose storage or guest it runs on
+    cell: str | None
+    stack: str | None
+    layer: str
+    depth: int
+    job: str
+    repeat: int
+
+    def key(self) -> tuple:
+        return (self.side, self.cell, self.stack, self.layer, self.job, self.repeat)
+
+
+@dataclass(frozen=True)
 class Plan:
     scenario: Scenario
     boots: tuple[BootGroup, ...]
@@ -43,6 +62,20 @@ class Plan:
     @property
     def cells(self) -> tuple[Cell, ...]:
         return tuple(c for b in self.boots for c in b.cells)
+
+    def steps(self) -> list[Step]:
+        """Every fio run of the scenario, in the order the runner executes them: the host's
+        reference runs first (on boot 1's storage), then each boot's cells, layer by layer,
+        every repeat of every job on a layer before the next layer is built."""
+        s = self.scenario
+        out: list[Step] = []
+        if s.host_baseline and self.boots:
+            out += [Step("host", 1, None, None, "host", 0, j.name, r) for r in range(1, s.repeats + 1) for j in s.jobs]
+        for boot in self.boots:
+            for cell, layer, stack, depth in boot_layers(boot):
+                out += [Step("guest", boot.seq, cell.name, stack.name if stack else None, layer, depth, j.name, r)
+                        for r in range(1, s.repeats + 1) for j in s.jobs]
+        return out
 
     def guest_measurements(self) -> list[Measurement]:
         """Every guest fio run of one repeat; the raw disk once per boot (its cells share the VM)."""

@@ -106,6 +106,18 @@ class Filesystem(Choice):
     BTRFS = "btrfs"
 
 
+class DriverName(Choice):
+    """Hypervisor drivers, picked by name (vmbench.drivers.make_driver)."""
+
+    LIBVIRT = "libvirt"
+
+
+class StorageType(Choice):
+    """Where scratch disks and the host's reference target live."""
+
+    DIR = "dir"  # files in a directory storage pool
+
+
 class PlanMode(Choice):
     ONE_FACTOR = "one-factor"
     FACTORIAL = "factorial"

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from vmbench.drivers.libvirt.driver import LibvirtDriver
+from vmbench.drivers import make_driver
+from vmbench.scenario.model import Hypervisor
 from vmbench.errors import VmbenchError
 from vmbench.images import current_image
 
@@ -33,7 +34,7 @@ def machine():
     """Fails (not skips) when the machine is not prepared."""
     if os.geteuid() != 0:
         pytest.fail("integration tests need root (run `make test` as root)")
-    driver = LibvirtDriver(URI)
+    driver = make_driver(Hypervisor(uri=URI))
     try:
         driver.describe_host()
     except VmbenchError as exc:
@@ -44,7 +45,7 @@ def machine():
     driver.close()
 
 
-def run_tag_resources(driver: LibvirtDriver, tag: str) -> list:
+def run_tag_resources(driver, tag: str) -> list:
     return [l for l in driver.leftovers() if l.run_tag == tag]
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from vmbench.drivers.libvirt.driver import LibvirtDriver
+from vmbench.paths import HostPaths, StatePaths
+from vmbench.scenario.model import Hypervisor, Storage
+from vmbench.transport.local import LocalTransport
 from vmbench.progress import RecordingProgress
 from vmbench.results.db import ResultsDB
 from vmbench.runner import Runner
@@ -71,7 +74,8 @@ def run(text: str, tmp_path):
     (tmp_path / "mine.fio").write_text(JOBFILE)
     scenario = parse_scenario(text, str(tmp_path / "s.yaml"), base_dir=tmp_path)
     db = ResultsDB(tmp_path / "r.db")
-    driver = CountingDriver(URI)
+    state = StatePaths.default()
+    driver = CountingDriver(Hypervisor(uri=URI), Storage(), host=LocalTransport(), state=state, paths=HostPaths.for_host(None, state))
     runner = Runner(scenario, db, RecordingProgress(), driver=driver)
     outcome = runner.run()
     return outcome, db, driver

@@ -6,10 +6,10 @@ import libvirt
 
 from tests.integration.conftest import URI, vmbench
 from vmbench.drivers.base import VmRequest
-from vmbench.drivers.libvirt.driver import VMBENCH_POOL, LibvirtDriver
+from vmbench.drivers import make_driver
 from vmbench.drivers.libvirt.xml import domain_xml, volume_xml
 from vmbench.images import current_image
-from vmbench.scenario.model import VmConfig
+from vmbench.scenario.model import Hypervisor, VmConfig
 from vmbench.settings import Accel, CpuMode
 from vmbench.progress import NullProgress
 
@@ -18,15 +18,15 @@ FOREIGN_XML = """<domain type='qemu'><name>{name}</name><memory unit='MiB'>64</m
 
 
 def test_cleanup_lists_then_removes_only_tagged_things(machine):
-    driver = LibvirtDriver(URI)
-    driver.prepare(image=current_image("debian12"), accel=Accel.AUTO, pool=VMBENCH_POOL, cpu_models=set(),
-                   cpu_modes={CpuMode.MODEL}, machine="pc", progress=NullProgress())
+    driver = make_driver(Hypervisor(uri=URI))
+    driver.prepare(image=current_image("debian12"), accel=Accel.AUTO, cpu_models=set(),
+                   cpu_modes={CpuMode.MODEL}, progress=NullProgress())
     tag = "r0c1ea0ff"
-    req = VmRequest(seq=1, vm=VmConfig(), scratch_size=64 << 20, pool=VMBENCH_POOL, cells=("x",))
+    req = VmRequest(seq=1, vm=VmConfig(), scratch_size=64 << 20, cells=("x",))
     res = driver.new_resources(tag, req)
     driver.create_vm(tag, req, res)
     driver.conn.defineXML(domain_xml(driver.domain_spec(tag, req, res)))  # defined, never started: a hard-killed run
-    pool = driver.conn.storagePoolLookupByName(VMBENCH_POOL)
+    pool = driver.conn.storagePoolLookupByName("vmbench")
     foreign_vol = pool.createXML(volume_xml("user-disk.raw", 1 << 20, "raw"), 0)
     lookalike = driver.conn.defineXML(FOREIGN_XML.format(name="vmbench-r0c1ea0ff-9"))  # our name pattern, no metadata
     user_vm = driver.conn.defineXML(FOREIGN_XML.format(name="user-vm"))

@@ -34,8 +34,9 @@ class CheckingRunner(Runner):
         super().__init__(*a, **kw)
         self.after_stack: list[tuple[str, list[str]]] = []
 
-    def _measure_stack(self, gt, cell, cell_id, disk, stack):
-        built = super()._measure_stack(gt, cell, cell_id, disk, stack)
+    def _measure_stack(self, base, disk, stack, steps):
+        built = super()._measure_stack(base, disk, stack, steps)
+        gt = base.side
         mounts = gt.run(["findmnt", "--noheadings", "--list", "--output", "TARGET"], timeout=60).stdout.split()
         self.after_stack.append((stack.name, leftovers_in_guest(gt, disk) + [m for m in mounts if m.startswith("/mnt")]))
         return built

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from vmbench.evidence import effective_settings, problems
+from vmbench.drivers.libvirt.evidence import applied_from_readings
+from vmbench.evidence import effective_settings, guest_view, problems
 from vmbench.scenario.model import CpuConfig, VmConfig
 from vmbench.settings import Aio, Bus, Cache, CpuMode, Feature, ImageFormat
 
@@ -24,7 +25,8 @@ def boots(data_dir):
 
 
 def eff(b):
-    return effective_settings(b["host"], b["guest_disk"], b["guest_facts"], b["scratch_path"], b["serial"])
+    applied = applied_from_readings(b["host"], b["scratch_path"], b["serial"])
+    return effective_settings(applied, guest_view(b["guest_disk"], b["guest_facts"]))
 
 
 def test_effective_settings_match_each_request(boots):
@@ -52,7 +54,8 @@ def test_mismatches_are_reported(boots):
         "cache: asked writeback, the live domain XML reports none",
         "cache: asked writeback, QEMU's block layer reports none",
     ]
-    assert problems(replace(vm, bus=Bus.VIRTIO_SCSI), e, "tcg") == ["bus: asked virtio-scsi, the guest reports virtio-blk"]
+    assert problems(replace(vm, bus=Bus.VIRTIO_SCSI), e, "tcg") == [
+        "bus: asked virtio-scsi, the live domain XML reports virtio-blk", "bus: asked virtio-scsi, the guest reports virtio-blk"]
     assert problems(vm, e, "kvm") == ["accelerator: asked kvm, QEMU reports tcg"]
     # the iothread silently dropped (as Proxmox does on a non-single SCSI controller)
     dropped = copy.deepcopy(boots[1])
@@ -69,7 +72,7 @@ def test_missing_evidence_is_not_silently_accepted(boots):
     b["host"]["qemu_cmdline"] = []
     b["host"]["query_block"] = []
     assert problems(REQUESTED[0], eff(b), "tcg") == [
-        "cache mode (QEMU block layer) could not be verified", "aio (QEMU command line) could not be verified"]
+        "cache (QEMU's block layer) could not be verified", "aio (the QEMU command line) could not be verified"]
 
 
 def test_aes_without_ssse3_under_tcg_is_refused(boots):
@@ -86,3 +89,14 @@ def test_failed_iothread_query_is_unverified_not_off(boots):
     b["host"]["qom_iothread"] = {k: "error: QEMU monitor failed" for k in b["host"]["qom_iothread"]}
     assert eff(b)["qemu_iothread"] is None
     assert problems(REQUESTED[1], eff(b), "tcg") == ["iothread (QEMU's iothread links) could not be verified"]
+
+
+def test_typed_applied_values(boots):
+    a = [applied_from_readings(b["host"], b["scratch_path"], b["serial"]) for b in boots]
+    assert [x.config_bus for x in a] == ["virtio-blk", "virtio-scsi", "virtio-scsi-shared", "sata", "virtio-blk"]
+    assert [x.controller for x in a] == ["virtio-blk-pci", "virtio-scsi", "virtio-scsi", "ahci", "virtio-blk-pci"]
+    assert [x.cpu_model for x in a][:2] == ["kvm64", "qemu64"] and a[4].cpu_model == "max"
+    assert ("aes", "on") in a[0].cpu_flags and ("aes", "off") in a[1].cpu_flags
+    assert all(x.volume == b["scratch_path"] for x, b in zip(a, boots))
+    assert all(x.accelerator == "tcg" and x.native_config.startswith("<domain") and x.qemu_cmdline for x in a)
+    assert "native_config" not in a[0].typed() and a[0].typed()["qemu_cache"] == "none"

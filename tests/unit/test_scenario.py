@@ -354,3 +354,67 @@ def test_jobfile_options_that_reach_outside_are_refused(tmp_path, line, message)
     (tmp_path / "j.fio").write_text(f"[w]\nfilename=${{VMBENCH_TARGET}}\nrw=read\n{line}\n")
     with pytest.raises(ScenarioError, match=re.escape(message)):
         parse_scenario("jobs:\n  - file: j.fio\n", "s.yaml", base_dir=tmp_path)
+
+
+# ---- hypervisor (ssh, state_dir) and storage ---------------------------------------------------
+
+
+def test_local_hypervisor_has_no_ssh():
+    s = parse(BASE)
+    assert s.hypervisor.ssh is None and not s.hypervisor.remote and s.hypervisor.host_label == "localhost"
+    assert s.hypervisor.state_dir is None
+    assert s.storage.type.value == "dir" and s.storage.describe() == "dir pool vmbench, scratch 1g"
+
+
+def test_ssh_defaults_from_the_uri():
+    s = parse(BASE + "hypervisor:\n  uri: qemu+ssh://admin@h.example:2222/system\n")
+    ssh = s.hypervisor.ssh
+    assert (ssh.host, ssh.user, ssh.port, ssh.key_file, ssh.known_hosts) == ("h.example", "admin", 2222, None, None)
+    assert s.hypervisor.remote and s.hypervisor.host_label == "h.example" and ssh.label == "admin@h.example:2222"
+    plain = parse(BASE + "hypervisor:\n  uri: qemu+ssh://pve1.example.org/system\n").hypervisor.ssh
+    assert (plain.user, plain.port, plain.label) == ("root", 22, "root@pve1.example.org")
+
+
+def test_ssh_section_overrides_the_uri():
+    s = parse(BASE + "hypervisor:\n  uri: qemu+ssh://admin@h.example:2222/system\n  state_dir: /srv/vmbench/\n"
+              "  ssh:\n    user: bench\n    port: 22\n    key_file: ~/.ssh/id_bench\n    known_hosts: /etc/vmbench/known_hosts\n")
+    ssh = s.hypervisor.ssh
+    assert (ssh.host, ssh.user, ssh.port) == ("h.example", "bench", 22)
+    assert ssh.key_file == str(Path("~/.ssh/id_bench").expanduser()) and ssh.known_hosts == "/etc/vmbench/known_hosts"
+    assert s.hypervisor.state_dir == "/srv/vmbench"
+
+
+def test_ssh_password_refused():
+    msg = error(BASE + "hypervisor:\n  uri: qemu+ssh://root@h.example/system\n  ssh: {password: x}\n")
+    assert msg.startswith("t.yaml:9: hypervisor.ssh.password: vmbench never takes a password")
+
+
+def test_ssh_needs_a_remote_uri_and_unknown_ssh_keys_refused():
+    assert "ssh applies to qemu+ssh://" in error(BASE + "hypervisor:\n  ssh: {user: root}\n")
+    msg = error(BASE + "hypervisor:\n  uri: qemu+ssh://root@h.example/system\n  ssh: {keyfile: /k}\n")
+    assert "hypervisor.ssh.keyfile: unknown key" in msg and "did you mean 'key_file'?" in msg
+
+
+@pytest.mark.parametrize("uri, expected", [
+    ("qemu+tls://h.example/system", "transport 'tls' is not supported"),
+    ("qemu+tcp://h.example/system", "transport 'tcp' is not supported"),
+    ("xen:///system", "vmbench drives QEMU through libvirt"),
+    ("qemu+ssh:///system", "names no host"),
+    ("qemu+ssh://root@h.example/system?keyfile=/k", "leave URI parameters out"),
+    ("qemu:///root", "the URI path is /system or /session"),
+    ("/var/run/libvirt", "is not a libvirt URI"),
+])
+def test_refused_libvirt_uris(uri, expected):
+    msg = error(BASE + f"hypervisor:\n  uri: '{uri}'\n")
+    assert msg.startswith("t.yaml:8: hypervisor.uri:") and expected in msg
+
+
+@pytest.mark.parametrize("state_dir", ["srv/vmbench", "/srv/../etc"])
+def test_state_dir_must_be_absolute(state_dir):
+    assert "is not an absolute directory path" in error(BASE + f"hypervisor:\n  state_dir: {state_dir}\n")
+
+
+def test_unknown_storage_type_lists_allowed_values():
+    msg = error(BASE + "storage:\n  type: lvm\n")
+    assert msg == "t.yaml:8: storage.type: 'lvm' is not one of: dir"
+    assert "did you mean 'pool'?" in error(BASE + "storage:\n  pools: x\n")

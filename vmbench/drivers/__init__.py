@@ -1,0 +1,42 @@
+"""Hypervisor drivers, picked by name (``hypervisor.driver``), and the host transport that
+goes with a scenario's hypervisor.
+
+Runner, CLI, doctor and cleanup get their driver from :func:`make_driver`; nothing else
+imports a driver module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from ..paths import HostPaths, StatePaths
+from ..scenario.model import Hypervisor, Storage
+from ..settings import DriverName
+from ..transport.base import Transport
+
+if TYPE_CHECKING:
+    from .base import HypervisorDriver
+
+#: driver name -> "module:class", imported only when used
+DRIVERS = {DriverName.LIBVIRT: "vmbench.drivers.libvirt.driver:LibvirtDriver"}
+
+
+def make_host(hv: Hypervisor) -> Transport:
+    """Where the hypervisor host's commands run: this machine, or SSH to the host."""
+    if hv.ssh is None:
+        from ..transport.local import LocalTransport
+
+        return LocalTransport()
+    from ..transport.ssh import SshTransport
+
+    return SshTransport(hv.ssh)
+
+
+def make_driver(hv: Hypervisor, storage: Storage | None = None, *, host: Transport | None = None,
+                state: StatePaths | None = None) -> "HypervisorDriver":
+    state = state or StatePaths.default()
+    module, _, cls = DRIVERS[hv.driver].partition(":")
+    driver_cls = getattr(importlib.import_module(module), cls)
+    return driver_cls(hv, storage or Storage(), host=host or make_host(hv), state=state,
+                      paths=HostPaths.for_host(hv.state_dir, state))

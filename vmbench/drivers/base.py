@@ -1,22 +1,26 @@
 """What the orchestrator needs from a hypervisor (libvirt today, Proxmox next).
 
-One small Protocol; each driver keeps its own API details (libvirt XML, PVE REST) inside.
+One small Protocol; each driver keeps its own API details (libvirt XML, PVE REST) inside and
+reports what it applied as typed values (:class:`Applied`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..progress import Progress
 from ..scenario.model import VmConfig
 from ..settings import Accel, CpuMode
 from ..transport.base import Transport
+from .leftover import Leftover
 
 if TYPE_CHECKING:
     from ..images import Image
+    from ..paths import HostPaths
+    from ..storage import HostStorage
+
+__all__ = ["Accelerator", "Applied", "Guest", "HypervisorDriver", "Leftover", "VmRequest", "VmResources"]
 
 
 @dataclass(frozen=True)
@@ -29,12 +33,11 @@ class Accelerator:
 
 @dataclass(frozen=True)
 class VmRequest:
-    """One VM to create: its settings, template, scratch disk, and the cells it serves."""
+    """One VM to create: its settings, scratch disk size, and the cells it serves."""
 
     seq: int
     vm: VmConfig
     scratch_size: int
-    pool: str
     cells: tuple[str, ...]
 
 
@@ -43,21 +46,44 @@ class VmResources:
     """What a driver created for one VM (so it can always be removed)."""
 
     name: str
-    scratch_path: str  # the scratch disk's backing file on the host
+    scratch_path: str  # the scratch disk as the host sees it (file or block device)
     scratch_serial: str
-    host_target: str | None  # a raw file on the same storage for host fio, when the scratch isn't raw
-    volumes: list[str] = field(default_factory=list)  # paths of created volumes
-    domain_xml: str = ""
-    pool: str = ""
+    host_target: str | None  # where host fio runs: the scratch itself when raw, else a raw reference volume
+    root_path: str = ""  # the root disk (a linked clone of the template) as the host sees it
+    volumes: list[str] = field(default_factory=list)  # names of created volumes, in creation order
+    native_config: str = ""  # the domain XML / VM config as defined
     expected_volumes: list[str] = field(default_factory=list)  # names, recorded before creation
 
 
 @dataclass(frozen=True)
-class Leftover:
-    kind: str  # "domain", "volume", "file"
-    name: str
-    run_tag: str
-    detail: str = ""
+class Applied:
+    """What the hypervisor applied, as typed values; None where a source could not tell.
+
+    ``config_*`` come from the hypervisor's own configuration as it is live (the domain XML,
+    ``qm config``), named by ``config_source``; ``qemu_*`` from QEMU itself (its block
+    layer, command line and iothread links)."""
+
+    config_source: str = "the hypervisor configuration"
+    config_bus: str | None = None  # a Bus value
+    config_cache: str | None = None
+    config_aio: str | None = None
+    config_format: str | None = None
+    qemu_cache: str | None = None
+    qemu_format: str | None = None
+    qemu_aio: str | None = None
+    qemu_iothread: bool | None = None
+    controller: str | None = None  # the scratch disk's controller model
+    cpu_model: str | None = None  # "kvm64", "host-passthrough", "max"
+    cpu_flags: tuple[tuple[str, str], ...] = ()  # forced flags as configured: (flag, "on"|"off")
+    accelerator: str | None = None  # "kvm" or "tcg", as QEMU reports it
+    volume: str | None = None  # the path attached as the scratch disk
+    native_config: str = ""  # opaque: the live domain XML, the VM config
+    qemu_cmdline: tuple[str, ...] = ()
+    details: dict = field(default_factory=dict)  # opaque extra readings, stored as they are
+
+    def typed(self) -> dict:
+        """Every typed value (not the opaque texts), for storing with a boot."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("native_config", "qemu_cmdline", "details")}
 
 
 class Guest(Protocol):
@@ -68,9 +94,8 @@ class Guest(Protocol):
     resources: VmResources
     boot_seconds: float
 
-    def evidence(self) -> dict:
-        """What the hypervisor says it applied: live configuration, block layer, iothreads,
-        accelerator, the QEMU command line (keys as read by :mod:`vmbench.evidence`)."""
+    def applied(self) -> Applied:
+        """What the hypervisor says it applied to this VM and its scratch disk."""
         ...
 
 
@@ -79,18 +104,25 @@ class HypervisorDriver(Protocol):
     ``vmbench-<run tag>-...`` and tagged, so :meth:`leftovers` finds only its own things."""
 
     name: str
+    #: where the hypervisor host's commands run (this machine, or SSH)
+    host: Transport
+    #: where scratch disks live on that host
+    storage: "HostStorage"
+    #: vmbench's directory on that host (images, consoles, host fio work directories)
+    paths: "HostPaths"
 
-    def prepare(self, *, image: "Image", accel: Accel, pool: str, cpu_models: set[str], cpu_modes: set[CpuMode],
-                machine: str, progress: Progress) -> Accelerator:
-        """Preflight, before anything is created: reachable, storage usable, accelerator
-        decided, CPU models available.  Raises PreflightError."""
+    def prepare(self, *, image: "Image", accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
+                progress: Progress) -> Accelerator:
+        """Preflight, before anything is created: reachable, storage usable, template on the
+        host, accelerator decided, CPU models available.  Raises PreflightError."""
+        ...
+
+    def cached_accelerator(self) -> str | None:
+        """What an earlier probe found ("kvm"/"tcg"), without probing; None if never probed."""
         ...
 
     def describe_host(self) -> dict:
-        """Versions and facts recorded with every run."""
-        ...
-
-    def pool_free_bytes(self, pool: str) -> int:
+        """Versions and facts recorded with every run (and compared when a run resumes)."""
         ...
 
     def new_resources(self, run_tag: str, request: VmRequest) -> VmResources:
@@ -98,12 +130,13 @@ class HypervisorDriver(Protocol):
         ...
 
     def create_vm(self, run_tag: str, request: VmRequest, res: VmResources) -> VmResources:
-        """Create disks (not the domain), recording each in ``res`` as it appears; the host
-        may run fio on ``res.host_target`` before boot."""
+        """Create disks (not the VM), recording each in ``res`` as it appears; the host may
+        run fio on ``res.host_target`` before boot."""
         ...
 
-    def create_host_reference(self, run_tag: str, pool: str, size: int, seq: int = 0) -> str:
-        """A raw file on the scratch disks' storage, for host fio when the scratch isn't raw."""
+    def create_host_reference(self, run_tag: str, request: VmRequest, res: VmResources) -> str:
+        """A raw volume on the scratch disks' storage, for host fio when the scratch isn't
+        raw; recorded in ``res`` (removed with the VM)."""
         ...
 
     def boot(self, run_tag: str, request: VmRequest, res: VmResources, progress: Progress | None = None,
@@ -112,11 +145,15 @@ class HypervisorDriver(Protocol):
         ...
 
     def remove_vm(self, res: VmResources) -> None:
-        """Stop and remove the VM and its disks; safe to call twice or on half-made VMs."""
+        """Stop and remove the VM and its disks; safe to call twice, on half-made VMs and
+        after the connection to the hypervisor was lost (it reconnects)."""
         ...
 
     def leftovers(self) -> list[Leftover]:
         ...
 
     def remove_leftover(self, leftover: Leftover) -> None:
+        ...
+
+    def close(self) -> None:
         ...

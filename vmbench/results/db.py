@@ -1,8 +1,11 @@
 """The results database (SQLite): runs, boots, cells, measurements, crypto benchmarks.
 
 One ``runs`` row per ``vmbench run``; one ``measurements`` row per (cell, stack, layer,
-job, repeat) and per host measurement, keeping fio's raw json+ output.  The schema carries
-a version; a database of another version is refused rather than misread.
+job, repeat) and per host measurement, keeping fio's raw json+ output.  A resumed run keeps
+its row: ``runs.attempts`` counts its starts and every boot, measurement and crypto row
+records the attempt that wrote it.  The schema carries a version: an older database is
+upgraded in place after a backup copy (``migrate.py``); a newer one is refused rather than
+misread.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ResultsError
+from . import migrate
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
+# Version 2 columns come last in each table, where version 1 -> 2 (ALTER TABLE) puts them,
+# so fresh and upgraded databases have the same columns in the same order.
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE runs (
@@ -32,7 +38,9 @@ CREATE TABLE runs (
     started_at TEXT NOT NULL,
     finished_at TEXT,
     vmbench_version TEXT NOT NULL,
-    environment_json TEXT NOT NULL DEFAULT '{}'
+    environment_json TEXT NOT NULL DEFAULT '{}',
+    attempts INTEGER NOT NULL DEFAULT 1,
+    resumed_at TEXT
 );
 CREATE TABLE boots (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -47,7 +55,8 @@ CREATE TABLE boots (
     qemu_cmdline_json TEXT,
     guest_json TEXT NOT NULL DEFAULT '{}',
     boot_seconds REAL,
-    started_at TEXT NOT NULL
+    started_at TEXT NOT NULL,
+    attempt INTEGER NOT NULL DEFAULT 1
 );
 CREATE TABLE cells (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -87,7 +96,9 @@ CREATE TABLE measurements (
     p99_ns INTEGER,
     p999_ns INTEGER,
     clat_bins_json TEXT NOT NULL,
-    fio_json TEXT NOT NULL
+    fio_json TEXT NOT NULL,
+    boot_id INTEGER REFERENCES boots(id),
+    attempt INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX measurements_run ON measurements(run_id);
 CREATE TABLE crypto (
@@ -101,8 +112,17 @@ CREATE TABLE crypto (
     key_bits INTEGER NOT NULL,
     encrypt_mib_s REAL,
     decrypt_mib_s REAL,
-    error TEXT
+    error TEXT,
+    attempt INTEGER NOT NULL DEFAULT 1
 );
+CREATE TABLE telemetry (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    measurement_id INTEGER REFERENCES measurements(id),
+    source TEXT NOT NULL,
+    series_json TEXT NOT NULL
+);
+CREATE INDEX telemetry_run ON telemetry(run_id);
 """
 
 
@@ -122,10 +142,19 @@ class RunRow:
     error: str | None
     environment: dict
     plan: dict
+    attempts: int = 1
+    resumed_at: str | None = None
 
 
 class ResultsDB:
-    """A results database file; created on first write, refused if of another version."""
+    """A results database file; created on first write, upgraded if older, refused if newer.
+
+    After opening, ``migrated_from`` is the version the file had when this open upgraded it
+    (else None) and ``backup_path`` the copy made before upgrading (else None).
+    """
+
+    migrated_from: int | None = None
+    backup_path: Path | None = None
 
     def __init__(self, path: str | Path, *, create: bool = True) -> None:
         self.path = Path(path)
@@ -143,23 +172,27 @@ class ResultsDB:
 
     def _init(self) -> None:
         try:
-            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        except sqlite3.DatabaseError as exc:
-            raise ResultsError(f"{self.path} is not a vmbench results database: {exc}") from None
-        if not tables:
-            with self.conn:
-                self.conn.executescript(_SCHEMA)
-                self.conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            return
-        if "meta" not in tables:
-            raise ResultsError(f"{self.path} is not a vmbench results database")
-        row = self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        version = int(row[0]) if row else None
-        if version != SCHEMA_VERSION:
-            raise ResultsError(
-                f"{self.path} has results schema version {version}; this vmbench reads version {SCHEMA_VERSION} only",
-                "use the vmbench release that wrote it, or start a new database with --db",
-            )
+            version = migrate.read_version(self.conn, self.path)
+            if version is None:
+                with self.conn:
+                    self.conn.executescript(_SCHEMA)
+                    self.conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                return
+            migrate.check_supported(self.path, version, SCHEMA_VERSION)
+            if version < SCHEMA_VERSION:
+                done = migrate.upgrade(self.conn, self.path, SCHEMA_VERSION, _SCHEMA)
+                if done:
+                    self.migrated_from, self.backup_path = done
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def migration_note(self) -> str | None:
+        """One line for the user when opening upgraded the file, else None."""
+        if self.migrated_from is None:
+            return None
+        return (f"migrated {self.path} from results schema version {self.migrated_from} to {SCHEMA_VERSION}; "
+                f"backup at {self.backup_path}")
 
     def close(self) -> None:
         self.conn.close()
@@ -208,6 +241,18 @@ class ResultsDB:
     def add_crypto(self, run_id: int, **values: Any) -> int:
         return self._insert("crypto", dict(run_id=run_id, **values))
 
+    def start_attempt(self, run_id: int) -> int:
+        """A resumed run starts again: its attempt count goes up, it is running again
+        (error and finish time cleared) since now; returns the new attempt number."""
+        with self.conn:
+            cur = self.conn.execute(
+                "UPDATE runs SET attempts = attempts + 1, status = 'running', error = NULL, finished_at = NULL, "
+                "resumed_at = ? WHERE id = ?", (now(), run_id))
+            if cur.rowcount != 1:
+                raise ResultsError(f"no run {run_id} in {self.path}", "`vmbench runs` lists them")
+            row = self.conn.execute("SELECT attempts FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return int(row[0])
+
     # ---- reading -------------------------------------------------------------------------
 
     def resolve_run(self, ref: str | int | None) -> RunRow:
@@ -230,9 +275,27 @@ class ResultsDB:
         return [_run_row(r) for r in self.conn.execute("SELECT * FROM runs ORDER BY id")]
 
     def rows(self, table: str, run_id: int) -> list[dict]:
-        if table not in ("boots", "cells", "measurements", "crypto"):
+        if table not in ("boots", "cells", "measurements", "crypto", "telemetry"):
             raise ValueError(table)
         return [_decode(dict(r)) for r in self.conn.execute(f"SELECT * FROM {table} WHERE run_id = ? ORDER BY id", (run_id,))]
+
+    def measurement_keys(self, run_id: int) -> set[tuple]:
+        """What a run has measured: (side, cell name or None, stack or None, layer, job, repeat)."""
+        return {tuple(r) for r in self.conn.execute(
+            "SELECT m.side, c.name, m.stack, m.layer, m.job, m.repeat FROM measurements m "
+            "LEFT JOIN cells c ON c.id = m.cell_id WHERE m.run_id = ?", (run_id,))}
+
+    def cell_by_name(self, run_id: int, name: str) -> dict | None:
+        """A run's cell by name, decoded like rows() (the first stored, should there be two)."""
+        row = self.conn.execute("SELECT * FROM cells WHERE run_id = ? AND name = ? ORDER BY id LIMIT 1", (run_id, name)).fetchone()
+        return _decode(dict(row)) if row else None
+
+    def crypto_cpus(self, run_id: int) -> set[str]:
+        """CPU labels with guest crypto rows stored for a run (rows with an error included)."""
+        return {r[0] for r in self.conn.execute("SELECT DISTINCT cpu FROM crypto WHERE run_id = ? AND side = 'guest'", (run_id,))}
+
+    def has_host_crypto(self, run_id: int) -> bool:
+        return self.conn.execute("SELECT 1 FROM crypto WHERE run_id = ? AND side = 'host' LIMIT 1", (run_id,)).fetchone() is not None
 
 
 def _cell(value: Any) -> Any:
@@ -255,4 +318,5 @@ def _run_row(row: sqlite3.Row) -> RunRow:
         id=row["id"], tag=row["tag"], scenario_name=row["scenario_name"], scenario_path=row["scenario_path"],
         status=row["status"], started_at=row["started_at"], finished_at=row["finished_at"], error=row["error"],
         environment=json.loads(row["environment_json"] or "{}"), plan=json.loads(row["plan_json"] or "{}"),
+        attempts=row["attempts"], resumed_at=row["resumed_at"],
     )

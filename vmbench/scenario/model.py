@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from ..fio.job import FioJob
-from ..settings import Accel, Aio, Bus, Cache, CpuMode, Feature, Filesystem, ImageFormat
+from ..settings import Accel, Aio, Bus, Cache, CpuMode, DriverName, Feature, Filesystem, ImageFormat, StorageType
 from ..units import format_size
 
 MiB = 1 << 20
@@ -51,17 +51,13 @@ class VmConfig:
     format: ImageFormat = ImageFormat.RAW
 
     def settings(self) -> dict[str, object]:
-        """Every setting, flat, as stored with each result row and shown in reports."""
-        return {
-            "bus": self.bus.value,
-            "cache": self.cache.value,
-            "iothread": self.iothread,
-            "aio": self.aio.value,
-            "cpu": self.cpu.label,
-            "format": self.format.value,
-            "vcpus": self.vcpus,
-            "memory_mib": self.memory_mib,
-        }
+        """Every setting, flat, as stored with each result row and shown in reports.
+
+        One key per axis of :data:`~vmbench.scenario.axes.AXES`, in its order (aes is part of
+        the cpu label): bus, cache, iothread, aio, cpu, format, vcpus, memory_mib."""
+        from .axes import AXES  # axes builds on this module
+
+        return {a.settings_key: a.setting(self) for a in AXES if a.settings_key is not None}
 
     def key(self) -> str:
         """Equal keys mean one boot can serve both cells."""
@@ -192,21 +188,50 @@ class Target:
 
 
 @dataclass(frozen=True)
+class SshConfig:
+    """How vmbench reaches a remote host over SSH (keys only, never a password).
+
+    ``host``/``port``/``user`` default to the libvirt URI's; ``key_file`` to ssh-agent and
+    the user's default keys; ``known_hosts`` to the user's ~/.ssh/known_hosts."""
+
+    host: str
+    port: int = 22
+    user: str = "root"
+    key_file: str | None = None
+    known_hosts: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.user}@{self.host}" + (f":{self.port}" if self.port != 22 else "")
+
+
+@dataclass(frozen=True)
 class Hypervisor:
-    driver: str = "libvirt"
+    driver: DriverName = DriverName.LIBVIRT
     uri: str = "qemu:///system"
     accel: Accel = Accel.AUTO
     boot_timeout: float | None = None  # None: 120 s with KVM, 300 s with TCG
     machine: str = "pc"
+    ssh: SshConfig | None = None  # None: the hypervisor is this machine
+    state_dir: str | None = None  # vmbench's directory on the hypervisor host; None: the default
+
+    @property
+    def remote(self) -> bool:
+        return self.ssh is not None
+
+    @property
+    def host_label(self) -> str:
+        return self.ssh.host if self.ssh else "localhost"
 
 
 @dataclass(frozen=True)
 class Storage:
+    type: StorageType = StorageType.DIR
     pool: str = "vmbench"
     scratch_size: int = 1 << 30
 
     def describe(self) -> str:
-        return f"pool {self.pool}, scratch {format_size(self.scratch_size)}"
+        return f"{self.type.value} pool {self.pool}, scratch {format_size(self.scratch_size)}"
 
 
 @dataclass(frozen=True)

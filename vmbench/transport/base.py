@@ -34,3 +34,14 @@ class Transport(Protocol):
     def write_file(self, path: str, data: bytes, mode: int | None = 0o600) -> None:
         """Write a file; ``mode=None`` keeps an existing file's mode (for /proc, /sys)."""
         ...
+
+    def put_file(
+        self,
+        local_path: str,
+        remote_path: str,
+        mode: int = 0o644,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        """Copy a local file to ``remote_path`` (via ``.part`` and a rename: never half a file);
+        ``progress(bytes_done, total)`` is called as it goes."""
+        ...

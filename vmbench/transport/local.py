@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -36,3 +37,32 @@ class LocalTransport:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+
+    def put_file(
+        self,
+        local_path: str,
+        remote_path: str,
+        mode: int = 0o644,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        """Copy to ``remote_path.part`` (created with ``mode``), then rename into place."""
+        part = remote_path + ".part"
+        with open(local_path, "rb") as src:
+            total = os.fstat(src.fileno()).st_size
+            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            try:
+                with os.fdopen(fd, "wb") as dst:
+                    os.fchmod(dst.fileno(), mode)
+                    done = 0
+                    while chunk := src.read(1 << 20):
+                        dst.write(chunk)
+                        done += len(chunk)
+                        if progress:
+                            progress(done, total)
+                os.replace(part, remote_path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(part)
+                raise
+        if progress and total == 0:
+            progress(0, 0)

@@ -17,8 +17,10 @@ import time
 from pathlib import Path
 
 from ...drivers.base import Accelerator
-from ...errors import PreflightError
+from ...errors import PreflightError, VmbenchError
 from ...settings import Accel
+from ...transport import ops
+from ...transport.base import Transport
 from .connection import libvirt
 from .xml import probe_xml
 
@@ -50,10 +52,15 @@ def choose_accelerator(requested: Accel, probe: "callable[[], tuple[bool, str]]"
 
 
 class KvmProbe:
-    def __init__(self, conn: "libvirt.virConnect", kernel: Path, consoles: Path, cache_file: Path, cache_key: str, timeout: float = PROBE_TIMEOUT) -> None:
+    """The probe runs on the hypervisor host (``kernel`` and ``consoles`` are paths there,
+    read through ``host``); its answer is cached on this machine."""
+
+    def __init__(self, conn: "libvirt.virConnect", kernel: str, consoles: str, host: Transport, cache_file: Path,
+                 cache_key: str, timeout: float = PROBE_TIMEOUT) -> None:
         self.conn = conn
         self.kernel = kernel
         self.consoles = consoles
+        self.host = host
         self.cache_file = cache_file
         self.cache_key = cache_key
         self.timeout = timeout
@@ -92,8 +99,8 @@ class KvmProbe:
             return False, f"libvirt offers no KVM domains ({exc.get_error_message()})"
         tag = "p" + secrets.token_hex(4)
         name = f"vmbench-{tag}-probe"
-        self.consoles.mkdir(parents=True, exist_ok=True)
-        console = self.consoles / f"{name}.log"
+        ops.mkdir(self.host, self.consoles, 0o755)
+        console = f"{self.consoles}/{name}.log"
         started = time.monotonic()
         try:
             dom = self.conn.createXML(probe_xml(name, tag, str(self.kernel), str(console)), 0)
@@ -107,7 +114,7 @@ class KvmProbe:
             else:
                 return False, f"a KVM guest did not get through its kernel's early boot in {self.timeout:g}s (nested virtualization without a working KVM?)"
             elapsed = time.monotonic() - started
-            text = _read(console)
+            text = ops.read_text(self.host, console) or ""
             if any(m in text for m in BOOT_MARKERS):
                 return True, f"a KVM guest ran its kernel to the expected panic in {elapsed:.1f}s"
             return False, "the KVM probe guest stopped without printing anything"
@@ -117,8 +124,8 @@ class KvmProbe:
             except libvirt.libvirtError:
                 pass
             try:
-                console.unlink()
-            except OSError:
+                ops.remove_file(self.host, console)
+            except VmbenchError:
                 pass
 
 
@@ -127,10 +134,3 @@ def _active(dom: "libvirt.virDomain") -> bool:
         return bool(dom.isActive())
     except libvirt.libvirtError:
         return False  # a transient domain that stopped is gone
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""

@@ -23,16 +23,18 @@ def _quiet(_ctx: Any, _err: Any) -> None:
     """libvirt prints every error to stderr by default; we report them ourselves."""
 
 
-def open_connection(uri: str) -> "libvirt.virConnect":
+def open_connection(uri: str, *, shown_as: str | None = None, host: str = "localhost") -> "libvirt.virConnect":
+    """Open ``uri`` (``shown_as`` is the URI the user wrote, for messages)."""
     if libvirt is None:
         raise PreflightError("the libvirt Python binding is not installed", "run `make demo` or `pip install libvirt-python`")
     libvirt.registerErrorHandler(_quiet, None)
     try:
         return libvirt.open(uri)
     except libvirt.libvirtError as exc:
+        where = "on that host" if host != "localhost" else "here"
         raise PreflightError(
-            f"cannot reach libvirt at {uri}: {exc.get_error_message()}",
-            "start the daemons (scripts/ensure-libvirtd, or systemctl start libvirtd) and check the URI",
+            f"cannot reach libvirt at {shown_as or uri}: {exc.get_error_message()}",
+            f"start the daemons {where} (scripts/ensure-libvirtd, or systemctl start libvirtd) and check the URI",
         ) from None
 
 

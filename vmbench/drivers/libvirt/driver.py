@@ -1,8 +1,11 @@
 """The libvirt driver: linked clones of the template, a scratch disk with a known serial,
 the domain defined and started, the guest reached through its agent.
 
-Everything it creates is named ``vmbench-<run tag>-...`` and the domains carry vmbench
-metadata; :meth:`LibvirtDriver.leftovers` finds only such things.
+Works on this machine (``qemu:///system``) and on a remote host (``qemu+ssh://``, libvirt's
+protocol carried over vmbench's own SSH connection: :mod:`.bridge`).  Every host-side file
+action goes through the host transport; disks come from the host storage.  Everything it
+creates is named ``vmbench-<run tag>-...`` and the domains carry vmbench metadata;
+:meth:`LibvirtDriver.leftovers` finds only such things.
 """
 
 from __future__ import annotations
@@ -10,36 +13,34 @@ from __future__ import annotations
 import json
 import logging
 import re
-import socket
 import time
-import urllib.parse
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
-from ...drivers.base import Accelerator, Leftover, VmRequest, VmResources
-from ...errors import GuestError, HypervisorError, PreflightError
+from ...drivers.base import Accelerator, Applied, Leftover, VmRequest, VmResources
+from ...errors import GuestError, HypervisorError, PreflightError, VmbenchError
 from ...images import Image
-from ...paths import StatePaths
+from ...images.placement import HostImage, place_image
+from ...paths import HostPaths, StatePaths
 from ...progress import NullProgress, Progress
-from ...settings import Accel, CpuMode, ImageFormat
+from ...scenario.model import Hypervisor, Storage
+from ...settings import Accel, CpuMode, ImageFormat, StorageType
+from ...storage import VolumeRole, volume_name
+from ...transport import ops
 from ...transport.agent import GuestAgentTransport
 from ...transport.base import Transport
-from ...transport.local import LocalTransport
-from .accel import KvmProbe, choose_accelerator
+from .accel import KvmProbe, cached_answer, choose_accelerator
+from .bridge import LibvirtBridge
 from .connection import agent_command, hypervisor_errors, libvirt, monitor_command, open_connection
-from .xml import NS, DomainSpec, domain_xml, pool_xml, volume_xml
+from .evidence import applied_from_readings
+from .storage import DirPoolStorage
+from .xml import NS, DomainSpec, domain_xml
 
 log = logging.getLogger(__name__)
 
-VMBENCH_POOL = "vmbench"
 NAME_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-")
-VOLUME_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-\d+-(root|scratch|hostref)\.(qcow2|raw)$")
 CONSOLE_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-[\w-]+\.log$")
 BOOT_TIMEOUT = {"kvm": 120.0, "tcg": 300.0}
-
-
-def volume_name(run_tag: str, seq: int, role: str, fmt: str) -> str:
-    return f"vmbench-{run_tag}-{seq}-{role}.{fmt}"
+STORAGE_TYPES = {StorageType.DIR: DirPoolStorage}
 
 
 def domain_name(run_tag: str, seq: int) -> str:
@@ -62,8 +63,9 @@ class LibvirtGuest:
         self.boot_seconds = boot_seconds
         self.transport = GuestAgentTransport(self.name, lambda cmd, timeout: agent_command(dom, cmd, timeout))
 
-    def evidence(self) -> dict:
-        """The live domain XML, QEMU's block layer and accelerator, and the QEMU command line."""
+    def applied(self) -> Applied:
+        """The live domain XML, QEMU's block layer and accelerator, the iothread links and
+        the QEMU command line, read back and typed."""
         out: dict = {}
         with hypervisor_errors(f"reading the live configuration of {self.name}"):
             out["live_xml"] = self.dom.XMLDesc(0)
@@ -80,28 +82,50 @@ class LibvirtGuest:
                 qom[path] = f"error: {exc}"
         out["qom_iothread"] = qom
         out["qemu_cmdline"] = self.driver.qemu_cmdline(self.name)
-        return out
+        return applied_from_readings(out, self.resources.scratch_path, self.resources.scratch_serial)
 
 
 class LibvirtDriver:
     name = "libvirt"
 
-    def __init__(self, uri: str = "qemu:///system", *, state: StatePaths | None = None, host: Transport | None = None) -> None:
-        self.uri = uri
-        self.state = state or StatePaths.default()
-        self.host = host or LocalTransport()
+    def __init__(self, hv: Hypervisor, storage: Storage, *, host: Transport, state: StatePaths, paths: HostPaths) -> None:
+        self.hv = hv
+        self.uri = hv.uri
+        self.host = host
+        self.state = state
+        self.paths = paths
         self._conn = None
-        self.image: Image | None = None
+        self._bridge: LibvirtBridge | None = None
+        self.image: HostImage | None = None
         self.accelerator: Accelerator | None = None
-        self.machine = "pc"
+        self.storage = STORAGE_TYPES[storage.type](lambda: self.conn, storage.pool, host, paths.pool)
 
-    # ---- connection, host facts -----------------------------------------------------------
+    # ---- connection ------------------------------------------------------------------------
 
     @property
     def conn(self) -> "libvirt.virConnect":
+        """The libvirt connection, reopened when it died (libvirtd restarted, SSH dropped)."""
+        if self._conn is not None:
+            try:
+                alive = self._conn.isAlive() == 1
+            except libvirt.libvirtError:
+                alive = False
+            if not alive:
+                log.warning("the libvirt connection to %s was lost; reconnecting", self.uri)
+                self.close()
         if self._conn is None:
-            self._conn = open_connection(self.uri)
+            self._conn = open_connection(self._local_uri(), shown_as=self.uri, host=self.hv.host_label)
         return self._conn
+
+    def _local_uri(self) -> str:
+        if not self.hv.remote:
+            return self.uri
+        if self._bridge is None:
+            opener = getattr(self.host, "open_stream", None)
+            if opener is None:  # pragma: no cover - make_driver always pairs a remote URI with SSH
+                raise PreflightError(f"{self.uri} needs an SSH transport to its host")
+            self._bridge = LibvirtBridge(opener, self.uri)
+        return self._bridge.local_uri
 
     def close(self) -> None:
         if self._conn is not None:
@@ -110,11 +134,9 @@ class LibvirtDriver:
             except Exception:  # noqa: BLE001 - closing a dead connection is not an error
                 pass
             self._conn = None
-
-    @property
-    def is_local(self) -> bool:
-        host = urllib.parse.urlsplit(self.uri).hostname
-        return host in (None, "", "localhost", "127.0.0.1", "::1")
+        if self._bridge is not None:
+            self._bridge.close()
+            self._bridge = None
 
     def describe_host(self) -> dict:
         conn = self.conn
@@ -123,7 +145,8 @@ class LibvirtDriver:
             hv = conn.getVersion()
             info = conn.getInfo()
             hostname = conn.getHostname()
-        return {
+        out = {
+            "driver": self.name,
             "libvirt_uri": self.uri,
             "libvirt_version": _version(lib),
             "hypervisor": conn.getType(),
@@ -132,22 +155,22 @@ class LibvirtDriver:
             "host_cpu_model": info[0],
             "host_memory_mib": info[1],
             "host_cpus": info[2],
+            "host_state_dir": self.paths.root,
         }
+        describe = getattr(self.host, "describe", None)
+        if describe is not None:
+            out.update(describe())
+        out.update(self.storage.facts())
+        return out
 
     # ---- preflight ------------------------------------------------------------------------
 
-    def prepare(self, *, image: Image, accel: Accel, pool: str, cpu_models: set[str], cpu_modes: set[CpuMode], machine: str, progress: Progress) -> Accelerator:
-        """Everything checked before anything is provisioned: libvirt reachable, pool usable,
-        accelerator decided, CPU models known."""
-        if not self.is_local:
-            raise PreflightError(
-                f"{self.uri} is a remote libvirt; vmbench runs host-side fio locally and cannot reach that host yet",
-                "run vmbench on the hypervisor host itself (qemu:///system)",
-            )
-        self.image = image
-        self.machine = machine
+    def prepare(self, *, image: Image, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode], progress: Progress) -> Accelerator:
+        """Everything checked before a VM is created: libvirt reachable, storage usable,
+        the template on the host, accelerator decided, CPU models known."""
         self.conn  # noqa: B018 - raises PreflightError when unreachable
-        self.ensure_pool(pool)
+        self.storage.prepare(progress)
+        self.image = place_image(image, self.host, self.paths, progress)
         progress.step("checking which accelerator works (KVM or TCG)")
         self.accelerator = choose_accelerator(accel, self.kvm_probe())
         if CpuMode.HOST_PASSTHROUGH in cpu_modes and self.accelerator.name != "kvm":
@@ -159,10 +182,7 @@ class LibvirtDriver:
         unknown = sorted(m for m in cpu_models if m not in known)
         usable = sorted(m for m, ok in known.items() if ok)
         if unknown:
-            raise PreflightError(
-                f"libvirt does not know the CPU model(s) {', '.join(unknown)}",
-                "models usable here: " + ", ".join(usable),
-            )
+            raise PreflightError(f"libvirt does not know the CPU model(s) {', '.join(unknown)}", "models usable here: " + ", ".join(usable))
         unusable = sorted(m for m in cpu_models if not known[m])
         if unusable:
             raise PreflightError(
@@ -174,8 +194,23 @@ class LibvirtDriver:
 
     def kvm_probe(self) -> KvmProbe:
         assert self.image is not None
-        key = "|".join([self.uri, socket.gethostname(), _host_kernel(), str(self.conn.getVersion()), str(self.conn.getLibVersion()), self.image.hash])
-        return KvmProbe(self.conn, self.image.kernel, self.state.consoles, self.state.cache / "accelerator.json", key)
+        kernel = ops.first_line(self.host, ["uname", "-r"]) or "?"
+        key = "|".join([self.uri, self.conn.getHostname(), kernel, str(self.conn.getVersion()), str(self.conn.getLibVersion()), self.image.hash])
+        return KvmProbe(self.conn, self.image.kernel, self.paths.consoles, self.host, self._probe_cache, key)
+
+    @property
+    def _probe_cache(self):
+        return self.state.cache / "accelerator.json"
+
+    def cached_accelerator(self) -> str | None:
+        kvm = cached_answer(self._probe_cache, self.uri)
+        return None if kvm is None else ("kvm" if kvm else "tcg")
+
+    def forget_probe(self) -> None:
+        try:
+            self._probe_cache.unlink()
+        except OSError:
+            pass
 
     def _domain_type(self) -> str:
         return "kvm" if self.accelerator and self.accelerator.name == "kvm" else "qemu"
@@ -183,147 +218,73 @@ class LibvirtDriver:
     def cpu_models(self) -> dict[str, bool]:
         """Named CPU models libvirt knows for this accelerator -> usable on this host."""
         with hypervisor_errors("reading domain capabilities"):
-            caps = self.conn.getDomainCapabilities(None, "x86_64", self.machine, self._domain_type(), 0)
+            caps = self.conn.getDomainCapabilities(None, "x86_64", self.hv.machine, self._domain_type(), 0)
         root = ET.fromstring(caps)
         return {m.text: m.get("usable") != "no" for m in root.findall("./cpu/mode[@name='custom']/model") if m.text}
-
-    def ensure_pool(self, name: str) -> "libvirt.virStoragePool":
-        conn = self.conn
-        try:
-            pool = conn.storagePoolLookupByName(name)
-        except libvirt.libvirtError:
-            if name != VMBENCH_POOL:
-                raise PreflightError(f"libvirt has no storage pool named {name!r}", "create it, or use storage.pool: vmbench") from None
-            path = self.state.pool
-            path.mkdir(parents=True, exist_ok=True)
-            with hypervisor_errors(f"creating the storage pool {name} at {path}"):
-                pool = conn.storagePoolDefineXML(pool_xml(name, str(path)), 0)
-                pool.setAutostart(1)
-        if name == VMBENCH_POOL:
-            # vmbench's own pool: recreate its directory if someone removed it
-            with hypervisor_errors(f"reading the storage pool {name}"):
-                path = ET.fromstring(pool.XMLDesc(0)).findtext("./target/path")
-            if path and not Path(path).is_dir():
-                Path(path).mkdir(parents=True, mode=0o711)
-        if not pool.isActive():
-            with hypervisor_errors(f"starting the storage pool {name}"):
-                pool.create(0)
-        with hypervisor_errors(f"refreshing the storage pool {name}"):
-            pool.refresh(0)
-        return pool
-
-    def pool_free_bytes(self, name: str) -> int:
-        with hypervisor_errors(f"reading pool {name}"):
-            return int(self.conn.storagePoolLookupByName(name).info()[3])
 
     # ---- VM lifecycle ---------------------------------------------------------------------
 
     def new_resources(self, run_tag: str, request: VmRequest) -> VmResources:
         """The names a VM will have; filled in by :meth:`create_vm` as things are created."""
-        return VmResources(
-            name=domain_name(run_tag, request.seq),
-            scratch_path="",
-            scratch_serial=scratch_serial(run_tag, request.seq),
-            host_target=None,
-        )
+        return VmResources(name=domain_name(run_tag, request.seq), scratch_path="",
+                           scratch_serial=scratch_serial(run_tag, request.seq), host_target=None)
 
     def create_vm(self, run_tag: str, request: VmRequest, res: VmResources) -> VmResources:
         """Create the linked clone and the scratch disk, recording each in ``res`` as soon as
         it exists (so an interrupted creation is still cleaned up)."""
         assert self.image is not None, "prepare() first"
-        pool = self.ensure_pool(request.pool)
-        fmt = request.vm.format.value
-        root_name = volume_name(run_tag, request.seq, "root", "qcow2")
-        scratch_name = volume_name(run_tag, request.seq, "scratch", fmt)
-        res.pool = request.pool
+        fmt = request.vm.format
+        root_name = volume_name(run_tag, request.seq, VolumeRole.ROOT, ImageFormat.QCOW2)
+        scratch_name = volume_name(run_tag, request.seq, VolumeRole.SCRATCH, fmt)
         res.expected_volumes = [root_name, scratch_name]
-        with hypervisor_errors(f"creating the linked clone {root_name}"):
-            root = pool.createXML(volume_xml(root_name, self.template_size(), "qcow2", (str(self.image.root), "qcow2")), 0)
-        res.volumes.append(root.path())
-        with hypervisor_errors(f"creating the scratch disk {scratch_name}"):
-            scratch = pool.createXML(volume_xml(scratch_name, request.scratch_size, fmt), 0)
-        res.volumes.append(scratch.path())
-        res.scratch_path = scratch.path()
-        if request.vm.format is ImageFormat.RAW:
-            res.host_target = scratch.path()  # fio on the host runs on this very file, before boot
+        root = self.storage.create_volume(root_name, self.template_size(), ImageFormat.QCOW2, backing=self.image.root)
+        res.volumes.append(root.name)
+        res.root_path = root.path
+        scratch = self.storage.create_volume(scratch_name, request.scratch_size, fmt)
+        res.volumes.append(scratch.name)
+        res.scratch_path = scratch.path
+        if fmt is ImageFormat.RAW:
+            res.host_target = scratch.path  # fio on the host runs on this very file, before boot
         return res
 
     def template_size(self) -> int:
         """The template's virtual size: the linked clone must be as large."""
         assert self.image is not None
-        info = self.host.run(["qemu-img", "info", "--output=json", "--force-share", str(self.image.root)], timeout=60).stdout
+        info = self.host.run(["qemu-img", "info", "--output=json", "--force-share", self.image.root], timeout=60).stdout
         return int(json.loads(info)["virtual-size"])
 
-    def create_host_reference(self, run_tag: str, pool_name: str, size: int, seq: int = 0) -> str:
-        """A raw file on the scratch disks' storage for host fio when the scratch isn't raw."""
-        pool = self.ensure_pool(pool_name)
-        name = volume_name(run_tag, seq, "hostref", "raw")
-        with hypervisor_errors(f"creating {name}"):
-            return pool.createXML(volume_xml(name, size, "raw"), 0).path()
-
-    def delete_volume_path(self, path: str) -> None:
-        """Delete a vmbench volume by path; a volume that is already gone is fine."""
-        try:
-            vol = self.conn.storageVolLookupByPath(path)
-        except libvirt.libvirtError as exc:
-            if exc.get_error_code() == libvirt.VIR_ERR_NO_STORAGE_VOL:
-                return
-            raise HypervisorError(f"looking up volume {path}: {exc.get_error_message()}") from None
-        if not VOLUME_RE.match(vol.name()):
-            log.warning("not deleting %s: not a vmbench volume", path)
-            return
-        with hypervisor_errors(f"deleting volume {path}"):
-            vol.delete(0)
-
-    def delete_volume_named(self, pool_name: str, name: str) -> None:
-        if not VOLUME_RE.match(name):
-            return
-        try:
-            pool = self.conn.storagePoolLookupByName(pool_name)
-            pool.refresh(0)
-            vol = pool.storageVolLookupByName(name)
-        except libvirt.libvirtError as exc:
-            if exc.get_error_code() in (libvirt.VIR_ERR_NO_STORAGE_VOL, libvirt.VIR_ERR_NO_STORAGE_POOL):
-                return
-            raise HypervisorError(f"looking up volume {name}: {exc.get_error_message()}") from None
-        with hypervisor_errors(f"deleting volume {name}"):
-            vol.delete(0)
+    def create_host_reference(self, run_tag: str, request: VmRequest, res: VmResources) -> str:
+        name = volume_name(run_tag, request.seq, VolumeRole.HOSTREF, ImageFormat.RAW)
+        res.expected_volumes.append(name)
+        vol = self.storage.create_volume(name, request.scratch_size, ImageFormat.RAW)
+        res.volumes.append(name)
+        res.host_target = vol.path
+        return vol.path
 
     def domain_spec(self, run_tag: str, request: VmRequest, res: VmResources) -> DomainSpec:
         assert self.image is not None
-        self.state.consoles.mkdir(parents=True, exist_ok=True)
+        ops.mkdir(self.host, self.paths.consoles, 0o755)
         return DomainSpec(
-            name=res.name,
-            run_tag=run_tag,
-            vm=request.vm,
-            domain_type=self._domain_type(),
-            kernel=str(self.image.kernel),
-            initrd=str(self.image.initrd),
-            cmdline=self.image.cmdline,
-            root_path=res.volumes[0],
-            scratch_path=res.scratch_path,
-            scratch_serial=res.scratch_serial,
-            console_log=str(self.console_path(res.name)),
-            cells=request.cells,
-            created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            machine=self.machine,
-            volumes=tuple(res.volumes),
+            name=res.name, run_tag=run_tag, vm=request.vm, domain_type=self._domain_type(),
+            kernel=self.image.kernel, initrd=self.image.initrd, cmdline=self.image.cmdline,
+            root_path=res.root_path, scratch_path=res.scratch_path, scratch_serial=res.scratch_serial,
+            console_log=self.console_path(res.name), cells=request.cells, created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            machine=self.hv.machine, volumes=tuple(res.volumes),
         )
 
-    def console_path(self, name: str) -> Path:
-        return self.state.consoles / f"{name}.log"
+    def console_path(self, name: str) -> str:
+        return f"{self.paths.consoles}/{name}.log"
 
     def boot(self, run_tag: str, request: VmRequest, res: VmResources, progress: Progress | None = None, timeout: float | None = None) -> LibvirtGuest:
         progress = progress or NullProgress()
         spec = self.domain_spec(run_tag, request, res)
-        res.domain_xml = domain_xml(spec)
+        res.native_config = domain_xml(spec)
         with hypervisor_errors(f"defining {res.name}"):
-            dom = self.conn.defineXML(res.domain_xml)
+            dom = self.conn.defineXML(res.native_config)
         with hypervisor_errors(f"starting {res.name}"):
             dom.create()
         accel = self.accelerator.name if self.accelerator else "tcg"
-        timeout = timeout or BOOT_TIMEOUT[accel]
-        seconds = self.wait_for_agent(dom, res.name, timeout, progress)
+        seconds = self.wait_for_agent(dom, res.name, timeout or BOOT_TIMEOUT[accel], progress)
         return LibvirtGuest(self, dom, res, seconds)
 
     def wait_for_agent(self, dom: "libvirt.virDomain", name: str, timeout: float, progress: Progress) -> float:
@@ -348,19 +309,22 @@ class LibvirtDriver:
             time.sleep(1.0)
 
     def _console_hint(self, name: str) -> str:
-        try:
-            text = self.console_path(name).read_text(errors="replace")
-        except OSError:
+        text = ops.read_text(self.host, self.console_path(name))
+        if text is None:
             return "no console output was captured"
         lines = [l for l in text.splitlines() if l.strip()][-15:]
         return "last console lines:\n  " + "\n  ".join(lines) if lines else "the console stayed empty"
 
     def remove_vm(self, res: VmResources) -> None:
-        """Destroy and undefine the domain, delete its volumes and console log. Idempotent."""
+        """Destroy and undefine the domain, delete its volumes and console log.  Idempotent;
+        reconnects first when the connection to libvirt was lost."""
         errors = []
         dom = None
         try:
-            dom = self.conn.lookupByName(res.name)
+            conn = self.conn
+            dom = conn.lookupByName(res.name)
+        except VmbenchError as exc:
+            raise HypervisorError(f"cannot remove {res.name}: {exc.message}", "run `vmbench cleanup` once the host answers") from None
         except libvirt.libvirtError as exc:
             if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:  # a dead connection is not "already gone"
                 errors.append(f"{res.name}: {exc.get_error_message()}")
@@ -373,27 +337,22 @@ class LibvirtDriver:
                         errors.append(f"{res.name}: {exc.get_error_message()}")
             else:
                 errors.append(f"{res.name} exists but has no vmbench metadata; left alone")
-        for path in list(res.volumes) + ([res.host_target] if res.host_target and res.host_target not in res.volumes else []):
+        for name in dict.fromkeys(res.volumes + res.expected_volumes):
             try:
-                self.delete_volume_path(path)
-            except HypervisorError as exc:
-                errors.append(str(exc))
-        for name in res.expected_volumes:  # created but interrupted before its path was recorded
-            try:
-                self.delete_volume_named(res.pool, name)
-            except HypervisorError as exc:
-                errors.append(str(exc))
+                self.storage.delete_volume(name)
+            except VmbenchError as exc:
+                errors.append(exc.message)
         try:
-            self.console_path(res.name).unlink()
-        except OSError:
-            pass
+            ops.remove_file(self.host, self.console_path(res.name))
+        except VmbenchError as exc:
+            errors.append(f"console log of {res.name}: {exc.message}")
         if errors:
             raise HypervisorError("cleanup incomplete: " + "; ".join(errors), "run `vmbench cleanup` to retry")
 
     # ---- evidence helpers -----------------------------------------------------------------
 
     def qemu_cmdline(self, name: str) -> list[str]:
-        """The QEMU process's argv, from its pid file (local libvirt only)."""
+        """The QEMU process's argv, from libvirt's pid file on the host."""
         try:
             pid = self.host.read_file(f"/run/libvirt/qemu/{name}.pid").decode().strip()
             raw = self.host.read_file(f"/proc/{pid}/cmdline")
@@ -413,23 +372,11 @@ class LibvirtDriver:
             if m and _is_ours(dom):
                 state = "running" if dom.isActive() else "shut off"
                 out.append(Leftover("domain", dom.name(), m.group(1), state))
-        with hypervisor_errors("listing storage pools"):
-            pools = self.conn.listAllStoragePools(libvirt.VIR_CONNECT_LIST_STORAGE_POOLS_ACTIVE)
-        for pool in pools:
-            try:
-                pool.refresh(0)
-                vols = pool.listAllVolumes(0)
-            except libvirt.libvirtError:
-                continue
-            for vol in vols:
-                m = VOLUME_RE.match(vol.name())
-                if m:
-                    out.append(Leftover("volume", vol.path(), m.group(1), f"pool {pool.name()}"))
-        if self.state.consoles.is_dir():
-            for f in sorted(self.state.consoles.iterdir()):
-                m = CONSOLE_RE.match(f.name)
-                if m:
-                    out.append(Leftover("file", str(f), m.group(1), "console log"))
+        out += self.storage.leftovers()
+        for f in sorted(ops.list_dir(self.host, self.paths.consoles)):
+            m = CONSOLE_RE.match(f)
+            if m:
+                out.append(Leftover("file", f"{self.paths.consoles}/{f}", m.group(1), "console log"))
         return out
 
     def remove_leftover(self, item: Leftover) -> None:
@@ -444,11 +391,11 @@ class LibvirtDriver:
                 _destroy(dom)
                 _undefine(dom)
         elif item.kind == "volume":
-            self.delete_volume_path(item.name)
+            self.storage.delete_path(item.name)
         elif item.kind == "file":
-            path = Path(item.name)
-            if path.parent == self.state.consoles and CONSOLE_RE.match(path.name):
-                path.unlink(missing_ok=True)
+            parent, _, base = item.name.rpartition("/")
+            if parent == self.paths.consoles and CONSOLE_RE.match(base):
+                ops.remove_file(self.host, item.name)
 
 
 def _is_ours(dom: "libvirt.virDomain") -> bool:
@@ -495,9 +442,3 @@ def _iothread_owners(live_xml: str, scratch_alias: str | None) -> list[str]:
 
 def _version(n: int) -> str:
     return f"{n // 1000000}.{n // 1000 % 1000}.{n % 1000}"
-
-
-def _host_kernel() -> str:
-    import os
-
-    return os.uname().release

@@ -1,0 +1,183 @@
+"""A real OpenSSH sshd for tests, in a temporary directory, on a free port of 127.0.0.1.
+
+Never the machine's own sshd service: it has its own host key, client key, config and pid
+file.  ``kill_sessions()`` kills the per-connection sshd processes (the client sees the
+connection drop); ``regenerate_host_key()`` gives it a new host key (a "changed key").
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import paramiko
+
+SSHD = "/usr/sbin/sshd"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "vmbench-test", "-f", str(path)], check=True, capture_output=True)
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rpartition(")")[2].split()[1]) == pid:
+            kids.append(int(entry))
+    return kids
+
+
+class TestSshd:
+    """``with TestSshd() as sshd:`` starts sshd; leaving the block stops it and removes its files."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, user: str = "root") -> None:
+        if not os.path.exists(SSHD):
+            raise RuntimeError(f"{SSHD} is missing: install openssh-server (apt-get install openssh-server)")
+        self.user = user
+        self.host = "127.0.0.1"
+        self.port = _free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="vmbench-sshd-"))
+        os.chmod(self.dir, 0o700)
+        self.host_key_path = self.dir / "host_ed25519"
+        self.client_key = str(self.dir / "client_ed25519")
+        self.config = self.dir / "sshd_config"
+        self.known_hosts = str(self.dir / "known_hosts")
+        self.proc: subprocess.Popen[bytes] | None = None
+        _keygen(self.host_key_path)
+        _keygen(Path(self.client_key))
+        shutil.copy(self.client_key + ".pub", self.dir / f"authorized_keys_{user}")
+        self.config.write_text(
+            "\n".join(
+                [
+                    "ListenAddress 127.0.0.1",
+                    f"Port {self.port}",
+                    f"HostKey {self.host_key_path}",
+                    f"PidFile {self.dir / 'sshd.pid'}",
+                    # %u: only the test user has keys (another user cannot log in)
+                    f"AuthorizedKeysFile {self.dir}/authorized_keys_%u",
+                    "PermitRootLogin prohibit-password",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "UsePAM no",
+                    "StrictModes no",
+                    "Subsystem sftp internal-sftp",
+                    "ClientAliveInterval 0",
+                    "LogLevel ERROR",
+                    "",
+                ]
+            )
+        )
+        self.write_known_hosts(self.known_hosts)
+
+    # ---- keys ------------------------------------------------------------------------------
+
+    @property
+    def host_key(self) -> paramiko.PKey:
+        kind, data = Path(str(self.host_key_path) + ".pub").read_text().split()[:2]
+        return paramiko.PKey.from_type_string(kind, base64.b64decode(data))
+
+    @property
+    def host_key_fingerprint(self) -> str:
+        """``ssh-ed25519 SHA256:...`` as ssh-keygen computes it."""
+        out = subprocess.run(["ssh-keygen", "-lf", f"{self.host_key_path}.pub"], check=True, capture_output=True, text=True).stdout
+        return "ssh-ed25519 " + out.split()[1]
+
+    def known_hosts_line(self) -> str:
+        pub = Path(str(self.host_key_path) + ".pub").read_text().split()
+        return f"[{self.host}]:{self.port} {pub[0]} {pub[1]}\n"
+
+    def write_known_hosts(self, path: str) -> str:
+        Path(path).write_text(self.known_hosts_line())
+        return path
+
+    def regenerate_host_key(self) -> None:
+        """A new host key, and sshd restarted to use it (the ``known_hosts`` file keeps the old one)."""
+        for p in (self.host_key_path, Path(str(self.host_key_path) + ".pub")):
+            p.unlink()
+        _keygen(self.host_key_path)
+        if self.proc is not None:
+            self.stop()
+            self.start()
+
+    # ---- process ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation dir
+        self.log = self.dir / "sshd.log"
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.config)], stdout=subprocess.DEVNULL, stderr=log)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = self.log.read_text(errors="replace")
+                raise RuntimeError(f"test sshd exited ({self.proc.returncode}): {err}")
+            try:
+                socket.create_connection((self.host, self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"test sshd did not listen on {self.host}:{self.port} within 10 s")
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        self.kill_sessions()
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def kill_sessions(self) -> int:
+        """SIGKILL every per-connection sshd process (the listener's sshd descendants); the
+        commands they ran keep running, as after a network drop.  Returns how many."""
+        if self.proc is None:
+            return 0
+        todo, victims = [self.proc.pid], []
+        while todo:
+            for kid in _children(todo.pop()):
+                try:
+                    comm = Path(f"/proc/{kid}/comm").read_text().strip()
+                except OSError:
+                    continue
+                if comm == "sshd":
+                    victims.append(kid)
+                    todo.append(kid)
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return len(victims)
+
+    def __enter__(self) -> "TestSshd":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,192 @@
+"""The VM axis table: every row reads, compares, names, combines and stores its setting, and
+VmConfig.settings() (stored with every result row) keeps its keys, order and values."""
+
+import dataclasses
+import enum
+import textwrap
+
+import pytest
+
+from vmbench.errors import ScenarioError
+from vmbench.scenario import parse_scenario
+from vmbench.scenario.axes import AXES, AXIS_BY_NAME, VM_AXES, changed_axes
+from vmbench.scenario.model import CpuConfig, VmConfig
+from vmbench.scenario.reader import Context, LineDict, Section
+from vmbench.settings import Aio, Bus, Cache, CpuMode, Feature, ImageFormat
+
+BASE = "name: t\njobs:\n  - name: j1\n    rw: randwrite\n    bs: 4k\n"
+
+# axis: (YAML value, setting(), value(), label())
+ROUND_TRIPS = {
+    "bus": ("virtio-scsi", "virtio-scsi", Bus.VIRTIO_SCSI, "virtio-scsi"),
+    "cache": ("writeback", "writeback", Cache.WRITEBACK, "writeback"),
+    "iothread": (True, True, True, "on"),
+    "aio": ("io_uring", "io_uring", Aio.IO_URING, "io_uring"),
+    "cpu": ({"model": "Westmere", "features": {"avx2": "off"}}, "Westmere-avx2",
+            (CpuMode.MODEL, "Westmere", (("avx2", Feature.OFF),)), "Westmere-avx2"),
+    "aes": (True, "on", Feature.ON, "on"),
+    "format": ("qcow2", "qcow2", ImageFormat.QCOW2, "qcow2"),
+    "vcpus": (4, 4, 4, "4"),
+    "memory": ("2G", 2048, 2048, "2048M"),
+}
+
+DEFAULT_SETTINGS = {
+    "bus": "virtio-blk",
+    "cache": "none",
+    "iothread": False,
+    "aio": "threads",
+    "cpu": "kvm64",
+    "format": "raw",
+    "vcpus": 2,
+    "memory_mib": 1024,
+}
+
+
+def read(name: str, raw, base: VmConfig = VmConfig()) -> VmConfig:
+    data = LineDict({name: raw})
+    data.line, data.key_lines = 1, {name: 1}
+    return AXIS_BY_NAME[name].parse(Section(Context("t.yaml"), data, "vm", 1), name, base)
+
+
+def parse(text: str):
+    return parse_scenario(BASE + textwrap.dedent(text), "t.yaml")
+
+
+def test_table_is_consistent():
+    assert VM_AXES == ("bus", "cache", "iothread", "aio", "cpu", "aes", "format", "vcpus", "memory")
+    assert tuple(AXIS_BY_NAME) == VM_AXES and list(AXIS_BY_NAME.values()) == list(AXES)
+    keys = [a.settings_key for a in AXES if a.settings_key is not None]
+    assert len(keys) == len(set(keys))
+    assert AXIS_BY_NAME["aes"].settings_key is None and AXIS_BY_NAME["memory"].settings_key == "memory_mib"
+    assert all(a.describe.strip() and "\n" not in a.describe for a in AXES)
+    assert VM_AXES.index("cpu") < VM_AXES.index("aes")  # cpu replaces the whole CPU; aes then sets its flag
+
+
+def test_every_axis_has_a_round_trip_case():
+    assert set(ROUND_TRIPS) == set(VM_AXES)
+
+
+@pytest.mark.parametrize("name", VM_AXES)
+def test_axis_round_trip(name):
+    axis = AXIS_BY_NAME[name]
+    raw, setting, value, label = ROUND_TRIPS[name]
+    default = VmConfig()
+    vm = read(name, raw)
+    assert axis.setting(vm) == setting and type(axis.setting(vm)) is type(setting)
+    assert axis.value(vm) == value and axis.value(vm) != axis.value(default)
+    assert axis.label(vm, raw) == label
+    assert changed_axes(vm, default) == (name,)  # parsing touched this axis only
+    if axis.settings_key is not None:
+        assert vm.settings()[axis.settings_key] == setting
+    # merge copies exactly this axis, both ways
+    merged = axis.merge(default, vm)
+    assert axis.value(merged) == value and changed_axes(merged, default) == (name,)
+    assert axis.merge(vm, default) == default
+    other = dataclasses.replace(default, vcpus=8) if name != "vcpus" else dataclasses.replace(default, bus=Bus.SATA)
+    assert changed_axes(axis.merge(other, vm), other) == (name,)
+
+
+def test_labels_name_the_value_as_written():
+    assert AXIS_BY_NAME["cache"].label(read("cache", "WriteBack"), "WriteBack") == "WriteBack"
+    assert AXIS_BY_NAME["iothread"].label(read("iothread", False), False) == "off"
+    assert AXIS_BY_NAME["memory"].label(read("memory", 1536), 1536) == "1536M"
+    assert AXIS_BY_NAME["cpu"].label(read("cpu", "host"), "host") == "host-passthrough"
+
+
+def test_aes_merges_into_the_cpu_and_cpu_keeps_other_axes():
+    vm = AXIS_BY_NAME["aes"].merge(read("cpu", "qemu64"), read("aes", "off"))
+    assert vm.cpu == CpuConfig(model="qemu64", aes=Feature.OFF)
+    assert vm.settings()["cpu"] == "qemu64-aes"
+    assert changed_axes(vm, VmConfig()) == ("cpu", "aes")
+
+
+def test_default_settings_keys_order_and_values():
+    s = VmConfig().settings()
+    assert s == DEFAULT_SETTINGS
+    assert list(s) == list(DEFAULT_SETTINGS)
+    assert all(type(v) in (str, bool, int) for v in s.values())  # plain values, never enums
+    assert VmConfig().key() == "bus=virtio-blk;cache=none;iothread=False;aio=threads;cpu=kvm64;format=raw;vcpus=2;memory_mib=1024"
+
+
+def test_changed_settings_keys_order_and_values():
+    vm = VmConfig(vcpus=4, memory_mib=2048, bus=Bus.VIRTIO_SCSI, cache=Cache.WRITEBACK, iothread=True, aio=Aio.IO_URING,
+                  cpu=CpuConfig(mode=CpuMode.HOST_PASSTHROUGH, model=None, aes=Feature.ON, features=(("avx2", Feature.OFF),)),
+                  format=ImageFormat.QCOW2)
+    s = vm.settings()
+    assert s == {
+        "bus": "virtio-scsi",
+        "cache": "writeback",
+        "iothread": True,
+        "aio": "io_uring",
+        "cpu": "host-passthrough+aes-avx2",
+        "format": "qcow2",
+        "vcpus": 4,
+        "memory_mib": 2048,
+    }
+    assert list(s) == list(DEFAULT_SETTINGS)
+    assert all(type(v) in (str, bool, int) for v in s.values())
+
+
+def _another(value):
+    """A value of the same kind as ``value`` but different."""
+    if isinstance(value, enum.Enum):
+        return next(m for m in type(value) if m is not value)
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, CpuConfig):
+        return dataclasses.replace(value, model="qemu64")
+    raise AssertionError(f"teach _another a value of type {type(value).__name__}")
+
+
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(VmConfig)])
+def test_each_vm_field_is_exactly_one_axis(field):
+    default = VmConfig()
+    vm = dataclasses.replace(default, **{field: _another(getattr(default, field))})
+    changed = [a.name for a in AXES if a.value(vm) != a.value(default)]
+    assert len(changed) == 1, f"VmConfig.{field} is seen by axes {changed}; add exactly one row to AXES"
+    stored = [k for k, v in vm.settings().items() if v != default.settings()[k]]
+    assert len(stored) == 1, f"VmConfig.{field} changes settings() keys {stored}"
+    assert vm.key() != default.key()
+
+
+def test_every_axis_is_a_vm_key_and_a_vary_axis():
+    text = "vm:\n" + "".join(f"  {n}: {v!r}\n" for n, (v, *_rest) in ROUND_TRIPS.items() if n != "cpu")
+    vm = parse(text + "  cpu: {model: Westmere, features: {avx2: 'off'}}\n").baseline
+    for name, (_raw, setting, value, _label) in ROUND_TRIPS.items():
+        assert AXIS_BY_NAME[name].value(vm) == value
+    for name, (raw, _s, _v, label) in ROUND_TRIPS.items():
+        if name == "cpu":
+            continue
+        s = parse(f"vary:\n  {name}: [{raw!r}]\n")
+        assert [(c.name, c.changed) for c in s.cells] == [("baseline", ()), (f"{name}={label}", (name,))]
+
+
+@pytest.mark.parametrize("order", ["cpu first", "aes first"])
+def test_aes_is_applied_after_the_cpu_whatever_the_key_order(order):
+    keys = ["cpu: {model: qemu64, aes: on}", "aes: off"]
+    if order == "aes first":
+        keys.reverse()
+    assert parse("vm:\n" + "".join(f"  {k}\n" for k in keys)).baseline.cpu.label == "qemu64-aes"
+    vary = ["cpu: [kvm64, Westmere]", "aes: [on]"]
+    if order == "aes first":
+        vary.reverse()
+    s = parse("mode: factorial\nvary:\n" + "".join(f"  {v}\n" for v in vary))
+    assert sorted(c.vm.cpu.label for c in s.cells) == ["Westmere+aes", "kvm64", "kvm64+aes"]
+    assert all(c.changed == () or "aes" in c.changed for c in s.cells)
+
+
+def test_cells_and_journey_record_changed_axes_in_table_order():
+    s = parse("cells:\n  - {name: a, memory: 2G, bus: sata, aes: on}\n")
+    assert s.cells[0].changed == ("bus", "aes", "memory")
+    j = parse("journey:\n  - {name: a}\n  - {name: b, vcpus: 4, cache: unsafe}\n")
+    assert [c.changed for c in j.cells] == [(), ("cache", "vcpus")]
+
+
+def test_empty_vary_axis_hints_at_its_values():
+    with pytest.raises(ScenarioError) as exc:
+        parse("vary:\n  cache: []\n")
+    assert "vary.cache: needs at least one value" in exc.value.message
+    assert exc.value.hint == f"cache is {AXIS_BY_NAME['cache'].describe}"
+    assert "writeback" in exc.value.hint

@@ -1,0 +1,101 @@
+"""libvirt's remote protocol carried over vmbench's own SSH connection.
+
+For ``qemu+ssh://USER@HOST/system`` vmbench does not let libvirt start its own ssh client
+(which would check host keys and pick keys by its own rules): it opens a private local
+socket and, for each libvirt connection to it, runs ``virt-ssh-helper qemu:///system`` on
+the host over the verified SSH connection (as libvirt itself does) and copies bytes both
+ways.  libvirt then connects to ``qemu+unix:///system?socket=<that socket>``.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import socket
+import tempfile
+import threading
+import urllib.parse
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+log = logging.getLogger(__name__)
+
+
+def remote_side_uri(uri: str) -> str:
+    """``qemu+ssh://root@h:22/system`` -> ``qemu:///system`` (what the helper on the host opens)."""
+    parts = urllib.parse.urlsplit(uri)
+    return f"{parts.scheme.partition('+')[0]}://{parts.path}"
+
+
+def helper_argv(uri: str) -> list[str]:
+    return ["virt-ssh-helper", remote_side_uri(uri)]
+
+
+class LibvirtBridge:
+    """A local unix socket whose connections are piped to ``virt-ssh-helper`` on the host."""
+
+    def __init__(self, open_stream: Callable[[Sequence[str]], Any], uri: str) -> None:
+        self.open_stream = open_stream
+        self.uri = uri
+        self._dir = tempfile.TemporaryDirectory(prefix="vmbench-libvirt-")  # 0700, this machine only
+        self.path = str(Path(self._dir.name) / "libvirt.sock")
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(self.path)
+        self._server.listen(4)
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._accept, name="vmbench-libvirt-bridge", daemon=True)
+        self._thread.start()
+
+    @property
+    def local_uri(self) -> str:
+        parts = urllib.parse.urlsplit(self.uri)
+        return f"{parts.scheme.partition('+')[0]}+unix://{parts.path}?socket={self.path}"
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._pipe, args=(conn,), name="vmbench-libvirt-pipe", daemon=True).start()
+
+    def _pipe(self, conn: socket.socket) -> None:
+        try:
+            chan = self.open_stream(helper_argv(self.uri))
+        except Exception as exc:  # noqa: BLE001 - libvirt sees the closed socket and reports it
+            log.error("libvirt bridge: cannot start virt-ssh-helper: %s", exc)
+            conn.close()
+            return
+        try:
+            while not self._closed.is_set():
+                ready, _, _ = select.select([conn, chan], [], [], 1.0)
+                if conn in ready:
+                    data = conn.recv(65536)
+                    if not data:
+                        break
+                    chan.sendall(data)
+                if chan in ready:
+                    data = chan.recv(65536)
+                    if not data:
+                        break
+                    conn.sendall(data)
+                if chan.exit_status_ready() and not chan.recv_ready():
+                    break
+        except (OSError, EOFError) as exc:
+            log.debug("libvirt bridge: connection ended: %s", exc)
+        except Exception as exc:  # noqa: BLE001 - paramiko's SSHException: the link dropped
+            log.debug("libvirt bridge: connection ended: %s", exc)
+        finally:
+            for c in (chan, conn):
+                try:
+                    c.close()
+                except Exception:  # noqa: BLE001 - closing something already dead
+                    pass
+
+    def close(self) -> None:
+        self._closed.set()
+        try:
+            self._server.close()
+        except OSError:
+            pass
+        self._dir.cleanup()

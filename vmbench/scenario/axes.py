@@ -1,0 +1,170 @@
+"""The VM axes, one row each: how a setting is read from YAML, compared, named, combined and stored.
+
+Every VM setting a scenario can give under ``vm:``, a cell, a journey step or ``vary:`` is an
+:class:`Axis` in :data:`AXES`. The loader, the matrix builder and :meth:`VmConfig.settings`
+all walk this table, so adding an axis is one row here plus its :class:`VmConfig` field.
+
+The order of :data:`AXES` matters and is kept as it was before the table existed:
+
+* it is the order of ``VmConfig.settings()`` (stored with every result row) and of a cell's
+  ``changed`` names;
+* it is the order axes are read and combined: ``cpu`` replaces the whole CPU, so it comes
+  before ``aes``, which sets one flag of it.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable
+
+from ..settings import Aio, Bus, Cache, CpuMode, Feature, ImageFormat
+from ..units import parse_size
+from .model import CpuConfig, VmConfig
+from .parsers import MiB
+from .reader import Section, as_bool, as_int, as_str, join
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One VM setting."""
+
+    name: str  # the YAML key, under vm:/cells/journey and as a vary: axis
+    settings_key: str | None  # its key in VmConfig.settings(); None: stored as part of another
+    parse: Callable[[Section, str, VmConfig], VmConfig]  # (section, key, vm) -> vm with the YAML value applied
+    value: Callable[[VmConfig], object]  # comparable: differs between two VMs iff this axis does
+    label: Callable[[VmConfig, Any], str]  # (vm, YAML value) -> the value in a vary cell's name
+    merge: Callable[[VmConfig, VmConfig], VmConfig]  # (vm, other) -> vm with this axis copied from other
+    setting: Callable[[VmConfig], object]  # the value stored under settings_key
+    describe: str  # the allowed values, for help in error messages
+
+
+# ---- YAML values of the axes that need more than one parser -------------------------------
+
+
+def _memory(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        mib = value  # a bare number is MiB, as in libvirt and Proxmox
+    else:
+        mib = parse_size(value) // MiB
+    if mib < 384:
+        raise ValueError(f"{mib} MiB is too little; the guest needs at least 384 MiB")
+    if mib > 1 << 20:
+        raise ValueError(f"{mib} MiB is more than 1 TiB")
+    return mib
+
+
+def _feature(value: Any) -> Feature:
+    if isinstance(value, bool):
+        return Feature.ON if value else Feature.OFF
+    return Feature.parse(value)
+
+
+CPU_HELP = "a model name (kvm64, qemu64, host-passthrough, max, ...) or a mapping with model/aes/features"
+
+
+def _cpu(sec: Section, key: str, value: Any, base: CpuConfig) -> CpuConfig:
+    """``cpu: kvm64`` | ``cpu: host-passthrough`` | ``cpu: max`` | ``cpu: {model:, aes:, features:}``"""
+    if isinstance(value, str):
+        return _cpu_from_name(sec, key, value, base)
+    if isinstance(value, dict):
+        sub = Section(sec.ctx, value, join(sec.path, key), sec.line_of(key))
+        cpu = base
+        if sub.has("model"):
+            cpu = _cpu_from_name(sub, "model", sub.get("model", as_str), cpu)
+        if sub.has("aes"):
+            cpu = replace(cpu, aes=sub.get("aes", _feature))
+        if sub.has("features"):
+            feats = sub.section("features")
+            parsed = []
+            for flag in list(feats.data):
+                if not re.fullmatch(r"[a-z0-9_.-]+", str(flag)):
+                    raise feats.fail(flag, "is not a CPU feature name")
+                if flag == "aes":
+                    raise feats.fail(flag, "set aes with cpu.aes, not under features")
+                parsed.append((str(flag), feats.get(flag, _feature)))
+            cpu = replace(cpu, features=tuple(sorted(parsed)))
+        sub.done(("model", "aes", "features"))
+        return cpu
+    raise sec.fail(key, f"must be {CPU_HELP}, not {value!r}")
+
+
+def _cpu_from_name(sec: Section, key: str, name: str, base: CpuConfig) -> CpuConfig:
+    name = name.strip()
+    if name in ("host-passthrough", "host"):
+        return replace(base, mode=CpuMode.HOST_PASSTHROUGH, model=None)
+    if name == "max":
+        return replace(base, mode=CpuMode.MAX, model=None)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise sec.fail(key, f"{name!r} is not a CPU model name")
+    return replace(base, mode=CpuMode.MODEL, model=name)
+
+
+# ---- building rows -----------------------------------------------------------------------
+
+
+def _as_written(vm: VmConfig, raw: Any) -> str:
+    """A vary cell names the value as the YAML wrote it; true/false read as on/off."""
+    if isinstance(raw, bool):
+        return "on" if raw else "off"
+    return str(raw)
+
+
+def _stored(value: object) -> object:
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def _field_axis(name: str, parse: Callable[[Any], Any], describe: str, *, field: str | None = None,
+                label: Callable[[VmConfig, Any], str] = _as_written) -> Axis:
+    """An axis that is one plain VmConfig field (an enum, a flag or a number)."""
+    attr = field or name
+    return Axis(
+        name=name,
+        settings_key=attr,
+        parse=lambda sec, key, vm: replace(vm, **{attr: sec.get(key, parse)}),
+        value=lambda vm: getattr(vm, attr),
+        label=label,
+        merge=lambda vm, other: replace(vm, **{attr: getattr(other, attr)}),
+        setting=lambda vm: _stored(getattr(vm, attr)),
+        describe=describe,
+    )
+
+
+AXES: tuple[Axis, ...] = (
+    _field_axis("bus", Bus.parse, f"one of: {Bus.allowed()}"),
+    _field_axis("cache", Cache.parse, f"one of: {Cache.allowed()}"),
+    _field_axis("iothread", as_bool, "true or false"),
+    _field_axis("aio", Aio.parse, f"one of: {Aio.allowed()}"),
+    Axis(
+        name="cpu",
+        settings_key="cpu",
+        parse=lambda sec, key, vm: replace(vm, cpu=_cpu(sec, key, sec.raw(key), vm.cpu)),
+        value=lambda vm: (vm.cpu.mode, vm.cpu.model, vm.cpu.features),  # aes is its own axis
+        label=lambda vm, raw: vm.cpu.label,
+        merge=lambda vm, other: replace(vm, cpu=other.cpu),  # the whole CPU: aes is merged after it
+        setting=lambda vm: vm.cpu.label,
+        describe=CPU_HELP,
+    ),
+    Axis(
+        name="aes",
+        settings_key=None,  # stored in the cpu label (kvm64+aes)
+        parse=lambda sec, key, vm: replace(vm, cpu=replace(vm.cpu, aes=sec.get(key, _feature))),
+        value=lambda vm: vm.cpu.aes,
+        label=_as_written,
+        merge=lambda vm, other: replace(vm, cpu=replace(vm.cpu, aes=other.cpu.aes)),
+        setting=lambda vm: vm.cpu.aes.value,
+        describe=f"one of: {Feature.allowed()} (true/false read as on/off)",
+    ),
+    _field_axis("format", ImageFormat.parse, f"one of: {ImageFormat.allowed()}"),
+    _field_axis("vcpus", as_int(1, 64), "a whole number from 1 to 64"),
+    _field_axis("memory", _memory, "a size (2G, 1536M) or a number of MiB, from 384 MiB to 1 TiB",
+                field="memory_mib", label=lambda vm, raw: f"{vm.memory_mib}M"),
+)
+AXIS_BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}
+VM_AXES: tuple[str, ...] = tuple(AXIS_BY_NAME)
+
+
+def changed_axes(vm: VmConfig, before: VmConfig, names: Iterable[str] = VM_AXES) -> tuple[str, ...]:
+    """The axes among ``names`` (in that order) on which ``vm`` differs from ``before``."""
+    return tuple(n for n in names if AXIS_BY_NAME[n].value(vm) != AXIS_BY_NAME[n].value(before))

@@ -1,0 +1,176 @@
+"""``jobs:``: built-in profiles, explicit jobs and fio job files; sizes checked against the scratch disk."""
+
+from __future__ import annotations
+
+import configparser
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..fio import profiles
+from ..fio.job import IOENGINES, MIXED_MODES, RW_MODES, TARGET_ENV, FioJob, JobFile
+from ..units import format_size, parse_duration, parse_size
+from .model import Cell, Stack, Storage
+from .parsers import MiB, _choice, _duration, _size, _unique
+from .reader import Context, Section, as_bool, as_int, as_name, as_str, as_str_list, items
+
+JOB_KEYS = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp", "size", "direct", "sync", "fsync", "ioengine")
+# Options a job file may not set: they run commands, load code, or name host paths and
+# devices other than the target vmbench gives it.
+FORBIDDEN_JOBFILE_OPTIONS = (
+    "exec_prerun", "exec_postrun", "output", "output-format", "directory", "opendir", "filename_format",
+    "replay_redirect", "read_iolog", "write_iolog", "write_bw_log", "write_lat_log", "write_iops_log",
+    "write_hist_log", "ioscheduler", "cgroup", "trigger", "trigger-file", "trigger-remote", "trigger-timeout",
+    "ioengine_lib", "lockfile", "create_only",
+)
+JOBFILE_IOENGINES = ("libaio", "io_uring", "psync", "sync", "pvsync", "pvsync2", "posixaio", "mmap")
+STACK_SLACK = 128 * MiB  # room for partition table, LVM, LUKS and filesystem metadata
+
+
+def _jobs(ctx: Context, top: Section, base_dir: Path) -> list[FioJob]:
+    entries = items(ctx, top.raw("jobs", None), "jobs", top.line_of("jobs"))
+    if not entries:
+        raise top.fail("jobs", "the scenario needs at least one job (a profile, a job or a fio job file)",
+                       f"built-in profiles: {', '.join(profiles.PROFILES)}")
+    jobs: list[FioJob] = []
+    for path, line, value in entries:
+        sec = Section(ctx, value, path, line)
+        if sec.has("profile"):
+            profile = sec.get("profile", _choice(tuple(profiles.PROFILES)))
+            select = sec.get("select", as_str_list, ())
+            overrides = _job_overrides(sec)
+            sec.done(("profile", "select") + JOB_KEYS)
+            try:
+                expanded = profiles.expand(profile, overrides, select)
+            except ValueError as exc:
+                raise sec.fail("select", str(exc)) from None
+            jobs.extend(_check_job(sec, j) for j in expanded)
+        elif sec.has("file"):
+            jobs.append(_jobfile(sec, base_dir))
+        else:
+            name = sec.get("name", as_name)
+            overrides = _job_overrides(sec)
+            if "rw" not in overrides or "bs" not in overrides:
+                raise ctx.fail(path, line, "a job needs rw and bs (or use profile: or file:)",
+                               f"rw is one of: {', '.join(RW_MODES)}")
+            sec.done(("name", "profile", "file") + JOB_KEYS)
+            jobs.append(_check_job(sec, FioJob(name=name, **overrides)))
+    _unique(ctx, top, "jobs", [j.name for j in jobs])
+    return jobs
+
+
+def _job_overrides(sec: Section) -> dict:
+    out: dict[str, Any] = {}
+    parsers = {
+        "rw": _choice(RW_MODES),
+        "bs": _size(512),
+        "iodepth": as_int(1, 1024),
+        "numjobs": as_int(1, 64),
+        "rwmixread": as_int(0, 100),
+        "runtime": _duration(1),
+        "ramp": _duration(0),
+        "size": _size(1 * MiB),
+        "direct": as_bool,
+        "sync": as_bool,
+        "fsync": as_int(0),
+        "ioengine": _choice(IOENGINES),
+    }
+    for key, parse in parsers.items():
+        if sec.has(key):
+            out[key] = sec.get(key, parse)
+    return out
+
+
+def _check_job(sec: Section, job: FioJob) -> FioJob:
+    if job.rwmixread is not None and job.rw not in MIXED_MODES:
+        raise sec.fail("rwmixread", f"only applies to mixed jobs ({', '.join(MIXED_MODES)}); job {job.name} is {job.rw}")
+    if job.direct and job.bs % 512:
+        raise sec.fail("bs", f"job {job.name}: bs {job.bs} is not a multiple of 512, which direct I/O needs")
+    if job.bs > job.size:
+        raise sec.fail("bs", f"job {job.name}: bs {format_size(job.bs)} is larger than size {format_size(job.size)}")
+    return job
+
+
+def _jobfile(sec: Section, base_dir: Path) -> FioJob:
+    rel = sec.get("file", as_str)
+    name = sec.get("name", as_name, Path(rel).stem)
+    sec.done(("file", "name"))
+    path = (base_dir / rel) if not Path(rel).is_absolute() else Path(rel)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise sec.fail("file", f"cannot read fio job file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise sec.fail("file", f"{path} is not a text file (it is not UTF-8)") from None
+    parser = configparser.ConfigParser(allow_no_value=True, strict=False, interpolation=None, delimiters=("=",))
+    try:
+        parser.read_string(text)
+    except configparser.Error as exc:
+        raise sec.fail("file", f"{path} is not a fio job file: {exc}") from None
+    uses_target = False
+    runtime = None
+    ramp = 0.0
+    if re.search(r"^\s*include\b", text, re.MULTILINE):
+        raise sec.fail("file", f"{path} includes other files; vmbench runs one self-contained job file")
+    for section in parser.sections():
+        for key, value in parser.items(section):
+            if key in FORBIDDEN_JOBFILE_OPTIONS:
+                raise sec.fail("file", f"{path} [{section}] sets {key}; vmbench sets the target and the output itself, and job files may not run commands")
+            if key == "filename":
+                if value != "${%s}" % TARGET_ENV:
+                    raise sec.fail("file", f"{path} [{section}] filename={value}: a job file must use filename=${{{TARGET_ENV}}} so vmbench points it at each layer")
+                uses_target = True
+            if key == "ioengine" and (value or "").strip() not in JOBFILE_IOENGINES:
+                raise sec.fail("file", f"{path} [{section}]: ioengine={value} is not allowed; use one of: {', '.join(JOBFILE_IOENGINES)}")
+            if key == "runtime" and value:
+                try:
+                    runtime = parse_duration(value)
+                except ValueError:
+                    pass
+            if key == "ramp_time" and value:
+                try:
+                    ramp = parse_duration(value)
+                except ValueError:
+                    pass
+    if not uses_target:
+        raise sec.fail("file", f"{path} never sets filename=${{{TARGET_ENV}}}", "vmbench runs the file unchanged and passes each layer's device or file in that variable")
+    size = 256 * MiB
+    m = re.search(r"^\s*size\s*=\s*(\S+)", text, re.MULTILINE)
+    if m:
+        try:
+            size = parse_size(m.group(1))
+        except ValueError:
+            pass
+    return FioJob(name=name, size=size, jobfile=JobFile(path=str(path), text=text, runtime=runtime, ramp=ramp), profile="file")
+
+
+def _resolve_sizes(ctx: Context, top: Section, jobs: list[FioJob], cells: tuple[Cell, ...], storage: Storage, stacks: list[Stack]) -> list[FioJob]:
+    """Cache-buster jobs get a working set of several times the largest VM's RAM; every job
+    must fit the scratch disk (with room for layer metadata when there are stacks)."""
+    out = []
+    max_mem = max(c.vm.memory_mib for c in cells) * MiB
+    room = storage.scratch_size - (STACK_SLACK if stacks else 0)
+    for job in jobs:
+        if job.profile == "cache-buster" and job.size == FioJob.size:
+            job = replace(job, size=profiles.CACHE_BUSTER_RAM_FACTOR * max_mem)
+        if job.size > room:
+            raise top.fail(
+                "jobs",
+                f"job {job.name} needs {format_size(job.size)} but the scratch disk leaves {format_size(max(room, 0))}"
+                + (" after layer metadata" if stacks else ""),
+                f"raise storage.scratch_size to at least {format_size(job.size + (STACK_SLACK if stacks else 0))} or lower the job's size",
+            )
+        out.append(job)
+    return out
+
+
+def _check_jobs_vs_stacks(ctx: Context, top: Section, jobs: list[FioJob], stacks: list[Stack]) -> None:
+    """A LUKS sector larger than 512 bytes refuses direct I/O in smaller blocks."""
+    for stack in stacks:
+        luks = stack.luks
+        if luks and luks.sector_size and luks.sector_size > 512:
+            for job in jobs:
+                if job.jobfile is None and job.direct and job.bs % luks.sector_size:
+                    raise top.fail("stacks", f"stack {stack.name}: LUKS sector size {luks.sector_size} cannot take job {job.name}'s direct {format_size(job.bs)} I/O",
+                                   f"use bs a multiple of {luks.sector_size}, or sector_size: 512")

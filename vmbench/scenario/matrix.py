@@ -1,0 +1,132 @@
+"""The cells to measure: the baseline alone, ``vary:`` (one-factor or factorial), explicit
+``cells:``, or a ``journey:`` of steps each changing something from the one before."""
+
+from __future__ import annotations
+
+import itertools
+
+from ..settings import PlanMode
+from .axes import AXIS_BY_NAME, VM_AXES, changed_axes
+from .model import Cell, Hypervisor, Stack, VmConfig
+from .parsers import _unique
+from .reader import Context, LineDict, Section, as_name, as_str_list, items, join
+from .vm import _check_cell_vm, _vm, vm_problems
+
+Cells = tuple[tuple[Cell, ...], str, tuple[tuple[str, str], ...]]  # cells, plan mode, skipped (name, why)
+
+
+def _cells(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, stacks: list[Stack],
+           by_name: dict[str, Stack]) -> Cells:
+    present = [k for k in ("vary", "cells", "journey") if top.has(k)]
+    if len(present) > 1:
+        raise top.fail(present[1], f"use one of vary, cells or journey, not both {present[0]} and {present[1]}")
+    if top.has("mode") and not top.has("vary"):
+        raise top.fail("mode", "mode only applies to vary (one-factor or factorial)")
+    all_stacks = tuple(stacks)
+    if top.has("vary"):
+        return _vary(ctx, top, baseline, hv, all_stacks)
+    if top.has("cells"):
+        return _explicit_cells(ctx, top, baseline, hv, by_name, all_stacks)
+    if top.has("journey"):
+        return _journey(ctx, top, baseline, hv, by_name, all_stacks)
+    return (Cell(name="baseline", vm=baseline, stacks=all_stacks),), "baseline", ()
+
+
+def _vary(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, all_stacks: tuple[Stack, ...]) -> Cells:
+    mode = top.get("mode", PlanMode.parse, PlanMode.ONE_FACTOR)
+    vary = top.section("vary")
+    axes: list[tuple[str, list[tuple[str, VmConfig, str, int]]]] = []
+    for axis in list(vary.data):
+        if axis not in AXIS_BY_NAME:
+            vary.done(VM_AXES)  # refuses the unknown axis, suggesting the closest
+        values = []
+        for path, line, value in items(ctx, vary.raw(axis), join(vary.path, axis), vary.line_of(axis)):
+            one = LineDict({axis: value})
+            one.line, one.key_lines = line, {axis: line}
+            vm = _vm(Section(ctx, one, vary.path, line), baseline)
+            values.append((AXIS_BY_NAME[axis].label(vm, value), vm, path, line))
+        if not values:
+            raise vary.fail(axis, "needs at least one value", f"{axis} is {AXIS_BY_NAME[axis].describe}")
+        axes.append((axis, values))
+    cells = [Cell(name="baseline", vm=baseline, stacks=all_stacks)]
+    seen = {baseline.key(): "baseline"}
+    skipped: list[tuple[str, str]] = []
+    if mode is PlanMode.ONE_FACTOR:
+        for axis, values in axes:
+            for label, vm, path, line in values:
+                if vm.key() in seen:
+                    continue
+                _check_cell_vm(ctx, path, line, vm, hv, f"{axis}={label}")
+                seen[vm.key()] = label
+                cells.append(Cell(name=f"{axis}={label}", vm=vm, stacks=all_stacks, changed=(axis,)))
+        return tuple(cells), mode.value, ()
+
+    for combo in itertools.product(*[values for _, values in axes]):
+        picked = list(zip((axis for axis, _ in axes), combo))
+        vm = baseline
+        # merged in table order (cpu replaces the whole CPU, so it goes before aes); named in vary order
+        for axis, (_, one, _, _) in sorted(picked, key=lambda p: VM_AXES.index(p[0])):
+            vm = AXIS_BY_NAME[axis].merge(vm, one)
+        if vm.key() in seen:
+            continue
+        name = ",".join(f"{axis}={label}" for axis, (label, _, _, _) in picked)
+        impossible = vm_problems(vm, hv)
+        if impossible:  # a factorial may cross incompatible values: leave those out, and say so
+            skipped.append((name, impossible[0][0]))
+            continue
+        seen[vm.key()] = name
+        cells.append(Cell(name=name, vm=vm, stacks=all_stacks, changed=changed_axes(vm, baseline, [a for a, _ in axes])))
+    if len(cells) == 1 and skipped:
+        raise top.fail("vary", f"every combination is impossible, e.g. {skipped[0][0]}: {skipped[0][1]}")
+    return tuple(cells), mode.value, tuple(skipped)
+
+
+def _explicit_cells(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, by_name: dict[str, Stack],
+                    all_stacks: tuple[Stack, ...]) -> Cells:
+    cells = []
+    for path, line, value in items(ctx, top.raw("cells"), "cells", top.line_of("cells")):
+        sec = Section(ctx, value, path, line)
+        name = sec.get("name", as_name)
+        cell_stacks = _cell_stacks(sec, by_name, all_stacks)
+        vm = _vm(sec, baseline, allow=("name", "stacks"))
+        _check_cell_vm(ctx, path, line, vm, hv, name)
+        cells.append(Cell(name=name, vm=vm, stacks=cell_stacks, changed=changed_axes(vm, baseline)))
+    if not cells:
+        raise top.fail("cells", "needs at least one cell")
+    _unique(ctx, top, "cells", [c.name for c in cells])
+    return tuple(cells), "cells", ()
+
+
+def _journey(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, by_name: dict[str, Stack],
+             all_stacks: tuple[Stack, ...]) -> Cells:
+    cells = []
+    prev_vm, prev_stacks = baseline, all_stacks
+    for i, (path, line, value) in enumerate(items(ctx, top.raw("journey"), "journey", top.line_of("journey"))):
+        sec = Section(ctx, value, path, line)
+        name = sec.get("name", as_name)
+        cell_stacks = _cell_stacks(sec, by_name, prev_stacks)
+        vm = _vm(sec, prev_vm, allow=("name", "stacks"))
+        _check_cell_vm(ctx, path, line, vm, hv, name)
+        changed = changed_axes(vm, prev_vm)
+        if cell_stacks != prev_stacks:
+            changed += ("stacks",)
+        if i > 0 and not changed:
+            raise ctx.fail(path, line, f"step {name!r} changes nothing from the previous step", "each journey step changes one or more settings")
+        cells.append(Cell(name=name, vm=vm, stacks=cell_stacks, changed=changed))
+        prev_vm, prev_stacks = vm, cell_stacks
+    if not cells:
+        raise top.fail("journey", "needs at least one step")
+    _unique(ctx, top, "journey", [c.name for c in cells])
+    return tuple(cells), "journey", ()
+
+
+def _cell_stacks(sec: Section, by_name: dict[str, Stack], default: tuple[Stack, ...]) -> tuple[Stack, ...]:
+    if not sec.has("stacks"):
+        return default
+    names = sec.get("stacks", as_str_list)
+    out = []
+    for n in names:
+        if n not in by_name:
+            raise sec.fail("stacks", f"no stack named {n!r}; stacks: {', '.join(by_name) or '(none defined)'}")
+        out.append(by_name[n])
+    return tuple(out)

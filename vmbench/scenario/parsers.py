@@ -1,0 +1,49 @@
+"""Small value parsers shared by the scenario sections (each raises ValueError with the reason)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..units import format_size, parse_duration, parse_size
+from .reader import Context, Section
+
+MiB = 1 << 20
+
+
+def _choice(options: tuple) -> Any:
+    def parse(value: Any) -> Any:
+        for o in options:
+            if value == o or (isinstance(o, int) and isinstance(value, str) and value.strip() == str(o)):
+                return o
+        raise ValueError(f"{value!r} is not one of: {', '.join(str(o) for o in options)}")
+
+    return parse
+
+
+def _size(minimum: int) -> Any:
+    def parse(value: Any) -> int:
+        n = parse_size(value)
+        if n < minimum:
+            raise ValueError(f"{value!r} is below the minimum {format_size(minimum)}")
+        return n
+
+    return parse
+
+
+def _duration(minimum: float) -> Any:
+    def parse(value: Any) -> float:
+        n = parse_duration(value)
+        if n < minimum:
+            raise ValueError(f"{value!r} is below the minimum {minimum:g}s")
+        return n
+
+    return parse
+
+
+def _unique(ctx: Context, sec: Section, key: str, names: list[str]) -> None:
+    """Refuse a name used twice in the list under ``key``."""
+    seen = set()
+    for n in names:
+        if n in seen:
+            raise sec.fail(key, f"the name {n!r} is used twice")
+        seen.add(n)

@@ -1,0 +1,66 @@
+"""The host storage Protocol and the names of what it creates."""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..drivers.leftover import Leftover
+from ..progress import Progress
+from ..settings import ImageFormat
+
+#: every volume vmbench creates: vmbench-<run tag>-<seq>-<role>.<format>
+VOLUME_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-\d+-(root|scratch|hostref)\.(qcow2|raw)$")
+
+
+class VolumeRole(str, enum.Enum):
+    ROOT = "root"  # the VM's root disk: a linked clone (overlay) of the template
+    SCRATCH = "scratch"  # the disk fio and the in-guest stacks use
+    HOSTREF = "hostref"  # a raw volume on the same storage, for host fio when the scratch isn't raw
+
+
+def volume_name(run_tag: str, seq: int, role: VolumeRole, fmt: ImageFormat) -> str:
+    return f"vmbench-{run_tag}-{seq}-{role.value}.{fmt.value}"
+
+
+@dataclass(frozen=True)
+class Volume:
+    """A volume on the host: its name, the path QEMU and host fio open, and whether that
+    path is a file or a block device (``<disk type='file'|'block'>``)."""
+
+    name: str
+    path: str
+    format: ImageFormat
+    kind: str = "file"  # "file" or "block"
+
+
+class HostStorage(Protocol):
+    """Where scratch disks live on the hypervisor host.  Everything it creates is named by
+    :func:`volume_name`; :meth:`leftovers` lists only such volumes."""
+
+    #: for messages: "dir pool vmbench"
+    label: str
+
+    def prepare(self, progress: Progress) -> None:
+        """Preflight: the storage exists and is usable (vmbench's own pool is created)."""
+        ...
+
+    def free_bytes(self) -> int:
+        ...
+
+    def create_volume(self, name: str, size: int, fmt: ImageFormat, backing: str | None = None) -> Volume:
+        """A new volume; ``backing`` (qcow2 only) makes it a linked clone of that image."""
+        ...
+
+    def delete_volume(self, name: str) -> None:
+        """Delete a vmbench volume by name; a volume already gone is fine."""
+        ...
+
+    def leftovers(self) -> list[Leftover]:
+        ...
+
+    def facts(self) -> dict:
+        """What is recorded with the run about this storage."""
+        ...

@@ -1,0 +1,474 @@
+"""A remote hypervisor host as a transport, over SSH (paramiko).
+
+Keys only, never a password; the host key must already be in known_hosts (``vmbench hosts
+trust``).  Each command runs in its own session (``setsid``) whose process-group id comes
+back on stderr, so a timeout or Ctrl-C kills fio's workers on the host too.  The argv list
+is sent as ``shlex.join(argv)``, the only string ever built from it.  A connection that
+drops mid-command raises :class:`HostConnectionError`; the next call reconnects (with the
+same host key check), so cleanup still works.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import shlex
+import socket
+import threading
+import time
+from typing import Callable, Mapping, Sequence
+
+import paramiko
+
+from ..command import Completed, format_argv, tail
+from ..errors import CommandError, CommandTimeout, PreflightError, VmbenchError
+from ..scenario.model import SshConfig
+from . import hostkeys
+
+log = logging.getLogger(__name__)
+logging.getLogger("paramiko").addHandler(logging.NullHandler())  # the library never prints
+
+_PGID_PREFIX = b"vmbench-pgid "
+_WRAPPER = 'echo "vmbench-pgid $$" >&2; exec "$@"'
+_CHUNK = 32768
+_RESUME_HINT = "the run keeps what it measured; `vmbench run --resume` finishes it"
+_DROPPED = (socket.error, EOFError, paramiko.SSHException)
+
+
+class HostConnectionError(VmbenchError):
+    """The SSH connection to the hypervisor host dropped while a step was running."""
+
+    exit_code = 4
+
+
+def remote_command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    """The command line sent to the remote shell: argv in a new session that reports its
+    process-group id on stderr first (``vmbench-pgid N``)."""
+    envprefix = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
+    return shlex.join(["setsid", "-w", "sh", "-c", _WRAPPER, "sh", *envprefix, *(os.fspath(a) for a in argv)])
+
+
+class _UnknownHostKey(Exception):
+    def __init__(self, key: paramiko.PKey) -> None:
+        super().__init__("unknown host key")
+        self.key = key
+
+
+class _RefuseUnknown(paramiko.MissingHostKeyPolicy):
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        raise _UnknownHostKey(key)
+
+
+class SshTransport:
+    def __init__(self, cfg: SshConfig, *, connect_timeout: float = 15.0, keepalive: int = 15) -> None:
+        self.cfg = cfg
+        self.name = f"host {cfg.label}"
+        self.where = f"{cfg.user}@{cfg.host}:{cfg.port}"
+        self.connect_timeout = connect_timeout
+        self.keepalive = keepalive
+        self.known_hosts = os.path.expanduser(cfg.known_hosts) if cfg.known_hosts else hostkeys.default_known_hosts()
+        self._ssh: paramiko.SSHClient | None = None
+        self._sftp: paramiko.SFTPClient | None = None
+        self._fingerprint: str | None = None
+        self._connected_once = False
+        self._lock = threading.RLock()
+        #: process groups of commands running now (killed on Ctrl-C)
+        self.running_pgids: set[int] = set()
+
+    # ---- connection ------------------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Connect and verify the host key (also done by the first call)."""
+        self._client()
+
+    def close(self) -> None:
+        with self._lock:
+            for thing in (self._sftp, self._ssh):
+                try:
+                    if thing is not None:
+                        thing.close()
+                except Exception:  # closing a dead connection may raise anything
+                    pass
+            self._sftp = None
+            self._ssh = None
+
+    def reconnect(self) -> None:
+        with self._lock:
+            self.close()
+            self._client()
+
+    def __enter__(self) -> "SshTransport":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def host_key_fingerprint(self) -> str:
+        """The fingerprint of the verified host key (connects if needed)."""
+        self._client()
+        assert self._fingerprint is not None
+        return self._fingerprint
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "ssh_host": self.cfg.host,
+            "ssh_port": self.cfg.port,
+            "ssh_user": self.cfg.user,
+            "ssh_host_key": self.host_key_fingerprint,
+        }
+
+    def _client(self) -> paramiko.SSHClient:
+        with self._lock:
+            ssh = self._ssh
+            transport = ssh.get_transport() if ssh is not None else None
+            if ssh is not None and transport is not None and transport.is_active():
+                return ssh
+            if ssh is not None:
+                log.warning("%s: the SSH connection was lost; reconnecting", self.name)
+                self.close()
+            self._ssh = self._open()
+            self._connected_once = True
+            return self._ssh
+
+    def _open(self) -> paramiko.SSHClient:
+        cfg = self.cfg
+        target = (cfg.host if cfg.port == 22 else f"{cfg.host}:{cfg.port}") + (f" --known-hosts {shlex.quote(self.known_hosts)}" if cfg.known_hosts else "")
+        ssh = paramiko.SSHClient()
+        if os.path.exists(self.known_hosts):
+            ssh.load_host_keys(self.known_hosts)
+        ssh.set_missing_host_key_policy(_RefuseUnknown())
+        if cfg.key_file and not os.path.isfile(os.path.expanduser(cfg.key_file)):
+            raise PreflightError(f"SSH key file for {self.where} not found: {cfg.key_file}", hint="fix hypervisor.ssh.key_file")
+        try:
+            ssh.connect(
+                cfg.host,
+                port=cfg.port,
+                username=cfg.user,
+                key_filename=os.path.expanduser(cfg.key_file) if cfg.key_file else None,
+                allow_agent=True,
+                look_for_keys=cfg.key_file is None,
+                timeout=self.connect_timeout,
+                banner_timeout=self.connect_timeout,
+                auth_timeout=self.connect_timeout,
+            )
+        except _UnknownHostKey as exc:
+            ssh.close()
+            raise PreflightError(
+                f"host key of {self.where} is not known: {hostkeys.fingerprint(exc.key)}",
+                hint=f"check it and run `vmbench hosts trust {target}` (or add it to {self.known_hosts})",
+            ) from None
+        except paramiko.BadHostKeyException as exc:
+            ssh.close()
+            raise PreflightError(
+                f"the host key of {self.where} has CHANGED: it now presents {hostkeys.fingerprint(exc.key)}, "
+                f"{self.known_hosts} has {hostkeys.fingerprint(exc.expected_key)}; vmbench refuses to connect",
+                hint="someone may be intercepting the connection, or the host was reinstalled: verify the new key, "
+                f"then run `vmbench hosts trust --replace {target}`",
+            ) from None
+        except paramiko.PasswordRequiredException:
+            ssh.close()
+            raise PreflightError(
+                f"SSH login to {self.where}: a key file is protected by a passphrase ({', '.join(self._keys_tried())})",
+                hint="vmbench asks for no passphrase: load the key into ssh-agent (ssh-add)",
+            ) from None
+        except paramiko.AuthenticationException:
+            ssh.close()
+            raise PreflightError(
+                f"SSH login to {self.where} failed; keys tried: {', '.join(self._keys_tried()) or 'none found'}",
+                hint="vmbench logs in with keys only: set hypervisor.ssh.key_file or load a key into ssh-agent, "
+                "and add its public key to the user's authorized_keys on the host",
+            ) from None
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            ssh.close()
+            reason = _reason(exc)
+            if self._connected_once:  # reachable before: this is the connection dropping, not setup
+                raise HostConnectionError(f"lost the SSH connection to {self.where} and cannot reconnect: {reason}", hint=_RESUME_HINT) from None
+            raise PreflightError(f"cannot reach {self.where}: {reason}", hint="check the host, the port and that sshd runs there") from None
+        transport = ssh.get_transport()
+        assert transport is not None
+        transport.set_keepalive(self.keepalive)
+        self._fingerprint = hostkeys.fingerprint(transport.get_remote_server_key())
+        log.debug("%s: connected, host key %s", self.name, self._fingerprint)
+        return ssh
+
+    def _keys_tried(self) -> list[str]:
+        tried: list[str] = []
+        if self.cfg.key_file:
+            tried.append(self.cfg.key_file)
+        else:
+            tried += [p for n in ("rsa", "ecdsa", "ed25519") if os.path.isfile(p := os.path.expanduser(f"~/.ssh/id_{n}"))]
+        if os.environ.get("SSH_AUTH_SOCK"):
+            try:
+                tried.append(f"{len(paramiko.Agent().get_keys())} key(s) from ssh-agent")
+            except Exception:
+                tried.append("ssh-agent (unreadable)")
+        return tried
+
+    def _lost(self, step: str, exc: BaseException | None = None) -> HostConnectionError:
+        self.close()
+        detail = f": {exc}" if exc is not None and str(exc) else ""
+        return HostConnectionError(f"lost the SSH connection to {self.where} while {step}{detail}", hint=_RESUME_HINT)
+
+    def _session(self, step: str) -> paramiko.Channel:
+        transport = self._client().get_transport()
+        try:
+            assert transport is not None
+            return transport.open_session(timeout=self.connect_timeout)
+        except _DROPPED as exc:
+            raise self._lost(step, exc) from None
+
+    # ---- commands --------------------------------------------------------------------------
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+        on_wait: Callable[[float], None] | None = None,
+    ) -> Completed:
+        argv = [os.fspath(a) for a in argv]
+        if not argv:
+            raise ValueError("run() needs a non-empty argv")
+        step = f"running {format_argv(argv)}"
+        log.debug("%s: %s", self.name, format_argv(argv))
+        chan = self._session(step)
+        out, err = bytearray(), bytearray()
+        pgid: int | None = None
+        pending = memoryview(input) if input is not None else None
+        started = time.monotonic()
+        last_wait = started
+        try:
+            chan.exec_command(remote_command(argv, env))
+            if not pending:
+                chan.shutdown_write()
+                pending = None
+            while True:
+                if pending is not None and chan.send_ready():
+                    n = chan.send(pending[:_CHUNK].tobytes())
+                    pending = pending[n:]
+                    if not len(pending):
+                        chan.shutdown_write()
+                        pending = None
+                got = self._drain(chan, out, err)
+                finished = chan.closed or (chan.exit_status != -1 and chan.eof_received)
+                if finished:
+                    self._drain(chan, out, err)
+                if pgid is None and b"\n" in err and err.startswith(_PGID_PREFIX):
+                    first, _, rest = bytes(err).partition(b"\n")
+                    if first[len(_PGID_PREFIX):].isdigit():
+                        pgid = int(first[len(_PGID_PREFIX):])
+                        self.running_pgids.add(pgid)
+                        err[:] = rest
+                if finished:
+                    if chan.exit_status == -1 and self._dropped(chan, grace=2.0):
+                        raise self._lost(step)
+                    break
+                if self._dropped(chan):
+                    raise self._lost(step)
+                now = time.monotonic()
+                elapsed = now - started
+                if timeout is not None and elapsed >= timeout:
+                    self._kill(pgid, step)
+                    chan.close()
+                    log.error("%s: command timed out after %ss: %s", self.name, timeout, format_argv(argv))
+                    raise CommandTimeout(
+                        f"{self.name}: command timed out after {timeout:g}s: {format_argv(argv)}",
+                        argv=argv,
+                        stdout=_decode(out),
+                        stderr=_decode(err),
+                    )
+                if on_wait and now - last_wait >= 1.0:
+                    last_wait = now
+                    on_wait(elapsed)
+                if not got:
+                    wait = 0.005 if pending is not None else 0.2
+                    if timeout is not None:
+                        wait = max(0.001, min(wait, timeout - elapsed))
+                    select.select([chan], [], [], wait)
+        except CommandTimeout:
+            raise
+        except (HostConnectionError, *_DROPPED) as exc:
+            lost = exc if isinstance(exc, HostConnectionError) else self._lost(step, exc)
+            self._kill(pgid, step)  # reconnects once, so the orphaned command does not run on
+            raise lost from None
+        except BaseException:  # Ctrl-C, SIGTERM as an exception, a bug: do not leave fio running
+            if chan.exit_status == -1:
+                self._kill(pgid, step)
+            chan.close()
+            raise
+        finally:
+            if pgid is not None:
+                self.running_pgids.discard(pgid)
+        code = chan.exit_status  # -1: none came (the remote shell was killed by a signal)
+        chan.close()
+        done = Completed(tuple(argv), code, _decode(out), _decode(err))
+        if check and code != 0:
+            log.error("%s: command failed (exit %d): %s", self.name, code, format_argv(argv))
+            if done.stderr.strip():
+                log.error("stderr:\n%s", tail(done.stderr))
+            raise CommandError(
+                f"{self.name}: command failed (exit {code}): {format_argv(argv)}" + (f"\n{tail(done.stderr)}" if done.stderr.strip() else ""),
+                argv=argv,
+                returncode=code,
+                stdout=done.stdout,
+                stderr=done.stderr,
+            )
+        return done
+
+    @staticmethod
+    def _drain(chan: paramiko.Channel, out: bytearray, err: bytearray) -> bool:
+        got = False
+        while chan.recv_ready():
+            out += chan.recv(_CHUNK)
+            got = True
+        while chan.recv_stderr_ready():
+            err += chan.recv_stderr(_CHUNK)
+            got = True
+        return got
+
+    @staticmethod
+    def _dropped(chan: paramiko.Channel, grace: float = 0.0) -> bool:
+        """Is the connection gone?  paramiko closes the channels a moment before it marks
+        the transport inactive, so a channel closed without an exit status waits ``grace``."""
+        deadline = time.monotonic() + grace
+        while True:
+            transport = chan.get_transport()
+            if transport is None or not transport.is_active():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+    def _kill(self, pgid: int | None, step: str) -> None:
+        """Kill a command's whole process group on the host, over a new channel."""
+        if pgid is None:
+            return
+        # `env kill`: the kill program, not a shell builtin (dash's kill does not take --)
+        cmd = shlex.join(["env", "kill", "-KILL", "--", f"-{pgid}"])
+        try:
+            chan = self._session(f"killing process group {pgid} ({step})")
+            chan.settimeout(10)
+            chan.exec_command(cmd)
+            chan.recv_exit_status()
+            chan.close()
+        except (VmbenchError, *_DROPPED) as exc:
+            log.warning("%s: could not kill process group %d: %s", self.name, pgid, exc)
+
+    def open_stream(self, argv: Sequence[str]) -> paramiko.Channel:
+        """A channel running argv (no wrapper), for byte streams such as virt-ssh-helper."""
+        argv = [os.fspath(a) for a in argv]
+        step = f"starting {format_argv(argv)}"
+        chan = self._session(step)
+        try:
+            chan.exec_command(shlex.join(argv))
+        except _DROPPED as exc:
+            raise self._lost(step, exc) from None
+        return chan
+
+    # ---- files -----------------------------------------------------------------------------
+
+    def _sftp_client(self, step: str) -> paramiko.SFTPClient:
+        with self._lock:
+            ssh = self._client()
+            if self._sftp is None:
+                try:
+                    self._sftp = ssh.open_sftp()
+                except _DROPPED as exc:
+                    raise self._lost(step, exc) from None
+            return self._sftp
+
+    def _file_error(self, exc: BaseException, step: str, path: str) -> BaseException:
+        """What to raise for a failed file operation: a lost connection, or an OSError with
+        the path and the host (FileNotFoundError stays one, as with LocalTransport)."""
+        ssh = self._ssh
+        transport = ssh.get_transport() if ssh is not None else None
+        if not isinstance(exc, OSError) or type(exc) in (socket.timeout, TimeoutError) or transport is None or not transport.is_active():
+            return self._lost(step, exc)
+        if exc.errno is None:
+            return OSError(f"{exc} on {self.where}: {path}")
+        return OSError(exc.errno, f"{exc.strerror or os.strerror(exc.errno)} on {self.where}", path)
+
+    def read_file(self, path: str) -> bytes:
+        step = f"reading {path}"
+        sftp = self._sftp_client(step)
+        try:
+            with sftp.open(path, "rb") as f:
+                size = f.stat().st_size or 0
+                if size > 0:
+                    f.prefetch(size)
+                return f.read()
+        except (OSError, *_DROPPED) as exc:
+            raise self._file_error(exc, step, path) from None
+
+    def write_file(self, path: str, data: bytes, mode: int | None = 0o600) -> None:
+        """Write a file; the mode is set before any data goes in.  ``mode=None`` keeps an
+        existing file's mode (for /proc, /sys: one write of the whole data)."""
+        step = f"writing {path}"
+        sftp = self._sftp_client(step)
+        try:
+            with sftp.open(path, "wb") as f:
+                if mode is not None:
+                    f.chmod(mode)
+                    f.set_pipelined(True)
+                f.write(data)
+        except (OSError, *_DROPPED) as exc:
+            raise self._file_error(exc, step, path) from None
+
+    def put_file(
+        self,
+        local_path: str,
+        remote_path: str,
+        mode: int = 0o644,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        """Upload to ``remote_path.part``, then rename into place (no half files);
+        ``progress(bytes_done, total)`` after each chunk."""
+        step = f"uploading {local_path} to {remote_path}"
+        part = remote_path + ".part"
+        with open(local_path, "rb") as src:
+            total = os.fstat(src.fileno()).st_size
+            sftp = self._sftp_client(step)
+            try:
+                with sftp.open(part, "wb") as dst:
+                    dst.chmod(mode)
+                    dst.set_pipelined(True)
+                    done = 0
+                    while chunk := src.read(_CHUNK):
+                        dst.write(chunk)
+                        done += len(chunk)
+                        if progress:
+                            progress(done, total)
+                size = sftp.stat(part).st_size
+                if size != total:
+                    raise OSError(f"{part} has {size} bytes after the upload, expected {total}")
+                sftp.posix_rename(part, remote_path)
+            except (OSError, *_DROPPED) as exc:
+                if getattr(exc, "filename", None) == local_path:
+                    raise
+                error = self._file_error(exc, step, remote_path)
+                if not isinstance(error, HostConnectionError):
+                    try:
+                        sftp.remove(part)
+                    except (OSError, *_DROPPED):
+                        pass
+                raise error from None
+        if progress and total == 0:
+            progress(0, 0)
+
+
+def _reason(exc: BaseException) -> str:
+    """The OS error behind a failed connect (paramiko wraps one per address tried)."""
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        return "; ".join(sorted({_reason(e) for e in exc.errors.values()})) or str(exc)
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+def _decode(data: bytes | bytearray) -> str:
+    return bytes(data).decode("utf-8", errors="replace")
