@@ -1,12 +1,27 @@
-"""Test doubles: a fake guest agent, a scripted transport."""
+"""Test doubles: a fake guest agent, a scripted transport, and a fake hypervisor (host
+transport, host storage, driver, guest) for running the runner without a machine."""
 
 from __future__ import annotations
 
 import base64
-from typing import Callable, Mapping, Sequence
+import errno
+import json
+import posixpath
+import secrets
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence, Union
 
 from vmbench.command import Completed
-from vmbench.errors import CommandError
+from vmbench.drivers.base import Accelerator, Applied, Leftover, VmRequest, VmResources
+from vmbench.errors import CommandError, GuestError, HypervisorError, PreflightError, VmbenchError
+from vmbench.paths import HostPaths, StatePaths
+from vmbench.scenario.model import VmConfig
+from vmbench.settings import Bus, CpuMode, Feature, ImageFormat
+from vmbench.storage import VOLUME_RE, Volume, VolumeRole, volume_name
+
+if TYPE_CHECKING:
+    from vmbench.images import Image
 
 
 class FakeAgent:
@@ -100,3 +115,790 @@ class ScriptedTransport:
 
     def write_file(self, path: str, data: bytes, mode=0o600) -> None:
         self.files[path] = data
+
+
+# ---- a fake hypervisor: host, storage, driver, guest ----------------------------------------
+#
+# Test doubles for the Protocols of vmbench/drivers/base.py and vmbench/storage/base.py, so the
+# runner can be driven end to end without a machine.  The transports keep a little state (files,
+# directories, partitions, device-mapper devices, mounts) so that what the runner does is
+# checked, not only recorded: fio refuses an output file in a directory that was never made or
+# a target that does not exist, umount refuses what is not mounted, and so on.
+#
+# Faults: every transport takes ``fail_on(match, nth, error)`` (a command matching ``match``
+# fails the ``nth`` time it runs), and FakeDriver takes ``fail_at`` (a driver phase).
+
+DATA = Path(__file__).resolve().parent / "data"
+FIO_JSONPLUS = (DATA / "fio-randrw-jsonplus.json").read_bytes()  # real fio 3.33 json+ output
+FIO_VERSION = "fio-3.33"
+Match = Union[Sequence[str], Callable[[list[str]], bool]]
+
+
+def _opt(argv: Sequence[str], name: str) -> str | None:
+    """The value of ``--name=VALUE`` or ``--name VALUE`` in argv."""
+    for i, arg in enumerate(argv):
+        if arg.startswith(f"--{name}="):
+            return arg.split("=", 1)[1]
+        if arg == f"--{name}" and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
+
+
+def is_precondition(argv: Sequence[str]) -> bool:
+    """A fio precondition run (vmbench.fio.job.precondition_argv)."""
+    return bool(argv) and argv[0] == "fio" and (_opt(argv, "name") or "").startswith("precondition-")
+
+
+def is_fio_run(argv: Sequence[str], job: str | None = None) -> bool:
+    """A fio measurement run (vmbench.fio.job.fio_argv), of ``job`` when given."""
+    if not argv or argv[0] != "fio" or _opt(argv, "output") is None or is_precondition(argv):
+        return False
+    return job is None or _opt(argv, "name") == job
+
+
+def fio_run(job: str | None = None) -> Callable[[list[str]], bool]:
+    """A ``fail_on`` matcher: fio measurement runs (of ``job``)."""
+    return lambda argv: is_fio_run(argv, job)
+
+
+def without_target_and_output(argv: Sequence[str]) -> list[str]:
+    return [a for a in argv if not a.startswith(("--filename=", "--output="))]
+
+
+@dataclass
+class Fault:
+    """Fail the ``nth`` command matching ``match`` (an argv prefix, or a predicate)."""
+
+    match: Match
+    nth: int = 1
+    error: BaseException | type | None = None  # None: CommandError, exit 1
+    seen: int = 0
+    fired: bool = False
+
+    def matches(self, argv: list[str]) -> bool:
+        if callable(self.match):
+            return bool(self.match(argv))
+        prefix = list(self.match)
+        return argv[: len(prefix)] == prefix
+
+    def check(self, argv: list[str], where: str) -> None:
+        if not self.matches(argv):
+            return
+        self.seen += 1
+        if self.seen == self.nth:
+            self.fired = True
+            raise _error(self.error, f"{where}: injected failure of {' '.join(argv)}", argv)
+
+
+def _error(error: BaseException | type | None, message: str, argv: Sequence[str] = ()) -> BaseException:
+    if error is None:
+        return CommandError(f"command failed (exit 1): {' '.join(argv)}", argv=list(argv), returncode=1, stderr=message)
+    if isinstance(error, BaseException):
+        return error
+    if issubclass(error, CommandError):
+        return error(message, argv=list(argv), returncode=1)
+    if issubclass(error, VmbenchError):
+        return error(message)
+    return error()
+
+
+class _FakeSide:
+    """What the host and guest fakes share: recording, faults, files, fio."""
+
+    def __init__(self, name: str, *, commands: list[list[str]] | None = None, faults: list[Fault] | None = None) -> None:
+        self.name = name
+        self.commands: list[list[str]] = commands if commands is not None else []  # every argv, in order
+        self.inputs: list[bytes | None] = []
+        self.envs: list[dict | None] = []
+        self.faults: list[Fault] = faults if faults is not None else []
+        self.files: dict[str, bytes] = {}
+        self.dirs: set[str] = {"/", "/tmp", "/run", "/mnt", "/dev", "/proc", "/etc"}
+        self.writes: list[tuple[str, bytes]] = []  # write_file calls
+        self.puts: list[tuple[str, str]] = []
+        self.unknown: list[list[str]] = []  # commands this fake does not know (exit 127)
+        self.fio_installed = True
+
+    # -- Transport -------------------------------------------------------------------------
+
+    def run(self, argv, *, input=None, timeout=None, env=None, check=True, on_wait=None) -> Completed:
+        argv = [str(a) for a in argv]
+        self.commands.append(argv)
+        self.inputs.append(input)
+        self.envs.append(dict(env) if env else None)
+        for fault in self.faults:
+            fault.check(argv, self.name)
+        handler = getattr(self, "_cmd_" + argv[0].replace("-", "_").replace(".", "_"), None)
+        if argv[0] == "fio" and not self.fio_installed:
+            handler = None
+        if handler is None:
+            self.unknown.append(argv)
+            code, out, err = 127, "", f"{argv[0]}: command not found"
+        else:
+            answer = handler(argv, input)
+            code, out, err = (0, answer, "") if isinstance(answer, str) else answer
+        done = Completed(tuple(argv), code, out, err)
+        if check and code != 0:
+            raise CommandError(f"command failed (exit {code}): {' '.join(argv)}" + (f"\n{err}" if err else ""),
+                               argv=argv, returncode=code, stdout=out, stderr=err)
+        return done
+
+    def read_file(self, path: str) -> bytes:
+        if path in self.files:
+            return self.files[path]
+        raise self._missing(path)
+
+    def _missing(self, path: str) -> BaseException:
+        return FileNotFoundError(errno.ENOENT, "No such file or directory", path)
+
+    def write_file(self, path: str, data: bytes, mode=0o600) -> None:
+        self.writes.append((path, bytes(data)))
+        self.files[path] = bytes(data)
+
+    def put_file(self, local_path: str, remote_path: str, mode: int = 0o644, progress=None) -> None:
+        data = Path(local_path).read_bytes()
+        self.puts.append((local_path, remote_path))
+        self.files[remote_path] = data
+        if progress:
+            progress(len(data), len(data))
+
+    # -- what tests look at ----------------------------------------------------------------
+
+    def fail_on(self, match: Match, nth: int = 1, error: BaseException | type | None = None) -> Fault:
+        """The ``nth`` command matching ``match`` (an argv prefix or a predicate) raises
+        ``error`` (default: CommandError, as a failed command does)."""
+        fault = Fault(match, nth, error)
+        self.faults.append(fault)
+        return fault
+
+    def ran(self, *prefix: str) -> list[list[str]]:
+        return [c for c in self.commands if c[: len(prefix)] == list(prefix)]
+
+    @property
+    def fio_runs(self) -> list[list[str]]:
+        """Every fio measurement argv (not preconditioning, not --version), in order."""
+        return [c for c in self.commands if is_fio_run(c)]
+
+    @property
+    def preconditions(self) -> list[list[str]]:
+        return [c for c in self.commands if is_precondition(c)]
+
+    # -- commands both sides know ----------------------------------------------------------
+
+    def _exists(self, path: str) -> bool:
+        return path in self.files or path in self.dirs
+
+    def _parent_ok(self, path: str) -> bool:
+        return posixpath.dirname(path) in self.dirs
+
+    def _fio_target_ok(self, target: str) -> bool:
+        return self._exists(target)
+
+    def _cmd_fio(self, argv, stdin):
+        if argv[1:] == ["--version"]:
+            return FIO_VERSION + "\n"
+        output = _opt(argv, "output")
+        if output is None:
+            return 1, "", "fio: this fake needs --output"
+        if not self._parent_ok(output):
+            return 1, "", f"fio: {output}: No such file or directory"
+        target = _opt(argv, "filename") or (self.envs[-1] or {}).get("VMBENCH_TARGET", "")
+        if not self._fio_target_ok(target):
+            return 1, "", f"fio: {target}: No such file or directory"
+        if is_precondition(argv):
+            size = int(_opt(argv, "size") or 0)
+            data = {"fio version": FIO_VERSION, "jobs": [{"jobname": _opt(argv, "name"), "error": 0,
+                                                          "write": {"io_bytes": size, "bw_bytes": 100_000_000, "runtime": 100}}]}
+            self.files[output] = json.dumps(data).encode()
+        else:
+            self.files[output] = FIO_JSONPLUS
+        return ""
+
+    def _cmd_mkdir(self, argv, stdin):
+        paths = [a for a in argv[1:] if not a.startswith("-") and not _after(argv, "-m", a)]
+        for p in paths:
+            p = posixpath.normpath(p)
+            while p not in ("/", ""):
+                self.dirs.add(p)
+                p = posixpath.dirname(p)
+        return ""
+
+    def _cmd_rm(self, argv, stdin):
+        paths = [posixpath.normpath(a) for a in argv[1:] if not a.startswith("-")]
+        recursive = any(a in ("-rf", "-r", "-fr", "-R") for a in argv[1:])
+        for p in paths:
+            self.files.pop(p, None)
+            if recursive:
+                self.dirs = {d for d in self.dirs if d != p and not d.startswith(p + "/")}
+                self.files = {f: v for f, v in self.files.items() if not f.startswith(p + "/")}
+        return ""
+
+    def _cmd_sync(self, argv, stdin):
+        return ""
+
+    def _cmd_test(self, argv, stdin):
+        flag, path = argv[1], argv[2]
+        ok = path in self.dirs if flag == "-d" else self._exists(path)
+        return (0 if ok else 1), "", ""
+
+    def _cmd_install(self, argv, stdin):  # the guest agent makes files with a mode first
+        self.files[argv[-1]] = b""
+        return ""
+
+    def _cmd_ls(self, argv, stdin):
+        d = posixpath.normpath(argv[-1])
+        if d not in self.dirs:
+            return 2, "", f"ls: cannot access '{d}': No such file or directory"
+        names = {p[len(d) + 1:].split("/")[0] for p in list(self.files) + list(self.dirs) if p.startswith(d + "/")}
+        return "".join(f"{n}\n" for n in sorted(names))
+
+    def _cmd_cryptsetup(self, argv, stdin):
+        if argv[1] == "--version":
+            return "cryptsetup 2.6.1 flags: UDEV BLKID KEYRING\n"
+        if argv[1] == "benchmark":
+            cipher, bits = _opt(argv, "cipher") or "aes-xts-plain64", _opt(argv, "key-size") or "512"
+            alg = cipher.rsplit("-", 1)[0]
+            return ("# Tests are approximate using memory only (no storage IO).\n"
+                    "#     Algorithm |       Key |      Encryption |      Decryption\n"
+                    f"        {alg}        {bits}b      1500.0 MiB/s      1600.0 MiB/s\n")
+        return 1, "", f"cryptsetup {argv[1]}: not known to this fake"
+
+
+def _after(argv: Sequence[str], flag: str, value: str) -> bool:
+    """Whether ``value`` is the argument of ``flag`` in argv (``-m 755``)."""
+    return any(argv[i] == flag and argv[i + 1] == value for i in range(len(argv) - 1))
+
+
+class FakeHost(_FakeSide):
+    """The hypervisor host as a Transport: fio, work directories, the facts recorded with a
+    run (``uname -r``, /proc/cpuinfo, /etc/os-release, versions) and whatever files were
+    written.  Volumes of a FakeStorage built with ``host=`` appear as files here, so host fio
+    on a volume that does not exist fails."""
+
+    def __init__(self, *, kernel: str = "6.1.0-28-amd64", fio: bool = True, cpu_model: str = "Fake CPU @ 3.00GHz",
+                 aes: bool = True, kvm: bool = False, free: int = 500 << 30, template_size: int = 2 << 30) -> None:
+        super().__init__("host")
+        self.kernel = kernel
+        self.fio_installed = fio
+        self.kvm = kvm
+        self.free = free
+        self.template_size = template_size
+        flags = "fpu sse sse2 ssse3 sse4_1 sse4_2 pclmulqdq" + (" aes" if aes else "")
+        self.files["/proc/cpuinfo"] = "".join(
+            f"processor\t: {i}\nmodel name\t: {cpu_model}\nflags\t\t: {flags}\n\n" for i in range(4)).encode()
+        self.files["/etc/os-release"] = b'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n'
+        if kvm:
+            self.files["/dev/kvm"] = b""
+
+    def _cmd_uname(self, argv, stdin):
+        return self.kernel + "\n" if argv[1:] == ["-r"] else "Linux\n"
+
+    def _cmd_mktemp(self, argv, stdin):
+        parent = argv[argv.index("-p") + 1] if "-p" in argv else "/tmp"
+        template = argv[-1]
+        if parent not in self.dirs:
+            return 1, "", f"mktemp: failed to create directory via template '{parent}/{template}': No such file or directory"
+        stem = template.rstrip("X")
+        path = f"{parent.rstrip('/')}/{stem}{secrets.token_hex(4)}"
+        if "-d" in argv:
+            self.dirs.add(path)
+        else:
+            self.files[path] = b""
+        return path + "\n"
+
+    def _cmd_df(self, argv, stdin):
+        return f"   Avail\n{self.free}\n"
+
+    def _cmd_qemu_img(self, argv, stdin):
+        if argv[1] == "info":
+            return json.dumps({"virtual-size": self.template_size, "format": "qcow2", "filename": argv[-1]})
+        return ""
+
+    def _cmd_qemu_system_x86_64(self, argv, stdin):
+        return "QEMU emulator version 7.2.11 (Debian 1:7.2+dfsg-7+deb12u12)\n"
+
+
+class FakeStorage:
+    """HostStorage: volumes in a dict.  ``free`` is what free_bytes() says; ``fail_on_create``
+    (True, or a substring of a volume name such as "scratch") makes create_volume raise
+    HypervisorError; every create and delete is recorded."""
+
+    label = "fake pool"
+
+    def __init__(self, *, free: int = 100 << 30, fail_on_create: bool | str = False, host: FakeHost | None = None,
+                 root: str = "/var/lib/vmbench-fake/pool") -> None:
+        self.free = free
+        self.fail_on_create = fail_on_create
+        self.host = host
+        self.root = root
+        self.volumes: dict[str, Volume] = {}
+        self.sizes: dict[str, int] = {}
+        self.backing: dict[str, str | None] = {}
+        self.created: list[str] = []
+        self.deleted: list[str] = []  # every delete_volume call, the volume there or not
+        self.prepared = 0
+
+    def prepare(self, progress) -> None:
+        self.prepared += 1
+
+    def free_bytes(self) -> int:
+        return self.free
+
+    def create_volume(self, name: str, size: int, fmt: ImageFormat, backing: str | None = None) -> Volume:
+        if not VOLUME_RE.match(name):
+            raise AssertionError(f"{name} is not a vmbench volume name")
+        if self.fail_on_create is True or (isinstance(self.fail_on_create, str) and self.fail_on_create in name):
+            raise HypervisorError(f"creating volume {name} in the fake pool: injected failure")
+        if name in self.volumes:
+            raise HypervisorError(f"creating volume {name}: it already exists")
+        if backing is not None and fmt is not ImageFormat.QCOW2:
+            raise AssertionError("only qcow2 volumes have a backing image")
+        vol = Volume(name=name, path=f"{self.root}/{name}", format=fmt, kind="file")
+        self.volumes[name] = vol
+        self.sizes[name] = size
+        self.backing[name] = backing
+        self.created.append(name)
+        if self.host is not None:
+            self.host.files[vol.path] = b""
+        return vol
+
+    def delete_volume(self, name: str) -> None:
+        self.deleted.append(name)
+        vol = self.volumes.pop(name, None)
+        if vol is not None and self.host is not None:
+            self.host.files.pop(vol.path, None)
+
+    def leftovers(self) -> list[Leftover]:
+        return [Leftover("volume", v.path, VOLUME_RE.match(v.name).group(1), "fake pool") for v in self.volumes.values()]
+
+    def facts(self) -> dict:
+        return {"storage_type": "fake", "pool": "fake", "pool_free_bytes": self.free}
+
+
+@dataclass(frozen=True)
+class _DiskLayout:
+    """How one bus shows the root and scratch disks in the guest."""
+
+    root: str
+    scratch: str
+    root_sys: str
+    scratch_sys: str
+    driver: str  # of the scratch disk
+    root_driver: str
+    scsi_driver: str | None  # the scratch disk's SCSI host driver
+
+
+def _layout(bus: Bus) -> _DiskLayout:
+    pci = "/sys/devices/pci0000:00"
+    if bus is Bus.VIRTIO_SCSI:
+        return _DiskLayout("vda", "sda", f"{pci}/0000:00:04.0/virtio2/block/vda",
+                           f"{pci}/0000:00:05.0/virtio3/host2/target2:0:0/2:0:0:0/block/sda", "sd", "virtio_blk", "virtio_scsi")
+    if bus is Bus.VIRTIO_SCSI_SHARED:
+        return _DiskLayout("sda", "sdb", f"{pci}/0000:00:05.0/virtio3/host2/target2:0:0/2:0:0:0/block/sda",
+                           f"{pci}/0000:00:05.0/virtio3/host2/target2:0:1/2:0:1:0/block/sdb", "sd", "sd", "virtio_scsi")
+    if bus is Bus.SATA:
+        return _DiskLayout("vda", "sda", f"{pci}/0000:00:04.0/virtio2/block/vda",
+                           f"{pci}/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/block/sda", "sd", "virtio_blk", "ahci")
+    return _DiskLayout("vda", "vdb", f"{pci}/0000:00:04.0/virtio2/block/vda", f"{pci}/0000:00:05.0/virtio3/block/vdb",
+                       "virtio_blk", "virtio_blk", None)
+
+
+class FakeGuestTransport(_FakeSide):
+    """A booted guest as seen through its agent: CPU and memory as the VM asked, a root disk
+    (``/`` on its first partition) and the scratch disk with ``serial``, sysfs as the bus
+    shows it, and the commands stacks are built and torn down with, keeping track of
+    partitions, device-mapper devices and mounts.  Missing files raise GuestError, as the
+    agent does."""
+
+    def __init__(self, name: str, vm: VmConfig, serial: str, *, scratch_size: int = 1 << 30,
+                 commands: list[list[str]] | None = None, faults: list[Fault] | None = None,
+                 kernel: str = "6.1.0-28-amd64", aes: bool | None = None, fs_free: int | None = None) -> None:
+        super().__init__(name, commands=commands, faults=faults)
+        self.vm = vm
+        self.serial = serial
+        self.scratch_size = scratch_size
+        self.fs_free = fs_free if fs_free is not None else scratch_size * 9 // 10
+        self.layout = _layout(vm.bus)
+        self.disk = f"/dev/{self.layout.scratch}"
+        self.root_source = f"/dev/{self.layout.root}1"
+        self.partitions: list[str] = []
+        self.devices: set[str] = set()  # LVs and mapper devices: /dev/vmbench_vg/vmbench_lv, /dev/mapper/x
+        self.dm: list[str] = []  # device-mapper names, as dmsetup ls lists them
+        self.mounts: dict[str, str] = {}  # mountpoint -> device
+        if aes is None:
+            aes = vm.cpu.aes is Feature.ON or (vm.cpu.aes is Feature.DEFAULT and vm.cpu.model not in ("kvm64", "qemu64"))
+        flags = "fpu de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 syscall nx lm"
+        flags += " pni ssse3 cx16 sse4_1 sse4_2 popcnt hypervisor" + (" pclmulqdq aes" if aes else "")
+        model = "QEMU Virtual CPU version 2.5+" if vm.cpu.model in ("kvm64", "qemu64") else f"{vm.cpu.label} (fake)"
+        self.files["/proc/cpuinfo"] = "".join(
+            f"processor\t: {i}\nvendor_id\t: GenuineIntel\nmodel name\t: {model}\nflags\t\t: {flags}\n\n"
+            for i in range(vm.vcpus)).encode()
+        self.files["/proc/sys/kernel/osrelease"] = (kernel + "\n").encode()
+        self.files["/proc/meminfo"] = f"MemTotal:       {vm.memory_mib * 1024 - 60_000} kB\nMemFree:        500000 kB\n".encode()
+        for name_, sys_ in ((self.layout.root, self.layout.root_sys), (self.layout.scratch, self.layout.scratch_sys)):
+            q = f"/sys/block/{name_}/queue"
+            self.files[f"{q}/write_cache"] = b"write back\n" if vm.cache.writeback else b"write through\n"
+            self.files[f"{q}/scheduler"] = b"[none] mq-deadline\n"
+            self.files[f"{q}/rotational"] = b"0\n" if self.layout.driver == "virtio_blk" else b"1\n"
+            self.files[f"{q}/logical_block_size"] = b"512\n"
+            self.files[f"{q}/nr_requests"] = b"256\n"
+        for host_no, proc in (("host2", "virtio_scsi"), ("host0", "ahci")):
+            self.files[f"/sys/class/scsi_host/{host_no}/proc_name"] = f"{proc}\n".encode()
+
+    def _missing(self, path: str) -> BaseException:
+        return GuestError(f"{self.name}: guest-file-open {path}: No such file or directory")
+
+    # -- what the runner reads -----------------------------------------------------------
+
+    def _cmd_readlink(self, argv, stdin):
+        path = argv[-1].rstrip("/")
+        links = {}
+        for name_, sys_, drv in ((self.layout.root, self.layout.root_sys, self.layout.root_driver),
+                                 (self.layout.scratch, self.layout.scratch_sys, self.layout.driver)):
+            links[f"/sys/block/{name_}"] = sys_
+            bus = "virtio" if drv == "virtio_blk" else "scsi"
+            links[f"/sys/block/{name_}/device/driver"] = f"/sys/bus/{bus}/drivers/{drv}"
+        if path in links:
+            return links[path] + "\n"
+        return 1, "", ""
+
+    def _tree(self) -> dict:
+        root_children = [{"name": self.layout.root + "1", "path": self.root_source, "serial": None, "type": "part",
+                          "size": 2147483648 - 1048576, "mountpoints": ["/"], "pkname": self.layout.root}]
+        scratch_children = [{"name": posixpath.basename(p), "path": p, "serial": None, "type": "part",
+                             "size": self.scratch_size - (1 << 20),
+                             "mountpoints": [m for m, d in self.mounts.items() if d == p] or [None],
+                             "pkname": self.layout.scratch} for p in self.partitions]
+        disks = [
+            {"name": self.layout.root, "path": f"/dev/{self.layout.root}", "serial": None, "type": "disk",
+             "size": 2147483648, "mountpoints": [None], "pkname": None, "children": root_children},
+            {"name": self.layout.scratch, "path": self.disk, "serial": self.serial, "type": "disk",
+             "size": self.scratch_size, "mountpoints": [m for m, d in self.mounts.items() if d == self.disk] or [None],
+             "pkname": None, **({"children": scratch_children} if scratch_children else {})},
+        ]
+        return {"blockdevices": disks}
+
+    def _cmd_lsblk(self, argv, stdin):
+        if "--json" in argv and "--list" in argv:  # the partitions of the scratch disk (StackBuilder)
+            dev = argv[-1]
+            if dev != self.disk:
+                return 32, "", f"lsblk: {dev}: not a block device"
+            rows = [{"path": self.disk, "type": "disk"}] + [{"path": p, "type": "part"} for p in self.partitions]
+            return json.dumps({"blockdevices": rows})
+        if "--json" in argv:
+            return json.dumps(self._tree())
+        if "PKNAME" in argv:  # the disk under a partition
+            dev = argv[-1]
+            for d in self._tree()["blockdevices"]:
+                for c in d.get("children") or []:
+                    if c["path"] == dev:
+                        return d["name"] + "\n"
+                if d["path"] == dev:
+                    return "\n"
+            return 32, "", f"lsblk: {dev}: not a block device"
+        return 1, "", "lsblk: this fake knows --json and PKNAME only"
+
+    def _cmd_findmnt(self, argv, stdin):
+        if "--target" in argv and argv[argv.index("--target") + 1] == "/":
+            return self.root_source + "\n"
+        if "--mountpoint" in argv:
+            mp = argv[argv.index("--mountpoint") + 1]
+            return (0, mp + "\n", "") if mp in self.mounts else (1, "", "")
+        return 1, "", ""
+
+    # -- building and tearing down stacks ----------------------------------------------------
+
+    def _block_ok(self, dev: str) -> bool:
+        return dev == self.disk or dev in self.partitions or dev in self.devices
+
+    def _fio_target_ok(self, target: str) -> bool:
+        if self._block_ok(target):
+            return True
+        return any(target.startswith(mp.rstrip("/") + "/") for mp in self.mounts)
+
+    def _cmd_parted(self, argv, stdin):
+        disk = argv[argv.index("--align") + 2] if "--align" in argv else argv[2]
+        if disk != self.disk:
+            return 1, "", f"parted: {disk}: refusing, not the scratch disk"
+        if "mkpart" in argv:
+            sep = "p" if disk[-1].isdigit() else ""
+            self.partitions = [f"{disk}{sep}1"]
+        return ""
+
+    def _cmd_udevadm(self, argv, stdin):
+        return ""
+
+    def _cmd_blockdev(self, argv, stdin):
+        dev = argv[-1]
+        if not self._block_ok(dev):
+            return 1, "", f"blockdev: cannot open {dev}: No such file or directory"
+        return str(self.scratch_size if dev == self.disk else self.scratch_size - (1 << 20)) + "\n"
+
+    def _cmd_pvcreate(self, argv, stdin):
+        return "" if self._block_ok(argv[-1]) else (5, "", f"No device found for {argv[-1]}.")
+
+    def _cmd_vgcreate(self, argv, stdin):
+        return ""
+
+    def _cmd_lvcreate(self, argv, stdin):
+        vg, lv = argv[-1], argv[argv.index("--name") + 1]
+        self.dm.append(f"{vg}-{lv}")
+        if "thin-pool" not in argv:
+            self.devices.add(f"/dev/{vg}/{lv}")
+        return ""
+
+    def _cmd_lvremove(self, argv, stdin):
+        vg = argv[-1]
+        self.dm = [d for d in self.dm if not d.startswith(vg + "-")]
+        self.devices = {d for d in self.devices if not d.startswith(f"/dev/{vg}/")}
+        return ""
+
+    def _cmd_vgremove(self, argv, stdin):
+        return ""
+
+    def _cmd_pvremove(self, argv, stdin):
+        return ""
+
+    def _cmd_cryptsetup(self, argv, stdin):
+        if argv[1] == "luksFormat":
+            if not stdin:
+                return 1, "", "cryptsetup: no key on stdin"
+            return "" if self._block_ok(argv[-1]) else (4, "", f"Device {argv[-1]} does not exist.")
+        if argv[1] == "open":
+            if not stdin:
+                return 2, "", "cryptsetup: no key on stdin"
+            name = argv[-1]
+            self.dm.append(name)
+            self.devices.add(f"/dev/mapper/{name}")
+            return ""
+        if argv[1] == "close":
+            name = argv[-1]
+            if name not in self.dm:
+                return 4, "", f"Device {name} is not active."
+            self.dm.remove(name)
+            self.devices.discard(f"/dev/mapper/{name}")
+            return ""
+        return super()._cmd_cryptsetup(argv, stdin)
+
+    def _mkfs(self, argv, stdin):
+        return "" if self._block_ok(argv[-1]) else (1, "", f"{argv[0]}: {argv[-1]}: No such file or directory")
+
+    _cmd_mkfs_ext2 = _cmd_mkfs_ext3 = _cmd_mkfs_ext4 = _cmd_mkfs_xfs = _cmd_mkfs_btrfs = _mkfs
+
+    def _cmd_mount(self, argv, stdin):
+        dev, mp = argv[-2], argv[-1]
+        if mp not in self.dirs:
+            return 32, "", f"mount: {mp}: mount point does not exist."
+        if not self._block_ok(dev):
+            return 32, "", f"mount: {dev}: special device does not exist."
+        self.mounts[mp] = dev
+        return ""
+
+    def _cmd_umount(self, argv, stdin):
+        mp = argv[-1]
+        if mp not in self.mounts:
+            return 32, "", f"umount: {mp}: not mounted."
+        del self.mounts[mp]
+        self.files = {f: v for f, v in self.files.items() if not f.startswith(mp + "/")}
+        return ""
+
+    def _cmd_df(self, argv, stdin):
+        return f"Avail\n{self.fs_free}\n"
+
+    def _cmd_wipefs(self, argv, stdin):
+        dev = argv[-1]
+        if dev == self.disk:
+            self.partitions = []
+        return ""
+
+    def _cmd_dmsetup(self, argv, stdin):
+        if not self.dm:
+            return "No devices found\n"
+        return "".join(f"{name}\t(254:{i})\n" for i, name in enumerate(self.dm))
+
+
+class FakeGuest:
+    """Guest: a booted FakeDriver VM."""
+
+    def __init__(self, driver: "FakeDriver", request: VmRequest, res: VmResources, transport: FakeGuestTransport) -> None:
+        self.driver = driver
+        self.request = request
+        self.name = res.name
+        self.resources = res
+        self.transport = transport
+        self.boot_seconds = 0.5
+
+    def applied(self) -> Applied:
+        """Exactly what was asked (plus FakeDriver.applied_changes), so cells are valid."""
+        self.driver._fault("applied")
+        vm = self.request.vm
+        applied = Applied(
+            config_source="the fake configuration", config_bus=vm.bus.value, config_cache=vm.cache.value,
+            config_aio=vm.aio.value, config_format=vm.format.value, qemu_cache=vm.cache.value, qemu_format=vm.format.value,
+            qemu_aio=vm.aio.value, qemu_iothread=vm.iothread,
+            controller="virtio-scsi" if vm.bus.is_scsi else ("ahci" if vm.bus is Bus.SATA else None),
+            cpu_model=vm.cpu.model if vm.cpu.mode is CpuMode.MODEL else vm.cpu.mode.value,
+            cpu_flags=tuple((f, state.value) for f, state in vm.cpu.all_features()),
+            accelerator=self.driver.accel.name, volume=self.resources.scratch_path,
+            native_config=f"<vm name='{self.name}'/>", qemu_cmdline=("qemu-system-x86_64", "-name", self.name),
+            details={"fake": True},
+        )
+        return replace(applied, **self.driver.applied_changes) if self.driver.applied_changes else applied
+
+
+class FakeDriver:
+    """HypervisorDriver over FakeHost and FakeStorage.
+
+    ``fail_at`` names a phase ("prepare", "create", "reference", "boot", "applied", "remove")
+    whose ``fail_nth`` occurrence raises ``fail_with`` (default: PreflightError for prepare,
+    GuestError for boot, else HypervisorError).  "create" fails after the root volume exists
+    (a half-made VM); "boot" after the VM is defined.  Guest-side faults go through
+    :meth:`fail_guest` and count commands across every guest this driver boots."""
+
+    name = "fake"
+    DEFAULT_ERRORS = {"prepare": PreflightError, "boot": GuestError}
+
+    def __init__(self, *, host: FakeHost | None = None, storage: FakeStorage | None = None, paths: HostPaths | None = None,
+                 accel: Accelerator = Accelerator("tcg", "fake"), fail_at: str | None = None, fail_nth: int = 1,
+                 fail_with: BaseException | type | None = None, hostname: str = "fakehost",
+                 applied_changes: dict | None = None, guest_kernel: str = "6.1.0-28-amd64") -> None:
+        self.host = host or FakeHost()
+        self.paths = paths or HostPaths("/var/lib/vmbench-fake")
+        self.storage = storage or FakeStorage(host=self.host, root=self.paths.pool)
+        if self.storage.host is None:
+            self.storage.host = self.host
+        self.accel = accel
+        self.fail_at = fail_at
+        self.fail_nth = fail_nth
+        self.fail_with = fail_with
+        self.hostname = hostname
+        self.applied_changes = dict(applied_changes or {})
+        self.guest_kernel = guest_kernel
+        self.phases: dict[str, int] = {}  # phase -> times entered
+        self.vms: dict[str, str] = {}  # name -> "defined" | "running"
+        self.resources: dict[str, VmResources] = {}
+        self.guest_commands: list[list[str]] = []  # every guest command, all guests, in order
+        self.guest_faults: list[Fault] = []
+        self.guests: list[FakeGuest] = []
+        self.boots = 0  # boot() calls
+        self.creates = 0  # create_vm() calls
+        self.removed = 0  # remove_vm() calls that found something to remove
+        self.remove_calls: list[str] = []
+        self.closed = 0
+
+    # -- faults -----------------------------------------------------------------------------
+
+    def _fault(self, phase: str) -> None:
+        self.phases[phase] = self.phases.get(phase, 0) + 1
+        if self.fail_at == phase and self.phases[phase] == self.fail_nth:
+            raise _error(self.fail_with or self.DEFAULT_ERRORS.get(phase, HypervisorError), f"fake {phase}: injected failure")
+
+    def fail_guest(self, match: Match, nth: int = 1, error: BaseException | type | None = None) -> Fault:
+        """The ``nth`` guest command matching ``match`` (counted over every guest) raises."""
+        fault = Fault(match, nth, error)
+        self.guest_faults.append(fault)
+        return fault
+
+    @property
+    def guest_fio_runs(self) -> list[list[str]]:
+        return [c for c in self.guest_commands if is_fio_run(c)]
+
+    # -- HypervisorDriver ---------------------------------------------------------------------
+
+    def prepare(self, *, image, accel, cpu_models, cpu_modes, progress) -> Accelerator:
+        self._fault("prepare")
+        self.storage.prepare(progress)
+        return self.accel
+
+    def cached_accelerator(self) -> str | None:
+        return self.accel.name
+
+    def describe_host(self) -> dict:
+        return {"driver": self.name, "hostname": self.hostname, "qemu_version": "7.2.11", "host_state_dir": self.paths.root,
+                **self.storage.facts()}
+
+    def new_resources(self, run_tag: str, request: VmRequest) -> VmResources:
+        return VmResources(name=f"vmbench-{run_tag}-{request.seq}", scratch_path="",
+                           scratch_serial=f"VMB{run_tag[1:]}S{request.seq:03d}", host_target=None)
+
+    def create_vm(self, run_tag: str, request: VmRequest, res: VmResources) -> VmResources:
+        self.creates += 1
+        self.resources[res.name] = res
+        fmt = request.vm.format
+        root_name = volume_name(run_tag, request.seq, VolumeRole.ROOT, ImageFormat.QCOW2)
+        scratch_name = volume_name(run_tag, request.seq, VolumeRole.SCRATCH, fmt)
+        res.expected_volumes = [root_name, scratch_name]
+        root = self.storage.create_volume(root_name, self.host.template_size, ImageFormat.QCOW2,
+                                          backing=f"{self.paths.images}/template.qcow2")
+        res.volumes.append(root.name)
+        res.root_path = root.path
+        self._fault("create")  # a half-made VM: the root disk exists, the scratch disk does not
+        scratch = self.storage.create_volume(scratch_name, request.scratch_size, fmt)
+        res.volumes.append(scratch.name)
+        res.scratch_path = scratch.path
+        if fmt is ImageFormat.RAW:
+            res.host_target = scratch.path
+        return res
+
+    def create_host_reference(self, run_tag: str, request: VmRequest, res: VmResources) -> str:
+        name = volume_name(run_tag, request.seq, VolumeRole.HOSTREF, ImageFormat.RAW)
+        res.expected_volumes.append(name)
+        self._fault("reference")
+        vol = self.storage.create_volume(name, request.scratch_size, ImageFormat.RAW)
+        res.volumes.append(name)
+        res.host_target = vol.path
+        return vol.path
+
+    def boot(self, run_tag: str, request: VmRequest, res: VmResources, progress=None, timeout=None) -> FakeGuest:
+        self.boots += 1
+        missing = [v for v in res.volumes if v not in self.storage.volumes]
+        if missing or not res.scratch_path:
+            raise AssertionError(f"booting {res.name} without its disks: {missing}")
+        res.native_config = f"<vm name='{res.name}' cache='{request.vm.cache.value}'/>"
+        self.vms[res.name] = "defined"
+        self._fault("boot")
+        self.vms[res.name] = "running"
+        transport = FakeGuestTransport(f"guest {res.name}", request.vm, res.scratch_serial, scratch_size=request.scratch_size,
+                                       commands=self.guest_commands, faults=self.guest_faults, kernel=self.guest_kernel)
+        guest = FakeGuest(self, request, res, transport)
+        self.guests.append(guest)
+        return guest
+
+    def remove_vm(self, res: VmResources) -> None:
+        self.remove_calls.append(res.name)
+        self._fault("remove")
+        found = self.vms.pop(res.name, None) is not None
+        for name in dict.fromkeys(res.volumes + res.expected_volumes):
+            found = found or name in self.storage.volumes
+            self.storage.delete_volume(name)
+        self.removed += found
+
+    def leftovers(self) -> list[Leftover]:
+        out = [Leftover("domain", name, name.split("-")[1], state) for name, state in self.vms.items()]
+        return out + self.storage.leftovers()
+
+    def remove_leftover(self, item: Leftover) -> None:
+        if item.kind == "domain":
+            self.vms.pop(item.name, None)
+        elif item.kind == "volume":
+            self.storage.delete_volume(posixpath.basename(item.name))
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def install_fake_image(state: StatePaths, name: str = "debian12") -> "Image":
+    """A complete (empty-filed) built image of recipe ``name`` in ``state``, as
+    vmbench.images.current_image finds it once VMBENCH_STATE_DIR points at ``state``."""
+    from vmbench.images import current_image, image_hash, load_recipe
+    from vmbench.images import build as _build
+
+    recipe = load_recipe(name)
+    digest = image_hash(recipe)
+    d = state.images / _build.image_dirname(name, digest)
+    d.mkdir(parents=True, exist_ok=True)
+    for f in (_build.ROOT_IMAGE, _build.KERNEL, _build.INITRD):
+        (d / f).write_bytes(b"")
+    (d / _build.MANIFEST).write_text(json.dumps({"name": name, "hash": digest, "cmdline": "root=LABEL=vmbench-root"}))
+    image = current_image(name, state=state)
+    assert image is not None
+    return image

@@ -94,12 +94,18 @@ class Runner:
             self.host.run(["fio", "--version"], timeout=30)
         except CommandError:
             raise PreflightError(f"fio is not installed on {where}", "apt-get install fio (make demo does it here)") from None
-        self.image = current_image(s.template)
+        self.image = current_image(s.template, state=self.state)
         if self.image is None:
             raise PreflightError(
                 f"the template image {s.template!r} is not built (or its recipe changed)",
                 f"run `vmbench images build {s.template}` (make demo does it)",
             )
+        if self.resume is not None:  # before anything is prepared on the host
+            now = {**host_environment(self.host), **self.driver.describe_host()}
+            diff = host_differences(self.resume.environment, now)
+            if diff:
+                raise PreflightError(f"run {self.resume.id} ran on a different host or setup; resuming would mix results: "
+                                     + "; ".join(diff), "start a new run instead")
         cpu_models = {c.vm.cpu.model for c in s.cells if c.vm.cpu.mode is CpuMode.MODEL and c.vm.cpu.model}
         cpu_modes = {c.vm.cpu.mode for c in s.cells}
         self.accel = self.driver.prepare(image=self.image, accel=s.hypervisor.accel, cpu_models=cpu_models,
@@ -112,12 +118,6 @@ class Runner:
                 f"{self.driver.storage.label} on {where} has {human_size(free)} free; this scenario needs about {human_size(need)}",
                 "free some space or lower storage.scratch_size",
             )
-        if self.resume is not None:
-            now = {**host_environment(self.host), **self.driver.describe_host()}
-            diff = host_differences(self.resume.environment, now)
-            if diff:
-                raise PreflightError(f"run {self.resume.id} ran on a different host or setup; resuming would mix results: "
-                                     + "; ".join(diff), "start a new run instead")
 
     # ---- the run -------------------------------------------------------------------------
 
@@ -233,12 +233,17 @@ class Runner:
                 self.driver.remove_vm(res)
             except VmbenchError as exc:
                 errors.append(exc.message)
+            except Exception as exc:  # noqa: BLE001 - a bug must not stop the rest of the cleanup
+                log.exception("removing %s", res.name)
+                errors.append(f"{res.name}: internal error: {exc!r}")
         self.created.clear()
         if self.host_workdir:
             try:
                 ops.remove_tree(self.host, self.host_workdir, inside=self._host_work_root)
             except VmbenchError as exc:
                 errors.append(f"host work directory {self.host_workdir}: {exc.message}")
+            except Exception as exc:  # noqa: BLE001
+                errors.append(f"host work directory {self.host_workdir}: internal error: {exc!r}")
         return errors
 
     # ---- one boot --------------------------------------------------------------------------
@@ -318,10 +323,12 @@ class Runner:
         found = problems(cell.vm, eff, self.accel.name)
         raw_steps = [st for st in steps if st.stack is None]
         measured_raw_in = raw_done_by or (cell.name if raw_steps else None)
-        evidence = dict(evidence, raw_measured_in=self._raw_source(cell, measured_raw_in), layers=[])
+        stored = self.db.cell_by_name(self.run_id, cell.name) if self.resume else None
+        rebuilt = {st.stack for st in steps}
+        kept = [l for l in ((stored or {}).get("evidence") or {}).get("layers", []) if l.get("stack") not in rebuilt]
+        evidence = dict(evidence, raw_measured_in=self._raw_source(cell, measured_raw_in), layers=kept)
         values = dict(boot_id=boot_id, settings_json=cell.vm.settings(), changed_json=list(cell.changed),
                       stacks_json=[st.name for st in cell.stacks], valid=not found, problems_json=found, evidence_json=evidence)
-        stored = self.db.cell_by_name(self.run_id, cell.name) if self.resume else None
         if stored:
             cell_id = stored["id"]
             self.db.update_cell(cell_id, **values)

@@ -107,6 +107,8 @@ def test_stdin_is_delivered_and_not_in_argv(ssh):
     assert b"stdin-test-marker" in everything and secret.encode() not in everything
     assert result["done"].stdout == secret
     assert ssh.run(["cat"], input=b"x" * 5_000_000).stdout == "x" * 5_000_000
+    assert ssh.run(["true"], input=b"y" * 5_000_000).returncode == 0  # input it does not read
+    assert ssh.run(["cat"], input=b"").stdout == "" and ssh.run(["cat"]).stdout == ""
 
 
 def test_env_is_passed(ssh):
@@ -250,6 +252,13 @@ def test_login_failures_name_user_and_host(sshd, tmp_path):
         SshTransport(cfg_for(sshd, key_file=str(other))).connect()
     assert f"root@127.0.0.1:{sshd.port}" in exc.value.message and str(other) in exc.value.message
     assert "PRIVATE KEY" not in exc.value.message
+
+
+def test_no_key_at_all_is_a_login_failure(sshd, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/id_*, and no agent (see no_agent)
+    with pytest.raises(PreflightError) as exc:
+        SshTransport(cfg_for(sshd, key_file=None)).connect()
+    assert f"SSH login to root@127.0.0.1:{sshd.port} failed" in exc.value.message and "none found" in exc.value.message
 
 
 def test_unreachable_host(tmp_path):

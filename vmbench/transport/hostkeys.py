@@ -53,6 +53,32 @@ def scan(host: str, port: int = 22, timeout: float = 15.0) -> paramiko.PKey:
         transport.close()
 
 
+class UnknownHostKey(Exception):
+    """Raised by :class:`RefuseUnknown` with the key (paramiko's RejectPolicy error has none)."""
+
+
+class RefuseUnknown(paramiko.MissingHostKeyPolicy):
+    """paramiko policy: never accept a key that known_hosts does not have."""
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        raise UnknownHostKey(key)
+
+
+def refusal(exc: UnknownHostKey | paramiko.BadHostKeyException, where: str, target: str, known_hosts: str) -> PreflightError:
+    """The error for a host key vmbench will not accept; ``target`` is what ``hosts trust`` takes."""
+    if isinstance(exc, UnknownHostKey):
+        return PreflightError(
+            f"host key of {where} is not known: {fingerprint(exc.args[0])}",
+            hint=f"check it and run `vmbench hosts trust {target}` (or add it to {known_hosts})",
+        )
+    return PreflightError(
+        f"the host key of {where} has CHANGED: it now presents {fingerprint(exc.key)}, "
+        f"{known_hosts} has {fingerprint(exc.expected_key)}; vmbench refuses to connect",
+        hint="someone may be intercepting the connection, or the host was reinstalled: verify the new key, "
+        f"then run `vmbench hosts trust --replace {target}`",
+    )
+
+
 def _load(path: str) -> paramiko.HostKeys:
     keys = paramiko.HostKeys()
     if os.path.exists(path):

@@ -10,6 +10,7 @@ same host key check), so cleanup still works.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
@@ -49,18 +50,9 @@ def remote_command(argv: Sequence[str], env: Mapping[str, str] | None = None) ->
     return shlex.join(["setsid", "-w", "sh", "-c", _WRAPPER, "sh", *envprefix, *(os.fspath(a) for a in argv)])
 
 
-class _UnknownHostKey(Exception):
-    def __init__(self, key: paramiko.PKey) -> None:
-        super().__init__("unknown host key")
-        self.key = key
-
-
-class _RefuseUnknown(paramiko.MissingHostKeyPolicy):
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
-        raise _UnknownHostKey(key)
-
-
 class SshTransport:
+    """The :class:`~vmbench.transport.base.Transport` of a host reached over SSH; connects lazily."""
+
     def __init__(self, cfg: SshConfig, *, connect_timeout: float = 15.0, keepalive: int = 15) -> None:
         self.cfg = cfg
         self.name = f"host {cfg.label}"
@@ -84,48 +76,33 @@ class SshTransport:
 
     def close(self) -> None:
         with self._lock:
-            for thing in (self._sftp, self._ssh):
-                try:
-                    if thing is not None:
-                        thing.close()
-                except Exception:  # closing a dead connection may raise anything
-                    pass
-            self._sftp = None
-            self._ssh = None
+            for thing in filter(None, (self._sftp, self._ssh)):
+                with contextlib.suppress(Exception):  # closing a dead connection may raise anything
+                    thing.close()
+            self._sftp = self._ssh = None
 
     def reconnect(self) -> None:
         with self._lock:
             self.close()
             self._client()
 
-    def __enter__(self) -> "SshTransport":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     @property
     def host_key_fingerprint(self) -> str:
         """The fingerprint of the verified host key (connects if needed)."""
         self._client()
-        assert self._fingerprint is not None
-        return self._fingerprint
+        return self._fingerprint or ""
 
     def describe(self) -> dict[str, object]:
-        return {
-            "ssh_host": self.cfg.host,
-            "ssh_port": self.cfg.port,
-            "ssh_user": self.cfg.user,
-            "ssh_host_key": self.host_key_fingerprint,
-        }
+        """How the host was reached, for a run's records."""
+        c = self.cfg
+        return {"ssh_host": c.host, "ssh_port": c.port, "ssh_user": c.user, "ssh_host_key": self.host_key_fingerprint}
 
     def _client(self) -> paramiko.SSHClient:
         with self._lock:
-            ssh = self._ssh
-            transport = ssh.get_transport() if ssh is not None else None
-            if ssh is not None and transport is not None and transport.is_active():
-                return ssh
-            if ssh is not None:
+            if self._ssh is not None:
+                transport = self._ssh.get_transport()
+                if transport is not None and transport.is_active():
+                    return self._ssh
                 log.warning("%s: the SSH connection was lost; reconnecting", self.name)
                 self.close()
             self._ssh = self._open()
@@ -138,60 +115,42 @@ class SshTransport:
         ssh = paramiko.SSHClient()
         if os.path.exists(self.known_hosts):
             ssh.load_host_keys(self.known_hosts)
-        ssh.set_missing_host_key_policy(_RefuseUnknown())
+        ssh.set_missing_host_key_policy(hostkeys.RefuseUnknown())
         if cfg.key_file and not os.path.isfile(os.path.expanduser(cfg.key_file)):
             raise PreflightError(f"SSH key file for {self.where} not found: {cfg.key_file}", hint="fix hypervisor.ssh.key_file")
         try:
-            ssh.connect(
-                cfg.host,
-                port=cfg.port,
-                username=cfg.user,
-                key_filename=os.path.expanduser(cfg.key_file) if cfg.key_file else None,
-                allow_agent=True,
-                look_for_keys=cfg.key_file is None,
-                timeout=self.connect_timeout,
-                banner_timeout=self.connect_timeout,
-                auth_timeout=self.connect_timeout,
-            )
-        except _UnknownHostKey as exc:
+            t = self.connect_timeout  # never a password: keys from key_file, ssh-agent or ~/.ssh
+            key_file = os.path.expanduser(cfg.key_file) if cfg.key_file else None
+            ssh.connect(cfg.host, cfg.port, cfg.user, key_filename=key_file, allow_agent=True, look_for_keys=key_file is None,
+                        timeout=t, banner_timeout=t, auth_timeout=t)
+        except (hostkeys.UnknownHostKey, paramiko.BadHostKeyException) as exc:
             ssh.close()
-            raise PreflightError(
-                f"host key of {self.where} is not known: {hostkeys.fingerprint(exc.key)}",
-                hint=f"check it and run `vmbench hosts trust {target}` (or add it to {self.known_hosts})",
-            ) from None
-        except paramiko.BadHostKeyException as exc:
+            raise hostkeys.refusal(exc, self.where, target, self.known_hosts) from None
+        except paramiko.SSHException as exc:
+            login = isinstance(exc, paramiko.AuthenticationException) or _handshake_done(ssh)  # no key to offer, or all refused
             ssh.close()
+            if not login:
+                raise self._unreachable(exc) from None
+            locked = " (a key file needs a passphrase: load it into ssh-agent)" if isinstance(exc, paramiko.PasswordRequiredException) else ""
             raise PreflightError(
-                f"the host key of {self.where} has CHANGED: it now presents {hostkeys.fingerprint(exc.key)}, "
-                f"{self.known_hosts} has {hostkeys.fingerprint(exc.expected_key)}; vmbench refuses to connect",
-                hint="someone may be intercepting the connection, or the host was reinstalled: verify the new key, "
-                f"then run `vmbench hosts trust --replace {target}`",
-            ) from None
-        except paramiko.PasswordRequiredException:
-            ssh.close()
-            raise PreflightError(
-                f"SSH login to {self.where}: a key file is protected by a passphrase ({', '.join(self._keys_tried())})",
-                hint="vmbench asks for no passphrase: load the key into ssh-agent (ssh-add)",
-            ) from None
-        except paramiko.AuthenticationException:
-            ssh.close()
-            raise PreflightError(
-                f"SSH login to {self.where} failed; keys tried: {', '.join(self._keys_tried()) or 'none found'}",
+                f"SSH login to {self.where} failed{locked}; keys tried: {', '.join(self._keys_tried()) or 'none found'}",
                 hint="vmbench logs in with keys only: set hypervisor.ssh.key_file or load a key into ssh-agent, "
                 "and add its public key to the user's authorized_keys on the host",
             ) from None
-        except (OSError, EOFError, paramiko.SSHException) as exc:
+        except (OSError, EOFError) as exc:
             ssh.close()
-            reason = _reason(exc)
-            if self._connected_once:  # reachable before: this is the connection dropping, not setup
-                raise HostConnectionError(f"lost the SSH connection to {self.where} and cannot reconnect: {reason}", hint=_RESUME_HINT) from None
-            raise PreflightError(f"cannot reach {self.where}: {reason}", hint="check the host, the port and that sshd runs there") from None
+            raise self._unreachable(exc) from None
         transport = ssh.get_transport()
         assert transport is not None
         transport.set_keepalive(self.keepalive)
         self._fingerprint = hostkeys.fingerprint(transport.get_remote_server_key())
         log.debug("%s: connected, host key %s", self.name, self._fingerprint)
         return ssh
+
+    def _unreachable(self, exc: BaseException) -> VmbenchError:
+        if self._connected_once:  # reachable before: this is the connection dropping, not setup
+            return HostConnectionError(f"lost the SSH connection to {self.where} and cannot reconnect: {_reason(exc)}", hint=_RESUME_HINT)
+        return PreflightError(f"cannot reach {self.where}: {_reason(exc)}", hint="check the host, the port and that sshd runs there")
 
     def _keys_tried(self) -> list[str]:
         tried: list[str] = []
@@ -212,58 +171,46 @@ class SshTransport:
         return HostConnectionError(f"lost the SSH connection to {self.where} while {step}{detail}", hint=_RESUME_HINT)
 
     def _session(self, step: str) -> paramiko.Channel:
-        transport = self._client().get_transport()
         try:
-            assert transport is not None
-            return transport.open_session(timeout=self.connect_timeout)
+            return self._client().get_transport().open_session(timeout=self.connect_timeout)  # type: ignore[union-attr]
         except _DROPPED as exc:
             raise self._lost(step, exc) from None
 
     # ---- commands --------------------------------------------------------------------------
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        input: bytes | None = None,
-        timeout: float | None = None,
-        env: Mapping[str, str] | None = None,
-        check: bool = True,
-        on_wait: Callable[[float], None] | None = None,
-    ) -> Completed:
+    def run(self, argv: Sequence[str], *, input: bytes | None = None, timeout: float | None = None, env: Mapping[str, str] | None = None,
+            check: bool = True, on_wait: Callable[[float], None] | None = None) -> Completed:
+        """Run argv on the host (see the module doc); errors as :func:`vmbench.command.run`'s."""
         argv = [os.fspath(a) for a in argv]
         if not argv:
             raise ValueError("run() needs a non-empty argv")
         step = f"running {format_argv(argv)}"
         log.debug("%s: %s", self.name, format_argv(argv))
         chan = self._session(step)
-        out, err = bytearray(), bytearray()
-        pgid: int | None = None
-        pending = memoryview(input) if input is not None else None
-        started = time.monotonic()
-        last_wait = started
+        out, err, pgid = bytearray(), bytearray(), None
+        pending: memoryview | None = memoryview(input or b"")  # stdin still to send; None: closed
+        started = last_wait = time.monotonic()
         try:
             chan.exec_command(remote_command(argv, env))
-            if not pending:
-                chan.shutdown_write()
-                pending = None
             while True:
                 if pending is not None and chan.send_ready():
-                    n = chan.send(pending[:_CHUNK].tobytes())
-                    pending = pending[n:]
+                    try:
+                        pending = pending[chan.send(pending[:_CHUNK].tobytes()) :] if pending else pending
+                    except OSError:  # the command exited without reading all of it (a drop is found below)
+                        pending = pending[:0]
                     if not len(pending):
-                        chan.shutdown_write()
+                        if not chan.closed:
+                            chan.shutdown_write()
                         pending = None
                 got = self._drain(chan, out, err)
                 finished = chan.closed or (chan.exit_status != -1 and chan.eof_received)
                 if finished:
                     self._drain(chan, out, err)
-                if pgid is None and b"\n" in err and err.startswith(_PGID_PREFIX):
+                if pgid is None and b"\n" in err and err.startswith(_PGID_PREFIX):  # the wrapper's first line
                     first, _, rest = bytes(err).partition(b"\n")
-                    if first[len(_PGID_PREFIX):].isdigit():
-                        pgid = int(first[len(_PGID_PREFIX):])
-                        self.running_pgids.add(pgid)
-                        err[:] = rest
+                    pgid = int(first[len(_PGID_PREFIX):])
+                    self.running_pgids.add(pgid)
+                    err[:] = rest
                 if finished:
                     if chan.exit_status == -1 and self._dropped(chan, grace=2.0):
                         raise self._lost(step)
@@ -276,12 +223,8 @@ class SshTransport:
                     self._kill(pgid, step)
                     chan.close()
                     log.error("%s: command timed out after %ss: %s", self.name, timeout, format_argv(argv))
-                    raise CommandTimeout(
-                        f"{self.name}: command timed out after {timeout:g}s: {format_argv(argv)}",
-                        argv=argv,
-                        stdout=_decode(out),
-                        stderr=_decode(err),
-                    )
+                    message = f"{self.name}: command timed out after {timeout:g}s: {format_argv(argv)}"
+                    raise CommandTimeout(message, argv=argv, stdout=_decode(out), stderr=_decode(err))
                 if on_wait and now - last_wait >= 1.0:
                     last_wait = now
                     on_wait(elapsed)
@@ -292,11 +235,11 @@ class SshTransport:
                     select.select([chan], [], [], wait)
         except CommandTimeout:
             raise
-        except (HostConnectionError, *_DROPPED) as exc:
-            lost = exc if isinstance(exc, HostConnectionError) else self._lost(step, exc)
-            self._kill(pgid, step)  # reconnects once, so the orphaned command does not run on
-            raise lost from None
-        except BaseException:  # Ctrl-C, SIGTERM as an exception, a bug: do not leave fio running
+        except BaseException as exc:  # a drop; or Ctrl-C, SIGTERM, an on_wait error: do not leave fio running
+            if isinstance(exc, (HostConnectionError, EOFError, paramiko.SSHException)) or (isinstance(exc, OSError) and self._dropped(chan, 1.0)):
+                lost = exc if isinstance(exc, HostConnectionError) else self._lost(step, exc)
+                self._kill(pgid, step)  # reconnects once, so the orphaned command does not run on
+                raise lost from None
             if chan.exit_status == -1:
                 self._kill(pgid, step)
             chan.close()
@@ -311,38 +254,29 @@ class SshTransport:
             log.error("%s: command failed (exit %d): %s", self.name, code, format_argv(argv))
             if done.stderr.strip():
                 log.error("stderr:\n%s", tail(done.stderr))
-            raise CommandError(
-                f"{self.name}: command failed (exit {code}): {format_argv(argv)}" + (f"\n{tail(done.stderr)}" if done.stderr.strip() else ""),
-                argv=argv,
-                returncode=code,
-                stdout=done.stdout,
-                stderr=done.stderr,
-            )
+            message = f"{self.name}: command failed (exit {code}): {format_argv(argv)}" + (f"\n{tail(done.stderr)}" if done.stderr.strip() else "")
+            raise CommandError(message, argv=argv, returncode=code, stdout=done.stdout, stderr=done.stderr)
         return done
 
     @staticmethod
     def _drain(chan: paramiko.Channel, out: bytearray, err: bytearray) -> bool:
-        got = False
+        before = len(out) + len(err)
         while chan.recv_ready():
             out += chan.recv(_CHUNK)
-            got = True
         while chan.recv_stderr_ready():
             err += chan.recv_stderr(_CHUNK)
-            got = True
-        return got
+        return len(out) + len(err) > before
 
     @staticmethod
     def _dropped(chan: paramiko.Channel, grace: float = 0.0) -> bool:
         """Is the connection gone?  paramiko closes the channels a moment before it marks
         the transport inactive, so a channel closed without an exit status waits ``grace``."""
         deadline = time.monotonic() + grace
-        while True:
-            transport = chan.get_transport()
-            if transport is None or not transport.is_active():
-                return True
+        while (transport := chan.get_transport()) is not None and transport.is_active():
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.05)
+        return True
 
     def _kill(self, pgid: int | None, step: str) -> None:
         """Kill a command's whole process group on the host, over a new channel."""
@@ -352,9 +286,8 @@ class SshTransport:
         cmd = shlex.join(["env", "kill", "-KILL", "--", f"-{pgid}"])
         try:
             chan = self._session(f"killing process group {pgid} ({step})")
-            chan.settimeout(10)
             chan.exec_command(cmd)
-            chan.recv_exit_status()
+            chan.status_event.wait(10)
             chan.close()
         except (VmbenchError, *_DROPPED) as exc:
             log.warning("%s: could not kill process group %d: %s", self.name, pgid, exc)
@@ -387,7 +320,7 @@ class SshTransport:
         the path and the host (FileNotFoundError stays one, as with LocalTransport)."""
         ssh = self._ssh
         transport = ssh.get_transport() if ssh is not None else None
-        if not isinstance(exc, OSError) or type(exc) in (socket.timeout, TimeoutError) or transport is None or not transport.is_active():
+        if not isinstance(exc, OSError) or isinstance(exc, TimeoutError) or transport is None or not transport.is_active():
             return self._lost(step, exc)
         if exc.errno is None:
             return OSError(f"{exc} on {self.where}: {path}")
@@ -398,8 +331,7 @@ class SshTransport:
         sftp = self._sftp_client(step)
         try:
             with sftp.open(path, "rb") as f:
-                size = f.stat().st_size or 0
-                if size > 0:
+                if (size := f.stat().st_size or 0) > 0:
                     f.prefetch(size)
                 return f.read()
         except (OSError, *_DROPPED) as exc:
@@ -419,13 +351,7 @@ class SshTransport:
         except (OSError, *_DROPPED) as exc:
             raise self._file_error(exc, step, path) from None
 
-    def put_file(
-        self,
-        local_path: str,
-        remote_path: str,
-        mode: int = 0o644,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> None:
+    def put_file(self, local_path: str, remote_path: str, mode: int = 0o644, progress: Callable[[int, int], None] | None = None) -> None:
         """Upload to ``remote_path.part``, then rename into place (no half files);
         ``progress(bytes_done, total)`` after each chunk."""
         step = f"uploading {local_path} to {remote_path}"
@@ -437,28 +363,27 @@ class SshTransport:
                 with sftp.open(part, "wb") as dst:
                     dst.chmod(mode)
                     dst.set_pipelined(True)
-                    done = 0
                     while chunk := src.read(_CHUNK):
                         dst.write(chunk)
-                        done += len(chunk)
                         if progress:
-                            progress(done, total)
-                size = sftp.stat(part).st_size
-                if size != total:
+                            progress(src.tell(), total)
+                if (size := sftp.stat(part).st_size) != total:
                     raise OSError(f"{part} has {size} bytes after the upload, expected {total}")
                 sftp.posix_rename(part, remote_path)
             except (OSError, *_DROPPED) as exc:
-                if getattr(exc, "filename", None) == local_path:
-                    raise
                 error = self._file_error(exc, step, remote_path)
                 if not isinstance(error, HostConnectionError):
-                    try:
+                    with contextlib.suppress(*_DROPPED):
                         sftp.remove(part)
-                    except (OSError, *_DROPPED):
-                        pass
                 raise error from None
         if progress and total == 0:
             progress(0, 0)
+
+
+def _handshake_done(ssh: paramiko.SSHClient) -> bool:
+    """After the key exchange (so an SSHException is about the login, not reaching the host)?"""
+    transport = ssh.get_transport()
+    return transport is not None and transport.is_active() and transport.get_remote_server_key() is not None
 
 
 def _reason(exc: BaseException) -> str:

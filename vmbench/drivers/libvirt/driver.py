@@ -39,7 +39,9 @@ log = logging.getLogger(__name__)
 
 NAME_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-")
 CONSOLE_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-[\w-]+\.log$")
+WORKDIR_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-\w{8}$")
 BOOT_TIMEOUT = {"kvm": 120.0, "tcg": 300.0}
+RECONNECT_SECONDS = 60.0
 STORAGE_TYPES = {StorageType.DIR: DirPoolStorage}
 
 
@@ -104,7 +106,9 @@ class LibvirtDriver:
 
     @property
     def conn(self) -> "libvirt.virConnect":
-        """The libvirt connection, reopened when it died (libvirtd restarted, SSH dropped)."""
+        """The libvirt connection, reopened when it died (libvirtd restarted, SSH dropped):
+        then for up to RECONNECT_SECONDS, so a run's cleanup outlasts a daemon restart."""
+        lost = False
         if self._conn is not None:
             try:
                 alive = self._conn.isAlive() == 1
@@ -113,8 +117,18 @@ class LibvirtDriver:
             if not alive:
                 log.warning("the libvirt connection to %s was lost; reconnecting", self.uri)
                 self.close()
+                lost = True
         if self._conn is None:
-            self._conn = open_connection(self._local_uri(), shown_as=self.uri, host=self.hv.host_label)
+            deadline = time.monotonic() + (RECONNECT_SECONDS if lost else 0)
+            while True:
+                try:
+                    self._conn = open_connection(self._local_uri(), shown_as=self.uri, host=self.hv.host_label)
+                    break
+                except VmbenchError:
+                    self.close()
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(2)
         return self._conn
 
     def _local_uri(self) -> str:
@@ -377,6 +391,10 @@ class LibvirtDriver:
             m = CONSOLE_RE.match(f)
             if m:
                 out.append(Leftover("file", f"{self.paths.consoles}/{f}", m.group(1), "console log"))
+        for d in sorted(ops.list_dir(self.host, self.paths.work)):
+            m = WORKDIR_RE.match(d)
+            if m:
+                out.append(Leftover("directory", f"{self.paths.work}/{d}", m.group(1), "host fio work directory"))
         return out
 
     def remove_leftover(self, item: Leftover) -> None:
@@ -396,6 +414,10 @@ class LibvirtDriver:
             parent, _, base = item.name.rpartition("/")
             if parent == self.paths.consoles and CONSOLE_RE.match(base):
                 ops.remove_file(self.host, item.name)
+        elif item.kind == "directory":
+            parent, _, base = item.name.rpartition("/")
+            if parent == self.paths.work and WORKDIR_RE.match(base):
+                ops.remove_tree(self.host, item.name, inside=self.paths.work)
 
 
 def _is_ours(dom: "libvirt.virDomain") -> bool:
@@ -408,7 +430,11 @@ def _is_ours(dom: "libvirt.virDomain") -> bool:
 
 def _destroy(dom: "libvirt.virDomain") -> None:
     if dom.isActive():
-        dom.destroy()
+        try:
+            dom.destroy()
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() != libvirt.VIR_ERR_OPERATION_INVALID or dom.isActive():
+                raise  # "domain is not running": it stopped by itself in between
 
 
 def _undefine(dom: "libvirt.virDomain") -> None:

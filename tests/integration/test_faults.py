@@ -1,0 +1,187 @@
+"""Faults during a run (issue 7, item 9): the run keeps every finished measurement, says
+which step failed, removes everything it created by itself, and ``--resume`` finishes it.
+
+Each test starts a real run in a subprocess, waits for a given progress line, injects the
+fault, and checks the database and libvirt afterwards."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import libvirt
+import libvirt_qemu
+
+from tests.integration.conftest import ROOT, run_tag_resources, vmbench, write
+from vmbench.plan import make_plan
+from vmbench.results.db import ResultsDB
+from vmbench.scenario import parse_scenario
+
+TWO_BOOTS = """
+name: it-faults
+storage:
+  scratch_size: 256M
+vm:
+  memory: 768M
+  cache: none
+  aio: threads
+vary:
+  cache: [writeback]
+jobs:
+  - {name: 4k-randwrite, rw: randwrite, bs: 4k, iodepth: 4, size: 64M, runtime: RUNTIME, ramp: 1s}
+  - {name: 1m-read, rw: read, bs: 1M, iodepth: 4, size: 64M, runtime: 2s, ramp: 1s}
+"""
+
+
+def start(tmp_path, runtime: str = "2s"):
+    scenario = write(tmp_path, "faults.yaml", TWO_BOOTS.replace("RUNTIME", runtime))
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen([sys.executable, "-m", "vmbench", "run", str(scenario), "--db", str(db)],
+                            cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    return scenario, db, proc
+
+
+def wait_for(proc, needle: str, lines: list[str], timeout: float = 900) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if needle in line:
+            return line
+    raise AssertionError(f"never saw {needle!r}:\n" + "".join(lines))
+
+
+def tag_of(lines: list[str]) -> str:
+    for line in lines:
+        if "booting vmbench-" in line or "removing vmbench-" in line:
+            return line.split("vmbench-", 1)[1].split("-", 1)[0]
+    raise AssertionError("".join(lines))
+
+
+def plan_keys(scenario_path) -> set:
+    s = parse_scenario(scenario_path.read_text(), str(scenario_path), base_dir=scenario_path.parent)
+    return {st.key() for st in make_plan(s).steps()}
+
+
+def stored_keys(db_path) -> set:
+    db = ResultsDB(db_path, create=False)
+    return db.measurement_keys(db.resolve_run("latest").id)
+
+
+def finish(proc, lines: list[str], timeout: float = 600) -> str:
+    _, rest = proc.communicate(timeout=timeout)
+    return "".join(lines) + rest
+
+
+def test_sigkill_then_cleanup_then_resume(machine, tmp_path):
+    scenario, db_path, proc = start(tmp_path)
+    lines: list[str] = []
+    wait_for(proc, "VM 2/2", lines)  # the first VM is measured and removed
+    wait_for(proc, "booting vmbench-", lines)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    tag = tag_of(lines)
+    assert run_tag_resources(machine, tag), "the hard kill should leave the second VM behind"
+    db = ResultsDB(db_path, create=False)
+    run = db.resolve_run("latest")
+    assert run.status == "running"  # nobody recorded the end
+    before = db.measurement_keys(run.id)
+    assert before and before < plan_keys(scenario)
+
+    cleaned = vmbench("cleanup")
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    assert run_tag_resources(machine, tag) == []
+
+    resumed = vmbench("run", "--resume", str(run.id), "--db", str(db_path))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "kept from earlier attempts" in resumed.stderr
+    assert stored_keys(db_path) == plan_keys(scenario)
+    db = ResultsDB(db_path, create=False)
+    assert db.resolve_run(run.id).status == "ok"
+    rows = db.rows("measurements", run.id)
+    assert len(rows) == len(plan_keys(scenario))  # nothing measured twice
+    report = json.loads(vmbench("report", str(run.id), "--db", str(db_path), "--format", "json").stdout)
+    records = report["tables"][0]["records"]
+    assert {(r["side"], r.get("cell"), r["job"]) for r in records if r["side"] == "guest"} == {
+        ("guest", c, j) for c in ("baseline", "cache=writeback") for j in ("4k-randwrite", "1m-read")}
+
+
+def test_libvirtd_restarted_while_fio_runs_in_the_guest(machine, tmp_path):
+    scenario, db_path, proc = start(tmp_path, runtime="20s")
+    lines: list[str] = []
+    wait_for(proc, "baseline: raw: 4k-randwrite", lines)
+    time.sleep(3)
+    subprocess.run(["pkill", "-x", "libvirtd"], check=False)
+    for _ in range(50):
+        if subprocess.run(["pgrep", "-x", "libvirtd"], capture_output=True).returncode != 0:
+            break
+        time.sleep(0.2)
+    subprocess.run([str(ROOT / "scripts" / "ensure-libvirtd")], check=True, capture_output=True)
+    out = finish(proc, lines)
+    assert proc.returncode not in (0, None), out
+    assert "error:" in out and "measuring baseline: raw disk" in out, out
+    tag = tag_of(lines)
+    machine.close()  # the fixture's connection died with the daemon
+    assert run_tag_resources(machine, tag) == [], out
+    db = ResultsDB(db_path, create=False)
+    run = db.resolve_run("latest")
+    assert run.status == "failed" and "measuring baseline: raw disk" in run.error
+    assert {k[0] for k in db.measurement_keys(run.id)} == {"host"}  # the host's runs finished and are kept
+
+
+def _agent(dom, command: dict) -> dict:
+    return json.loads(libvirt_qemu.qemuAgentCommand(dom, json.dumps(command), 10, 0))
+
+
+def test_guest_agent_frozen(machine, tmp_path):
+    scenario, db_path, proc = start(tmp_path, runtime="8s")
+    lines: list[str] = []
+    line = wait_for(proc, "baseline: raw: 4k-randwrite", lines)
+    name = f"vmbench-{tag_of(lines)}-1"
+    dom = machine.conn.lookupByName(name)
+    # the agent stops itself: every later agent command times out
+    _agent(dom, {"execute": "guest-exec", "arguments": {"path": "/bin/sh", "arg": ["-c", "kill -STOP $(pidof qemu-ga)"]}})
+    out = finish(proc, lines)
+    assert proc.returncode not in (0, None), out
+    assert "guest agent" in out and "measuring baseline: raw disk" in out, out
+    assert run_tag_resources(machine, tag_of(lines)) == [], out
+    db = ResultsDB(db_path, create=False)
+    run = db.resolve_run("latest")
+    assert run.status == "failed"
+    assert {k[0] for k in db.measurement_keys(run.id)} == {"host"}
+
+
+def test_domain_destroyed_underneath(machine, tmp_path):
+    scenario, db_path, proc = start(tmp_path, runtime="8s")
+    lines: list[str] = []
+    wait_for(proc, "baseline: raw: 4k-randwrite", lines)
+    name = f"vmbench-{tag_of(lines)}-1"
+    machine.conn.lookupByName(name).destroy()
+    out = finish(proc, lines)
+    assert proc.returncode not in (0, None), out
+    assert "measuring baseline: raw disk" in out, out
+    assert run_tag_resources(machine, tag_of(lines)) == [], out
+    db = ResultsDB(db_path, create=False)
+    run = db.resolve_run("latest")
+    assert run.status == "failed"
+    assert {k[0] for k in db.measurement_keys(run.id)} == {"host"}
+    # and --resume finishes it
+    resumed = vmbench("run", "--resume", "latest", "--db", str(db_path))
+    assert resumed.returncode == 0, resumed.stderr
+    assert stored_keys(db_path) == plan_keys(scenario)
+
+
+def test_pool_too_small_is_refused_before_anything_is_created(machine, tmp_path):
+    scenario = write(tmp_path, "big.yaml", TWO_BOOTS.replace("RUNTIME", "2s").replace("scratch_size: 256M", "scratch_size: 64T"))
+    before = {l.name for l in machine.leftovers()}
+    r = vmbench("run", str(scenario), "--db", str(tmp_path / "r.db"))
+    assert r.returncode == 3, r.stderr
+    assert "dir pool vmbench on localhost has" in r.stderr and "needs about" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert {l.name for l in machine.leftovers()} == before
+    assert not (tmp_path / "r.db").exists() or ResultsDB(tmp_path / "r.db", create=False).runs() == []

@@ -1,0 +1,162 @@
+"""Remote libvirt end to end (issue 7): ``qemu+ssh://root@127.0.0.1:PORT/system`` against a
+real sshd the tests start (own config, host key and port), with vmbench's directory on the
+"remote" host somewhere else than the local one: libvirt over the SSH connection, host fio
+and facts over SSH, the template uploaded once, results stored locally, nothing left."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import libvirt
+import pytest
+
+from tests.integration.conftest import ROOT, run_tag_resources, vmbench, write
+from tests.sshd import TestSshd
+from vmbench.plan import make_plan
+from vmbench.results.db import ResultsDB
+from vmbench.scenario import parse_scenario
+
+REMOTE_DIR = "/var/lib/vmbench-remote-test"
+POOL = "vmbench-remote-test"
+
+SCENARIO = """
+name: it-remote
+hypervisor:
+  driver: libvirt
+  uri: "qemu+ssh://root@127.0.0.1:{port}/system"
+  state_dir: {remote_dir}
+  ssh: {{key_file: {key}, known_hosts: {known_hosts}}}
+storage: {{type: dir, pool: {pool}, scratch_size: 256M}}
+vm: {{memory: 768M, cache: none, aio: native}}
+jobs:
+  - {{name: 4k-randwrite, rw: randwrite, bs: 4k, iodepth: 4, size: 64M, runtime: 2s, ramp: 1s}}
+  - {{name: 1m-read, rw: read, bs: 1M, iodepth: 4, size: 64M, runtime: {runtime}, ramp: 1s}}
+"""
+
+
+@pytest.fixture(scope="module")
+def sshd():
+    with TestSshd() as server:
+        yield server
+    conn = libvirt.open("qemu:///system")
+    try:
+        pool = conn.storagePoolLookupByName(POOL)
+        if pool.isActive():
+            pool.destroy()
+        pool.undefine()
+    except libvirt.libvirtError:
+        pass
+    conn.close()
+    subprocess.run(["rm", "-rf", "--one-file-system", REMOTE_DIR], check=False)
+
+
+def scenario(tmp_path: Path, sshd: TestSshd, *, known_hosts: str | None = None, runtime: str = "2s") -> Path:
+    return write(tmp_path, "remote.yaml", SCENARIO.format(
+        port=sshd.port, remote_dir=REMOTE_DIR, key=sshd.client_key, known_hosts=known_hosts or sshd.known_hosts,
+        pool=POOL, runtime=runtime))
+
+
+def plan_keys(path: Path) -> set:
+    s = parse_scenario(path.read_text(), str(path), base_dir=path.parent)
+    return {st.key() for st in make_plan(s).steps()}
+
+
+def test_remote_run_end_to_end(machine, sshd, tmp_path):
+    path = scenario(tmp_path, sshd)
+    db_path = tmp_path / "r.db"
+    run = vmbench("run", str(path), "--db", str(db_path))
+    assert run.returncode == 0, run.stderr
+    assert f"uploading template debian12" in run.stderr and f"127.0.0.1:{REMOTE_DIR}/images/" in run.stderr
+    db = ResultsDB(db_path, create=False)
+    r = db.resolve_run("latest")
+    assert r.status == "ok"
+    env = r.environment
+    assert env["ssh_host"] == "127.0.0.1" and env["ssh_port"] == sshd.port
+    assert env["ssh_host_key"] == sshd.host_key_fingerprint
+    assert env["libvirt_uri"].startswith("qemu+ssh://root@127.0.0.1:") and env["pool"] == POOL
+    rows = db.rows("measurements", r.id)
+    assert {(m["side"], m["job"]) for m in rows} == {(s, j) for s in ("host", "guest") for j in ("4k-randwrite", "1m-read")}
+    assert all(m["target"].startswith(f"{REMOTE_DIR}/pool/vmbench-") for m in rows if m["side"] == "host")
+    assert db.measurement_keys(r.id) == plan_keys(path)
+    assert list(Path(REMOTE_DIR, "images").glob("debian12-*/manifest.json"))
+    assert run_tag_resources(machine, r.tag) == []
+    assert not list(Path(REMOTE_DIR, "work").glob("*")), "the host work directory is removed"
+
+    # the image is already there: doctor says so, and a second run would not upload it again
+    doc = vmbench("doctor", str(path))
+    assert doc.returncode == 0, doc.stdout + doc.stderr
+    assert "hash matches" in doc.stdout and sshd.host_key_fingerprint in doc.stdout
+
+
+def test_unknown_and_changed_host_keys_are_refused(machine, sshd, tmp_path):
+    empty = tmp_path / "empty_known_hosts"
+    empty.write_text("")
+    db_path = tmp_path / "r.db"
+    before = {l.name for l in machine.leftovers()}
+    r = vmbench("run", str(scenario(tmp_path, sshd, known_hosts=str(empty))), "--db", str(db_path))
+    assert r.returncode == 3, r.stderr
+    fp = sshd.host_key_fingerprint.split()[1]
+    assert "not known" in r.stderr and fp in r.stderr and "vmbench hosts trust" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert ResultsDB(db_path, create=False).runs() == []
+    assert {l.name for l in machine.leftovers()} == before
+
+    other = TestSshd()  # another key for the same address: a changed host key
+    changed = tmp_path / "changed_known_hosts"
+    changed.write_text(other.known_hosts_line().replace(f"]:{other.port}", f"]:{sshd.port}"))
+    r = vmbench("run", str(scenario(tmp_path, sshd, known_hosts=str(changed))), "--db", str(db_path))
+    assert r.returncode == 3, r.stderr
+    assert "changed" in r.stderr.lower() and fp in r.stderr
+    assert {l.name for l in machine.leftovers()} == before
+
+    # `vmbench hosts trust` records the key; then the host is accepted
+    trusted = tmp_path / "trusted_known_hosts"
+    t = vmbench("hosts", "trust", f"127.0.0.1:{sshd.port}", "--known-hosts", str(trusted), "--yes")
+    assert t.returncode == 0, t.stdout + t.stderr
+    assert fp in t.stdout
+    doc = vmbench("doctor", str(scenario(tmp_path, sshd, known_hosts=str(trusted))))
+    assert "ssh" in doc.stdout and "connected" in doc.stdout, doc.stdout + doc.stderr
+
+
+def test_dropped_connection_then_resume(machine, sshd, tmp_path):
+    path = scenario(tmp_path, sshd, runtime="12s")
+    db_path = tmp_path / "r.db"
+    proc = subprocess.Popen([sys.executable, "-m", "vmbench", "run", str(path), "--db", str(db_path)],
+                            cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    lines = []
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if "host: 1m-read" in line:
+            break
+    assert any("host: 1m-read" in l for l in lines), "".join(lines)
+    time.sleep(3)
+    assert sshd.kill_sessions() > 0
+    _, rest = proc.communicate(timeout=600)
+    out = "".join(lines) + rest
+    assert proc.returncode == 4, out
+    assert "lost the SSH connection to root@127.0.0.1" in out and "measuring the host" in out, out
+    assert "--resume" in out
+    db = ResultsDB(db_path, create=False)
+    r = db.resolve_run("latest")
+    assert r.status == "failed"
+    assert db.measurement_keys(r.id) == {("host", None, None, "host", "4k-randwrite", 1)}  # the finished one is kept
+    tag = next(l.split("vmbench-", 1)[1].split("-", 1)[0] for l in lines if "vmbench-r" in l)
+    assert run_tag_resources(machine, tag) == [], out  # its own cleanup reconnected and removed everything
+
+    resumed = vmbench("run", "--resume", "latest", "--db", str(db_path))
+    assert resumed.returncode == 0, resumed.stderr
+    db = ResultsDB(db_path, create=False)
+    assert db.resolve_run(r.id).status == "ok"
+    assert db.measurement_keys(r.id) == plan_keys(path)
+    assert len(db.rows("measurements", r.id)) == len(plan_keys(path))
+    report = json.loads(vmbench("report", str(r.id), "--db", str(db_path), "--format", "json").stdout)
+    rows = {(x["side"], x["job"]) for x in report["tables"][0]["records"]}
+    assert rows == {(s, j) for s in ("host", "guest") for j in ("4k-randwrite", "1m-read")}
