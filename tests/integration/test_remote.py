@@ -70,7 +70,7 @@ def test_remote_run_end_to_end(machine, sshd, tmp_path):
     db_path = tmp_path / "r.db"
     run = vmbench("run", str(path), "--db", str(db_path))
     assert run.returncode == 0, run.stderr
-    assert f"uploading template debian12" in run.stderr and f"127.0.0.1:{REMOTE_DIR}/images/" in run.stderr
+    assert "uploading template debian12" in run.stderr and f"{sshd.port}:{REMOTE_DIR}/images/" in run.stderr
     db = ResultsDB(db_path, create=False)
     r = db.resolve_run("latest")
     assert r.status == "ok"

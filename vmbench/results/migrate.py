@@ -105,7 +105,7 @@ def upgrade(conn: sqlite3.Connection, path: Path, current: int, fresh_schema: st
                 conn.execute("ROLLBACK")
                 return None
             check_supported(path, version, current)
-            backup = _backup(conn, path, version)
+            backup = _backup(path, version)
             for step in range(version, current):
                 MIGRATIONS[step](conn)
             conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(current),))
@@ -126,7 +126,7 @@ def upgrade(conn: sqlite3.Connection, path: Path, current: int, fresh_schema: st
         conn.isolation_level = saved
 
 
-def _backup(conn: sqlite3.Connection, path: Path, version: int) -> Path:
+def _backup(path: Path, version: int) -> Path:
     """A consistent copy of the database next to it, under a name not yet taken."""
     base = path.with_name(f"{path.name}.v{version}-backup")
     candidates = [base] + [base.with_name(f"{base.name}.{i}") for i in range(1, 1000)]
@@ -140,11 +140,15 @@ def _backup(conn: sqlite3.Connection, path: Path, version: int) -> Path:
                                "the database's directory must be writable") from None
         os.close(fd)
         try:
+            # from a second connection: SQLite refuses to back up from one holding the write
+            # lock; that lock lets readers in, and nothing has been written yet
+            source = sqlite3.connect(str(path), timeout=30)
             dest = sqlite3.connect(str(candidate))
             try:
-                conn.backup(dest)
+                source.backup(dest)
             finally:
                 dest.close()
+                source.close()
         except sqlite3.Error as exc:
             candidate.unlink(missing_ok=True)
             raise ResultsError(f"cannot back up {path} to {candidate} before upgrading it: {_reason(exc)}") from None

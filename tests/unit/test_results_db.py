@@ -1,0 +1,251 @@
+"""Results schema v2: upgrading a real v1 database in place, refusing what we cannot read,
+and the queries resumable runs need.
+
+``tests/data/results-v1.db`` was written by vmbench 800d332 (schema v1) running a two-cell,
+one-stack scenario under TCG; ``results-v1-report.json`` is that release's
+``vmbench report latest --format json`` of it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+
+import pytest
+
+from vmbench.cli import main
+from vmbench.errors import ResultsError
+from vmbench.report.build import build_report
+from vmbench.report.render import Format, render
+from vmbench.results.db import SCHEMA_VERSION, ResultsDB
+
+# SQLite's backup API writes its own file-change counter, schema cookie and
+# version-valid-for number into the copy's header; every other byte is the original's.
+_HEADER_COUNTERS = [(24, 28), (40, 44), (92, 96)]
+
+
+def _version(path) -> str:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def _columns(path) -> dict:
+    conn = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
+        return {t: [tuple(r) for r in conn.execute(f"PRAGMA table_info({t})")] for t in tables}
+    finally:
+        conn.close()
+
+
+def _masked(data: bytes) -> bytes:
+    buf = bytearray(data)
+    for start, end in _HEADER_COUNTERS:
+        buf[start:end] = bytes(end - start)
+    return bytes(buf)
+
+
+def _dump(path) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def v1(tmp_path, data_dir):
+    path = tmp_path / "results.db"
+    shutil.copyfile(data_dir / "results-v1.db", path)
+    assert _version(path) == "1"
+    return path
+
+
+def test_v1_database_is_upgraded_in_place_with_a_backup(v1, data_dir, tmp_path):
+    original = (data_dir / "results-v1.db").read_bytes()
+    db = ResultsDB(v1, create=False)
+    assert db.migrated_from == 1 and SCHEMA_VERSION == 2
+    assert db.backup_path == tmp_path / "results.db.v1-backup"
+    assert str(db.backup_path) in db.migration_note() and "from results schema version 1 to 2" in db.migration_note()
+    # the backup is the v1 database as it was
+    assert _version(db.backup_path) == "1"
+    backup = db.backup_path.read_bytes()
+    assert len(backup) == len(original) and _masked(backup) == _masked(original)
+    assert _dump(db.backup_path) == _dump(data_dir / "results-v1.db")
+    assert (data_dir / "results-v1.db").read_bytes() == original  # the fixture itself untouched
+    # the upgraded file is v2 with exactly a fresh database's columns
+    assert _version(v1) == "2"
+    ResultsDB(tmp_path / "fresh.db").close()
+    assert _columns(v1) == _columns(tmp_path / "fresh.db")
+    # the same report, record for record, as the v1 release printed
+    header, tables = build_report(db, "latest")
+    assert json.loads(render(tables, Format.JSON, header)) == json.loads((data_dir / "results-v1-report.json").read_text())
+    # guest measurements know their boot (their cell's); host rows have none; all attempt 1
+    run = db.resolve_run("latest")
+    assert run.attempts == 1 and run.resumed_at is None
+    cells = {c["id"]: c for c in db.rows("cells", run.id)}
+    rows = db.rows("measurements", run.id)
+    guest = [m for m in rows if m["side"] == "guest"]
+    assert guest and all(m["boot_id"] == cells[m["cell_id"]]["boot_id"] is not None for m in guest)
+    assert all(m["boot_id"] is None for m in rows if m["side"] == "host")
+    assert {m["attempt"] for m in rows} == {1} and {b["attempt"] for b in db.rows("boots", run.id)} == {1}
+    assert len({m["boot_id"] for m in guest}) == 2  # two cells, two boots
+    db.close()
+    # opening it again: current, nothing migrated, no second backup
+    again = ResultsDB(v1, create=False)
+    assert again.migrated_from is None and again.backup_path is None and again.migration_note() is None
+    again.close()
+    assert sorted(p.name for p in tmp_path.iterdir() if "backup" in p.name) == ["results.db.v1-backup"]
+
+
+def test_cli_report_on_a_v1_database(v1, data_dir, capsys):
+    assert main(["report", "latest", "--db", str(v1), "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out) == json.loads((data_dir / "results-v1-report.json").read_text())
+    assert _version(v1) == "2"
+
+
+def test_existing_backups_are_never_overwritten(v1, tmp_path):
+    (tmp_path / "results.db.v1-backup").write_bytes(b"an older backup")
+    (tmp_path / "results.db.v1-backup.1").write_bytes(b"another one")
+    db = ResultsDB(v1)
+    assert db.backup_path == tmp_path / "results.db.v1-backup.2" and _version(db.backup_path) == "1"
+    db.close()
+    assert (tmp_path / "results.db.v1-backup").read_bytes() == b"an older backup"
+    assert (tmp_path / "results.db.v1-backup.1").read_bytes() == b"another one"
+
+
+def test_wal_mode_v1_database(v1):
+    conn = sqlite3.connect(v1)
+    assert conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+    conn.close()
+    db = ResultsDB(v1)
+    assert db.migrated_from == 1 and _version(db.backup_path) == "1" and _version(v1) == "2"
+    db.close()
+
+
+def test_a_failed_upgrade_leaves_the_database_unchanged(v1, tmp_path):
+    conn = sqlite3.connect(v1)
+    conn.execute("DROP TABLE crypto")  # a damaged v1 database: ALTER TABLE crypto fails mid-upgrade
+    conn.commit()
+    conn.close()
+    before = _dump(v1)
+    with pytest.raises(ResultsError, match=r"cannot upgrade results database .*results\.db: no such table: crypto; it is unchanged"):
+        ResultsDB(v1)
+    assert _dump(v1) == before and _version(v1) == "1"
+    assert not [p for p in tmp_path.iterdir() if "backup" in p.name]  # the copy is removed: nothing changed
+
+
+def test_newer_version_is_refused(tmp_path):
+    path = tmp_path / "future.db"
+    ResultsDB(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(ResultsError) as err:
+        ResultsDB(path, create=False)
+    assert str(err.value) == f"{path} has results schema version 99; this vmbench reads version {SCHEMA_VERSION} only"
+    assert "newer vmbench" in err.value.hint and "--db" in err.value.hint
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["future.db"]
+
+
+SECRET = "hunter2-do-not-print"
+
+
+def _refused(path) -> ResultsError:
+    before = path.read_bytes()
+    with pytest.raises(ResultsError) as err:
+        ResultsDB(path, create=False)
+    text = f"{err.value} {err.value.hint}"
+    assert str(path) in text and "not a vmbench results database" in text and SECRET not in text
+    assert path.read_bytes() == before
+    return err.value
+
+
+def test_files_that_are_not_vmbench_databases_are_refused_cleanly(tmp_path, capsys):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(f"{SECRET}\n".encode() * 300 + bytes(range(256)) * 16)
+    assert "not an SQLite database" in str(_refused(junk))
+    foreign = tmp_path / "foreign.db"
+    conn = sqlite3.connect(foreign)
+    conn.execute(f"CREATE TABLE notes (body TEXT DEFAULT '{SECRET}')")
+    conn.execute("INSERT INTO notes VALUES (?)", (SECRET,))
+    conn.commit()
+    conn.close()
+    assert "no vmbench meta table" in str(_refused(foreign))
+    odd = tmp_path / "odd.db"
+    conn = sqlite3.connect(odd)
+    conn.execute("CREATE TABLE meta (key TEXT, value TEXT)")
+    conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (SECRET,))
+    conn.commit()
+    conn.close()
+    assert "no valid schema version" in str(_refused(odd))
+    # and through the CLI: a message, no traceback
+    assert main(["report", "--db", str(junk)]) == ResultsError.exit_code
+    err = capsys.readouterr().err
+    assert "not a vmbench results database" in err and "Traceback" not in err and SECRET not in err
+
+
+def _measure(db: ResultsDB, run_id: int, **values) -> int:
+    row = dict(cell_id=None, side="host", stack=None, layer="host", depth=0, job="4k", job_params_json={"bs": "4k"},
+               job_hash="h", sync=False, repeat=1, target="/t", argv_json=["fio"], settings_json={}, accelerator="host",
+               started_at="2026-01-01T00:00:00", iops=1.0, bw_bytes=4096.0, p50_ns=1, p95_ns=2, p99_ns=3, p999_ns=4,
+               clat_bins_json={}, fio_json="{}")
+    row.update(values)
+    return db.add_measurement(run_id, **row)
+
+
+def test_queries_for_resumable_runs(tmp_path):
+    db = ResultsDB(tmp_path / "r.db")
+    assert db.migrated_from is None and db.backup_path is None
+    rid = db.start_run(tag="r00000001", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0")
+    other = db.start_run(tag="r00000002", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0")
+    boot = db.add_boot(rid, seq=1, vm_key="k", settings_json={"cache": "none"}, domain_name="d", accelerator="tcg")  # v1 keywords
+    cell = db.add_cell(rid, boot_id=boot, seq=1, name="baseline", settings_json={"cache": "none"}, changed_json={},
+                       stacks_json=["ext4"], valid=True)
+    _measure(db, rid)
+    _measure(db, rid, cell_id=cell, side="guest", layer="raw", accelerator="tcg")
+    _measure(db, rid, cell_id=cell, side="guest", stack="ext4", layer="ext4", depth=1, repeat=2, boot_id=boot, attempt=2)
+    _measure(db, other, job="elsewhere")
+    rows = db.rows("measurements", rid)
+    assert [(m["boot_id"], m["attempt"]) for m in rows] == [(None, 1), (None, 1), (boot, 2)]
+    assert db.rows("boots", rid)[0]["attempt"] == 1
+    assert db.measurement_keys(rid) == {
+        ("host", None, None, "host", "4k", 1),
+        ("guest", "baseline", None, "raw", "4k", 1),
+        ("guest", "baseline", "ext4", "ext4", "4k", 2),
+    }
+    assert db.measurement_keys(999) == set()
+
+    found = db.cell_by_name(rid, "baseline")
+    assert found["id"] == cell and found["settings"] == {"cache": "none"} and found["stacks"] == ["ext4"]
+    assert db.cell_by_name(rid, "missing") is None and db.cell_by_name(other, "baseline") is None
+
+    assert db.crypto_cpus(rid) == set() and not db.has_host_crypto(rid)
+    crypto = dict(cipher="aes-xts", key_bits=512, encrypt_mib_s=100.0, decrypt_mib_s=100.0)
+    db.add_crypto(rid, side="guest", boot_id=boot, cpu="kvm64", aes_flag=False, **crypto)  # v1 keywords
+    db.add_crypto(rid, side="guest", boot_id=boot, cpu="Haswell", aes_flag=True, cipher="aes-xts", key_bits=256, error="failed")
+    db.add_crypto(other, side="host", boot_id=None, cpu="host", aes_flag=True, **crypto)
+    assert db.crypto_cpus(rid) == {"kvm64", "Haswell"} and not db.has_host_crypto(rid) and db.has_host_crypto(other)
+    db.add_crypto(rid, side="host", boot_id=None, cpu="host", aes_flag=True, attempt=2, **crypto)
+    assert db.has_host_crypto(rid) and db.crypto_cpus(rid) == {"kvm64", "Haswell"}
+    assert [c["attempt"] for c in db.rows("crypto", rid)] == [1, 1, 2]
+
+    db.finish_run(rid, "failed", "boom")
+    first = db.resolve_run(rid)
+    assert first.attempts == 1 and first.resumed_at is None and first.finished_at and first.error == "boom"
+    assert db.start_attempt(rid) == 2
+    run = db.resolve_run(rid)
+    assert (run.attempts, run.status, run.error, run.finished_at) == (2, "running", None, None)
+    assert run.resumed_at and run.started_at == first.started_at
+    assert db.start_attempt(rid) == 3 and db.resolve_run(other).attempts == 1
+    with pytest.raises(ResultsError, match="no run 999"):
+        db.start_attempt(999)
+    assert db.rows("telemetry", rid) == []
+    db.close()
