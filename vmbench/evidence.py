@@ -2,8 +2,8 @@
 
 The driver reports what the hypervisor applied as typed values
 (:class:`~vmbench.drivers.base.Applied`); the guest says how it sees its scratch disk and
-CPU (:func:`guest_view`).  :func:`problems` compares the request with both, one row of
-:data:`CHECKS` per setting and source, and lists every difference.  A cell with differences
+CPU (:func:`guest_view`).  :func:`problems` compares the request with both, one row
+per setting and source (each VM axis's ``verify`` entries), and lists every difference.  A cell with differences
 is marked invalid and not measured.  Pure functions, no hypervisor keys.
 """
 
@@ -64,20 +64,15 @@ def _write_cache(vm: VmConfig) -> str:
     return "write back" if vm.cache.writeback else "write through"
 
 
-#: every (setting, source) pair compared; a new axis adds its rows here
-CHECKS: tuple[Check, ...] = (
-    Check("cache", lambda vm: vm.cache.value, "config_cache", "{config}"),
-    Check("cache", lambda vm: vm.cache.value, "qemu_cache", "QEMU's block layer", required=True),
-    Check("aio", lambda vm: vm.aio.value, "config_aio", "{config}"),
-    Check("aio", lambda vm: vm.aio.value, "qemu_aio", "the QEMU command line", required=True),
-    Check("format", lambda vm: vm.format.value, "config_format", "{config}"),
-    Check("format", lambda vm: vm.format.value, "qemu_format", "QEMU's block layer"),
-    Check("iothread", lambda vm: vm.iothread, "qemu_iothread", "QEMU's iothread links", required=True),
-    Check("bus", lambda vm: vm.bus.value, "config_bus", "{config}"),
-    Check("bus", lambda vm: vm.bus.value, "guest_bus", "the guest", required=True),
-    Check("guest write cache", _write_cache, "guest_write_cache", "the guest", required=True),
-    Check("vcpus", lambda vm: vm.vcpus, "guest_cpus", "the guest"),
-)
+def _checks() -> tuple[Check, ...]:
+    """Every (setting, source) pair compared: one per ``verify`` entry of each VM axis
+    (vmbench.scenario.axes), plus the guest's write cache, which follows from the cache mode."""
+    from .scenario.axes import AXES
+
+    out = [Check(a.name, a.setting, key, source, required) for a in AXES for key, source, required in a.verify]
+    cache = next(i for i, c in enumerate(out) if c.what == "cache") + 2
+    out.insert(cache, Check("guest write cache", _write_cache, "guest_write_cache", "the guest", required=True))
+    return tuple(out)
 
 
 def problems(vm: VmConfig, eff: dict, accelerator: str) -> list[str]:
@@ -85,7 +80,7 @@ def problems(vm: VmConfig, eff: dict, accelerator: str) -> list[str]:
     out: list[str] = []
     config = eff.get("config_source") or "the hypervisor configuration"
     unverified: list[str] = []
-    for c in CHECKS:
+    for c in _checks():
         got, asked = eff.get(c.key), c.asked(vm)
         source = c.source.format(config=config)
         if got is None:

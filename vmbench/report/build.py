@@ -48,6 +48,10 @@ def build_report(db: ResultsDB, ref: str | int | None = "latest") -> tuple[dict,
         "versions": f"QEMU {env.get('qemu_version', '?')}, libvirt {env.get('libvirt_version', '?')}, fio {env.get('host_fio', '?')} (host) / {_guest_fio(boots)} (guest)",
         "boots": str(len(boots)),
     }
+    if env.get("ssh_host"):
+        header["ssh"] = f"{env.get('ssh_user', '?')}@{env['ssh_host']}:{env.get('ssh_port', 22)}, host key {env.get('ssh_host_key', '?')}"
+    if getattr(run, "attempts", 1) > 1:
+        header["attempts"] = f"{run.attempts} (resumed; every measurement kept once)"
     valid_cells = [c for c in cells if c["valid"]]
     tables: list[Table] = [gap_table(measurements, valid_cells, jobs, int(plan.get("repeats", 1)),
                                      host_memory_bytes=(env.get("host_memory_mib") or 0) << 20 or None)]

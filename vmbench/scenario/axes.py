@@ -38,6 +38,9 @@ class Axis:
     merge: Callable[[VmConfig, VmConfig], VmConfig]  # (vm, other) -> vm with this axis copied from other
     setting: Callable[[VmConfig], object]  # the value stored under settings_key
     describe: str  # the allowed values, for help in error messages
+    #: how a run verifies it took effect: (key in the effective settings, who reports it,
+    #: required) compared with setting(vm); "{config}" is the driver's configuration source
+    verify: tuple[tuple[str, str, bool], ...] = ()
 
 
 # ---- YAML values of the axes that need more than one parser -------------------------------
@@ -116,7 +119,8 @@ def _stored(value: object) -> object:
 
 
 def _field_axis(name: str, parse: Callable[[Any], Any], describe: str, *, field: str | None = None,
-                label: Callable[[VmConfig, Any], str] = _as_written) -> Axis:
+                label: Callable[[VmConfig, Any], str] = _as_written,
+                verify: tuple[tuple[str, str, bool], ...] = ()) -> Axis:
     """An axis that is one plain VmConfig field (an enum, a flag or a number)."""
     attr = field or name
     return Axis(
@@ -128,14 +132,18 @@ def _field_axis(name: str, parse: Callable[[Any], Any], describe: str, *, field:
         merge=lambda vm, other: replace(vm, **{attr: getattr(other, attr)}),
         setting=lambda vm: _stored(getattr(vm, attr)),
         describe=describe,
+        verify=verify,
     )
 
 
 AXES: tuple[Axis, ...] = (
-    _field_axis("bus", Bus.parse, f"one of: {Bus.allowed()}"),
-    _field_axis("cache", Cache.parse, f"one of: {Cache.allowed()}"),
-    _field_axis("iothread", as_bool, "true or false"),
-    _field_axis("aio", Aio.parse, f"one of: {Aio.allowed()}"),
+    _field_axis("bus", Bus.parse, f"one of: {Bus.allowed()}",
+                verify=(("config_bus", "{config}", False), ("guest_bus", "the guest", True))),
+    _field_axis("cache", Cache.parse, f"one of: {Cache.allowed()}",
+                verify=(("config_cache", "{config}", False), ("qemu_cache", "QEMU's block layer", True))),
+    _field_axis("iothread", as_bool, "true or false", verify=(("qemu_iothread", "QEMU's iothread links", True),)),
+    _field_axis("aio", Aio.parse, f"one of: {Aio.allowed()}",
+                verify=(("config_aio", "{config}", False), ("qemu_aio", "the QEMU command line", True))),
     Axis(
         name="cpu",
         settings_key="cpu",
@@ -156,8 +164,9 @@ AXES: tuple[Axis, ...] = (
         setting=lambda vm: vm.cpu.aes.value,
         describe=f"one of: {Feature.allowed()} (true/false read as on/off)",
     ),
-    _field_axis("format", ImageFormat.parse, f"one of: {ImageFormat.allowed()}"),
-    _field_axis("vcpus", as_int(1, 64), "a whole number from 1 to 64"),
+    _field_axis("format", ImageFormat.parse, f"one of: {ImageFormat.allowed()}",
+                verify=(("config_format", "{config}", False), ("qemu_format", "QEMU's block layer", False))),
+    _field_axis("vcpus", as_int(1, 64), "a whole number from 1 to 64", verify=(("guest_cpus", "the guest", False),)),
     _field_axis("memory", _memory, "a size (2G, 1536M) or a number of MiB, from 384 MiB to 1 TiB",
                 field="memory_mib", label=lambda vm, raw: f"{vm.memory_mib}M"),
 )
