@@ -127,6 +127,11 @@ class ScriptedTransport:
 #
 # Faults: every transport takes ``fail_on(match, nth, error)`` (a command matching ``match``
 # fails the ``nth`` time it runs), and FakeDriver takes ``fail_at`` (a driver phase).
+#
+# fio's figures: by default every measurement reports the canned json+ output's.  A side's
+# ``fio_iops`` (FakeDriver(fio_iops=...) for every guest) makes each run report the IOPS it
+# returns for the run's argv (IopsScript hands out values from lists); ``fio_series`` gives a
+# run time series, which ``attach_fio_series`` puts on the FioRun the measurer sees.
 
 DATA = Path(__file__).resolve().parent / "data"
 FIO_JSONPLUS = (DATA / "fio-randrw-jsonplus.json").read_bytes()  # real fio 3.33 json+ output
@@ -162,7 +167,77 @@ def fio_run(job: str | None = None) -> Callable[[list[str]], bool]:
 
 
 def without_target_and_output(argv: Sequence[str]) -> list[str]:
-    return [a for a in argv if not a.startswith(("--filename=", "--output="))]
+    return [a for a in argv if not a.startswith(("--filename=", "--output=", "--write_iops_log=", "--write_lat_log="))]
+
+
+IopsFn = Callable[[list[str]], Union[float, None]]
+SeriesFn = Callable[[list[str]], Union[dict, None]]
+
+
+def fio_output(iops: float | None = None) -> bytes:
+    """The canned json+ output; with ``iops``, rewritten to report that total (half per
+    direction, so the sum is exact) and bandwidth scaled alike."""
+    if iops is None:
+        return FIO_JSONPLUS
+    data = json.loads(FIO_JSONPLUS)
+    job = data["jobs"][0]
+    total = sum(job[d]["iops"] for d in ("read", "write"))
+    for d in ("read", "write"):
+        job[d]["bw_bytes"] = int(job[d]["bw_bytes"] * iops / total)
+        job[d]["bw"] = job[d]["bw_bytes"] // 1024
+        job[d]["iops"] = iops / 2
+    return json.dumps(data).encode()
+
+
+class IopsScript:
+    """A ``fio_iops``: each fio run reports the next value of its list, the first of ``values``
+    keyed by (job, target), by job, or by None (any run); a plain list is for every run.  Once
+    a list is used up, the canned output's IOPS.  ``used`` records (job, target, IOPS) per run."""
+
+    def __init__(self, values: Mapping[object, Sequence[float]] | Sequence[float]) -> None:
+        lists = dict(values) if isinstance(values, Mapping) else {None: values}
+        self.values: dict[object, list[float]] = {k: list(v) for k, v in lists.items()}
+        self.used: list[tuple[str | None, str | None, float | None]] = []
+
+    def __call__(self, argv: list[str]) -> float | None:
+        job, target = _opt(argv, "name"), _opt(argv, "filename")
+        key = next((k for k in ((job, target), job, None) if k in self.values), None)
+        queue = self.values.get(key)
+        value = queue.pop(0) if queue else None
+        self.used.append((job, _opt(argv, "filename"), value))
+        return value
+
+
+def fake_series(argv: list[str]) -> dict:
+    """A ``fio_series``: fio's IOPS and completion latency, one point a second."""
+    return {"fio-iops": {"t_s": [1.0, 2.0, 3.0], "values": [100.0, 110.0, 90.0], "unit": "IOPS"},
+            "fio-clat": {"t_s": [1.0, 2.0, 3.0], "values": [2.0e5, 2.5e5, 1.5e5], "unit": "ns"}}
+
+
+def attach_fio_series(monkeypatch) -> None:
+    """Make the measurer's run_fio return runs carrying ``series`` from the fake side's
+    ``fio_series`` (as vmbench.fio.runner.FioRun.series will): set as the field when FioRun
+    has one, else as an attribute."""
+    import dataclasses
+
+    import vmbench.measure as measure
+    from vmbench.fio.runner import FioRun
+
+    real = measure.run_fio
+    has_field = "series" in {f.name for f in dataclasses.fields(FioRun)}
+
+    def run_fio(transport, job, target, workdir, **kw):
+        run = real(transport, job, target, workdir, **kw)
+        fn = getattr(transport, "fio_series", None)
+        series = fn(list(run.argv)) if fn else None
+        if series is None:
+            return run
+        if has_field:
+            return dataclasses.replace(run, series=series)
+        object.__setattr__(run, "series", series)  # a frozen dataclass without the field yet
+        return run
+
+    monkeypatch.setattr(measure, "run_fio", run_fio)
 
 
 @dataclass
@@ -217,6 +292,8 @@ class _FakeSide:
         self.puts: list[tuple[str, str]] = []
         self.unknown: list[list[str]] = []  # commands this fake does not know (exit 127)
         self.fio_installed = True
+        self.fio_iops: IopsFn | None = None  # argv -> the IOPS a measurement reports (None: the canned)
+        self.fio_series: SeriesFn | None = None  # argv -> {source: series}, see attach_fio_series
 
     # -- Transport -------------------------------------------------------------------------
 
@@ -310,7 +387,7 @@ class _FakeSide:
                                                           "write": {"io_bytes": size, "bw_bytes": 100_000_000, "runtime": 100}}]}
             self.files[output] = json.dumps(data).encode()
         else:
-            self.files[output] = FIO_JSONPLUS
+            self.files[output] = fio_output(self.fio_iops(argv) if self.fio_iops else None)
         return ""
 
     def _cmd_mkdir(self, argv, stdin):
@@ -760,7 +837,8 @@ class FakeDriver:
     def __init__(self, *, host: FakeHost | None = None, storage: FakeStorage | None = None, paths: HostPaths | None = None,
                  accel: Accelerator = Accelerator("tcg", "fake"), fail_at: str | None = None, fail_nth: int = 1,
                  fail_with: BaseException | type | None = None, hostname: str = "fakehost",
-                 applied_changes: dict | None = None, guest_kernel: str = "6.1.0-28-amd64") -> None:
+                 applied_changes: dict | None = None, guest_kernel: str = "6.1.0-28-amd64",
+                 fio_iops: IopsFn | None = None, fio_series: SeriesFn | None = None) -> None:
         self.host = host or FakeHost()
         self.paths = paths or HostPaths("/var/lib/vmbench-fake")
         self.storage = storage or FakeStorage(host=self.host, root=self.paths.pool)
@@ -773,6 +851,8 @@ class FakeDriver:
         self.hostname = hostname
         self.applied_changes = dict(applied_changes or {})
         self.guest_kernel = guest_kernel
+        self.fio_iops = fio_iops  # every guest's (the host's is FakeHost.fio_iops)
+        self.fio_series = fio_series
         self.phases: dict[str, int] = {}  # phase -> times entered
         self.vms: dict[str, str] = {}  # name -> "defined" | "running"
         self.resources: dict[str, VmResources] = {}
@@ -859,6 +939,7 @@ class FakeDriver:
         self.vms[res.name] = "running"
         transport = FakeGuestTransport(f"guest {res.name}", request.vm, res.scratch_serial, scratch_size=request.scratch_size,
                                        commands=self.guest_commands, faults=self.guest_faults, kernel=self.guest_kernel)
+        transport.fio_iops, transport.fio_series = self.fio_iops, self.fio_series
         guest = FakeGuest(self, request, res, transport)
         self.guests.append(guest)
         return guest

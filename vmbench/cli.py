@@ -97,7 +97,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(f"scenario: {s.name} ({s.path})" + (f"\n  {s.description}" if s.description else ""))
     print(f"driver:   {s.hypervisor.driver} {s.hypervisor.uri}, accelerator {s.hypervisor.accel.value}"
           + (f" (this host: {accel})" if accel else " (not yet probed on this host; assuming tcg for the estimate)"))
-    print(f"template: {s.template}; {s.storage.describe()}; plan: {s.plan_mode}; repeats: {s.repeats}")
+    print(f"template: {s.template}; {s.storage.describe()}; plan: {s.plan_mode}; repeats: {s.repeat_policy.describe()}")
     print()
     rows = []
     for b in plan.boots:
@@ -108,6 +108,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print()
     jrows = [[j.name, j.describe(), format_duration(j.duration) if j.duration else "?", "sync" if j.is_sync else ""] for j in s.jobs]
     print(tabulate(jrows, headers=["job", "what", "runtime+ramp", ""], tablefmt="simple"))
+    from .fio.jobfile import describe_rewrites
+
+    for j in s.jobs:
+        if j.jobfile is None:
+            continue
+        kinds = ["block"] + (["file"] if any(st.filesystem for st in s.stacks) else [])
+        print(f"\njob {j.name}: {j.jobfile.path} runs as a copy rewritten for each target:")
+        for kind in kinds:
+            print(f"  on {'block devices (host, raw disk, partition, LVM, LUKS)' if kind == 'block' else 'filesystem layers'}:")
+            for line in describe_rewrites(j, kind):
+                print(f"    {line}")
     if s.stacks:
         print()
         print(tabulate([[st.name, st.describe()] for st in s.stacks], headers=["stack", "layers"], tablefmt="simple"))
@@ -121,7 +132,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
           f"guest fio runs: {guest}, host fio runs: {plan.host_measurements()}")
     print(f"estimated duration: {format_duration(est.total)} with {est.accelerator} "
           f"(boots {format_duration(est.boots)}, guest fio {format_duration(est.guest_fio)}, host fio {format_duration(est.host_fio)}"
-          + (f", layers {format_duration(est.layers)}" if est.layers else "") + (f", crypto {format_duration(est.crypto)}" if est.crypto else "") + ")")
+          + (f", layers {format_duration(est.layers)}" if est.layers else "") + (f", crypto {format_duration(est.crypto)}" if est.crypto else "") + ")"
+          + (f"; up to {format_duration(est.total_max)} if every group needs {s.repeat_policy.max} repeats"
+             if s.repeat_policy.adaptive else ""))
     return 0
 
 
@@ -357,8 +370,10 @@ def build_parser() -> argparse.ArgumentParser:
     il = isub.add_parser("list", help="list built images")
     il.set_defaults(func=cmd_images_list)
 
+    from .compare_cmd import add_parser as add_compare_parser
     from .hosts_cmd import add_parser as add_hosts_parser
 
+    add_compare_parser(sub)
     add_hosts_parser(sub)
     return p
 

@@ -2,7 +2,10 @@
 
 One :class:`Where` value says where a measurement runs (side, target, cell, layer...);
 :class:`Measurer` preconditions the target once and runs the steps given to it, checking
-that the guest's fio argv is the host's for the same job (METHOD rule 2).
+that the guest's fio argv is the host's for the same job (METHOD rule 2).  With an adaptive
+repeat policy it then runs more repeats of each of those jobs on that target while their
+IOPS vary too much (:meth:`RepeatPolicy.wants_more`).  fio's time series, when the run has
+them, are stored as telemetry rows of their measurement.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from typing import Sequence
 
 from .fio.job import job_hash
 from .fio.runner import precondition, run_fio
-from .plan import Step
+from .plan import Step, Stored
 from .progress import Progress
 from .results.db import ResultsDB
-from .scenario.model import Cell, Scenario
+from .scenario.model import Cell, RepeatPolicy, Scenario
 from .transport.base import Transport
 from .units import format_duration, format_size
 
@@ -55,9 +58,13 @@ def _drop_caches(side: Transport) -> None:
     side.write_file("/proc/sys/vm/drop_caches", b"3\n", mode=None)
 
 
+def cv_label(cv: float | None) -> str:
+    return "not known" if cv is None else f"{cv * 100:.1f}%"
+
+
 class Measurer:
     def __init__(self, scenario: Scenario, db: ResultsDB, run_id: int, attempt: int, progress: Progress,
-                 host_argv: dict[str, tuple[str, ...]] | None = None) -> None:
+                 host_argv: dict[str, tuple[str, ...]] | None = None, stored: Stored | None = None) -> None:
         self.scenario = scenario
         self.db = db
         self.run_id = run_id
@@ -65,36 +72,82 @@ class Measurer:
         self.progress = progress
         #: job -> the host's fio argv, which the guest's must match but for target and output
         self.host_argv: dict[str, tuple[str, ...]] = dict(host_argv or {})
+        #: Step.group() -> {repeat: IOPS} of every stored measurement (earlier attempts' too)
+        self.iops: dict[tuple, dict[int, float]] = {k: dict(v) for k, v in (stored or {}).items()}
+        assert scenario.repeat_policy is not None
+        self.policy: RepeatPolicy = scenario.repeat_policy
 
     def measure(self, where: Where, steps: Sequence[Step]) -> None:
-        """Precondition ``where.target`` once, then run each step on it, storing each result."""
+        """Precondition ``where.target`` once, then run each step on it, storing each result;
+        then, with an adaptive policy, one more repeat of each of these jobs at a time (in
+        plan order) while :meth:`RepeatPolicy.wants_more` says so for its stored repeats."""
         if not steps:
             return
         s = self.scenario
-        jobs = {j.name: j for j in s.jobs}
         biggest = max(s.jobs, key=lambda j: j.size)
         self.progress.step(f"{where.label}: preconditioning {format_size(biggest.size)} of {where.target}")
         pre = precondition(where.side, biggest, where.target, where.workdir, slow=where.slow)
         log.debug("precondition %s: %s", where.target, pre)
         for i, step in enumerate(steps, 1):
-            job = jobs[step.job]
-            label = f"{where.label}: {job.name}" + (f" #{step.repeat}" if s.repeats > 1 else "")
-            dur = job.duration
-            self.progress.step(f"{label} ({i}/{len(steps)}, {format_duration(dur) if dur else '?'})")
-            if not job.direct:
-                _drop_caches(where.side)
-            must_match = self.host_argv.get(job.name) if where.side_name == "guest" else None
-            run = run_fio(where.side, job, where.target, where.workdir, label=label, progress=self.progress,
-                          slow=where.slow, must_match=must_match)
-            if where.side_name == "host":
-                self.host_argv[job.name] = run.argv
-            pcts = run.result.percentiles()
-            self.db.add_measurement(
-                self.run_id, cell_id=where.cell_id, boot_id=where.boot_id, attempt=self.attempt, side=where.side_name,
-                stack=where.stack, layer=where.layer, depth=where.depth, job=job.name, job_params_json=job.params(),
-                job_hash=job_hash(job), sync=job.is_sync, repeat=step.repeat, target=where.target, argv_json=list(run.argv),
-                settings_json=where.settings, accelerator=where.accelerator, started_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
-                iops=run.result.iops, bw_bytes=run.result.bw_bytes, p50_ns=pcts[50.0], p95_ns=pcts[95.0], p99_ns=pcts[99.0],
-                p999_ns=pcts[99.9], clat_bins_json=run.result.clat.to_json(), fio_json=run.raw_json,
-            )
-            self.progress.status(f"{label}: {run.result.iops:,.0f} IOPS, {run.result.bw_bytes / 1e6:,.1f} MB/s")
+            self._run(where, step, f"{i}/{len(steps)}")
+        if not self.policy.adaptive:
+            return
+        last: dict[str, Step] = {}  # job -> its last step here: the template of its extras
+        for step in steps:
+            last[step.job] = step
+        while True:
+            more = [st for st in last.values() if self.policy.wants_more(self._values(st))]
+            if not more:
+                break
+            for st in more:
+                last[st.job] = st.next(max(self.iops[st.group()]) + 1)
+                self._run(where, last[st.job])
+        for st in last.values():
+            self.progress.step(f"{where.label}: {st.job}: {self._stop_reason(st)}")
+
+    def _values(self, step: Step) -> list[float]:
+        return list(self.iops.get(step.group(), {}).values())
+
+    def _stop_reason(self, step: Step) -> str:
+        values = self._values(step)
+        cv = RepeatPolicy.cv(values)
+        if len(values) >= self.policy.max and (cv is None or cv >= (self.policy.until_cv or 0)):
+            return f"stopped at max {self.policy.max} repeats (CV {cv_label(cv)} >= {self.policy.threshold_label()})"
+        return f"{len(values)} repeats, CV {cv_label(cv)} < {self.policy.threshold_label()}"
+
+    def _run(self, where: Where, step: Step, counter: str | None = None) -> None:
+        """Run one step on ``where`` and store it (its series as telemetry rows)."""
+        s = self.scenario
+        job = {j.name: j for j in s.jobs}[step.job]
+        label = f"{where.label}: {job.name}" + (f" #{step.repeat}" if self.policy.max > 1 else "")
+        dur = job.duration
+        if self.policy.adaptive and step.repeat > self.policy.min:  # an adaptive extra
+            values = self._values(step)
+            cv = RepeatPolicy.cv(values)
+            why = (f"CV {cv_label(cv)} >= {self.policy.threshold_label()}" if cv is not None
+                   else f"CV not known after {len(values)} run")
+            self.progress.step(f"{label} ({why})")
+        else:
+            self.progress.step(f"{label} ({counter}, {format_duration(dur) if dur else '?'})")
+        if not job.direct:
+            _drop_caches(where.side)
+        must_match = self.host_argv.get(job.name) if where.side_name == "guest" else None
+        run = run_fio(where.side, job, where.target, where.workdir, label=label, progress=self.progress,
+                      slow=where.slow, must_match=must_match)
+        if where.side_name == "host":
+            self.host_argv[job.name] = run.argv
+        pcts = run.result.percentiles()
+        measurement_id = self.db.add_measurement(
+            self.run_id, cell_id=where.cell_id, boot_id=where.boot_id, attempt=self.attempt, side=where.side_name,
+            stack=where.stack, layer=where.layer, depth=where.depth, job=job.name, job_params_json=job.params(),
+            job_hash=job_hash(job), sync=job.is_sync, repeat=step.repeat, target=where.target, argv_json=list(run.argv),
+            settings_json=where.settings, accelerator=where.accelerator, started_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
+            iops=run.result.iops, bw_bytes=run.result.bw_bytes, p50_ns=pcts[50.0], p95_ns=pcts[95.0], p99_ns=pcts[99.0],
+            p999_ns=pcts[99.9], clat_bins_json=run.result.clat.to_json(), fio_json=run.raw_json,
+        )
+        self.iops.setdefault(step.group(), {})[step.repeat] = float(run.result.iops)
+        for source, series in (getattr(run, "series", None) or {}).items():
+            self.db.add_telemetry(self.run_id, measurement_id=measurement_id, source=source, series=series)
+        cv = RepeatPolicy.cv(self._values(step)) if self.policy.adaptive else None
+        self.progress.status(f"{label}: {run.result.iops:,.0f} IOPS, {run.result.bw_bytes / 1e6:,.1f} MB/s"
+                             + (f", CV {cv_label(cv)}" if cv is not None else ""))

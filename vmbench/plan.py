@@ -7,7 +7,8 @@ VM configurations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Mapping
 
 from .fio.job import FioJob
 from .scenario.model import Cell, Scenario, Stack, VmConfig, layer_path
@@ -53,6 +54,18 @@ class Step:
     def key(self) -> tuple:
         return (self.side, self.cell, self.stack, self.layer, self.job, self.repeat)
 
+    def group(self) -> tuple:
+        """The key without the repeat: one job on one target, whose repeats are compared."""
+        return (self.side, self.cell, self.stack, self.layer, self.job)
+
+    def next(self, repeat: int) -> "Step":
+        """This step with another repeat number (an adaptive extra)."""
+        return replace(self, repeat=repeat)
+
+
+#: (side, cell, stack, layer, job) -> {repeat: IOPS}: what a run has stored (ResultsDB.repeat_iops)
+Stored = Mapping[tuple, Mapping[int, float]]
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -66,15 +79,34 @@ class Plan:
     def steps(self) -> list[Step]:
         """Every fio run of the scenario, in the order the runner executes them: the host's
         reference runs first (on boot 1's storage), then each boot's cells, layer by layer,
-        every repeat of every job on a layer before the next layer is built."""
+        every repeat of every job on a layer before the next layer is built.  With an
+        adaptive repeat policy these are the ``min`` repeats; the measurer adds the rest."""
         s = self.scenario
+        n = s.repeats  # == repeat_policy.min
         out: list[Step] = []
         if s.host_baseline and self.boots:
-            out += [Step("host", 1, None, None, "host", 0, j.name, r) for r in range(1, s.repeats + 1) for j in s.jobs]
+            out += [Step("host", 1, None, None, "host", 0, j.name, r) for r in range(1, n + 1) for j in s.jobs]
         for boot in self.boots:
             for cell, layer, stack, depth in boot_layers(boot):
                 out += [Step("guest", boot.seq, cell.name, stack.name if stack else None, layer, depth, j.name, r)
-                        for r in range(1, s.repeats + 1) for j in s.jobs]
+                        for r in range(1, n + 1) for j in s.jobs]
+        return out
+
+    def pending_steps(self, stored: Stored) -> list[Step]:
+        """What is left to run, in order, given what a run has stored: every step not stored,
+        and, where all of a job's ``min`` repeats on a target are stored but the adaptive
+        policy wants more, its next repeat (after the highest stored) in place of its last
+        planned one.  The measurer goes on from there."""
+        policy = self.scenario.repeat_policy
+        assert policy is not None
+        out: list[Step] = []
+        for step in self.steps():
+            have = stored.get(step.group(), {})
+            if step.repeat not in have:
+                out.append(step)
+            elif step.repeat == policy.min and all(r in have for r in range(1, policy.min + 1)) \
+                    and policy.wants_more(list(have.values())):
+                out.append(step.next(max(have) + 1))
         return out
 
     def guest_measurements(self) -> list[Measurement]:
@@ -86,12 +118,16 @@ class Plan:
             for job in self.scenario.jobs
         ]
 
-    def host_measurements(self) -> int:
-        return len(self.scenario.jobs) * self.scenario.repeats if self.scenario.host_baseline else 0
+    def host_measurements(self, repeats: int | None = None) -> int:
+        """Host fio runs with ``repeats`` each (default: the policy's min)."""
+        n = self.scenario.repeats if repeats is None else repeats
+        return len(self.scenario.jobs) * n if self.scenario.host_baseline else 0
 
     def summary(self) -> dict:
         """The plan as data (stored with the run; printed as JSON by ``vmbench plan --json``)."""
         s = self.scenario
+        policy = s.repeat_policy
+        assert policy is not None
         return {
             "scenario": s.name,
             "mode": s.plan_mode,
@@ -113,10 +149,13 @@ class Plan:
                  "luks": {"cipher": st.luks.cipher, "key_bits": st.luks.key_size} if st.luks else None}
                 for st in s.stacks
             ],
-            "repeats": s.repeats,
+            "repeats": s.repeats,  # the policy's min: what every job runs at least
+            "repeat_policy": policy.to_json(),
             "host_baseline": s.host_baseline,
             "guest_measurements": len(self.guest_measurements()) * s.repeats,
             "host_measurements": self.host_measurements(),
+            "guest_measurements_max": len(self.guest_measurements()) * policy.max,
+            "host_measurements_max": self.host_measurements(policy.max),
         }
 
 
@@ -165,16 +204,27 @@ UNKNOWN_JOB_SECONDS = 60.0
 
 @dataclass(frozen=True)
 class Estimate:
+    """Seconds, with every job run the repeat policy's ``min`` times; the ``*_max`` figures
+    with ``max`` times (the same unless the policy is adaptive)."""
+
     accelerator: str
     boots: float
     guest_fio: float
     host_fio: float
     layers: float
     crypto: float
+    guest_fio_max: float | None = None
+    host_fio_max: float | None = None
 
     @property
     def total(self) -> float:
         return self.boots + self.guest_fio + self.host_fio + self.layers + self.crypto
+
+    @property
+    def total_max(self) -> float:
+        guest = self.guest_fio if self.guest_fio_max is None else self.guest_fio_max
+        host = self.host_fio if self.host_fio_max is None else self.host_fio_max
+        return self.boots + guest + host + self.layers + self.crypto
 
 
 def estimate(plan: Plan, accelerator: str) -> Estimate:
@@ -188,17 +238,25 @@ def estimate(plan: Plan, accelerator: str) -> Estimate:
     def precondition(job: FioJob, accel_: str) -> float:
         return job.size / 1e6 / PRECONDITION_MB_S[accel_]
 
+    policy = s.repeat_policy
+    assert policy is not None
     boots = len(plan.boots) * (BOOT_SECONDS[accel] + TEARDOWN_SECONDS)
     biggest = max(s.jobs, key=lambda j: j.size)  # each measured layer is preconditioned once
-    guest = 0.0
+    targets = 0
     layers = 0.0
     for boot in plan.boots:
-        for _ in boot_layers(boot):
-            guest += sum(job_seconds(j, accel) * s.repeats for j in s.jobs) + precondition(biggest, accel)
+        targets += len(boot_layers(boot))
         layers += LAYER_BUILD_SECONDS[accel] * sum(len(st.layers) for c in boot.cells for st in c.stacks)
-    host = 0.0
-    if s.host_baseline:
-        host = sum(job_seconds(j, "kvm") * s.repeats for j in s.jobs) + precondition(biggest, "kvm")
+
+    def guest(repeats: int) -> float:
+        return targets * (sum(job_seconds(j, accel) * repeats for j in s.jobs) + precondition(biggest, accel))
+
+    def host(repeats: int) -> float:
+        if not s.host_baseline:
+            return 0.0
+        return sum(job_seconds(j, "kvm") * repeats for j in s.jobs) + precondition(biggest, "kvm")
+
     cpus = {b.cpu_label for b in plan.boots}
     crypto = len(s.crypto_benchmark) * CRYPTO_BENCH_SECONDS[accel] * (len(cpus) + 1) if s.crypto_benchmark else 0.0
-    return Estimate(accelerator=accel, boots=boots, guest_fio=guest, host_fio=host, layers=layers, crypto=crypto)
+    return Estimate(accelerator=accel, boots=boots, guest_fio=guest(policy.min), host_fio=host(policy.min), layers=layers,
+                    crypto=crypto, guest_fio_max=guest(policy.max), host_fio_max=host(policy.max))

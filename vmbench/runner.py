@@ -129,28 +129,29 @@ class Runner:
                 raise Interrupted("interrupted before anything was created") from None
             return self._run()
 
-    def _start(self) -> set[tuple]:
-        """Open (or reopen) the run's row; the keys of the measurements already stored."""
+    def _start(self) -> dict[tuple, dict[int, float]]:
+        """Open (or reopen) the run's row; the measurements already stored (Step.group() ->
+        {repeat: IOPS})."""
         s = self.scenario
         if self.resume is not None:
             self.run_id = self.resume.id
             self.attempt = self.db.start_attempt(self.run_id)
-            done = self.db.measurement_keys(self.run_id)
+            stored = self.db.repeat_iops(self.run_id)
             self.crypto_done = self.db.crypto_cpus(self.run_id)
             host_argv = {m["job"]: tuple(m["argv"]) for m in self.db.rows("measurements", self.run_id) if m["side"] == "host"}
-            self.progress.step(f"resuming run {self.run_id} (attempt {self.attempt}): {len(done)} measurement(s) already stored")
+            self.progress.step(f"resuming run {self.run_id} (attempt {self.attempt}): {sum(map(len, stored.values()))} measurement(s) already stored")
         else:
             summary = self.plan.summary()
             summary["targets"] = [asdict(t) for t in s.targets]
             self.run_id = self.db.start_run(tag=self.tag, scenario_name=s.name, scenario_path=s.path, scenario_text=s.text,
                                             plan=summary, version=__version__)
-            done, host_argv = set(), {}
-        self.measurer = Measurer(s, self.db, self.run_id, self.attempt, self.progress, host_argv)
-        return done
+            stored, host_argv = {}, {}
+        self.measurer = Measurer(s, self.db, self.run_id, self.attempt, self.progress, host_argv, stored)
+        return stored
 
     def _run(self) -> RunOutcome:
         s = self.scenario
-        done = self._start()
+        stored = self._start()
         self.outcome = RunOutcome(self.run_id, self.tag, "running")
         status, error, interrupted, cleanup_errors = "failed", None, False, []
         try:
@@ -159,8 +160,9 @@ class Runner:
             self._record_environment()
             self.step = f"making a work directory on {self.host.name}"
             self.host_workdir = ops.mkdtemp(self.host, self._host_work_root, f"vmbench-{self.tag}-")
-            pending = [st for st in self.plan.steps() if st.key() not in done]
-            self.outcome.skipped_steps = len(self.plan.steps()) - len(pending)
+            # a resume also goes on with adaptive repeats an earlier attempt left unfinished
+            pending = self.plan.pending_steps(stored)
+            self.outcome.skipped_steps = sum(st.repeat in stored.get(st.group(), {}) for st in self.plan.steps())
             for group in self.plan.boots:
                 self._run_group(group, [st for st in pending if st.boot == group.seq])
             if s.crypto_benchmark and not (self.resume and self.db.has_host_crypto(self.run_id)):

@@ -40,6 +40,7 @@ def test_plan_groups_cells_by_vm_configuration():
         ("d", "raw"), ("d", "partition"), ("d", "partition+ext4")]  # d names no stacks: it gets all of them
     summary = plan.summary()
     assert len(summary["boots"]) == 3 and summary["guest_measurements"] == 14 and summary["host_measurements"] == 2
+    assert summary["repeats"] == 1 and summary["repeat_policy"] == {"min": 1, "max": 1, "until_cv": None}
     est = estimate(plan, "tcg")
     assert est.total > est.boots > 0 and est.accelerator == "tcg"
     assert estimate(plan, "kvm").total < est.total

@@ -6,7 +6,8 @@ from dataclasses import replace
 import pytest
 
 from vmbench.errors import VmbenchError
-from vmbench.fio.job import FioJob, JobFile, check_identical, fio_argv, fio_env, job_hash, precondition_argv
+from vmbench.fio.job import FioJob, JobFile, check_identical, comparable_params, fio_argv, fio_env, job_hash, precondition_argv
+from vmbench.fio.jobfile import digest
 from vmbench.fio.profiles import PROFILES, expand
 from vmbench.fio.result import FioOutputError, Histogram, parse_fio_json
 
@@ -22,6 +23,13 @@ def test_fio_argv_exact():
     ]
 
 
+def test_fio_argv_with_fio_logs():
+    argv = fio_argv(JOB, "/dev/vdb", "/run/vmbench/out.json", log_prefix="/run/vmbench/log-ab12")
+    assert argv[-5:] == ["--write_iops_log=/run/vmbench/log-ab12", "--write_lat_log=/run/vmbench/log-ab12",
+                         "--log_avg_msec=1000", "--output-format=json+", "--output=/run/vmbench/out.json"]
+    assert argv[:-5] == fio_argv(JOB, "/dev/vdb", "o")[:-2]
+
+
 def test_optional_fio_options():
     job = replace(JOB, rw="randrw", rwmixread=70, sync=True, fsync=1, runtime=2.5)
     argv = fio_argv(job, "t", "o")
@@ -34,6 +42,29 @@ def test_host_and_guest_differ_only_in_target_and_output():
     check_identical(host, guest)
     with pytest.raises(VmbenchError, match="refusing to compare"):
         check_identical(host, fio_argv(replace(JOB, iodepth=8), "/dev/vdb", "/o"))
+
+
+def test_log_paths_differ_between_sides_but_nothing_else_may():
+    host = fio_argv(JOB, "/pool/x.raw", "/w/a.json", log_prefix="/w/log-1111")
+    guest = fio_argv(JOB, "/dev/vdb", "/run/vmbench/b.json", log_prefix="/run/vmbench/log-2222")
+    check_identical(host, guest)
+    assert not any("log-" in a for a in comparable_params(host)) and "--log_avg_msec=1000" in comparable_params(host)
+    with pytest.raises(VmbenchError, match="refusing to compare them: --log_avg_msec=1000 --log_avg_msec=500"):
+        check_identical(host, [a.replace("=1000", "=500") for a in guest])
+    with pytest.raises(VmbenchError, match="refusing to compare"):
+        check_identical(host, fio_argv(JOB, "/dev/vdb", "/o"))  # one side without logs
+
+
+def test_job_file_copies_compare_by_the_digest_of_their_rewritten_text():
+    jf = FioJob(name="mine", jobfile=JobFile(path="my.fio", text="[x]\nfilename=/dev/sdb\nrw=read\n"))
+    d = digest(jf.jobfile.text)
+    host = fio_argv(jf, "/pool/x.raw", "/w/o.json", jobfile_path=f"/w/job-1111aaaa-{d}.fio")
+    guest = fio_argv(jf, "/dev/vdb", "/run/vmbench/o.json", jobfile_path=f"/run/vmbench/job-2222bbbb-{d}.fio")
+    check_identical(host, guest)
+    assert comparable_params(guest) == ["--output-format=json+", f"jobfile={d}"]
+    other = digest("[x]\nfilename=/dev/sdb\nrw=write\n")
+    with pytest.raises(VmbenchError, match=f"refusing to compare them: jobfile=({d}|{other}) jobfile=({d}|{other})"):
+        check_identical(host, fio_argv(jf, "/dev/vdb", "/o.json", jobfile_path=f"/run/vmbench/job-2222bbbb-{other}.fio"))
 
 
 def test_jobfile_argv_and_env():

@@ -49,6 +49,20 @@ def _masked(data: bytes) -> bytes:
     return bytes(buf)
 
 
+def _same_as_v1_report(doc: dict, v1: dict) -> None:
+    """The report of the v1 fixture is the v1 release's, record for record, on every key the
+    v1 release printed.  Later releases added keys (intervals and verdicts of each delta,
+    why each group stopped repeating, each table's admissibility facts and what is not
+    stated) and notes (how intervals are made, why there is no verdict): those are checked
+    by test_report.py, here only that they come in addition."""
+    assert doc["run"] == v1["run"]
+    assert [(t["name"], t["title"]) for t in doc["tables"]] == [(t["name"], t["title"]) for t in v1["tables"]]
+    for table, old in zip(doc["tables"], v1["tables"]):
+        assert [{k: r[k] for k in o} for r, o in zip(table["records"], old["records"])] == old["records"]
+        assert len(table["records"]) == len(old["records"])
+        assert table["notes"][:len(old["notes"])] == old["notes"]
+
+
 def _dump(path) -> list[str]:
     conn = sqlite3.connect(path)
     try:
@@ -83,7 +97,7 @@ def test_v1_database_is_upgraded_in_place_with_a_backup(v1, data_dir, tmp_path):
     assert _columns(v1) == _columns(tmp_path / "fresh.db")
     # the same report, record for record, as the v1 release printed
     header, tables = build_report(db, "latest")
-    assert json.loads(render(tables, Format.JSON, header)) == json.loads((data_dir / "results-v1-report.json").read_text())
+    _same_as_v1_report(json.loads(render(tables, Format.JSON, header)), json.loads((data_dir / "results-v1-report.json").read_text()))
     # guest measurements know their boot (their cell's); host rows have none; all attempt 1
     run = db.resolve_run("latest")
     assert run.attempts == 1 and run.resumed_at is None
@@ -105,7 +119,7 @@ def test_v1_database_is_upgraded_in_place_with_a_backup(v1, data_dir, tmp_path):
 def test_cli_report_on_a_v1_database(v1, data_dir, capsys):
     assert main(["report", "latest", "--db", str(v1), "--format", "json"]) == 0
     out = capsys.readouterr().out
-    assert json.loads(out) == json.loads((data_dir / "results-v1-report.json").read_text())
+    _same_as_v1_report(json.loads(out), json.loads((data_dir / "results-v1-report.json").read_text()))
     assert _version(v1) == "2"
 
 

@@ -277,17 +277,20 @@ def test_targets_validated():
     assert "needs at least one of" in error(BASE + "targets:\n  - job: j1\n")
 
 
-def test_jobfile_must_use_target_variable(tmp_path):
+def test_jobfile_runs_as_users_write_it(tmp_path):
     good = tmp_path / "good.fio"
     good.write_text("[global]\nioengine=libaio\ndirect=1\nfilename=${VMBENCH_TARGET}\nsize=64m\nruntime=5\ntime_based\n[w]\nrw=randwrite\nbs=4k\n")
-    bad = tmp_path / "bad.fio"
-    bad.write_text("[w]\nfilename=/dev/sda\nrw=write\n")
+    mine = tmp_path / "mine.fio"
+    mine.write_text("[w]\nfilename=/dev/sda\nrw=write\n")
+    two = tmp_path / "two.fio"
+    two.write_text("[a]\nfilename=/dev/sda\n[b]\nfilename=/dev/sdb\n")
     evil = tmp_path / "evil.fio"
     evil.write_text("[w]\nfilename=${VMBENCH_TARGET}\nexec_prerun=rm -rf /\n")
     s = parse_scenario("jobs:\n  - file: good.fio\n", str(tmp_path / "s.yaml"), base_dir=tmp_path)
     assert s.jobs[0].name == "good" and s.jobs[0].jobfile.runtime == 5.0 and s.jobs[0].size == 64 << 20
-    with pytest.raises(ScenarioError, match="must use filename=\\$\\{VMBENCH_TARGET\\}"):
-        parse_scenario("jobs:\n  - file: bad.fio\n", "s.yaml", base_dir=tmp_path)
+    assert parse_scenario("jobs:\n  - file: mine.fio\n", "s.yaml", base_dir=tmp_path).jobs[0].name == "mine"
+    with pytest.raises(ScenarioError, match="two.fio:4: filename names a second target"):
+        parse_scenario("jobs:\n  - file: two.fio\n", "s.yaml", base_dir=tmp_path)
     with pytest.raises(ScenarioError, match="exec_prerun"):
         parse_scenario("jobs:\n  - file: evil.fio\n", "s.yaml", base_dir=tmp_path)
     with pytest.raises(ScenarioError, match="cannot read fio job file"):
@@ -346,9 +349,9 @@ def test_mkfs_options_may_not_name_any_path():
 
 @pytest.mark.parametrize("line, message", [
     ("include other.fio", "includes other files"),
-    ("ioengine=external:/tmp/x.so", "ioengine=external:/tmp/x.so is not allowed"),
+    ("ioengine=external:/tmp/x.so", "ioengine names an engine vmbench does not allow"),
     ("replay_redirect=/dev/sda", "sets replay_redirect"),
-    ("write_lat_log=/root/lat", "sets write_lat_log"),
+    ("cgroup=bench", "sets cgroup"),
 ])
 def test_jobfile_options_that_reach_outside_are_refused(tmp_path, line, message):
     (tmp_path / "j.fio").write_text(f"[w]\nfilename=${{VMBENCH_TARGET}}\nrw=read\n{line}\n")

@@ -1,14 +1,17 @@
 """A fio job as vmbench runs it: one frozen value, rendered to the same argv on every side.
 
-The host and the guest run ``fio_argv(job, target, output)``; only ``--filename`` and
-``--output`` differ.  :func:`check_identical` refuses a comparison whose other
-parameters differ (METHOD rule 2).
+The host and the guest run ``fio_argv(job, target, output)``; only ``--filename``,
+``--output`` and the paths of fio's own logs differ.  :func:`check_identical` refuses a
+comparison whose other parameters differ (METHOD rule 2).  A job file runs as a rewritten copy
+per target (:mod:`vmbench.fio.jobfile`) whose name carries the digest of the rewritten text with
+target and paths as placeholders, so the same check covers the file's contents.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
@@ -20,16 +23,23 @@ MIXED_MODES = ("rw", "randrw", "readwrite")
 IOENGINES = ("libaio", "io_uring", "psync", "sync")
 TARGET_ENV = "VMBENCH_TARGET"
 SIZE_ENV = "VMBENCH_SIZE"
+LOG_AVG_MSEC = 1000  # fio's own time series: one point per second
+LOG_PATH_OPTIONS = ("--write_iops_log=", "--write_lat_log=")
+_JOBFILE_COPY = re.compile(r"/job-[0-9a-f]+-([0-9a-f]{16})\.fio$")
 
 
 @dataclass(frozen=True)
 class JobFile:
-    """A user's own fio job file, run unchanged; it names its target as ``${VMBENCH_TARGET}``."""
+    """A user's own fio job file (``text``: after the scenario's size:/runtime:), run as a copy
+    rewritten for each target (see :mod:`vmbench.fio.jobfile`)."""
 
     path: str
     text: str
     runtime: float | None = None  # from the file, for estimates only
     ramp: float = 0.0
+    overrides: tuple[str, ...] = ()  # what the scenario's size:/runtime: changed, one line each
+    size_origin: str = field(default="", compare=False)  # where the job's size comes from, for messages
+    entry_line: int = field(default=0, compare=False)  # the scenario line of the jobs entry
 
     @property
     def sha256(self) -> str:
@@ -105,11 +115,14 @@ class FioJob:
         return d
 
 
-def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile_path: str | None = None) -> list[str]:
-    """The exact fio command for ``job`` against ``target`` writing json+ to ``output``.
+def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile_path: str | None = None,
+             log_prefix: str | None = None) -> list[str]:
+    """The exact fio command for ``job`` against ``target`` writing json+ to ``output``;
+    with ``log_prefix``, fio also writes its IOPS and latency logs there (one point a second).
 
-    For a job file, ``jobfile_path`` is where the file lies on that side; the target is
-    passed in the ``VMBENCH_TARGET`` environment variable (see :func:`fio_env`).
+    For a job file, ``jobfile_path`` is the rewritten copy on that side (it names the target
+    and its own logs; ``log_prefix`` is unused); the target is also in the ``VMBENCH_TARGET``
+    environment variable (see :func:`fio_env`).
     """
     if job.jobfile is not None:
         if not jobfile_path:
@@ -139,6 +152,8 @@ def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile
         argv.append("--sync=1")
     if job.fsync:
         argv.append(f"--fsync={job.fsync}")
+    if log_prefix:
+        argv += [f"--write_iops_log={log_prefix}", f"--write_lat_log={log_prefix}", f"--log_avg_msec={LOG_AVG_MSEC}"]
     argv += ["--output-format=json+", f"--output={output}"]
     return argv
 
@@ -185,13 +200,17 @@ def precondition_argv(job: FioJob, target: str, output: str, *, fio: str = "fio"
 
 
 def comparable_params(argv: Sequence[str]) -> list[str]:
-    """The argv without what legitimately differs between sides: the fio binary, the
-    target (``--filename``), the output file and the path of a job file."""
-    return [
-        arg
-        for arg in list(argv)[1:]
-        if arg.startswith("--") and not arg.startswith(("--filename=", "--output="))
-    ]
+    """The argv without what legitimately differs between sides: the fio binary, the target
+    (``--filename``), the output file, the paths of fio's logs and the path of a job file,
+    of which only the digest of its rewritten text is kept (``jobfile=<digest>``)."""
+    out = []
+    for arg in list(argv)[1:]:
+        if arg.startswith("--"):
+            if not arg.startswith(("--filename=", "--output=") + LOG_PATH_OPTIONS):
+                out.append(arg)
+        elif (m := _JOBFILE_COPY.search(arg)) is not None:
+            out.append(f"jobfile={m.group(1)}")
+    return out
 
 
 def check_identical(host_argv: Sequence[str], guest_argv: Sequence[str]) -> None:

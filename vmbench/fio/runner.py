@@ -1,26 +1,35 @@
-"""Run one fio job on a transport (host or guest) and read back its json+ output.
+"""Run one fio job on a transport (host or guest) and read back its json+ output and logs.
 
 fio writes its output to a file on the side it ran on (``--output=``), which is read back
-afterwards: guest-agent replies are size-limited, files are not.
+afterwards: guest-agent replies are size-limited, files are not.  fio's own IOPS and latency
+logs (``<workdir>/log-<token>...``) are read back the same way, removed, and parsed into
+per-second series (:func:`parse_logs`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import secrets
-from dataclasses import dataclass
-from typing import Sequence
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 from ..errors import VmbenchError
 from ..progress import NullProgress, Progress
+from ..transport import ops
 from ..transport.base import Transport
 from ..units import format_duration
-from .job import FioJob, check_identical, fio_argv, fio_env, precondition_argv
+from . import jobfile
+from .job import LOG_AVG_MSEC, FioJob, check_identical, fio_argv, fio_env, precondition_argv
 from .result import FioResult, parse_fio_json
 
 log = logging.getLogger(__name__)
 MIN_TIMEOUT = 120.0
+BIN_MS = LOG_AVG_MSEC  # the series' resolution
+EPOCH_MS = 10**11  # log times above this are unix epoch milliseconds (log_unix_epoch=1)
+_LOG_KIND = re.compile(r"_(iops|clat)(?:\.\d+)?\.log$")
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,11 @@ class FioRun:
     target: str
     result: FioResult
     raw_json: str
+    #: fio's own time series: "fio-iops", "fio-clat" (and "fio-iops-read"/"fio-iops-write" when
+    #: both directions ran), each {"t_s": [...], "values": [...], "unit": "IOPS" | "ms"}
+    series: dict = field(default_factory=dict)
+    jobfile_text: str | None = None  # the rewritten copy of a job file that ran
+    rewrites: tuple[str, ...] = ()  # what vmbench changed in it, one line each
 
 
 def job_timeout(job: FioJob, slow: bool) -> float:
@@ -49,15 +63,19 @@ def run_fio(
     must_match: Sequence[str] | None = None,
 ) -> FioRun:
     """Run ``job`` on ``target``.  ``must_match`` is the other side's argv for the same job:
-    the run is refused unless every parameter but target and output is identical."""
+    the run is refused unless every parameter but target, output and log paths is identical
+    (for a job file: the rewritten text, through the digest in the copy's name).  A job file
+    runs as a copy rewritten for ``target`` in ``workdir``; fio's logs are read back, parsed
+    into :attr:`FioRun.series` and removed with the copy and the output."""
     progress = progress or NullProgress()
     token = secrets.token_hex(4)
     output = f"{workdir}/fio-{token}.json"
-    jobfile_path = None
+    jobfile_path, text, rewrites = None, None, ()
     if job.jobfile is not None:
-        jobfile_path = f"{workdir}/job-{token}.fio"
-        transport.write_file(jobfile_path, job.jobfile.text.encode(), 0o644)
-    argv = fio_argv(job, target, output, jobfile_path=jobfile_path)
+        text, lines = jobfile.rewrite(job.jobfile.text, target, workdir, token)
+        rewrites = tuple(lines)
+        jobfile_path = f"{workdir}/job-{token}-{jobfile.digest(job.jobfile.text)}.fio"
+    argv = fio_argv(job, target, output, jobfile_path=jobfile_path, log_prefix=f"{workdir}/log-{token}")
     if must_match is not None:
         check_identical(must_match, argv)
     total = job.duration
@@ -68,14 +86,23 @@ def run_fio(
         else:
             progress.status(f"{label}: {format_duration(max(0.0, total - elapsed))} left")
 
+    logs: dict[str, bytes] = {}
+    finished = False
     try:
+        if jobfile_path is not None and text is not None:
+            transport.write_file(jobfile_path, text.encode(), 0o644)
         transport.run(argv, env=fio_env(job, target), timeout=job_timeout(job, slow), on_wait=tick)
         raw = transport.read_file(output).decode("utf-8", errors="replace")
+        finished = True
     finally:
-        _remove(transport, [output] + ([jobfile_path] if jobfile_path else []))
+        names = _log_names(transport, workdir, token)
+        if finished:
+            logs = _read_logs(transport, workdir, names)
+        _remove(transport, [output] + ([jobfile_path] if jobfile_path else []) + [f"{workdir}/{n}" for n in names])
     raw = raw[raw.find("{"):] if "{" in raw else raw
     result = parse_fio_json(raw)
-    return FioRun(argv=tuple(argv), target=target, result=result, raw_json=raw)
+    return FioRun(argv=tuple(argv), target=target, result=result, raw_json=raw, series=parse_logs(logs),
+                  jobfile_text=text, rewrites=rewrites)
 
 
 def precondition(transport: Transport, job: FioJob, target: str, workdir: str, *, slow: bool = False) -> dict:
@@ -98,3 +125,90 @@ def _remove(transport: Transport, paths: list[str]) -> None:
         transport.run(["rm", "-f", *paths], check=False, timeout=60)
     except VmbenchError as exc:
         log.warning("could not remove %s on %s: %s", " ".join(paths), transport.name, exc)
+
+
+def _log_names(transport: Transport, workdir: str, token: str) -> list[str]:
+    """The log files fio wrote for this run (best effort: [] when the side cannot be listed)."""
+    try:
+        return [n for n in ops.list_dir(transport, workdir) if n.startswith(f"log-{token}")]
+    except (VmbenchError, OSError) as exc:
+        log.warning("could not list fio logs in %s on %s: %s", workdir, transport.name, exc)
+        return []
+
+
+def _read_logs(transport: Transport, workdir: str, names: list[str]) -> dict[str, bytes]:
+    out = {}
+    for name in names:
+        if _LOG_KIND.search(name):
+            try:
+                out[name] = transport.read_file(f"{workdir}/{name}")
+            except (VmbenchError, OSError) as exc:
+                log.warning("could not read fio log %s/%s on %s: %s", workdir, name, transport.name, exc)
+    return out
+
+
+def parse_logs(files: Mapping[str, bytes]) -> dict[str, dict]:
+    """fio's per-job IOPS and completion-latency logs -> one series each, in 1 s bins.
+
+    A log line is ``time_ms, value, direction, bs, offset[, ...]``; averaged lines (bs 0,
+    from log_avg_msec) carry a rate or a mean latency, per-I/O lines (bs > 0) one I/O each.
+    IOPS are summed over jobs and directions (per-I/O lines counted per second); latencies
+    (ns) are averaged over every line of the bin and given in ms.  Logs in unix epoch time
+    (log_unix_epoch) are shifted so their first window ends at 1 s."""
+    rows: dict[str, list[list[tuple[int, float, int, bool]]]] = {"iops": [], "clat": []}
+    for name, data in sorted(files.items()):
+        kind = _LOG_KIND.search(name)
+        if kind:
+            parsed = _log_rows(data)
+            if parsed:
+                rows[kind.group(1)].append(parsed)
+    epoch = min((r[0] for kind in rows.values() for f in kind for r in f if r[0] > EPOCH_MS), default=0)
+
+    def bin_of(t: int, averaged: bool) -> int:
+        if t > EPOCH_MS:
+            t = t - epoch + (BIN_MS if averaged else 0)
+        return max(1, round(t / BIN_MS)) if averaged else t // BIN_MS + 1
+
+    total: dict[int, float] = defaultdict(float)
+    by_dir: dict[int, dict[int, float]] = {0: defaultdict(float), 1: defaultdict(float)}
+    for f in rows["iops"]:
+        groups: dict[tuple[int, int, bool], list[float]] = defaultdict(list)
+        for t, v, d, averaged in f:
+            groups[(d, bin_of(t, averaged), averaged)].append(v)
+        for (d, b, averaged), values in groups.items():
+            rate = sum(values) / len(values) if averaged else sum(values) * 1000 / BIN_MS
+            total[b] += rate
+            if d in by_dir:
+                by_dir[d][b] += rate
+    lat: dict[int, list[float]] = defaultdict(list)
+    for f in rows["clat"]:
+        for t, v, _d, averaged in f:
+            lat[bin_of(t, averaged)].append(v)
+    series = {}
+    if total:
+        series["fio-iops"] = _series(total, "IOPS")
+    if by_dir[0] and by_dir[1]:
+        series["fio-iops-read"] = _series(by_dir[0], "IOPS")
+        series["fio-iops-write"] = _series(by_dir[1], "IOPS")
+    if lat:
+        series["fio-clat"] = _series({b: sum(v) / len(v) / 1e6 for b, v in lat.items()}, "ms")
+    return series
+
+
+def _log_rows(data: bytes) -> list[tuple[int, float, int, bool]]:
+    out = []
+    for line in data.decode("ascii", errors="replace").splitlines():
+        parts = line.split(",")
+        try:
+            t, v, d = int(parts[0]), float(parts[1]), int(parts[2])
+            bs = int(parts[3]) if len(parts) > 3 else 0
+        except (ValueError, IndexError):
+            continue
+        if d in (0, 1, 2) and t >= 0:
+            out.append((t, v, d, bs == 0))
+    return out
+
+
+def _series(points: Mapping[int, float], unit: str) -> dict:
+    bins = sorted(points)
+    return {"t_s": [b * BIN_MS / 1000 for b in bins], "values": [round(points[b], 6) for b in bins], "unit": unit}

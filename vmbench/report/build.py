@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..results.db import ResultsDB, RunRow
+from .facts import RepeatPolicy
 from .tables import Table, cells_table, crypto_table, gap_table, journey_table, layer_table, targets_table
 
 
@@ -53,11 +54,12 @@ def build_report(db: ResultsDB, ref: str | int | None = "latest") -> tuple[dict,
     if getattr(run, "attempts", 1) > 1:
         header["attempts"] = f"{run.attempts} (resumed; every measurement kept once)"
     valid_cells = [c for c in cells if c["valid"]]
-    tables: list[Table] = [gap_table(measurements, valid_cells, jobs, int(plan.get("repeats", 1)),
-                                     host_memory_bytes=(env.get("host_memory_mib") or 0) << 20 or None)]
+    policy = RepeatPolicy.from_plan(plan)
+    tables: list[Table] = [gap_table(measurements, valid_cells, jobs, policy,
+                                     host_memory_bytes=(env.get("host_memory_mib") or 0) << 20 or None, env=env)]
     if plan.get("mode") == "journey":
-        tables.append(journey_table(measurements, valid_cells, jobs))
-    lt = layer_table(measurements, valid_cells, jobs, crypto, plan.get("stacks", []))
+        tables.append(journey_table(measurements, valid_cells, jobs, repeats=policy, env=env))
+    lt = layer_table(measurements, valid_cells, jobs, crypto, plan.get("stacks", []), repeats=policy, env=env)
     if lt:
         tables.append(lt)
     ct = crypto_table(crypto)

@@ -2,7 +2,9 @@
 layers; crypto ceilings; targets.  Pure: data in, table models out.
 
 Repeats are combined the honest way: the median of IOPS and bandwidth, with their spread
-(coefficient of variation), and percentiles from the merged latency histograms.
+(coefficient of variation), and percentiles from the merged latency histograms.  Every delta
+(gap, vs baseline, vs the layer below, vs the previous step) also carries a bootstrap
+interval and a verdict from :mod:`vmbench.report.stats`, in ``Row.deltas``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from ..fio.result import Histogram
+from . import stats
+from .stats import Delta
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,7 @@ class Figures:
     repeats: int
     cv: float | None  # IOPS coefficient of variation across repeats; None for one repeat
     job_hash: str
+    samples: tuple[float, ...] = ()  # each repeat's IOPS, in the order they ran (for intervals)
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ class Row:
     vs_below: float | None = None  # this IOPS / the layer below's IOPS - 1
     note: str = ""
     settings: dict = field(default_factory=dict)
+    deltas: dict[str, Delta] = field(default_factory=dict)  # "gap", "vs_baseline"...: interval and verdict
 
 
 def aggregate(rows: Sequence[dict]) -> Figures:
@@ -73,6 +79,7 @@ def aggregate(rows: Sequence[dict]) -> Figures:
         repeats=len(rows),
         cv=cv,
         job_hash=hashes.pop() if len(hashes) == 1 else "mixed",
+        samples=tuple(iops),
     )
 
 
@@ -91,6 +98,21 @@ def _ratio(a: float, b: float) -> float | None:
 
 def _change(a: float, b: float) -> float | None:
     return a / b - 1.0 if b else None
+
+
+def judge_gap(host: Figures, guest: Figures) -> Delta:
+    """The host/guest gap of two aggregated groups, with its interval and verdict."""
+    return stats.ratio(host.samples, guest.samples)
+
+
+def judge_change(this: Figures, reference: Figures) -> Delta:
+    """``this`` against ``reference`` (IOPS), with its interval and verdict."""
+    return stats.change(this.samples, reference.samples)
+
+
+def _deltas(**judged: Delta | None) -> dict[str, Delta]:
+    """The deltas that were compared (None: not compared)."""
+    return {k: d for k, d in judged.items() if d is not None}
 
 
 def cache_notes(row: dict, host_memory_bytes: int | None) -> list[str]:
@@ -133,18 +155,23 @@ def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence
                 base = fig
             notes = [f"raw disk shared with {rows[0]['shared_from']} (same VM)"] if rows[0].get("shared_from") else []
             gap = None
+            deltas: dict[str, Delta] = {}
             if host is not None:
                 if host.job_hash == fig.job_hash:
                     gap = _ratio(host.iops, fig.iops)
+                    deltas["gap"] = judge_gap(host, fig)
                     if fig.iops > host.iops * 1.05:
                         notes.append("beats host: cached?")
                 else:
                     notes.append("job differs from host's; not compared")
             notes += cache_notes(rows[0], host_memory_bytes)
             note = "; ".join(notes)
-            vs_base = _change(fig.iops, base.iops) if base is not None and cell != baseline and base.job_hash == fig.job_hash else None
+            vs_base = None
+            if base is not None and cell != baseline and base.job_hash == fig.job_hash:
+                vs_base = _change(fig.iops, base.iops)
+                deltas["vs_baseline"] = judge_change(fig, base)
             out.append(Row(job=job, sync=sync, side="guest", cell=cell, stack=None, layer="raw", figures=fig, gap=gap,
-                           vs_baseline=vs_base, note=note, settings=rows[0].get("settings") or {}))
+                           vs_baseline=vs_base, note=note, settings=rows[0].get("settings") or {}, deltas=deltas))
     return out
 
 
@@ -172,11 +199,14 @@ def layer_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequen
                     if not rows:
                         continue
                     fig = aggregate(rows)
+                    same_as_host = host is not None and host.job_hash == fig.job_hash
                     out.append(Row(
                         job=job, sync=bool(rows[0]["sync"]), side="guest", cell=cell["name"], stack=stack, layer=layer,
                         figures=fig,
-                        gap=_ratio(host.iops, fig.iops) if host is not None and host.job_hash == fig.job_hash else None,
+                        gap=_ratio(host.iops, fig.iops) if same_as_host else None,
                         vs_below=_change(fig.iops, below.iops) if below is not None else None,
+                        deltas=_deltas(gap=judge_gap(host, fig) if same_as_host else None,
+                                       vs_below=judge_change(fig, below) if below is not None else None),
                     ))
                     below = fig
     return out
@@ -200,10 +230,14 @@ def journey_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequ
                 continue
             (_, _, stack, layer, _), rows = max(candidates, key=lambda kv: kv[1][0]["depth"])
             fig = aggregate(rows)
+            same_as_host = host is not None and host.job_hash == fig.job_hash
+            same_as_prev = prev is not None and prev.job_hash == fig.job_hash
             out.append(Row(
                 job=job, sync=bool(rows[0]["sync"]), side="guest", cell=cell["name"], stack=stack, layer=layer, figures=fig,
-                gap=_ratio(host.iops, fig.iops) if host is not None and host.job_hash == fig.job_hash else None,
-                vs_previous=_change(fig.iops, prev.iops) if prev is not None and prev.job_hash == fig.job_hash else None,
+                gap=_ratio(host.iops, fig.iops) if same_as_host else None,
+                vs_previous=_change(fig.iops, prev.iops) if same_as_prev else None,
+                deltas=_deltas(gap=judge_gap(host, fig) if same_as_host else None,
+                               vs_previous=judge_change(fig, prev) if same_as_prev else None),
             ))
             prev = fig
     return out

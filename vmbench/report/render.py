@@ -1,4 +1,8 @@
-"""Render table models as text (tabulate), Markdown, CSV or JSON."""
+"""Render table models as text (tabulate), Markdown, CSV or JSON.
+
+Under each table: its notes, then its admissibility facts and what is not stated.  JSON
+carries them as ``facts`` and ``missing``; CSV has the records only.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ class Format(Choice):
 
 def render(tables: Sequence[Table], fmt: Format, header: dict | None = None) -> str:
     if fmt is Format.JSON:
-        doc = {"run": header or {}, "tables": [{"name": t.name, "title": t.title, "records": t.records, "notes": t.notes} for t in tables]}
+        doc = {"run": header or {}, "tables": [{"name": t.name, "title": t.title, "records": t.records, "notes": t.notes,
+                                               "facts": t.facts, "missing": t.missing} for t in tables]}
         return json.dumps(doc, indent=2, default=str) + "\n"
     if fmt is Format.CSV:
         return _csv(tables)
@@ -36,14 +41,28 @@ def render(tables: Sequence[Table], fmt: Format, header: dict | None = None) -> 
     for t in tables:
         title = f"## {t.title}" if fmt is Format.MARKDOWN else f"{t.title}\n{'=' * len(t.title)}"
         body = tabulate(
-            [[c.fmt(r.get(c.key)) for c in t.columns] for r in t.records],
+            [[c.text(r) for c in t.columns] for r in t.records],
             headers=[c.header for c in t.columns],
             tablefmt=tablefmt,
             disable_numparse=True,
         )
         notes = "\n".join(("- " if fmt is Format.MARKDOWN else "  ") + n for n in t.notes)
-        parts.append("\n".join(filter(None, [title, body, notes])))
+        parts.append("\n".join(filter(None, [title, body, notes, _facts(t, fmt)])))
     return "\n\n".join(parts) + "\n"
+
+
+def _facts(t: Table, fmt: Format) -> str:
+    lines = []
+    if fmt is Format.MARKDOWN:
+        lines += [f"- **{k}**: {v}" for k, v in t.facts.items()]
+        if t.missing:
+            lines.append(f"- **not stated**: {'; '.join(t.missing)}")
+        return ("\n**Facts**\n\n" + "\n".join(lines)) if lines else ""
+    width = max((len(k) for k in list(t.facts) + (["not stated"] if t.missing else [])), default=0) + 1
+    lines += [f"  {k + ':':<{width}} {v}" for k, v in t.facts.items()]
+    if t.missing:
+        lines.append(f"  {'not stated:':<{width}} {'; '.join(t.missing)}")
+    return "\n".join(lines)
 
 
 def _csv(tables: Sequence[Table]) -> str:

@@ -1,11 +1,22 @@
-"""Table models for a run's report (pure), rendered by :mod:`vmbench.report.render`."""
+"""Table models for a run's report (pure), rendered by :mod:`vmbench.report.render`.
+
+Each delta column X (gap, vs_baseline, vs_below, vs_previous) keeps its point figure under X
+and adds X_low, X_high, X_verdict and X_why (the bootstrap interval, the verdict and, when
+there is none, why); its text reads "+12.3% [+4.1, +20.2] faster".  The measurement tables
+state their admissibility facts (``Table.facts``) and what the stored run does not tell
+(``Table.missing``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from . import stats
 from .compare import Row, TargetResult, gap_rows, journey_rows, layer_rows, target_results
+from .facts import RepeatPolicy, admissibility
+
+DELTA_SUFFIXES = ("_low", "_high", "_verdict", "_why")
 
 
 @dataclass(frozen=True)
@@ -13,6 +24,10 @@ class Column:
     key: str
     header: str
     fmt: Callable[[Any], str] = str
+    row_fmt: Callable[[dict], str] | None = None  # formats from the whole record (a delta with its interval)
+
+    def text(self, record: dict) -> str:
+        return self.row_fmt(record) if self.row_fmt is not None else self.fmt(record.get(self.key))
 
 
 @dataclass
@@ -22,6 +37,8 @@ class Table:
     columns: list[Column]
     records: list[dict]
     notes: list[str] = field(default_factory=list)
+    facts: dict[str, str] = field(default_factory=dict)  # admissibility (METHOD rules 3, 4, 6, 7), shown under the table
+    missing: list[str] = field(default_factory=list)  # facts the stored run does not tell
 
 
 # ---- number formats -------------------------------------------------------------------------
@@ -67,6 +84,69 @@ def f_bool(v: Any) -> str:
     return "yes" if v else "no"
 
 
+def _judged(record: dict, key: str, point: Callable[[float], str], bound: Callable[[float], str]) -> str:
+    v = record.get(key)
+    if v is None:
+        return "-"
+    verdict = record.get(key + "_verdict")
+    if verdict is not None and record.get(key + "_low") is not None:
+        return f"{point(v)} [{bound(record[key + '_low'])}, {bound(record[key + '_high'])}] {verdict}"
+    why = record.get(key + "_why")
+    return f"{point(v)} (no verdict: {why})" if why else point(v)
+
+
+def delta_pct(key: str) -> Callable[[dict], str]:
+    """A change column: "+12.3% [+4.1, +20.2] faster"."""
+    return lambda rec: _judged(rec, key, f_pct, lambda b: f"{b * 100:+.1f}")
+
+
+def delta_ratio(key: str) -> Callable[[dict], str]:
+    """A gap column: "5.00x [4.71, 5.32] gap"."""
+    return lambda rec: _judged(rec, key, f_ratio, lambda b: f"{b:.2f}")
+
+
+def delta_fields(row: Row, keys: Sequence[str]) -> dict:
+    """X_low, X_high, X_verdict, X_why for each delta key X (None when not judged)."""
+    out: dict = {}
+    for k in keys:
+        d = row.deltas.get(k)
+        out.update({k + "_low": d.low if d else None, k + "_high": d.high if d else None,
+                    k + "_verdict": d.verdict if d else None, k + "_why": d.why if d else None})
+    return out
+
+
+def verdict_notes(records: Sequence[dict], keys: Sequence[str]) -> list[str]:
+    """How intervals were made, when a table has one; why there is no verdict, when so."""
+    notes = []
+    if any(r.get(k + "_low") is not None for r in records for k in keys):
+        notes.append(stats.describe_method())
+    few = [r.get("repeats") for r in records if any(r.get(k + "_why") == stats.FEWER for k in keys)]
+    if few:
+        notes.append(f"Deltas carry no verdict where a side has {stats.FEWER} (here as few as {min((n for n in few if n), default=1)}): "
+                     "a bootstrap interval cannot tell a change from noise with so few; run with repeats: 3 or more.")
+    return notes
+
+
+def _policy(repeats: int | RepeatPolicy | None) -> RepeatPolicy:
+    if isinstance(repeats, RepeatPolicy):
+        return repeats
+    return RepeatPolicy(int(repeats or 1), int(repeats or 1))
+
+
+def _repeat_columns(records: list[dict], policy: RepeatPolicy) -> list[Column]:
+    """The CV, and why each group has its repeats, when anything was repeated."""
+    if policy.max <= 1 and not any((r.get("repeats") or 1) > 1 for r in records):
+        return []
+    return [Column("cv", "CV", f_cv), Column("repeat_stop", "repeats", f_text)]
+
+
+def _table_facts(measurements: Sequence[dict], cells: Sequence[dict], env: dict | None, policy: RepeatPolicy,
+                 layers: Callable[[dict], bool] = lambda m: True) -> tuple[dict[str, str], list[str]]:
+    names = {c["name"] for c in cells}
+    used = [m for m in measurements if (m["side"] == "host" or m.get("cell") in names) and layers(m)]
+    return admissibility(used, cells, env, policy)
+
+
 # ---- tables -----------------------------------------------------------------------------------
 
 
@@ -91,42 +171,55 @@ def _job_label(row: Row) -> str:
     return f"{row.job} (sync)" if row.sync else row.job
 
 
-def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], repeats: int,
-              host_memory_bytes: int | None = None) -> Table:
+def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], repeats: int | RepeatPolicy,
+              host_memory_bytes: int | None = None, *, env: dict | None = None) -> Table:
+    """``repeats``: the run's repeat policy (an int for a fixed count); ``env`` the run's
+    recorded environment, for the admissibility facts."""
+    policy = _policy(repeats)
     rows = gap_rows(measurements, cells, jobs, host_memory_bytes)
     multi_cell = len(cells) > 1
+    keys = ("gap", "vs_baseline")
     records = []
     for r in rows:
         rec = {"job": _job_label(r), "side": r.side, "cell": r.cell or "", "layer": r.layer, **_figures(r),
-               "gap": r.gap, "vs_baseline": r.vs_baseline, "note": r.note}
+               "gap": r.gap, "vs_baseline": r.vs_baseline, "note": r.note,
+               "repeat_stop": policy.stop(r.figures.repeats, r.figures.cv), **delta_fields(r, keys)}
         records.append(rec)
     cols = [Column("job", "job"), Column("side", "side")]
     if multi_cell:
         cols.append(Column("cell", "cell"))
     cols += FIGURE_COLUMNS
-    if repeats > 1:
-        cols.append(Column("cv", "CV", f_cv))
-    cols.append(Column("gap", "gap (host/guest)", f_ratio))
+    cols += _repeat_columns(records, policy)
+    cols.append(Column("gap", "gap (host/guest)", row_fmt=delta_ratio("gap")))
     if multi_cell:
-        cols.append(Column("vs_baseline", "vs baseline", f_pct))
+        cols.append(Column("vs_baseline", "vs baseline", row_fmt=delta_pct("vs_baseline")))
     cols.append(Column("note", "note", f_text))
+    repeated = any(r.figures.repeats > 1 for r in rows)
     notes = [
         "gap = host IOPS / guest IOPS on the same storage and the same fio job (1.00x: no loss; 5.00x: the guest gets a fifth).",
         "Latency is fio's completion latency (clat); percentiles come from fio's json+ histograms"
-        + (", merged over repeats; IOPS and MB/s are medians." if repeats > 1 else "."),
+        + (", merged over repeats; IOPS and MB/s are medians." if repeated or policy.max > 1 else "."),
     ]
     if any(r.sync for r in rows):
         notes.append("(sync) jobs issue synchronous writes: compare them only with each other.")
     if multi_cell:
         notes.append(f"vs baseline = change in IOPS from the first cell ({cells[0]['name']}).")
-    return Table("gaps", "Host vs guest, raw scratch disk", cols, records, notes)
+    notes += verdict_notes(records, keys)
+    env = dict(env or {})
+    if host_memory_bytes and not env.get("host_memory_mib"):
+        env["host_memory_mib"] = host_memory_bytes >> 20
+    facts, missing = _table_facts(measurements, cells, env, policy, lambda m: m["layer"] in ("host", "raw"))
+    return Table("gaps", "Host vs guest, raw scratch disk", cols, records, notes, facts, missing)
 
 
 def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str],
-                crypto: Sequence[dict] = (), stacks: Sequence[dict] = ()) -> Table | None:
+                crypto: Sequence[dict] = (), stacks: Sequence[dict] = (), *,
+                repeats: int | RepeatPolicy | None = None, env: dict | None = None) -> Table | None:
     rows = layer_rows(measurements, cells, jobs)
     if not rows:
         return None
+    policy = _policy(repeats)
+    keys = ("vs_below", "gap")
     cpu_of = {c["name"]: c["settings"].get("cpu") for c in cells}
     luks_of = {st["name"]: st.get("luks") for st in stacks}
     records = []
@@ -137,14 +230,20 @@ def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Seque
             ceiling = _ceiling(crypto, cpu_of.get(r.cell), luks_of[r.stack])
         records.append({"cell": r.cell, "stack": r.stack, "job": _job_label(r),
                         "layer": r.layer if r.layer in ("host", "raw") else "+" + top,
-                        "layer_path": r.layer, **_figures(r), "vs_below": r.vs_below, "gap": r.gap, "crypto_ceiling": ceiling})
+                        "layer_path": r.layer, **_figures(r), "vs_below": r.vs_below, "gap": r.gap, "crypto_ceiling": ceiling,
+                        "repeat_stop": policy.stop(r.figures.repeats, r.figures.cv), **delta_fields(r, keys)})
     cols = [Column("cell", "cell"), Column("stack", "stack"), Column("job", "job"), Column("layer", "layer")]
-    cols += FIGURE_COLUMNS + [Column("vs_below", "vs layer below", f_pct), Column("gap", "gap (host/layer)", f_ratio)]
+    cols += FIGURE_COLUMNS + _repeat_columns(records, policy)
+    cols += [Column("vs_below", "vs layer below", row_fmt=delta_pct("vs_below")),
+             Column("gap", "gap (host/layer)", row_fmt=delta_ratio("gap"))]
     notes = ["vs layer below = change in IOPS that layer costs (or gains); gap = host IOPS / IOPS at that layer."]
     if any(r["crypto_ceiling"] for r in records):
         cols.append(Column("crypto_ceiling", "crypto ceiling", f_text))
         notes.append("crypto ceiling = cryptsetup benchmark in that guest for the stack's cipher (one CPU), encrypt/decrypt MiB/s, and whether the guest has the aes flag.")
-    return Table("layers", "Layer by layer: host -> guest raw disk -> each layer of each stack", cols, records, notes)
+    notes += verdict_notes(records, keys)
+    stacked = [c for c in cells if c.get("stacks")]
+    facts, missing = _table_facts(measurements, stacked, env, policy)
+    return Table("layers", "Layer by layer: host -> guest raw disk -> each layer of each stack", cols, records, notes, facts, missing)
 
 
 def _ceiling(crypto: Sequence[dict], cpu: str | None, luks: dict) -> str | None:
@@ -157,14 +256,22 @@ def _ceiling(crypto: Sequence[dict], cpu: str | None, luks: dict) -> str | None:
     return None
 
 
-def journey_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str]) -> Table:
+def journey_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], *,
+                  repeats: int | RepeatPolicy | None = None, env: dict | None = None) -> Table:
+    policy = _policy(repeats)
+    keys = ("gap", "vs_previous")
     records = []
     for r in journey_rows(measurements, cells, jobs):
-        records.append({"job": _job_label(r), "step": r.cell, "layer": r.layer, **_figures(r), "gap": r.gap, "vs_previous": r.vs_previous})
+        records.append({"job": _job_label(r), "step": r.cell, "layer": r.layer, **_figures(r), "gap": r.gap, "vs_previous": r.vs_previous,
+                        "repeat_stop": policy.stop(r.figures.repeats, r.figures.cv), **delta_fields(r, keys)})
     cols = [Column("job", "job"), Column("step", "step"), Column("layer", "layer measured")] + FIGURE_COLUMNS
-    cols += [Column("gap", "gap (host/step)", f_ratio), Column("vs_previous", "vs previous step", f_pct)]
-    return Table("journey", "Tuning journey: each step's top layer", cols, records,
-                 ["Each step's figure is the top measured layer of its first stack (the raw disk without stacks)."])
+    cols += _repeat_columns(records, policy)
+    cols += [Column("gap", "gap (host/step)", row_fmt=delta_ratio("gap")),
+             Column("vs_previous", "vs previous step", row_fmt=delta_pct("vs_previous"))]
+    notes = ["Each step's figure is the top measured layer of its first stack (the raw disk without stacks)."]
+    notes += verdict_notes(records, keys)
+    facts, missing = _table_facts(measurements, cells, env, policy)
+    return Table("journey", "Tuning journey: each step's top layer", cols, records, notes, facts, missing)
 
 
 def crypto_table(crypto: Sequence[dict]) -> Table | None:

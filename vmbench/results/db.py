@@ -1,4 +1,5 @@
-"""The results database (SQLite): runs, boots, cells, measurements, crypto benchmarks.
+"""The results database (SQLite): runs, boots, cells, measurements, crypto benchmarks,
+telemetry (time series, such as fio's IOPS and latency over a measurement).
 
 One ``runs`` row per ``vmbench run``; one ``measurements`` row per (cell, stack, layer,
 job, repeat) and per host measurement, keeping fio's raw json+ output.  A resumed run keeps
@@ -241,6 +242,13 @@ class ResultsDB:
     def add_crypto(self, run_id: int, **values: Any) -> int:
         return self._insert("crypto", dict(run_id=run_id, **values))
 
+    def add_telemetry(self, run_id: int, *, measurement_id: int | None, source: str, series: dict) -> int:
+        """One time series (``{"t_s": [...], "values": [...], "unit": ...}``) from ``source``
+        (e.g. "fio-iops"), of a measurement (or of none: the whole run)."""
+        if not source:
+            raise ValueError("a telemetry row needs a source")
+        return self._insert("telemetry", dict(run_id=run_id, measurement_id=measurement_id, source=source, series_json=series))
+
     def start_attempt(self, run_id: int) -> int:
         """A resumed run starts again: its attempt count goes up, it is running again
         (error and finish time cleared) since now; returns the new attempt number."""
@@ -284,6 +292,21 @@ class ResultsDB:
         return {tuple(r) for r in self.conn.execute(
             "SELECT m.side, c.name, m.stack, m.layer, m.job, m.repeat FROM measurements m "
             "LEFT JOIN cells c ON c.id = m.cell_id WHERE m.run_id = ?", (run_id,))}
+
+    def repeat_iops(self, run_id: int) -> dict[tuple, dict[int, float]]:
+        """Each stored repeat's IOPS: (side, cell name or None, stack or None, layer, job) ->
+        {repeat: IOPS}, the groups whose repeats an adaptive repeat policy compares."""
+        out: dict[tuple, dict[int, float]] = {}
+        for side, cell, stack, layer, job, repeat, iops in self.conn.execute(
+                "SELECT m.side, c.name, m.stack, m.layer, m.job, m.repeat, m.iops FROM measurements m "
+                "LEFT JOIN cells c ON c.id = m.cell_id WHERE m.run_id = ? ORDER BY m.id", (run_id,)):
+            out.setdefault((side, cell, stack, layer, job), {})[int(repeat)] = float(iops)
+        return out
+
+    def telemetry(self, run_id: int) -> list[dict]:
+        """A run's telemetry rows in the order stored: id, run_id, measurement_id, source and
+        the decoded ``series``."""
+        return self.rows("telemetry", run_id)
 
     def cell_by_name(self, run_id: int, name: str) -> dict | None:
         """A run's cell by name, decoded like rows() (the first stored, should there be two)."""

@@ -2,29 +2,23 @@
 
 from __future__ import annotations
 
-import configparser
-import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..fio import profiles
-from ..fio.job import IOENGINES, MIXED_MODES, RW_MODES, TARGET_ENV, FioJob, JobFile
-from ..units import format_size, parse_duration, parse_size
+from ..fio import jobfile, profiles
+from ..fio.job import IOENGINES, MIXED_MODES, RW_MODES, FioJob, JobFile
+from ..units import format_size, human_size
 from .model import Cell, Stack, Storage
 from .parsers import MiB, _choice, _duration, _size, _unique
 from .reader import Context, Section, as_bool, as_int, as_name, as_str, as_str_list, items
 
 JOB_KEYS = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp", "size", "direct", "sync", "fsync", "ioengine")
-# Options a job file may not set: they run commands, load code, or name host paths and
-# devices other than the target vmbench gives it.
-FORBIDDEN_JOBFILE_OPTIONS = (
-    "exec_prerun", "exec_postrun", "output", "output-format", "directory", "opendir", "filename_format",
-    "replay_redirect", "read_iolog", "write_iolog", "write_bw_log", "write_lat_log", "write_iops_log",
-    "write_hist_log", "ioscheduler", "cgroup", "trigger", "trigger-file", "trigger-remote", "trigger-timeout",
-    "ioengine_lib", "lockfile", "create_only",
-)
-JOBFILE_IOENGINES = ("libaio", "io_uring", "psync", "sync", "pvsync", "pvsync2", "posixaio", "mmap")
+JOBFILE_KEYS = ("file", "name", "size", "runtime")
+# What a job file may not set (see vmbench.fio.jobfile.check): commands, code, replays, host cgroups...
+FORBIDDEN_JOBFILE_OPTIONS = tuple(jobfile.REFUSED)
+JOBFILE_IOENGINES = jobfile.JOBFILE_IOENGINES
+DEFAULT_JOBFILE_SIZE = 256 * MiB  # preconditioned when a job file sets no size of its own
 STACK_SLACK = 128 * MiB  # room for partition table, LVM, LUKS and filesystem metadata
 
 
@@ -93,56 +87,38 @@ def _check_job(sec: Section, job: FioJob) -> FioJob:
 
 
 def _jobfile(sec: Section, base_dir: Path) -> FioJob:
+    """A user's fio job file: parsed and checked (errors name the file's line), then scaled by
+    the entry's ``size:``/``runtime:`` (every section that sets the option, or [global] when
+    none does).  vmbench rewrites a copy per target when it runs (vmbench.fio.jobfile)."""
     rel = sec.get("file", as_str)
     name = sec.get("name", as_name, Path(rel).stem)
-    sec.done(("file", "name"))
+    size = sec.get("size", _size(1 * MiB), None)
+    runtime = sec.get("runtime", _duration(1), None)
+    sec.done(JOBFILE_KEYS)
     path = (base_dir / rel) if not Path(rel).is_absolute() else Path(rel)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
         raise sec.fail("file", f"cannot read fio job file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise sec.fail("file", f"{path} is not a text file (it is not UTF-8)") from None
-    parser = configparser.ConfigParser(allow_no_value=True, strict=False, interpolation=None, delimiters=("=",))
     try:
-        parser.read_string(text)
-    except configparser.Error as exc:
-        raise sec.fail("file", f"{path} is not a fio job file: {exc}") from None
-    uses_target = False
-    runtime = None
-    ramp = 0.0
-    if re.search(r"^\s*include\b", text, re.MULTILINE):
-        raise sec.fail("file", f"{path} includes other files; vmbench runs one self-contained job file")
-    for section in parser.sections():
-        for key, value in parser.items(section):
-            if key in FORBIDDEN_JOBFILE_OPTIONS:
-                raise sec.fail("file", f"{path} [{section}] sets {key}; vmbench sets the target and the output itself, and job files may not run commands")
-            if key == "filename":
-                if value != "${%s}" % TARGET_ENV:
-                    raise sec.fail("file", f"{path} [{section}] filename={value}: a job file must use filename=${{{TARGET_ENV}}} so vmbench points it at each layer")
-                uses_target = True
-            if key == "ioengine" and (value or "").strip() not in JOBFILE_IOENGINES:
-                raise sec.fail("file", f"{path} [{section}]: ioengine={value} is not allowed; use one of: {', '.join(JOBFILE_IOENGINES)}")
-            if key == "runtime" and value:
-                try:
-                    runtime = parse_duration(value)
-                except ValueError:
-                    pass
-            if key == "ramp_time" and value:
-                try:
-                    ramp = parse_duration(value)
-                except ValueError:
-                    pass
-    if not uses_target:
-        raise sec.fail("file", f"{path} never sets filename=${{{TARGET_ENV}}}", "vmbench runs the file unchanged and passes each layer's device or file in that variable")
-    size = 256 * MiB
-    m = re.search(r"^\s*size\s*=\s*(\S+)", text, re.MULTILINE)
-    if m:
-        try:
-            size = parse_size(m.group(1))
-        except ValueError:
-            pass
-    return FioJob(name=name, size=size, jobfile=JobFile(path=str(path), text=text, runtime=runtime, ramp=ramp), profile="file")
+        parsed = jobfile.parse(data, str(path))
+        jobfile.check(parsed)
+        text, overrides = jobfile.scale(parsed.text, str(path), size=size, runtime=runtime)
+        scaled = jobfile.parse(text, str(path))
+    except jobfile.JobFileError as exc:
+        raise sec.fail("file", str(exc), exc.hint) from None
+    file_size, size_line = jobfile.effective_size(parsed)
+    if size is not None:
+        size = jobfile.effective_size(scaled)[0] or size  # with any offset the file sets
+        origin = f"size: {format_size(size)} in the jobs entry for {rel}, with any offset the file sets"
+    elif file_size is not None:
+        size, origin = file_size, f"{path}:{size_line} (size, with offset when set)"
+    else:
+        size, origin = DEFAULT_JOBFILE_SIZE, f"vmbench's default for a job file that sets no size ({path})"
+    run_s, ramp = jobfile.timing(scaled)
+    job = JobFile(path=str(path), text=text, runtime=run_s, ramp=ramp, overrides=tuple(overrides),
+                  size_origin=origin, entry_line=sec.line)
+    return FioJob(name=name, size=size, direct=jobfile.is_direct(scaled), jobfile=job, profile="file")
 
 
 def _resolve_sizes(ctx: Context, top: Section, jobs: list[FioJob], cells: tuple[Cell, ...], storage: Storage, stacks: list[Stack]) -> list[FioJob]:
@@ -154,6 +130,14 @@ def _resolve_sizes(ctx: Context, top: Section, jobs: list[FioJob], cells: tuple[
     for job in jobs:
         if job.profile == "cache-buster" and job.size == FioJob.size:
             job = replace(job, size=profiles.CACHE_BUSTER_RAM_FACTOR * max_mem)
+        if job.size > room and job.jobfile is not None:
+            raise ctx.fail(
+                "jobs", job.jobfile.entry_line or top.line_of("jobs"),
+                f"job file {job.jobfile.path} touches {human_size(job.size)} of its target ({job.jobfile.size_origin}) "
+                f"but the scratch disk leaves {human_size(max(room, 0))}" + (" after layer metadata" if stacks else ""),
+                f"set size: in the scenario's jobs entry (e.g. size: {format_size(max(room, MiB) // MiB * MiB)}) "
+                f"or raise storage.scratch_size to at least {format_size(job.size + (STACK_SLACK if stacks else 0))}",
+            )
         if job.size > room:
             raise top.fail(
                 "jobs",

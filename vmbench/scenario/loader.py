@@ -9,14 +9,16 @@ vm (VM settings), matrix (cells), stacks, jobs and targets; parsers holds the sm
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 from ..errors import ScenarioError
 from .axes import VM_AXES
 from .hosts import _hypervisor, _storage
 from .jobs import _check_jobs_vs_stacks, _jobs, _resolve_sizes
 from .matrix import _cells
-from .model import Scenario, VmConfig
+from .model import RepeatPolicy, Scenario, VmConfig
 from .reader import Context, Section, as_bool, as_int, as_name, as_str, load_yaml
 from .stacks import _stacks
 from .targets import _crypto, _targets
@@ -58,7 +60,7 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
     storage = _storage(top.section("storage"))
     baseline = _vm(top.section("vm"), VmConfig())
     _check_vm(top, "vm", baseline, hypervisor)
-    repeats = top.get("repeats", as_int(1, 100), 1)
+    repeat_policy = _repeats(top)
     host_baseline = top.get("host_baseline", as_bool, True)
 
     stacks = _stacks(ctx, top)
@@ -85,9 +87,65 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
         jobs=tuple(jobs),
         stacks=tuple(stacks),
         targets=tuple(targets),
-        repeats=repeats,
+        repeats=repeat_policy.min,
+        repeat_policy=repeat_policy,
         host_baseline=host_baseline,
         plan_mode=mode,
         crypto_benchmark=crypto,
         skipped_cells=skipped,
     )
+
+
+REPEAT_KEYS = ("min", "max", "until_cv")
+MAX_REPEATS = 100
+_PERCENT = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*%\s*")
+
+
+def _repeats(top: Section) -> RepeatPolicy:
+    """``repeats: N`` (fixed) or ``repeats: {min: N, max: M, until_cv: 5%}`` (adaptive)."""
+    if not isinstance(top.raw("repeats", None), dict):
+        n = top.get("repeats", _repeat_count, 1)
+        return RepeatPolicy(n, n)
+    sec = top.section("repeats")
+    sec.done(REPEAT_KEYS)  # unknown keys first: a misspelt max is named as such
+    lo = sec.get("min", as_int(1, MAX_REPEATS))
+    until_cv = sec.get("until_cv", as_cv, None)
+    if until_cv is not None and not sec.has("max"):
+        raise sec.fail("until_cv", "needs max (the most repeats to run while the CV stays at or above it)",
+                       "e.g. repeats: {min: 3, max: 10, until_cv: 5%}")
+    hi = sec.get("max", as_int(1, MAX_REPEATS), lo)
+    if hi < lo:
+        raise sec.fail("max", f"{hi} is below min ({lo})")
+    if hi > lo and until_cv is None:
+        raise sec.fail("max", f"{hi} is above min ({lo}) but no until_cv says when to stop",
+                       "add until_cv (e.g. 5%), or set max to min for a fixed number")
+    return RepeatPolicy(lo, hi, until_cv)
+
+
+def _repeat_count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{_show(value)} is not a whole number 1..{MAX_REPEATS} "
+                         "or a mapping {min: N, max: M, until_cv: 5%}")
+    return as_int(1, MAX_REPEATS)(value)
+
+
+def as_cv(value: Any) -> float:
+    """A coefficient of variation: a fraction (0.05) or a percentage ("5%"), above 0 and below 100%."""
+    if isinstance(value, str):
+        m = _PERCENT.fullmatch(value)
+        if not m:
+            raise ValueError(f"{value!r} is not a percentage (like 5%) or a fraction (like 0.05)")
+        frac = float(m.group(1)) / 100
+        if not 0 < frac < 1:
+            raise ValueError(f"{value.strip()} is not above 0% and below 100%")
+        return frac
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{_show(value)} is not a percentage (like 5%) or a fraction (like 0.05)")
+    if not 0 < value < 1:
+        hint = f" (for {value:g}% write {value:g}%)" if 1 <= value < 100 else ""
+        raise ValueError(f"{value!r} is not a fraction above 0 and below 1{hint}")
+    return float(value)
+
+
+def _show(value: Any) -> str:
+    return "empty" if value is None else repr(value)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Sequence, Union
 
 from ..fio.job import FioJob
 from ..settings import Accel, Aio, Bus, Cache, CpuMode, DriverName, Feature, Filesystem, ImageFormat, StorageType
@@ -235,6 +237,51 @@ class Storage:
 
 
 @dataclass(frozen=True)
+class RepeatPolicy:
+    """How many times each job runs on each target: ``min`` always; then, while the IOPS
+    coefficient of variation of that job's repeats on that target is ``until_cv`` or more,
+    one more, up to ``max``.  Without ``until_cv`` (or with ``max == min``) it is fixed."""
+
+    min: int = 1
+    max: int = 1
+    until_cv: float | None = None  # a fraction: 0.05 is 5%
+
+    @property
+    def adaptive(self) -> bool:
+        return self.until_cv is not None and self.max > self.min
+
+    @staticmethod
+    def cv(iops: Sequence[float]) -> float | None:
+        """stdev/mean of the values; None for fewer than two (not known yet)."""
+        if len(iops) < 2:
+            return None
+        mean = statistics.mean(iops)
+        sd = statistics.stdev(iops)
+        if mean <= 0:
+            return 0.0 if sd == 0 else math.inf
+        return sd / mean
+
+    def wants_more(self, iops: Sequence[float]) -> bool:
+        """Whether a target/job with these stored repeats (in any order) needs one more:
+        only once ``min`` are done, below ``max``, while the CV is not known or >= until_cv."""
+        if not self.adaptive or len(iops) < self.min or len(iops) >= self.max:
+            return False
+        cv = self.cv(iops)
+        return cv is None or cv >= self.until_cv  # type: ignore[operator]
+
+    def threshold_label(self) -> str:
+        return "" if self.until_cv is None else f"{self.until_cv * 100:g}%"
+
+    def describe(self) -> str:
+        if not self.adaptive:
+            return str(self.min)
+        return f"{self.min}..{self.max} until CV < {self.threshold_label()}"
+
+    def to_json(self) -> dict:
+        return {"min": self.min, "max": self.max, "until_cv": self.until_cv}
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     path: str
@@ -248,8 +295,15 @@ class Scenario:
     jobs: tuple[FioJob, ...]
     stacks: tuple[Stack, ...] = ()
     targets: tuple[Target, ...] = ()
-    repeats: int = 1
+    repeats: int = 1  # always repeat_policy.min (set from it when a policy is given)
     host_baseline: bool = True
     plan_mode: str = "baseline"  # baseline, one-factor, factorial, cells, journey
     crypto_benchmark: tuple[tuple[str, int], ...] = field(default=())  # (cipher, key bits)
     skipped_cells: tuple[tuple[str, str], ...] = ()  # factorial combinations left out: (name, why)
+    repeat_policy: RepeatPolicy | None = None  # None: fixed, ``repeats`` times
+
+    def __post_init__(self) -> None:
+        if self.repeat_policy is None:
+            object.__setattr__(self, "repeat_policy", RepeatPolicy(self.repeats, self.repeats))
+        else:
+            object.__setattr__(self, "repeats", self.repeat_policy.min)

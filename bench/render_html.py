@@ -1,0 +1,132 @@
+"""How long the HTML report takes for a 100-cell run, and how big it is.
+
+The run is built from the committed fixture tests/data/results-v1.db (a real run: host and
+guest fio on this machine).  Its measurement rows are replicated, unchanged, into a new run
+of 100 cells x its jobs, every fifth cell also with a stack of three layers
+(partition -> lvm -> ext4) whose rows are copies of the fixture's raw and ext4 rows: every
+number is a real fio figure from the fixture, only the labels are new.
+
+    .venv/bin/python bench/render_html.py [--cells 100] [--repeat 3] [--keep report.html]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+FIXTURE = ROOT / "tests" / "data" / "results-v1.db"
+STACK = {"name": "gpt-lvm-ext4", "layers": ["partition", "lvm", "ext4"], "luks": None}
+LAYERS = ["partition", "partition+lvm", "partition+lvm+ext4"]
+
+
+def _copy_row(db, table: str, row_id: int, **changes) -> int:
+    cols = [r[1] for r in db.conn.execute(f"PRAGMA table_info({table})") if r[1] != "id"]
+    values = db.conn.execute(f"SELECT {', '.join(cols)} FROM {table} WHERE id = ?", (row_id,)).fetchone()
+    row = dict(zip(cols, values), **changes)
+    with db.conn:
+        cur = db.conn.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})", list(row.values()))
+    return int(cur.lastrowid)
+
+
+def build_run(db, n_cells: int = 100, stack_every: int = 5) -> int:
+    """A new run in ``db`` with ``n_cells`` cells made of the fixture run's rows."""
+    src = db.resolve_run(1)
+    text = db.conn.execute("SELECT scenario_text FROM runs WHERE id = ?", (src.id,)).fetchone()[0]
+    cells = sorted(db.rows("cells", src.id), key=lambda c: c["seq"])
+    meas = db.conn.execute("SELECT id, side, cell_id, stack, layer, job FROM measurements WHERE run_id = ? ORDER BY id", (src.id,)).fetchall()
+    boots = {b["id"]: b for b in db.rows("boots", src.id)}
+    plan = json.loads(json.dumps(src.plan))
+    plan["scenario"] = f"bench-{n_cells}-cells"
+    plan["stacks"] = [STACK]
+    plan["cells"], plan["boots"] = [], []
+    run_id = db.start_run(tag=f"bench{n_cells}", scenario_name=plan["scenario"], scenario_path="bench/render_html.py",
+                          scenario_text=text, plan=plan, version="bench")
+    for m in meas:
+        if m["side"] == "host":
+            _copy_row(db, "measurements", m["id"], run_id=run_id)
+    for i in range(n_cells):
+        base = cells[i % len(cells)]
+        other = cells[(i + 1) % len(cells)]
+        stacks = [STACK["name"]] if i % stack_every == 0 else []
+        name = "baseline" if i == 0 else f"c{i:03d} cache={base['settings']['cache']}"
+        boot_id = _copy_row(db, "boots", base["boot_id"], run_id=run_id, seq=i + 1,
+                            domain_name=f"vmbench-bench{n_cells}-{i + 1}")
+        cell_id = db.add_cell(run_id, boot_id=boot_id, seq=i + 1, name=name, settings_json=base["settings"],
+                              changed_json=[] if i == 0 else ["cache"], stacks_json=stacks, valid=True,
+                              problems_json=[], evidence_json={})
+        plan["cells"].append({"name": name, "settings": base["settings"], "changed": [] if i == 0 else ["cache"], "stacks": stacks})
+        plan["boots"].append({"seq": i + 1, "cells": [name], "settings": boots[base["boot_id"]]["settings"]})
+        for m in meas:
+            if m["side"] != "guest" or m["cell_id"] != base["id"] or m["layer"] != "raw":
+                continue
+            _copy_row(db, "measurements", m["id"], run_id=run_id, cell_id=cell_id, boot_id=boot_id)
+            if not stacks:
+                continue
+            # partition <- the other cell's raw row, +lvm <- the other cell's ext4 row, +ext4 <- this cell's ext4 row
+            sources = [(other["id"], "raw"), (other["id"], "ext4"), (base["id"], "ext4")]
+            for depth, (layer, (src_cell, src_layer)) in enumerate(zip(LAYERS, sources), start=1):
+                src_id = next(x["id"] for x in meas if x["cell_id"] == src_cell and x["layer"] == src_layer and x["job"] == m["job"])
+                _copy_row(db, "measurements", src_id, run_id=run_id, cell_id=cell_id, boot_id=boot_id,
+                          stack=STACK["name"], layer=layer, depth=depth)
+    with db.conn:
+        db.conn.execute("UPDATE runs SET plan_json = ? WHERE id = ?", (json.dumps(plan, sort_keys=True), run_id))
+    db.set_environment(run_id, src.environment)
+    db.finish_run(run_id, "ok")
+    return run_id
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cells", type=int, default=100)
+    ap.add_argument("--repeat", type=int, default=3, help="renders after the first, in the same process")
+    ap.add_argument("--keep", help="also write the page here")
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    from vmbench.report.html import render_html  # matplotlib comes with it
+    from vmbench.report.build import build_report
+    from vmbench.results.db import ResultsDB
+    t_import = time.perf_counter() - t0
+
+    with tempfile.TemporaryDirectory(prefix="vmbench-bench-") as tmp:
+        path = Path(tmp) / "results.db"
+        shutil.copy(FIXTURE, path)
+        db = ResultsDB(path)  # migrates v1 -> v2
+        run_id = build_run(db, args.cells)
+        n_meas = db.conn.execute("SELECT COUNT(*) FROM measurements WHERE run_id = ?", (run_id,)).fetchone()[0]
+
+        t0 = time.perf_counter()
+        page = render_html(db, run_id)
+        first = time.perf_counter() - t0
+        again = []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            render_html(db, run_id)
+            again.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        build_report(db, run_id)
+        t_tables = time.perf_counter() - t0
+        if args.keep:
+            Path(args.keep).write_text(page, encoding="utf-8")
+        db.close()
+
+    print(f"run: {args.cells} cells, {n_meas} measurement rows (every figure copied from {FIXTURE.relative_to(ROOT)})")
+    print(f"import vmbench.report.html (matplotlib): {t_import:.2f} s")
+    print(f"render_html, first call:                {first:.2f} s")
+    if again:
+        print(f"render_html, next {len(again)} calls (median):    {statistics.median(again):.2f} s")
+    print(f"  of which build_report (the tables):   {t_tables:.2f} s")
+    print(f"page: {len(page.encode()) / 1024:.0f} KiB, {page.count('<svg')} plots, {page.count('<table')} tables")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

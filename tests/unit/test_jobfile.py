@@ -1,0 +1,397 @@
+"""fio job files as users write them: parsing with line numbers, refusals, scaling, the
+rewritten copy per target, and fio's own logs (real fio runs on a small temporary file)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from vmbench.errors import ScenarioError, VmbenchError
+from vmbench.fio import jobfile
+from vmbench.fio.job import FioJob, JobFile
+from vmbench.fio.runner import parse_logs, run_fio
+from vmbench.scenario import parse_scenario
+from vmbench.transport.local import LocalTransport
+
+MiB = 1 << 20
+DEV = "/dev/vdb"
+WORK = "/run/vmbench"
+
+# ---- a corpus of job files shaped as users write them ------------------------------------------
+
+OLTP = """\
+; my OLTP job, tuned on bare metal
+# run with: fio oltp.fio
+[global]
+ioengine=libaio
+direct=1
+time_based
+runtime=60
+ramp_time=5
+group_reporting
+write_lat_log=oltp
+write_iops_log=oltp
+log_avg_msec=1000
+
+[randrw]
+filename=/dev/sdb
+rw=randrw
+rwmixread=70
+bs=8k
+iodepth=16
+numjobs=4
+size=4g
+
+[seqwrite]
+stonewall
+directory=/mnt/test
+filename_format=seq.$jobnum
+rw=write
+bs=1m
+size=2g
+"""
+
+OLTP_REWRITTEN = """\
+; my OLTP job, tuned on bare metal
+# run with: fio oltp.fio
+[global]
+ioengine=libaio
+direct=1
+time_based
+runtime=60
+ramp_time=5
+group_reporting
+write_lat_log=/run/vmbench/log-ab12-oltp
+write_iops_log=/run/vmbench/log-ab12-oltp
+log_avg_msec=1000
+
+[randrw]
+filename=@T@
+rw=randrw
+rwmixread=70
+bs=8k
+iodepth=16
+numjobs=4
+size=4g
+
+[seqwrite]
+stonewall
+filename=@T@
+rw=write
+bs=1m
+size=2g
+"""
+
+OLTP_LINES = [
+    "[global] write_lat_log=oltp -> /run/vmbench/log-ab12-oltp",
+    "[global] write_iops_log=oltp -> /run/vmbench/log-ab12-oltp",
+    "[randrw] filename=/dev/sdb -> @T@",
+    "[seqwrite] directory=/mnt/test -> filename=@T@",
+    "[seqwrite] filename_format=seq.$jobnum removed",
+]
+
+# the shape vmbench documented before: the target in an environment variable
+ENVVAR = """\
+[global]
+ioengine=libaio
+direct=1
+filename=${VMBENCH_TARGET}
+size=32m
+time_based
+runtime=1
+[mine]
+rw=randrw
+rwmixread=50
+bs=8k
+iodepth=2
+"""
+
+SERIES = "write_iops_log=/run/vmbench/log-ab12\nwrite_lat_log=/run/vmbench/log-ab12\nlog_unix_epoch=1\n"
+SERIES_LINE = ("+ write_iops_log=/run/vmbench/log-ab12 write_lat_log=/run/vmbench/log-ab12 log_unix_epoch=1"
+               "{avg} (vmbench's time series)")
+
+
+def test_user_job_rewritten_for_a_block_device_and_for_a_file():
+    for target in (DEV, "/mnt/vmbench/vmbench-fio.dat"):
+        text, lines = jobfile.rewrite(OLTP, target, WORK, "ab12")
+        assert text == OLTP_REWRITTEN.replace("@T@", target)
+        assert lines == [line.replace("@T@", target) for line in OLTP_LINES]
+
+
+def test_environment_variable_job_gets_the_target_and_vmbench_series():
+    text, lines = jobfile.rewrite(ENVVAR, DEV, WORK, "ab12")
+    assert text == ENVVAR.replace("${VMBENCH_TARGET}", DEV).replace("[mine]\n", "[mine]\n" + SERIES + "log_avg_msec=1000\n")
+    assert lines == ["[global] filename=${VMBENCH_TARGET} -> /dev/vdb",
+                     "[mine] " + SERIES_LINE.format(avg=" log_avg_msec=1000")]
+
+
+def test_sections_without_a_target_get_one_and_their_own_log_avg_is_kept():
+    text, lines = jobfile.rewrite("[a]\nrw=randread\nbs=4k\n[b]\nrw=randwrite\n; slow logs\nlog_avg_msec=250\n", DEV, WORK, "ab12")
+    assert text == ("[a]\nfilename=/dev/vdb\n" + SERIES + "log_avg_msec=1000\nrw=randread\nbs=4k\n"
+                    "[b]\nfilename=/dev/vdb\n" + SERIES + "rw=randwrite\n; slow logs\nlog_avg_msec=250\n")
+    assert lines == ["[a] filename=/dev/vdb (added: the section names no target)", "[a] " + SERIES_LINE.format(avg=" log_avg_msec=1000"),
+                     "[b] filename=/dev/vdb (added: the section names no target)", "[b] " + SERIES_LINE.format(avg="")]
+
+
+def test_a_global_applies_to_the_jobs_after_it_only():
+    src = "[global]\nbs=4k\n[a]\nrw=read\n[global]\nfilename=/dev/sdc\nwrite_bw_log\n[b]\nrw=write\n"
+    text, lines = jobfile.rewrite(src, DEV, WORK, "ab12")
+    assert text == ("[global]\nbs=4k\n[a]\nfilename=/dev/vdb\n" + SERIES + "log_avg_msec=1000\nrw=read\n"
+                    "[global]\nfilename=/dev/vdb\nwrite_bw_log=/run/vmbench/log-ab12-global\n[b]\nrw=write\n")
+    assert lines[2:] == ["[global] filename=/dev/sdc -> /dev/vdb", "[global] write_bw_log -> /run/vmbench/log-ab12-global"]
+
+
+def test_bare_flags_comments_spaces_and_a_target_with_colons():
+    src = "# comment\n[job one]\n  rw = randwrite  \ntime_based\nfilename = /dev/sdb\nwrite_hist_log=/var/tmp/h\n"
+    text, lines = jobfile.rewrite(src, "/dev/disk/by-path/pci-0000:00:05.0", WORK, "ab12")
+    assert text == ("# comment\n[job one]\n  rw = randwrite  \ntime_based\nfilename=/dev/disk/by-path/pci-0000\\:00\\:05.0\n"
+                    "write_hist_log=/run/vmbench/log-ab12-h\n")
+    assert lines == ["[job one] filename=/dev/sdb -> /dev/disk/by-path/pci-0000:00:05.0",
+                     "[job one] write_hist_log=/var/tmp/h -> /run/vmbench/log-ab12-h"]
+
+
+def test_parse_keeps_line_numbers_and_effective_options():
+    parsed = jobfile.parse(OLTP, "oltp.fio")
+    assert [(s.name, s.line) for s in parsed.sections] == [("global", 3), ("randrw", 14), ("seqwrite", 23)]
+    assert parsed.sections[0].get("time_based").value is None and parsed.sections[1].get("bs").line == 18
+    jobs = dict((sec.name, eff) for sec, eff in parsed.jobs())
+    assert jobs["seqwrite"]["runtime"].value == "60" and jobs["randrw"]["filename"].value == "/dev/sdb"
+    assert jobfile.effective_size(parsed) == (4 << 30, 21)  # the largest size; numjobs share the one target
+    assert jobfile.timing(parsed) == (120.0, 10.0)  # two stonewall groups of 60 s + 5 s ramp
+    assert jobfile.is_direct(parsed)
+    assert not jobfile.is_direct(jobfile.parse("[a]\nrw=read\n", "a.fio"))
+    assert jobfile.is_direct(jobfile.parse("[global]\nbuffered=0\n[a]\nrw=read\n", "a.fio"))
+    assert jobfile.timing(jobfile.parse("[a]\nrw=read\n", "a.fio")) == (None, 0.0)
+    assert jobfile.effective_size(jobfile.parse("[a]\nsize=10%\n[b]\nsize=8m\noffset=4m\n", "a.fio")) == (12 * MiB, 4)
+
+
+def test_the_digest_ignores_target_and_paths_but_not_the_job():
+    assert jobfile.digest(OLTP) == jobfile.digest(OLTP)
+    assert jobfile.digest(OLTP) != jobfile.digest(OLTP.replace("bs=8k", "bs=16k"))
+
+
+# ---- refusals, with the file's line and never its contents -------------------------------------
+
+
+@pytest.mark.parametrize("body, line, words", [
+    ("exec_prerun=rm -rf /", 4, "sets exec_prerun, which runs a command"),
+    ("exec_postrun=/bin/true", 4, "sets exec_postrun"),
+    ("ioengine=external:/tmp/x.so", 4, "ioengine names an engine vmbench does not allow"),
+    ("ioengine=libaio\nioengine_lib=/tmp/x.so", 5, "sets ioengine_lib, which loads code"),
+    ("filename=/dev/sdb:/dev/sdc", 4, "filename lists several files"),
+    ("cgroup=bench", 4, "sets cgroup"),
+    ("cgroup_weight=100", 4, "sets cgroup_weight"),
+    ("trigger-file=/tmp/t", 4, "sets trigger-file"),
+    ("read_iolog=/tmp/trace", 4, "sets read_iolog"),
+    ("replay_redirect=/dev/sda", 4, "sets replay_redirect"),
+    ("write_iolog=/tmp/io.log", 4, "sets write_iolog"),
+    ("create_only=1", 4, "sets create_only"),
+    ("lockfile=exclusive", 4, "sets lockfile"),
+    ("unlink=1", 4, "sets unlink, which would delete the target"),
+    ("include other.fio", 4, "includes other files"),
+    ("bs 4k extra", 4, "expected key=value"),
+    ("[broken", 4, "expected a section header"),
+])
+def test_refusals_name_the_line_and_quote_nothing(body, line, words):
+    text = f"[global]\nsize=8m\n[w]\n{body}\n"
+    with pytest.raises(jobfile.JobFileError) as err:
+        jobfile.check(jobfile.parse(text, "my.fio"))
+    msg = str(err.value)
+    assert msg.startswith(f"my.fio:{line}: ") and words in msg
+    _quotes_nothing(msg, text)
+
+
+def test_a_second_target_is_refused_on_its_line():
+    text = "[a]\nfilename=/dev/sdb\n[b]\nfilename=/dev/sdc\n"
+    with pytest.raises(jobfile.JobFileError, match=r"^x.fio:4: filename names a second target \(the first is on line 2\)"):
+        jobfile.check(jobfile.parse(text, "x.fio"))
+    jobfile.check(jobfile.parse("[a]\nfilename=/dev/sdb\n[b]\nfilename=/dev/sdb\n[c]\ndirectory=/mnt/x\n", "x.fio"))
+    jobfile.check(jobfile.parse("[a]\nunlink=0\nfilename=/mnt/c\\:d\n", "x.fio"))
+
+
+SECRET = "root:$6$saltsalt$hashhashhash:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n"
+
+
+@pytest.mark.parametrize("data, words", [
+    (b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR secret", "is a binary file"),
+    ("caf\u00e9 [x]\n".encode("latin-1"), "is not a text file (it is not UTF-8)"),
+    (SECRET.encode(), ":1: expected a section header first"),
+    (b"#!/bin/sh\nrm -rf /tmp/x\n[w]\n", ":2: expected a section header first"),
+    (b"; only comments\n\n", "has no section header"),
+    (b"", "has no section header"),
+    (b"[global]\nsize=1m\n", "has only global sections"),
+])
+def test_files_that_are_not_job_files_are_refused_without_their_contents(data, words):
+    with pytest.raises(jobfile.JobFileError) as err:
+        jobfile.parse(data, "/etc/thing")
+    msg = str(err.value)
+    assert msg.startswith("/etc/thing") and words in msg
+    _quotes_nothing(msg, data.decode("latin-1"))
+    assert "secret" not in msg and "root" not in msg
+
+
+def _quotes_nothing(message: str, text: str) -> None:
+    for line in text.splitlines():
+        assert not line.strip() or line.strip() not in message, f"the message quotes {line.strip()!r}"
+
+
+# ---- the scenario's jobs entry: refusals, scaling, sizes ---------------------------------------
+
+
+def _scenario(tmp_path: Path, body: str, jobtext: str, name: str = "oltp.fio"):
+    (tmp_path / name).write_text(jobtext)
+    return parse_scenario(body, str(tmp_path / "s.yaml"), base_dir=tmp_path)
+
+
+def test_scenario_refusal_names_scenario_and_job_file_lines(tmp_path):
+    with pytest.raises(ScenarioError) as err:
+        _scenario(tmp_path, "jobs:\n  - file: oltp.fio\n", OLTP.replace("bs=1m", "exec_postrun=reboot"))
+    msg = err.value.message
+    assert msg.startswith(f"{tmp_path}/s.yaml:2: jobs[0].file: {tmp_path}/oltp.fio:28: sets exec_postrun")
+    _quotes_nothing(msg, OLTP.replace("bs=1m", "exec_postrun=reboot"))
+
+
+def test_user_job_file_loads_unchanged(tmp_path):
+    job = _scenario(tmp_path, "jobs:\n  - file: oltp.fio\n", OLTP.replace("4g", "64m").replace("2g", "32m")).jobs[0]
+    assert job.name == "oltp" and job.size == 64 * MiB and job.direct and job.jobfile.overrides == ()
+    assert job.jobfile.runtime == 120.0 and job.jobfile.ramp == 10.0 and job.duration == 130.0
+    assert job.jobfile.text == OLTP.replace("4g", "64m").replace("2g", "32m")
+
+
+def test_size_and_runtime_override_every_section_that_sets_them(tmp_path):
+    s = _scenario(tmp_path, "jobs:\n  - {file: oltp.fio, size: 512M, runtime: 20s}\n", OLTP)
+    job = s.jobs[0]
+    assert job.size == 512 * MiB and job.jobfile.runtime == 40.0
+    assert job.jobfile.text == OLTP.replace("runtime=60", "runtime=20").replace("size=4g", "size=512m").replace("size=2g", "size=512m")
+    assert job.jobfile.overrides == ("[randrw] size=4g -> size=512m (scenario size:)", "[seqwrite] size=2g -> size=512m (scenario size:)",
+                                     "[global] runtime=60 -> runtime=20 (scenario runtime:)")
+    assert jobfile.describe_rewrites(job, "block")[:3] == list(job.jobfile.overrides)
+    assert "[randrw] filename=/dev/sdb -> <device>" in jobfile.describe_rewrites(job, "block")
+    assert "[seqwrite] directory=/mnt/test -> filename=<file on the layer's filesystem>" in jobfile.describe_rewrites(job, "file")
+    assert jobfile.describe_rewrites(FioJob(name="x"), "block") == []
+
+
+def test_overrides_go_to_global_when_no_section_sets_them():
+    text, lines = jobfile.scale("[global]\nbs=4k\n[a]\nrw=read\n", "a.fio", size=64 * MiB, runtime=2.5)
+    assert text == "[global]\nsize=64m\nruntime=2500ms\nbs=4k\n[a]\nrw=read\n"
+    assert lines == ["[global] size=64m (added: scenario size:)", "[global] runtime=2500ms (added: scenario runtime:)"]
+    text, _ = jobfile.scale("; c\n[a]\nrw=read\n", "a.fio", size=64 * MiB)
+    assert text == "[global]\nsize=64m\n; c\n[a]\nrw=read\n"  # a new [global] before the first job
+
+
+def test_a_job_file_larger_than_the_scratch_disk_names_file_line_and_what_to_set(tmp_path):
+    body = "storage: {scratch_size: 1G}\njobs:\n  - {name: small, rw: read, bs: 4k, size: 8M}\n  - file: oltp.fio\n"
+    with pytest.raises(ScenarioError) as err:
+        _scenario(tmp_path, body, OLTP)
+    msg, hint = err.value.message, err.value.hint
+    assert msg.startswith(f"{tmp_path}/s.yaml:4: jobs: job file {tmp_path}/oltp.fio touches 4.0G of its target ({tmp_path}/oltp.fio:21 ")
+    assert "leaves 1.0G" in msg and "size: in the scenario's jobs entry" in hint and "storage.scratch_size to at least 4g" in hint
+    stacks = "stacks:\n  - {name: s, layers: [ext4]}\n"
+    small = OLTP.replace("4g", "200m").replace("2g", "8m")
+    with pytest.raises(ScenarioError, match="touches 200.0M .* leaves 128.0M after layer metadata"):
+        _scenario(tmp_path, "storage: {scratch_size: 256M}\n" + stacks + "jobs:\n  - file: oltp.fio\n", small)
+    ok = _scenario(tmp_path, "storage: {scratch_size: 256M}\n" + stacks + "jobs:\n  - {file: oltp.fio, size: 64M}\n", small)
+    assert ok.jobs[0].size == 64 * MiB
+    with pytest.raises(ScenarioError, match=r"\(size: 1g in the jobs entry for oltp.fio, with any offset the file sets\)"):
+        _scenario(tmp_path, "storage: {scratch_size: 256M}\njobs:\n  - {file: oltp.fio, size: 1G}\n", small)
+
+
+def test_unknown_keys_in_a_job_file_entry_are_refused(tmp_path):
+    with pytest.raises(ScenarioError, match="unknown key; allowed here: file, name, runtime, size"):
+        _scenario(tmp_path, "jobs:\n  - {file: oltp.fio, iodepth: 4}\n", OLTP)
+
+
+# ---- fio's own logs ----------------------------------------------------------------------------
+
+
+def test_parse_logs_sums_iops_and_averages_latency():
+    files = {
+        "log-t_iops.1.log": b"1000, 100, 0, 0, 0\n1000, 50, 1, 0, 0\n2004, 110, 0, 0, 0\n2004, 40, 1, 0, 0\n",
+        "log-t_iops.2.log": b"1001, 200, 0, 0, 0\n1999, 220, 0, 0, 0\n",
+        "log-t_clat.1.log": b"1000, 2000000, 0, 0, 0\n1000, 4000000, 1, 0, 0\n",
+        "log-t_clat.2.log": b"1001, 6000000, 0, 0, 0\ngarbage\n",
+        "log-t_lat.1.log": b"1000, 99999999, 0, 0, 0\n",
+        "log-t_slat.1.log": b"",
+    }
+    s = parse_logs(files)
+    assert s["fio-iops"] == {"t_s": [1.0, 2.0], "values": [350.0, 370.0], "unit": "IOPS"}
+    assert s["fio-iops-read"]["values"] == [300.0, 330.0] and s["fio-iops-write"]["values"] == [50.0, 40.0]
+    assert s["fio-clat"] == {"t_s": [1.0], "values": [4.0], "unit": "ms"}
+    assert set(parse_logs({"log-t_iops.1.log": b"1000, 5, 1, 0, 0\n"})) == {"fio-iops"}  # one direction: no split
+    assert parse_logs({}) == {}
+
+
+def test_parse_logs_per_io_lines_and_epoch_times():
+    per_io = b"".join(b"%d, 1, 0, 4096, 0\n" % t for t in (5, 300, 700, 1200, 1800))
+    assert parse_logs({"a_iops.1.log": per_io})["fio-iops"] == {"t_s": [1.0, 2.0], "values": [3.0, 2.0], "unit": "IOPS"}
+    epoch = 1_700_000_000_000
+    first = b"%d, 100, 0, 0, 0\n%d, 100, 0, 0, 0\n" % (epoch + 1000, epoch + 2000)
+    later = b"%d, 300, 1, 0, 0\n" % (epoch + 4001)  # a stonewalled job that started after the first
+    s = parse_logs({"x_iops.1.log": first, "x_iops.2.log": later})
+    assert s["fio-iops"]["t_s"] == [1.0, 2.0, 4.0] and s["fio-iops"]["values"] == [100.0, 100.0, 300.0]
+
+
+def _run_fio(cwd: Path, jobtext: str) -> None:
+    (cwd / "job.fio").write_text(jobtext)
+    subprocess.run(["fio", "--output-format=json", f"--output={cwd}/out.json", str(cwd / "job.fio")], check=True,
+                   capture_output=True, timeout=120, cwd=cwd)
+
+
+def test_logs_of_a_real_fio_run_of_a_rewritten_user_job(tmp_path):
+    user = ("[global]\nioengine=psync\nsize=4m\nbs=4k\ntime_based\nruntime=2\n"
+            "[w]\nfilename=/dev/disk/by-id/vmbench-no-such-disk\nrw=randwrite\nnumjobs=2\n"
+            "[r]\nstonewall\ndirectory=/nonexistent/mnt\nrw=randread\n")
+    text, _ = jobfile.rewrite(user, str(tmp_path / "data"), str(tmp_path), "t1")
+    _run_fio(tmp_path, text)
+    names = sorted(p.name for p in tmp_path.glob("log-t1*"))
+    assert "log-t1_iops.1.log" in names and "log-t1_clat.3.log" in names and "log-t1_lat.2.log" in names
+    s = parse_logs({n: (tmp_path / n).read_bytes() for n in names})
+    assert set(s) == {"fio-iops", "fio-iops-read", "fio-iops-write", "fio-clat"}
+    assert s["fio-iops"]["unit"] == "IOPS" and s["fio-clat"]["unit"] == "ms"
+    for series in s.values():
+        assert series["t_s"] == sorted(series["t_s"]) and len(series["t_s"]) == len(series["values"])
+        assert all(v > 0 for v in series["values"])
+    # the writes ran first, the stonewalled reads after them (epoch times line the jobs up)
+    assert max(s["fio-iops-write"]["t_s"]) < max(s["fio-iops-read"]["t_s"])
+    assert max(s["fio-clat"]["t_s"]) >= 3.0
+
+
+# ---- run_fio end to end on this machine -------------------------------------------------------
+
+
+def test_run_fio_runs_the_rewritten_copy_and_leaves_nothing(tmp_path):
+    host, guest = tmp_path / "host", tmp_path / "guest"
+    host.mkdir()
+    guest.mkdir()
+    user = ("; mine\n[global]\nioengine=psync\nsize=4m\nbs=4k\ntime_based\nruntime=1\nwrite_lat_log=lat\n"
+            "[w]\nfilename=/dev/disk/by-id/vmbench-no-such-disk\nrw=randrw\n")
+    job = FioJob(name="mine", size=4 * MiB, direct=False, jobfile=JobFile(path="mine.fio", text=user, runtime=1.0))
+    one = run_fio(LocalTransport(), job, str(host / "data"), str(host), label="host")
+    assert sorted(p.name for p in host.iterdir()) == ["data"]  # job copy, output and logs removed
+    data = one.result
+    assert data.iops > 0 and one.jobfile_text is not None and f"filename={host}/data" in one.jobfile_text
+    import json
+
+    fio = json.loads(one.raw_json)
+    assert fio["global options"]["write_lat_log"].startswith(f"{host}/log-")
+    assert fio["jobs"][0]["job options"]["filename"] == f"{host}/data"
+    assert one.rewrites[1] == f"[w] filename=/dev/disk/by-id/vmbench-no-such-disk -> {host}/data"
+    assert set(one.series) == {"fio-clat"}  # the file logs latency only, at per-I/O resolution
+    two = run_fio(LocalTransport(), job, str(guest / "data"), str(guest), label="guest", must_match=one.argv)
+    assert re.fullmatch(r".*/job-[0-9a-f]{8}-" + jobfile.digest(user) + r"\.fio", two.argv[-1])
+    changed = FioJob(name="mine", size=4 * MiB, direct=False, jobfile=JobFile(path="mine.fio", text=user.replace("4k", "8k")))
+    with pytest.raises(VmbenchError, match="host and guest fio jobs differ; refusing to compare them: jobfile="):
+        run_fio(LocalTransport(), changed, str(guest / "data"), str(guest), label="guest", must_match=one.argv)
+    assert sorted(p.name for p in guest.iterdir()) == ["data"]
+
+
+def test_run_fio_of_a_built_in_job_returns_fio_series(tmp_path):
+    job = FioJob(name="t", rw="randrw", bs=4096, iodepth=1, numjobs=2, runtime=2, ramp=0, size=4 * MiB, direct=False, ioengine="psync")
+    run = run_fio(LocalTransport(), job, str(tmp_path / "data"), str(tmp_path), label="t")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+    assert set(run.series) == {"fio-iops", "fio-iops-read", "fio-iops-write", "fio-clat"}
+    assert run.series["fio-iops"]["t_s"][0] == 1.0 and run.series["fio-clat"]["unit"] == "ms"
+    assert run.series["fio-iops"]["values"][0] > 0

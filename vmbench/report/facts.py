@@ -1,0 +1,198 @@
+"""What a table's numbers may be trusted for: the admissibility facts stated under each
+table (METHOD rules 3, 4, 6, 7) and why each group stopped repeating.
+
+Pure: stored rows in, ``(facts, missing)`` out.  A fact the stored run does not tell is
+never guessed: it goes to ``missing`` and the table says "not stated: ...".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+STEADY_RUNTIME_S = 10.0  # below this a run is too short to span several ZFS transaction groups
+HOST_CACHED_MODES = ("writeback", "writethrough", "unsafe")  # cache modes that use the host page cache
+
+
+@dataclass(frozen=True)
+class RepeatPolicy:
+    """The run's repeat policy as stored in its plan: ``repeat_policy`` {min, max, until_cv}
+    (``until_cv`` a fraction, 0.05 = 5%); runs without one repeated ``repeats`` times."""
+
+    min: int = 1
+    max: int = 1
+    until_cv: float | None = None
+
+    @classmethod
+    def from_plan(cls, plan: dict) -> "RepeatPolicy":
+        p = plan.get("repeat_policy")
+        if isinstance(p, dict):
+            lo = int(p.get("min") or plan.get("repeats") or 1)
+            return cls(lo, max(lo, int(p.get("max") or lo)), p.get("until_cv"))
+        n = int(plan.get("repeats") or 1)
+        return cls(n, n, None)
+
+    @property
+    def adaptive(self) -> bool:
+        return self.until_cv is not None and self.max > self.min
+
+    def threshold(self) -> str:
+        return f"{(self.until_cv or 0) * 100:g}%"
+
+    def describe(self) -> str:
+        if not self.adaptive:
+            return f"fixed {_n(self.min, 'repeat')}"
+        return f"{self.min}..{self.max} repeats until IOPS CV < {self.threshold()}"
+
+    def stop(self, n: int, cv: float | None) -> str:
+        """Why a group with ``n`` repeats and IOPS CV ``cv`` has that many."""
+        if not self.adaptive:
+            if n < self.min:
+                return f"{n} of {self.min} repeats (run incomplete)"
+            return f"fixed {_n(n, 'repeat')}"
+        if cv is not None and n >= self.min and cv < (self.until_cv or 0):
+            return f"stopped at CV {_pct(cv)} < {self.threshold()}"
+        if n >= self.max:
+            return f"max {self.max} repeats, CV {_pct(cv)}"
+        return f"{n} of max {self.max} repeats, CV {_pct(cv)} (run incomplete)"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:.1f}%"
+
+
+def _n(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _mib(n_bytes: float) -> str:
+    mib = n_bytes / (1 << 20)
+    return f"{mib / 1024:,.1f} GiB" if mib >= 10 * 1024 else f"{mib:,.0f} MiB"
+
+
+def _names(names: Iterable[str]) -> str:
+    return ", ".join(dict.fromkeys(names))
+
+
+def admissibility(measurements: Sequence[dict], cells: Sequence[dict], env: dict | None,
+                  policy: RepeatPolicy) -> tuple[dict[str, str], list[str]]:
+    """Facts about the measurements of one table: cache state, sync mode, working set vs
+    RAM, runtime vs steady state, repeats; and what the stored run does not tell."""
+    env = env or {}
+    jobs: dict[str, dict] = {}
+    sync: dict[str, bool] = {}
+    counts: dict[tuple, int] = {}
+    for m in measurements:
+        jobs.setdefault(m["job"], m.get("job_params") or {})
+        sync.setdefault(m["job"], bool(m.get("sync")))
+        key = (m["side"], m.get("cell"), m.get("stack"), m["layer"], m["job"])
+        counts[key] = counts.get(key, 0) + 1
+    facts: dict[str, str] = {}
+    missing: list[str] = []
+    if not jobs:
+        return facts, missing
+    jobfiles = [j for j, p in jobs.items() if p.get("jobfile")]
+    plain = {j: p for j, p in jobs.items() if j not in jobfiles}
+    facts["cache"] = _cache(plain, cells, missing, jobfiles)
+    synced = [j for j, s in sync.items() if s]
+    facts["sync"] = (f"sync writes in {_names(synced)}: compare them only with each other" if synced
+                     else "no sync writes (every job asynchronous)")
+    facts["working set"] = _working_set(plain, cells, env, missing, jobfiles)
+    facts["steady state"] = _steady(plain, missing, jobfiles)
+    ns = sorted(set(counts.values()))
+    spread = str(ns[0]) if len(ns) == 1 else f"{ns[0]}..{ns[-1]}"
+    facts["repeats"] = f"{spread} per group ({policy.describe()})"
+    return {k: v for k, v in facts.items() if v != "-"}, missing  # an unknown fact is in missing only
+
+
+def _cache(jobs: dict[str, dict], cells: Sequence[dict], missing: list[str], jobfiles: list[str]) -> str:
+    parts = []
+    modes: dict[str, list[str]] = {}
+    unknown = []
+    for c in cells:
+        mode = (c.get("settings") or {}).get("cache")
+        if mode is None:
+            unknown.append(c["name"])
+        else:
+            modes.setdefault(mode, []).append(c["name"])
+    if modes:
+        if len(modes) == 1 and not unknown:
+            parts.append(f"QEMU cache={next(iter(modes))}")
+        else:
+            parts.append("QEMU cache " + ", ".join(f"{m} ({_names(n)})" for m, n in modes.items()))
+    if unknown:
+        missing.append(f"QEMU cache mode of {_names(unknown)}")
+    direct = [j for j, p in jobs.items() if p.get("direct") is True]
+    buffered = [j for j, p in jobs.items() if p.get("direct") is False]
+    undecided = [j for j, p in jobs.items() if p.get("direct") is None] + jobfiles
+    if buffered:
+        parts.append(f"buffered {_names(buffered)} (vmbench drops the page cache before each buffered run)"
+                     + (f", O_DIRECT {_names(direct)}" if direct else ""))
+    elif direct:
+        parts.append("every job O_DIRECT (guest page cache bypassed)")
+    if undecided:
+        missing.append(f"O_DIRECT or buffered for {_names(undecided)}")
+    host_cached = [m for m in modes if m in HOST_CACHED_MODES]
+    if host_cached:
+        parts.append(f"host page cache in use with cache={'/'.join(host_cached)}, not dropped before guest runs")
+    elif modes:
+        parts.append("host page cache bypassed")
+    return "; ".join(parts) or "-"
+
+
+def _working_set(jobs: dict[str, dict], cells: Sequence[dict], env: dict, missing: list[str], jobfiles: list[str]) -> str:
+    sizes = {j: p["size"] for j, p in jobs.items() if isinstance(p.get("size"), (int, float))}
+    no_size = [j for j in jobs if j not in sizes] + jobfiles
+    if no_size:
+        missing.append(f"working set of {_names(no_size)}")
+    if not sizes:
+        return "-"
+    biggest = max(sizes.values())
+    parts = [f"largest job {_mib(biggest)} ({_names(j for j, s in sizes.items() if s == biggest)})"]
+    reads = [p for p in jobs.values() if p.get("rw") not in ("write", "randwrite")]  # reads or mixed
+    buffered = any(p.get("direct") is False for p in reads)
+    host_cached = sorted({(c.get("settings") or {}).get("cache") for c in cells} & set(HOST_CACHED_MODES))
+    mems = sorted({(c.get("settings") or {}).get("memory_mib") for c in cells} - {None})
+    if mems:
+        ram = _mib(mems[0] << 20) if len(mems) == 1 else f"{_mib(mems[0] << 20)}..{_mib(mems[-1] << 20)}"
+        if biggest < mems[0] << 20:
+            parts.append(f"fits in guest RAM {ram}" + (" (buffered reads may come from the guest page cache)" if buffered else ""))
+        else:
+            parts.append(f"does not fit in guest RAM {ram}" if biggest >= mems[-1] << 20 else f"fits in some guest RAM {ram}")
+    elif cells:
+        missing.append("guest RAM of the cells")
+    host = env.get("host_memory_mib")
+    if host:
+        if biggest < host << 20:
+            parts.append(f"fits in host RAM {_mib(host << 20)}"
+                         + (f" (reads under cache={'/'.join(host_cached)} may come from the host page cache)" if host_cached and reads else ""))
+        else:
+            parts.append(f"does not fit in host RAM {_mib(host << 20)}")
+    else:
+        missing.append("host RAM (host_memory_mib not recorded)")
+    return "; ".join(parts)
+
+
+def _steady(jobs: dict[str, dict], missing: list[str], jobfiles: list[str]) -> str:
+    times = {j: (p.get("runtime"), p.get("ramp")) for j, p in jobs.items()}
+    unknown = [j for j, (rt, ramp) in times.items() if rt is None or ramp is None] + jobfiles
+    if unknown:
+        missing.append(f"runtime and ramp of {_names(unknown)}")
+    known = {j: t for j, t in times.items() if j not in unknown}
+    if not known:
+        return "-"
+    shapes: dict[tuple, list[str]] = {}
+    for j, t in known.items():
+        shapes.setdefault(t, []).append(j)
+    if len(shapes) == 1:
+        (rt, ramp), = shapes
+        text = f"every job {rt:g} s + {ramp:g} s ramp"
+    else:
+        text = ", ".join(f"{_names(js)} {rt:g} s + {ramp:g} s ramp" for (rt, ramp), js in shapes.items())
+    short = [j for j, (rt, _) in known.items() if rt < STEADY_RUNTIME_S]
+    no_ramp = [j for j, (_, ramp) in known.items() if not ramp]
+    if short:
+        text += f"; WARNING: runtime under {STEADY_RUNTIME_S:g} s ({_names(short)}): too short for steady state"
+    if no_ramp:
+        text += f"; WARNING: no ramp ({_names(no_ramp)}): start-up included"
+    return text

@@ -1,0 +1,373 @@
+"""Plots for the HTML report, as inline SVG made with matplotlib (pure: data in, SVG out).
+
+Figures are built with :class:`matplotlib.figure.Figure` directly, never through pyplot, so
+nothing global (backend, open-figure registry) changes and nothing needs closing.  Text stays
+text in the SVG (``svg.fonttype: none``): smaller, faster, searchable.  Every SVG gets a
+``<title>`` and an ``aria-label``; every plot comes with a text alternative; meaning never
+rests on colour alone (hatches, markers, line styles and labels carry it too).
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+# Okabe-Ito: distinguishable with the common colour-vision deficiencies
+COLOURS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#999999", "#000000"]
+HATCHES = ["", "//", "\\\\", "xx", "--", "||", "++", "/"]  # line hatches only: dot hatches make huge SVG
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+LINESTYLES = ["-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1, 2)), (0, (8, 2))]
+NINES = (50.0, 90.0, 99.0, 99.9, 99.99)
+
+RC = {
+    "svg.fonttype": "none", "font.size": 8.5, "axes.titlesize": 9.5, "axes.titley": 1.0, "axes.titlepad": 5.0,
+    "axes.spines.top": False, "axes.spines.right": False, "hatch.linewidth": 0.8, "legend.fontsize": 7.5,
+    "legend.frameon": False, "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.5,
+}
+
+
+@dataclass(frozen=True)
+class Plot:
+    title: str
+    svg: str  # an <svg> element, no XML prologue
+    alt: str  # the text alternative shown next to it
+
+
+# ---- SVG output -------------------------------------------------------------------------------
+
+_counter = [0]
+
+
+def to_svg(fig: Figure, title: str) -> str:
+    """The figure as one <svg> element for inline use: no prologue or metadata (which carry
+    URLs), ids made unique within the page, a <title> and an aria-label."""
+    _counter[0] += 1
+    prefix = f"f{_counter[0]}-"
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": "vmbench"}):
+        fig.savefig(buf, format="svg")
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r"\s*<metadata>.*?</metadata>", "", svg, count=1, flags=re.S)
+    svg = re.sub(r'(\bid="|url\(#|href="#)', r"\g<1>" + prefix, svg)
+    label = html.escape(title, quote=True)
+    head_end = svg.index(">") + 1
+    return (svg[:head_end - 1] + f' role="img" aria-label="{label}">'
+            + f"\n <title>{html.escape(title)}</title>" + svg[head_end:])
+
+
+def _new(width: float, height: float, *, left: float = 0.7, right: float = 0.15, bottom: float = 0.5, top: float = 0.3,
+         cols: int = 1, rows: int = 1, gap_w: float = 0.7, gap_h: float = 0.3) -> Figure:
+    """A figure with fixed margins in inches (a layout engine would cost most of the
+    rendering time); callers size the margins from their labels."""
+    fig = Figure(figsize=(width, height))
+    aw = max((width - left - right - (cols - 1) * gap_w) / cols, 0.5)
+    ah = max((height - top - bottom - (rows - 1) * gap_h) / rows, 0.3)
+    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height, top=1 - top / height,
+                        wspace=gap_w / aw, hspace=gap_h / ah)
+    return fig
+
+
+def _chars(labels: Sequence[object]) -> int:
+    return max((len(str(x)) for x in labels), default=0)
+
+
+def _txt(s: object, limit: int = 40) -> str:
+    """Database text for matplotlib: never interpreted as mathtext (``$`` escaped), kept short."""
+    s = str(s)
+    s = s if len(s) <= limit else s[:limit - 3] + "..."
+    return s.replace("$", r"\$")
+
+
+_THOUSANDS = FuncFormatter(lambda v, _pos: f"{v:,.0f}")
+_MS = FuncFormatter(lambda v, _pos: f"{v:g}")
+
+
+def fmt_num(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}" if abs(v) >= 1 else f"{v:.3f}"
+
+
+def fmt_change(v: float | None) -> str:
+    return "" if v is None else f"{v * 100:+.1f}%"
+
+
+def _interval(rec: Mapping, key: str, scale: float = 1.0) -> tuple[float, float] | None:
+    lo, hi = rec.get(f"{key}_low"), rec.get(f"{key}_high")
+    if lo is None or hi is None:
+        return None
+    return lo * scale, hi * scale
+
+
+def _verdict(rec: Mapping, key: str, why: bool = True) -> str:
+    """The report's verdict on a delta, or (``why``) why it has none, when it says."""
+    v = rec.get(f"{key}_verdict")
+    if v is not None:
+        return str(v)
+    reason = rec.get(f"{key}_why")
+    return f"no verdict: {reason}" if why and reason and rec.get(key) is not None else ""
+
+
+def _reasons(recs: Sequence[Mapping], key: str) -> list[str]:
+    """Why deltas have no verdict, once per distinct reason."""
+    seen = {str(r[f"{key}_why"]) for r in recs
+            if r.get(key) is not None and r.get(f"{key}_verdict") is None and r.get(f"{key}_why")}
+    return [f"No verdict: {w}" for w in sorted(seen)]
+
+
+# ---- per-layer waterfall ----------------------------------------------------------------------
+
+
+def waterfall(title: str, jobs: Sequence[tuple[str, Sequence[Mapping]]], rc: Mapping | None = None) -> Plot:
+    """Per job: IOPS at each layer, host -> raw -> ... -> top, each bar labelled with its
+    value and its change from the layer below (and the verdict when the report has one).
+    ``jobs``: (job label, layer-table records in layer order)."""
+    with matplotlib.rc_context({**RC, **(rc or {})}):
+        n = len(jobs)
+        bars_max = max((len(recs) for _, recs in jobs), default=1)
+        rotate = bars_max > 5
+        cols = min(n, 3 if bars_max <= 4 else 2)
+        rows = math.ceil(n / cols)
+        panel_w, panel_h = max(2.4, 0.62 * bars_max + 0.4), 2.7 + (0.3 if rotate else 0)
+        bottom = 0.75 if rotate else 0.35
+        fig = _new(0.75 + 0.1 + cols * panel_w + (cols - 1) * 0.8, 0.3 + bottom + rows * panel_h + (rows - 1) * (bottom + 0.4),
+                   left=0.75, right=0.1, top=0.3, bottom=bottom, cols=cols, rows=rows, gap_w=0.8, gap_h=bottom + 0.4)
+        grid = fig.subplots(rows, cols, squeeze=False).ravel()
+        for ax in grid[n:]:
+            ax.set_visible(False)
+        axes = grid[:n]
+        alt = []
+        for ax, (job, recs) in zip(axes, jobs):
+            labels = [_txt(r["layer"]) for r in recs]
+            values = [r.get("iops") or 0 for r in recs]
+            x = np.arange(len(recs))
+            bars = ax.bar(x, values, color=[COLOURS[i % len(COLOURS)] for i in range(len(recs))],
+                          edgecolor="#222222", linewidth=0.6)
+            for i, b in enumerate(bars):
+                b.set_hatch(HATCHES[i % len(HATCHES)])
+            top = max(values) if values else 1
+            parts = []
+            for i, r in enumerate(recs):
+                change = fmt_change(r.get("vs_below")) if i else ""
+                verdict = _verdict(r, "vs_below", why=False) if i else ""
+                text = fmt_num(values[i]) + (f"\n{change}" if change else "") + (f"\n{verdict}" if verdict else "")
+                ax.text(i, values[i] + top * 0.02, _txt(text, 60), ha="center", va="bottom", fontsize=6.5)
+                parts.append(f"{r['layer']} {fmt_num(values[i])} IOPS" + (f" ({change}{', ' + verdict if verdict else ''})" if change else ""))
+            ax.set_xticks(x, labels, rotation=25 if rotate else 0, ha="right" if rotate else "center")
+            judged = any(_verdict(r, "vs_below", why=False) for r in recs[1:])
+            ax.set_ylim(0, top * (1.45 if judged else 1.3))
+            ax.set_title(_txt(job))
+            ax.set_ylabel("IOPS")
+            ax.yaxis.set_major_formatter(_THOUSANDS)
+            ax.grid(axis="x", visible=False)
+            alt.append(f"{job}: " + "; ".join(parts))
+        reasons = _reasons([r for _, recs in jobs for r in recs[1:]], "vs_below")
+        return Plot(title, to_svg(fig, title), ". ".join(alt + reasons) + ".")
+
+
+# ---- latency percentile curves ----------------------------------------------------------------
+
+
+def percentile_curve(bins: Mapping[int, int], points: Sequence[float]) -> np.ndarray | None:
+    """Latency (ms) at each percentile, exactly as Histogram.percentile (fio's rule: the
+    first bucket whose cumulative count reaches p% of all samples)."""
+    if not bins:
+        return None
+    values = np.array(sorted(bins), dtype=float)
+    counts = np.array([bins[int(v)] for v in values], dtype=float)
+    cum = np.cumsum(counts)
+    if cum[-1] <= 0:
+        return None
+    idx = np.searchsorted(cum, np.asarray(points) / 100.0 * cum[-1], side="left")
+    return values[np.minimum(idx, len(values) - 1)] / 1e6
+
+
+def _nines(p: np.ndarray | float) -> np.ndarray | float:
+    return 1.0 / (1.0 - np.asarray(p) / 100.0)
+
+
+def latency(title: str, lines: Sequence[tuple[str, Mapping[int, int]]]) -> Plot:
+    """Completion-latency percentiles 50..99.99 (log-scaled "nines" axis), one line per
+    (side or layer), each with its own marker and line style."""
+    points = np.concatenate([np.linspace(50, 90, 9), 100 - np.logspace(1, -2, 25)[1:]])
+    with matplotlib.rc_context(RC):
+        fig = _new(5.6, 3.4, left=0.75, right=0.15, bottom=0.5, top=0.3)
+        ax = fig.subplots()
+        alt = []
+        for i, (label, bins) in enumerate(lines):
+            ys = percentile_curve(bins, points)
+            if ys is None:
+                continue
+            ax.plot(_nines(points), ys, label=_txt(label), color=COLOURS[i % len(COLOURS)],
+                    linestyle=LINESTYLES[i % len(LINESTYLES)], marker=MARKERS[i % len(MARKERS)],
+                    markevery=[int(np.argmin(np.abs(points - p))) for p in NINES],
+                    markersize=4, linewidth=1.3)
+            key = percentile_curve(bins, [50.0, 99.0, 99.99])
+            alt.append(f"{label}: p50 {fmt_num(key[0])} ms, p99 {fmt_num(key[1])} ms, p99.99 {fmt_num(key[2])} ms")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(_nines(np.array(NINES)), [f"{p:g}" for p in NINES])
+        ax.xaxis.set_minor_locator(LogLocator(subs=()))
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(_MS)
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlim(_nines(50.0) * 0.95, _nines(99.99) * 1.05)
+        ax.set_xlabel("percentile (log-scaled: each step adds a nine)")
+        ax.set_ylabel("completion latency, ms (log)")
+        ax.set_title(_txt(title, 80))
+        ax.legend(loc="upper left")
+        return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")
+
+
+# ---- per-cell bars with intervals and verdicts ------------------------------------------------
+
+
+def cell_bars(title: str, recs: Sequence[Mapping], key: str, label_key: str = "cell") -> Plot:
+    """One horizontal bar per record for ``key`` (a delta: vs_baseline, vs_previous, gap),
+    whiskers from ``key_low``/``key_high`` when the report has them, the value and the
+    verdict written at the bar's end.  A loss (below 0%, or a gap above 1x) is hatched."""
+    pct = key != "gap"
+    scale, ref = (100.0, 0.0) if pct else (1.0, 1.0)
+    reasons = _reasons(recs, key)
+    shared = len(reasons) == 1 and not any(r.get(f"{key}_verdict") for r in recs)
+    with matplotlib.rc_context(RC):
+        fig = _new(6.8, 0.85 + 0.3 * max(len(recs), 2), left=0.25 + 0.065 * _chars(_txt(r.get(label_key) or "") for r in recs),
+                   right=0.15, bottom=0.5, top=0.3)
+        ax = fig.subplots()
+        ys = np.arange(len(recs))[::-1]
+        vals = [None if r.get(key) is None else r[key] * scale for r in recs]
+        loss = [v is not None and (v < ref if pct else v > ref) for v in vals]
+        bars = ax.barh(ys, [0.0 if v is None else v for v in vals], color=[COLOURS[5] if lo else COLOURS[0] for lo in loss],
+                       hatch=None, edgecolor="#222222", linewidth=0.5, height=0.7)
+        lo_all = [ref] + [v for v in vals if v is not None]
+        hi_all = list(lo_all)
+        alt, labels = [], []
+        for y, r, v, b, lost in zip(ys, recs, vals, bars, loss):
+            b.set_hatch("//" if lost else "")
+            iv = _interval(r, key, scale)
+            if iv is not None and v is not None:
+                ax.errorbar([v], [y], xerr=[[max(v - iv[0], 0)], [max(iv[1] - v, 0)]], fmt="none", ecolor="#000000",
+                            elinewidth=1.0, capsize=3)
+                lo_all.append(iv[0])
+                hi_all.append(iv[1])
+            verdict = _verdict(r, key, why=not shared)
+            if v is None:
+                shown = "reference" if pct and y == ys[0] else "-"
+            else:
+                shown = f"{v:+.1f}%" if pct else f"{v:.2f}x"
+            labels.append((y, v, iv, shown + (f"  {verdict}" if verdict else "")))
+            ivtext = "" if iv is None else (f" [{iv[0]:.1f}%, {iv[1]:.1f}%]" if pct else f" [{iv[0]:.2f}x, {iv[1]:.2f}x]")
+            alt.append(f"{r.get(label_key)}: {shown}{ivtext}{', ' + verdict if verdict else ''}")
+        lo, hi = min(lo_all), max(hi_all)
+        width = max(hi - lo, 1e-9)
+        pad = width * 0.02
+        for y, v, iv, text in labels:
+            right = v is None or v >= ref
+            end = (0.0 if v is None else max(v, iv[1] if iv else v)) if right else min(v, iv[0] if iv else v)
+            ax.text(end + (pad if right else -pad), y, _txt(text, 60), va="center", ha="left" if right else "right", fontsize=7)
+        ax.set_yticks(ys, [_txt(r.get(label_key) or "") for r in recs])
+        ax.axvline(ref, color="#000000", linewidth=0.8)
+        ax.set_xlim(lo - width * 0.45 if pct and lo < 0 else 0.0, hi + width * 0.45)  # a gap (ratio) starts at 0
+        ax.set_xlabel({"gap": "gap: host IOPS / guest IOPS (1.00x = no loss; hatched = guest slower)",
+                       "vs_baseline": "change in IOPS from the baseline, % (hatched = slower)",
+                       "vs_previous": "change in IOPS from the previous step, % (hatched = slower)"}.get(key, key))
+        ax.grid(axis="y", visible=False)
+        ax.set_title(_txt(title, 80) + (f" ({reasons[0][0].lower()}{reasons[0][1:]})" if shared else ""))
+        return Plot(title, to_svg(fig, title), "; ".join(alt) + "." + (f" {reasons[0]}." if shared else ""))
+
+
+# ---- crypto ceiling beside LUKS throughput ----------------------------------------------------
+
+
+def crypto(title: str, groups: Sequence[tuple[str, Sequence[tuple[str, float | None]]]], target: float | None) -> Plot:
+    """Grouped bars in MB/s: per group (a cell), the LUKS layers' throughput and the crypto
+    ceiling (encrypt, decrypt), with the target as a labelled line."""
+    names: list[str] = []
+    for _, bars in groups:
+        for name, _v in bars:
+            if name not in names:
+                names.append(name)
+    with matplotlib.rc_context(RC):
+        legend_w = 0.45 + 0.065 * _chars([_txt(n) for n in names] + ["target 0000 MB/s"])
+        rotate = len(groups) > 3
+        fig = _new(max(4.8, 1.0 + legend_w + 0.5 * len(names) * len(groups)), 3.6 + (0.5 if rotate else 0),
+                   left=0.7, right=legend_w, bottom=1.0 if rotate else 0.45, top=0.3)
+        ax = fig.subplots()
+        width = 0.8 / max(len(names), 1)
+        top = target or 0.0
+        alt = []
+        for gi, (group, bars) in enumerate(groups):
+            values = dict(bars)
+            parts = []
+            for ni, name in enumerate(names):
+                v = values.get(name)
+                if v is None:
+                    continue
+                x = gi + (ni - (len(names) - 1) / 2) * width
+                ax.bar([x], [v], width=width * 0.95, color=COLOURS[ni % len(COLOURS)], hatch=HATCHES[(ni + 1) % len(HATCHES)],
+                       edgecolor="#222222", linewidth=0.5, label=_txt(name))
+                ax.text(x, v, fmt_num(v), ha="center", va="bottom", fontsize=6.5, rotation=90 if len(names) > 3 else 0)
+                top = max(top, v)
+                parts.append(f"{name} {fmt_num(v)} MB/s")
+            alt.append(f"{group}: " + ", ".join(parts))
+        if target is not None:
+            ax.axhline(target, color="#000000", linestyle="--", linewidth=1.2, label=f"target {target:g} MB/s")
+            alt.append(f"target {target:g} MB/s")
+        handles, labels = ax.get_legend_handles_labels()
+        uniq = dict(zip(labels, handles))
+        ax.legend(uniq.values(), uniq.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        ax.set_xticks(range(len(groups)), [_txt(g) for g, _ in groups], rotation=25 if rotate else 0, ha="right" if rotate else "center")
+        ax.set_ylim(0, top * 1.25 or 1)
+        ax.set_ylabel("MB/s (ceiling converted from MiB/s)")
+        ax.grid(axis="x", visible=False)
+        ax.set_title(_txt(title, 80))
+        return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")
+
+
+# ---- IOPS and latency over the run (fio's own logs) -------------------------------------------
+
+
+def timeline(title: str, panels: Sequence[tuple[str, str, Sequence[tuple[str, Sequence[float], Sequence[float]]]]]) -> Plot:
+    """Stacked panels sharing the time axis: (source, unit, [(line label, t_s, values)])."""
+    with matplotlib.rc_context(RC):
+        legend_w = 0.45 + 0.065 * _chars(_txt(label) for _, _, lines in panels for label, _, _ in lines)
+        fig = _new(5.0 + legend_w, 0.8 + 1.9 * len(panels), left=0.85, right=legend_w, bottom=0.5, top=0.3, rows=len(panels), gap_h=0.25)
+        axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+        alt = []
+        for ax, (source, unit, lines) in zip(axes, panels):
+            for i, (label, ts, vs) in enumerate(lines):
+                ts, vs = _thin(ts, vs, 600)
+                ax.plot(ts, vs, label=_txt(label), color=COLOURS[i % len(COLOURS)], linestyle=LINESTYLES[i % len(LINESTYLES)],
+                        marker=MARKERS[i % len(MARKERS)], markevery=max(len(ts) // 8, 1), markersize=3.5, linewidth=1.0)
+                finite = [v for v in vs if v is not None and not math.isnan(v)]
+                if finite:
+                    alt.append(f"{source} {label}: {len(finite)} points over {fmt_num(max(ts) if ts else 0)} s, "
+                               f"min {fmt_num(min(finite))}, median {fmt_num(float(np.median(finite)))}, max {fmt_num(max(finite))} {unit}")
+            ax.set_ylabel({"fio-iops": "IOPS", "fio-clat": "completion\nlatency, ms"}.get(source, f"{source}\n{unit}"))
+            if unit == "IOPS":
+                ax.yaxis.set_major_formatter(_THOUSANDS)
+            ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        axes[-1].set_xlabel("time, s")
+        axes[0].set_title(_txt(title, 80))
+        return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")
+
+
+def _thin(ts: Sequence[float], vs: Sequence[float], limit: int) -> tuple[list[float], list[float]]:
+    """At most ``limit`` points (every k-th), so long logs stay quick to draw and small."""
+    n = min(len(ts), len(vs))
+    step = max(n // limit, 1)
+    return list(ts[:n:step]), [math.nan if v is None else v for v in vs[:n:step]]

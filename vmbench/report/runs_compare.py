@@ -1,0 +1,269 @@
+"""Several stored runs side by side, each against a baseline run (``vmbench compare``).
+
+Pure: runs in, table models and refusals out.  The same (side, cell, stack, layer, job) of
+each run is put in one row with its median IOPS, MB/s and p99, and each run's change from
+the baseline run with its bootstrap interval and verdict (:mod:`vmbench.report.stats`).
+
+A pair is compared only when it is the same experiment (METHOD rule 2): equal fio
+parameters (job hash), the same layer, the same accelerator, on the same host
+(:data:`HOST_IDENTITY_KEYS` of the recorded environments).  Anything else is refused, with
+the difference named, and never silently compared; a run from another host is refused as a
+whole unless ``allow_other_host``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Sequence
+
+from ..environment import SAME_HOST_KEYS
+from ..results.db import RunRow
+from . import stats
+from .compare import Figures, aggregate, group, judge_change
+from .facts import RepeatPolicy
+from .tables import Column, Table, delta_pct, f_int, f_mb, f_ms, f_text
+
+#: What identifies the machine a measurement describes: the SAME_HOST_KEYS that are about
+#: the host and its software.  The rest of SAME_HOST_KEYS (driver, URI, state dir, pool, SSH
+#: host key) say how vmbench reached it and where it kept its files, which a resume needs
+#: equal but a comparison of results does not.
+HOST_IDENTITY_KEYS = tuple(k for k in SAME_HOST_KEYS if k in ("hostname", "host_kernel", "host_cpu", "qemu_version", "host_fio"))
+
+RunInput = tuple[RunRow, Sequence[dict], Sequence[dict]]  # (run, its measurements, its cells)
+
+
+def label(i: int) -> str:
+    return chr(ord("A") + i) if i < 26 else f"R{i + 1}"
+
+
+def host_differences(base: dict, other: dict) -> list[str]:
+    """``key 'a' vs 'b'`` for each host identity key that differs (other first, as "B vs A")."""
+    out = []
+    for k in HOST_IDENTITY_KEYS:
+        a, b = base.get(k), other.get(k)
+        if a != b:
+            out.append(f"{k} {_v(b)} vs {_v(a)}")
+    return out
+
+
+def _v(value) -> str:
+    if value is None:
+        return "(not recorded)"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def param_differences(base: dict, other: dict) -> list[str]:
+    """``name other vs base`` for each stored fio parameter that differs."""
+    out = []
+    for k in sorted(set(base) | set(other)):
+        if k == "name":
+            continue
+        a, b = base.get(k, _MISSING), other.get(k, _MISSING)
+        if a != b:
+            out.append(f"{k} {_p(b)} vs {_p(a)}")
+    return out
+
+
+_MISSING = object()
+
+
+def _p(value) -> str:
+    if value is _MISSING:
+        return "(not stored)"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def _where(key: tuple) -> str:
+    side, cell, stack, layer, job = key
+    if side == "host":
+        return f"{job} host"
+    inside = ", ".join(filter(None, [cell, f"stack {stack}" if stack else None]))
+    return f"{job} {layer} ({inside})" if inside else f"{job} {layer}"
+
+
+def _groups(measurements: Sequence[dict], cells: Sequence[dict]) -> dict[tuple, list[dict]]:
+    """The run's measurements by (side, cell, stack, layer, job); invalid cells left out."""
+    names = {c["id"]: c["name"] for c in cells if "id" in c}
+    valid = {c["name"] for c in cells if c.get("valid", True)}
+    rows = []
+    for m in measurements:
+        cell = m.get("cell") if "cell" in m else names.get(m.get("cell_id"))
+        if m["side"] == "guest" and cell not in valid:
+            continue
+        rows.append(dict(m, cell=cell))
+    return group(rows)
+
+
+def _check(key: tuple, a_rows: list[dict], b_rows: list[dict], a_fig: Figures, b_fig: Figures, la: str, lb: str) -> str | None:
+    """Why two groups must not be compared (None when they may)."""
+    what = f"{_where(key)}: run {lb} vs {la}"
+    for fig, lab in ((a_fig, la), (b_fig, lb)):
+        if fig.job_hash == "mixed":
+            return f"{what}: fio parameters differ between the repeats of run {lab}"
+    if a_fig.job_hash != b_fig.job_hash:
+        diffs = param_differences(a_rows[0].get("job_params") or {}, b_rows[0].get("job_params") or {})
+        if diffs:
+            return f"{what}: fio parameters differ: {', '.join(diffs)}"
+        return f"{what}: fio job hashes differ ({b_fig.job_hash} vs {a_fig.job_hash}) though the stored parameters are equal"
+    acc_a = sorted({str(m.get("accelerator")) for m in a_rows})
+    acc_b = sorted({str(m.get("accelerator")) for m in b_rows})
+    if acc_a != acc_b:
+        return f"{what}: accelerator {'/'.join(acc_b)} vs {'/'.join(acc_a)}"
+    return None
+
+
+def _settings_note(a_rows: list[dict], b_rows: list[dict], la: str, lb: str) -> str:
+    a, b = a_rows[0].get("settings") or {}, b_rows[0].get("settings") or {}
+    diffs = [f"{k} {_p(b.get(k, _MISSING))} ({lb}) vs {_p(a.get(k, _MISSING))} ({la})" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    return f"VM settings differ: {', '.join(diffs)}" if diffs else ""
+
+
+def _layer_refusals(groups: list[dict], baseline_index: int, excluded: set[int], labels: list[str],
+                    refusals: list[str]) -> set[tuple]:
+    """A stack layer of the baseline that another run measured at the same depth of the same
+    stack under another name (its stack was built differently) is refused, by name; returns
+    the (run index, baseline key) pairs refused so."""
+    by_depth: dict[tuple, dict[int, tuple]] = {}
+    for i, g in enumerate(groups):
+        for k, rows in g.items():
+            if k[0] == "guest" and k[2] is not None:
+                by_depth.setdefault((k[1], k[2], k[4], rows[0].get("depth")), {})[i] = k
+    out: set[tuple] = set()
+    la = labels[baseline_index]
+    for seen in by_depth.values():
+        base_key = seen.get(baseline_index)
+        for i, k in seen.items():
+            if base_key is None or i in excluded or i == baseline_index or k[3] == base_key[3]:
+                continue
+            if k not in groups[baseline_index] and base_key not in groups[i]:
+                refusals.append(f"{_where(base_key)}: run {labels[i]} vs {la}: layers differ: {k[3]} vs {base_key[3]}")
+                out.add((i, base_key))
+    return out
+
+
+def compare_runs(runs: Sequence[RunInput], baseline_index: int = 0, *,
+                 allow_other_host: bool = False) -> tuple[list[Table], list[str]]:
+    """One table with every run side by side and each run's change from the baseline run;
+    and the refusals: what was not compared and why."""
+    if len(runs) < 2:
+        raise ValueError("compare_runs needs at least two runs")
+    labels = [label(i) for i in range(len(runs))]
+    base_run = runs[baseline_index][0]
+    la = labels[baseline_index]
+    groups = [_groups(meas, cells) for _, meas, cells in runs]
+    refusals: list[str] = []
+    excluded: set[int] = set()
+    for i, (run, _, _) in enumerate(runs):
+        if i == baseline_index:
+            continue
+        diffs = host_differences(base_run.environment, run.environment)
+        if diffs and not allow_other_host:
+            excluded.add(i)
+            refusals.append(f"run {labels[i]} ({run.id}, {run.tag}): another host than baseline run {la} ({base_run.id}, {base_run.tag}): "
+                            f"{'; '.join(diffs)} (--allow-other-host compares them anyway)")
+    keys: list[tuple] = []
+    for i, g in enumerate(groups):
+        if i not in excluded:
+            keys += [k for k in g if k not in keys]
+    layer_refused = _layer_refusals(groups, baseline_index, excluded, labels, refusals)
+
+    records = []
+    for key in keys:
+        side, cell, stack, layer, job = key
+        rec: dict = {"job": job, "side": side, "cell": cell or "", "stack": stack or "", "layer": layer}
+        notes: list[str] = []
+        base_rows = groups[baseline_index].get(key)
+        base_fig = aggregate(base_rows) if base_rows else None
+        for i, lab in enumerate(labels):
+            rows = None if i in excluded else groups[i].get(key)
+            fig = aggregate(rows) if rows else None
+            delta = None
+            if i in excluded:
+                pass
+            elif rows is None:
+                notes.append(f"{lab}: layers differ (see below)" if (i, key) in layer_refused else f"not in {lab}")
+            elif i != baseline_index and base_fig is not None:
+                why = _check(key, base_rows, rows, base_fig, fig, la, lab)
+                if why:
+                    refusals.append(why)
+                    notes.append(f"{lab} refused (see below)")
+                    fig = None
+                else:
+                    delta = judge_change(fig, base_fig)
+                    notes.append(_settings_note(base_rows, rows, la, lab))
+            rec.update({f"{lab}_iops": fig.iops if fig else None, f"{lab}_mb_s": fig.mb_s if fig else None,
+                        f"{lab}_p99_ms": fig.p99_ms if fig else None, f"{lab}_repeats": fig.repeats if fig else None})
+            if i != baseline_index:
+                d = f"{lab}_vs_baseline"
+                rec.update({d: delta.value if delta else None, d + "_low": delta.low if delta else None,
+                            d + "_high": delta.high if delta else None, d + "_verdict": delta.verdict if delta else None,
+                            d + "_why": delta.why if delta else None})
+        rec["note"] = "; ".join(filter(None, notes))
+        records.append(rec)
+
+    cols = [Column("job", "job"), Column("side", "side"), Column("cell", "cell"), Column("stack", "stack", f_text), Column("layer", "layer")]
+    for i, lab in enumerate(labels):
+        if i in excluded:
+            continue
+        cols += [Column(f"{lab}_iops", f"IOPS {lab}", f_int), Column(f"{lab}_mb_s", f"MB/s {lab}", f_mb),
+                 Column(f"{lab}_p99_ms", f"p99 ms {lab}", f_ms)]
+    for i, lab in enumerate(labels):
+        if i != baseline_index and i not in excluded:
+            cols.append(Column(f"{lab}_vs_baseline", f"{lab} vs {la}", row_fmt=delta_pct(f"{lab}_vs_baseline")))
+    cols.append(Column("note", "note", f_text))
+    if not any(r["stack"] for r in records):
+        cols = [c for c in cols if c.key != "stack"]
+    notes = [f"X vs {la} = change in median IOPS from the baseline run {la} for the same side, cell, stack, layer and job "
+                 "(MB/s and p99 are medians and merged-histogram percentiles of each run's repeats)."]
+    if any(r.get(f"{lab}_vs_baseline_low") is not None for r in records for lab in labels):
+        notes.append(stats.describe_method())
+    if any(r.get(f"{lab}_vs_baseline_why") == stats.FEWER for r in records for lab in labels):
+        notes.append(f"Changes carry no verdict where a run has {stats.FEWER} of that row: the repeats cannot tell a change from noise.")
+    facts, missing = _facts(runs, labels, baseline_index, excluded, allow_other_host)
+    title = "Runs compared: " + ", ".join(f"{lab} = run {r.id}" for lab, (r, _, _) in zip(labels, runs)) + f" (baseline {la})"
+    return [Table("compare", title, cols, records, notes, facts, missing)], refusals
+
+
+def _facts(runs: Sequence[RunInput], labels: list[str], baseline_index: int, excluded: set[int],
+           allow_other_host: bool) -> tuple[dict[str, str], list[str]]:
+    base_env = runs[baseline_index][0].environment
+    facts: dict[str, str] = {}
+    missing: list[str] = []
+    ident = ", ".join(f"{k} {_v(base_env.get(k))}" for k in HOST_IDENTITY_KEYS)
+    others = []
+    for i, (run, _, _) in enumerate(runs):
+        diffs = host_differences(base_env, run.environment) if i != baseline_index else []
+        if diffs:
+            others.append(f"{labels[i]} differs: {'; '.join(diffs)}" + ("" if allow_other_host else " (not compared)"))
+        for k in HOST_IDENTITY_KEYS:
+            if run.environment.get(k) is None:
+                missing.append(f"{k} of run {labels[i]}")
+    facts["hosts"] = (f"{labels[baseline_index]}: {ident}" + ("; " + "; ".join(others) if others else "; every run on this host")
+                      + ("; other hosts allowed (--allow-other-host)" if allow_other_host and others else ""))
+    accs = []
+    for i, (_, meas, _) in enumerate(runs):
+        accs.append(f"{labels[i]} {'/'.join(sorted({str(m.get('accelerator')) for m in meas if m.get('side') == 'guest'})) or '-'}")
+    facts["guest accelerator"] = ", ".join(accs)
+    facts["repeats"] = ", ".join(f"{labels[i]} {RepeatPolicy.from_plan(run.plan).describe()}" for i, (run, _, _) in enumerate(runs))
+    return facts, missing
+
+
+def compare_header(runs: Sequence[RunInput], baseline_index: int, allow_other_host: bool) -> dict:
+    """The header lines ``vmbench compare`` prints above the table."""
+    labels = [label(i) for i in range(len(runs))]
+    base_env = runs[baseline_index][0].environment
+    header = {}
+    for i, (run, _, _) in enumerate(runs):
+        env = run.environment
+        header[labels[i]] = (f"run {run.id} ({run.tag}), {run.scenario_name}, {run.status}, started {run.started_at}; "
+                             f"host {env.get('hostname', '?')}, kernel {env.get('host_kernel', '?')}, QEMU {env.get('qemu_version', '?')}, "
+                             f"fio {env.get('host_fio', '?')}" + (" [baseline]" if i == baseline_index else ""))
+    other = [labels[i] for i, (run, _, _) in enumerate(runs) if i != baseline_index and host_differences(base_env, run.environment)]
+    if other:
+        header["hosts"] = (f"OTHER HOST in {', '.join(other)}: compared anyway (--allow-other-host)" if allow_other_host
+                           else f"other host in {', '.join(other)}: not compared (see refusals)")
+    return header
