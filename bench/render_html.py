@@ -15,6 +15,7 @@ import argparse
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -117,6 +118,14 @@ def main() -> int:
         if args.keep:
             Path(args.keep).write_text(page, encoding="utf-8")
         db.close()
+        # what `vmbench report RUN --format html -o FILE` costs: a fresh process that imports,
+        # opens the database, renders and writes the page
+        child = ("import sys, time; t = time.perf_counter(); from vmbench.results.db import ResultsDB; "
+                 "from vmbench.report.html import write_html; "
+                 "write_html(ResultsDB(sys.argv[1], create=False), sys.argv[2], sys.argv[3])")
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", child, str(path), str(run_id), str(Path(tmp) / "report.html")], check=True, cwd=ROOT)
+        t_cold = time.perf_counter() - t0
 
     print(f"run: {args.cells} cells, {n_meas} measurement rows (every figure copied from {FIXTURE.relative_to(ROOT)})")
     print(f"import vmbench.report.html (matplotlib): {t_import:.2f} s")
@@ -124,6 +133,7 @@ def main() -> int:
     if again:
         print(f"render_html, next {len(again)} calls (median):    {statistics.median(again):.2f} s")
     print(f"  of which build_report (the tables):   {t_tables:.2f} s")
+    print(f"fresh process (python start, imports, render, write): {t_cold:.2f} s")
     print(f"page: {len(page.encode()) / 1024:.0f} KiB, {page.count('<svg')} plots, {page.count('<table')} tables")
     return 0
 

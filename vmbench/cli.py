@@ -207,14 +207,29 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .report.render import Format, render
     from .results.db import ResultsDB
 
+    if args.format == "html":
+        if not args.output:
+            raise UsageError("--format html writes a file: name it with -o report.html")
+        from .report.html import write_html
+
+        db = ResultsDB(args.db, create=False)
+        _say_migrated(db, ConsoleProgress())
+        path = write_html(db, args.run, args.output)
+        print(f"wrote {path}")
+        return 0
     try:
         fmt = Format.parse(args.format)
     except ValueError as exc:
-        raise UsageError(f"--format: {exc}") from None
+        raise UsageError(f"--format: {exc} (or html with -o FILE)") from None
     db = ResultsDB(args.db, create=False)
     _say_migrated(db, ConsoleProgress())
     header, tables = build_report(db, args.run)
-    sys.stdout.write(render(tables, fmt, header))
+    text = render(tables, fmt, header)
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
     return 0
 
 
@@ -339,7 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("report", help="print a run's gap tables")
     sp.add_argument("run", nargs="?", default="latest", help="run id, run tag or 'latest' (default)")
     sp.add_argument("--db", default=str(default_db_path()), help=db_help)
-    sp.add_argument("--format", default="table", help="table, markdown, csv or json")
+    sp.add_argument("--format", default="table", help="table, markdown, csv, json or html (html needs -o)")
+    sp.add_argument("-o", "--output", help="write to this file instead of standard output")
     sp.set_defaults(func=cmd_report)
 
     sp = sub.add_parser("runs", help="list stored runs")

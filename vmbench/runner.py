@@ -375,7 +375,7 @@ class Runner:
         try:
             for depth in range(1, top + 1):
                 label = stack.layers[depth - 1].label
-                self.step = f"building {cell.name}: stack {stack.name}: {label}"
+                self.step = f"in cell {cell.name}"  # the builder's errors name the stack and layer
                 self.progress.step(f"{cell.name}: stack {stack.name}: building {label}")
                 built = builder.build_next()
                 record.append({"stack": stack.name, "layer": built.path, "seconds": round(built.seconds, 2),

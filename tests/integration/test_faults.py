@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 
-import libvirt
 import libvirt_qemu
 
 from tests.integration.conftest import ROOT, run_tag_resources, vmbench, write
@@ -141,7 +140,7 @@ def _agent(dom, command: dict) -> dict:
 def test_guest_agent_frozen(machine, tmp_path):
     scenario, db_path, proc = start(tmp_path, runtime="8s")
     lines: list[str] = []
-    line = wait_for(proc, "baseline: raw: 4k-randwrite", lines)
+    wait_for(proc, "baseline: raw: 4k-randwrite", lines)
     name = f"vmbench-{tag_of(lines)}-1"
     dom = machine.conn.lookupByName(name)
     # the agent stops itself: every later agent command times out

@@ -19,7 +19,6 @@ import pytest
 
 from tests.integration.conftest import ROOT, vmbench, write
 from vmbench.report.build import build_report
-from vmbench.report.html import write_html
 from vmbench.results.db import ResultsDB
 
 CHROMIUM = "/usr/bin/chromium"
@@ -70,11 +69,9 @@ def test_html_report_opens_offline_with_every_section_and_plot(machine, tmp_path
     assert run.returncode == 0, run.stderr[-3000:]
 
     report = tmp_path / "report.html"
-    # TODO: once the CLI is wired, run it instead:
-    #   r = vmbench("report", "latest", "--db", str(db_path), "--format", "html", "-o", str(report))
-    #   assert r.returncode == 0, r.stderr
+    r = vmbench("report", "latest", "--db", str(db_path), "--format", "html", "-o", str(report))
+    assert r.returncode == 0, r.stderr
     db = ResultsDB(db_path, create=False)
-    write_html(db, "latest", report)
     header, tables = build_report(db, "latest")
     run_id = db.resolve_run("latest").id
     fio_logs = db.conn.execute("SELECT COUNT(*) FROM telemetry WHERE run_id = ? AND source LIKE 'fio-%'", (run_id,)).fetchone()[0]

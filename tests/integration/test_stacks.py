@@ -106,7 +106,7 @@ def test_failed_layer_is_reported_and_the_vm_removed(machine, tmp_path):
     scenario = write(tmp_path, "broken.yaml", BROKEN)
     run = vmbench("run", str(scenario), "--db", str(tmp_path / "r.db"))
     assert run.returncode == 4, run.stderr
-    assert "error: building layer ext4 of stack bad-ext4 failed:" in run.stderr
+    assert "error: in cell baseline: building layer ext4 of stack bad-ext4 failed:" in run.stderr
     assert "command failed (exit 1): mkfs.ext4 -F -q" in run.stderr
     assert "Invalid filesystem option set: no_such_feature" in run.stderr  # mkfs's own error output is shown
     assert "Traceback" not in run.stderr

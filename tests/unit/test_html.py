@@ -228,3 +228,20 @@ def test_tolerates_tables_without_facts_or_row_formats(db, monkeypatch):
     page = render_html(db, "latest")
     assert all(f"<caption>{html.escape(t.title)}</caption>" in page for t in tables)
     assert "<svg" in section(page, "plot-layers")
+
+
+def test_journey_steps_and_crypto_without_a_luks_layer(db):
+    rid = copy_run(db, "journey", plan_extra={"mode": "journey"})
+    db.add_crypto(rid, side="host", cpu="host", aes_flag=True, cipher="aes-xts-plain64", key_bits=512,
+                  encrypt_mib_s=1500.0, decrypt_mib_s=None, error=None)
+    page = render_html(db, rid)
+    assert "<caption>Tuning journey: each step&#x27;s top layer</caption>" in page
+    cells = section(page, "plot-cells")
+    assert cells.count("<svg") == 4 and "change per journey step" in cells  # 2 jobs x (cells, journey steps)
+    crypto = section(page, "plot-crypto")
+    assert crypto.count("<svg") == 1 and "Crypto ceilings (no LUKS layer measured)" in crypto
+    assert "host host aes-xts-plain64/512: ceiling encrypt 1,573 MB/s." in crypto  # no decrypt figure: no bar
+
+
+def test_same_run_same_page(db):
+    assert render_html(db, "latest") == render_html(db, "latest")

@@ -195,7 +195,7 @@ def _flags(run: RunRow, header: Mapping, tables: Sequence[Table], cells: Sequenc
         if not c["valid"]:
             flags.append(("problem", f"cell {c['name']} not measured: " + ("; ".join(c.get("problems") or []) or "a setting did not take effect")))
     if "tcg" in str(header.get("accelerator", "")).lower():
-        flags.append(("note", "guests ran under TCG (emulation, no KVM): guest figures are far below what KVM gives"))
+        flags.append(("note", "guests ran under TCG (software emulation, no KVM): guest figures include the emulation's cost"))
     if getattr(run, "attempts", 1) > 1:
         flags.append(("note", f"the run was resumed ({run.attempts} attempts); every measurement is kept once"))
     for t in tables:
@@ -343,14 +343,17 @@ def _crypto(db: ResultsDB, run: RunRow, cells: Sequence[dict], layers: Table | N
     if not luks_recs and not crypto:
         return _empty("no LUKS layer and no crypto benchmark in this run")
 
-    def ceiling(side: str, cpu: Any, luks: Mapping) -> list[tuple[str, float | None]]:
+    def measured(c: Mapping) -> list[tuple[str, float]]:
+        return [(f"ceiling {k}", c[f"{k}_mib_s"] * MIB_TO_MB) for k in ("encrypt", "decrypt") if c.get(f"{k}_mib_s") is not None]
+
+    def ceiling(side: str, cpu: Any, luks: Mapping) -> list[tuple[str, float]]:
         for c in crypto:
             if c["side"] == side and (side == "host" or c["cpu"] == cpu) and c["cipher"] == luks.get("cipher") \
-                    and c["key_bits"] == luks.get("key_bits") and c.get("encrypt_mib_s") is not None:
-                return [("ceiling encrypt", c["encrypt_mib_s"] * MIB_TO_MB), ("ceiling decrypt", c["decrypt_mib_s"] * MIB_TO_MB)]
+                    and c["key_bits"] == luks.get("key_bits") and measured(c):
+                return measured(c)
         return []
 
-    made, specs = [], []
+    specs: list[tuple[str, list, float | None]] = []
     by_job: "OrderedDict[str, list[dict]]" = OrderedDict()
     for r in luks_recs:
         by_job.setdefault(r.get("job"), []).append(r)
@@ -368,9 +371,7 @@ def _crypto(db: ResultsDB, run: RunRow, cells: Sequence[dict], layers: Table | N
         targets = [t["min_mb_s"] for t in run.plan.get("targets", []) if t.get("job") == name and t.get("min_mb_s") is not None]
         specs.append((f"{job}: LUKS throughput and crypto ceiling", out[:12], targets[0] if targets else None))
     if not specs:  # crypto rows without a LUKS layer measured: the ceilings alone
-        groups_c = [(f"{c['side']} {c['cpu']} {c['cipher']}/{c['key_bits']}",
-                     [("ceiling encrypt", (c.get("encrypt_mib_s") or 0) * MIB_TO_MB), ("ceiling decrypt", (c.get("decrypt_mib_s") or 0) * MIB_TO_MB)])
-                    for c in crypto if c.get("encrypt_mib_s") is not None]
+        groups_c = [(f"{c['side']} {c['cpu']} {c['cipher']}/{c['key_bits']}", measured(c)) for c in crypto if measured(c)]
         if groups_c:
             specs.append(("Crypto ceilings (no LUKS layer measured)", groups_c[:12], None))
     made = [plots.crypto(title, groups, target) for title, groups, target in specs[:MAX_CRYPTO]]
@@ -410,7 +411,7 @@ def _timelines(db: ResultsDB, run: RunRow) -> str:
     by_job: "OrderedDict[str, OrderedDict[str, list[dict]]]" = OrderedDict()
     for r in rows:
         by_job.setdefault(r["job"], OrderedDict()).setdefault(r["source"], []).append(r)
-    made = []
+    made, notes = [], set()
     for job, sources in list(by_job.items())[:MAX_TIMELINES]:
         panels = []
         # IOPS and completion latency; fio's per-direction IOPS only when there is no total
@@ -420,8 +421,11 @@ def _timelines(db: ResultsDB, run: RunRow) -> str:
             if len(lines) > MAX_TIMELINE_LINES:  # many repeats: the first repeat of each measurement
                 first = min((r["repeat"] or 1) for r in lines)
                 lines = [r for r in lines if (r["repeat"] or 1) == first] or lines
+                notes.add(f"Where a panel would have more than {MAX_TIMELINE_LINES} lines, it shows the first repeat "
+                          "of each measurement (#1); the tables combine all repeats.")
             lines = lines[:MAX_TIMELINE_LINES]
             unit = str(lines[0]["series"].get("unit") or "")
             panels.append((source, unit, [(r["label"], r["series"]["t_s"], r["series"]["values"]) for r in lines]))
         made.append(plots.timeline(f"{job}: over the run, from fio's logs", panels))
-    return _figures(made) + _capped(len(made), len(by_job), "jobs with fio logs")
+    intro = "<p>IOPS and mean completion latency per second, from fio's own logs of each measurement.</p>"
+    return intro + "".join(f"<p>{esc(n)}</p>" for n in sorted(notes)) + _figures(made) + _capped(len(made), len(by_job), "jobs with fio logs")

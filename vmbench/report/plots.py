@@ -9,6 +9,7 @@ rests on colour alone (hatches, markers, line styles and labels carry it too).
 
 from __future__ import annotations
 
+import hashlib
 import html
 import io
 import math
@@ -44,20 +45,17 @@ class Plot:
 
 # ---- SVG output -------------------------------------------------------------------------------
 
-_counter = [0]
-
-
 def to_svg(fig: Figure, title: str) -> str:
     """The figure as one <svg> element for inline use: no prologue or metadata (which carry
-    URLs), ids made unique within the page, a <title> and an aria-label."""
-    _counter[0] += 1
-    prefix = f"f{_counter[0]}-"
+    URLs), ids prefixed by a hash of the figure (unique within the page, and the same page
+    for the same data), a <title> and an aria-label."""
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.hashsalt": "vmbench"}):
         fig.savefig(buf, format="svg")
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
     svg = re.sub(r"\s*<metadata>.*?</metadata>", "", svg, count=1, flags=re.S)
+    prefix = "f" + hashlib.sha1((title + svg).encode()).hexdigest()[:8] + "-"
     svg = re.sub(r'(\bid="|url\(#|href="#)', r"\g<1>" + prefix, svg)
     label = html.escape(title, quote=True)
     head_end = svg.index(">") + 1
@@ -67,7 +65,7 @@ def to_svg(fig: Figure, title: str) -> str:
 
 def _new(width: float, height: float, *, left: float = 0.7, right: float = 0.15, bottom: float = 0.5, top: float = 0.3,
          cols: int = 1, rows: int = 1, gap_w: float = 0.7, gap_h: float = 0.3) -> Figure:
-    """A figure with fixed margins in inches (a layout engine would cost most of the
+    """A figure with fixed margins in inches (a layout engine cost about a third of the
     rendering time); callers size the margins from their labels."""
     fig = Figure(figsize=(width, height))
     aw = max((width - left - right - (cols - 1) * gap_w) / cols, 0.5)
@@ -205,7 +203,8 @@ def latency(title: str, lines: Sequence[tuple[str, Mapping[int, int]]]) -> Plot:
     (side or layer), each with its own marker and line style."""
     points = np.concatenate([np.linspace(50, 90, 9), 100 - np.logspace(1, -2, 25)[1:]])
     with matplotlib.rc_context(RC):
-        fig = _new(5.6, 3.4, left=0.75, right=0.15, bottom=0.5, top=0.3)
+        legend_w = 0.45 + 0.065 * _chars(_txt(label) for label, _ in lines)
+        fig = _new(4.6 + legend_w, 3.4, left=0.75, right=legend_w, bottom=0.5, top=0.3)
         ax = fig.subplots()
         alt = []
         for i, (label, bins) in enumerate(lines):
@@ -229,7 +228,7 @@ def latency(title: str, lines: Sequence[tuple[str, Mapping[int, int]]]) -> Plot:
         ax.set_xlabel("percentile (log-scaled: each step adds a nine)")
         ax.set_ylabel("completion latency, ms (log)")
         ax.set_title(_txt(title, 80))
-        ax.legend(loc="upper left")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
         return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")
 
 
@@ -245,7 +244,7 @@ def cell_bars(title: str, recs: Sequence[Mapping], key: str, label_key: str = "c
     reasons = _reasons(recs, key)
     shared = len(reasons) == 1 and not any(r.get(f"{key}_verdict") for r in recs)
     with matplotlib.rc_context(RC):
-        fig = _new(6.8, 0.85 + 0.3 * max(len(recs), 2), left=0.25 + 0.065 * _chars(_txt(r.get(label_key) or "") for r in recs),
+        fig = _new(6.3, 0.85 + 0.3 * max(len(recs), 2), left=0.25 + 0.065 * _chars(_txt(r.get(label_key) or "") for r in recs),
                    right=0.15, bottom=0.5, top=0.3)
         ax = fig.subplots()
         ys = np.arange(len(recs))[::-1]
@@ -276,7 +275,7 @@ def cell_bars(title: str, recs: Sequence[Mapping], key: str, label_key: str = "c
         width = max(hi - lo, 1e-9)
         pad = width * 0.02
         for y, v, iv, text in labels:
-            right = v is None or v >= ref
+            right = v is None or v >= ref or not pct  # a gap's bar starts at 0: text after its end
             end = (0.0 if v is None else max(v, iv[1] if iv else v)) if right else min(v, iv[0] if iv else v)
             ax.text(end + (pad if right else -pad), y, _txt(text, 60), va="center", ha="left" if right else "right", fontsize=7)
         ax.set_yticks(ys, [_txt(r.get(label_key) or "") for r in recs])
@@ -349,17 +348,22 @@ def timeline(title: str, panels: Sequence[tuple[str, str, Sequence[tuple[str, Se
         axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
         alt = []
         for ax, (source, unit, lines) in zip(axes, panels):
+            positive: list[float] = []
             for i, (label, ts, vs) in enumerate(lines):
                 ts, vs = _thin(ts, vs, 600)
                 ax.plot(ts, vs, label=_txt(label), color=COLOURS[i % len(COLOURS)], linestyle=LINESTYLES[i % len(LINESTYLES)],
                         marker=MARKERS[i % len(MARKERS)], markevery=max(len(ts) // 8, 1), markersize=3.5, linewidth=1.0)
                 finite = [v for v in vs if v is not None and not math.isnan(v)]
+                positive += [v for v in finite if v > 0]
                 if finite:
-                    alt.append(f"{source} {label}: {len(finite)} points over {fmt_num(max(ts) if ts else 0)} s, "
+                    alt.append(f"{source} {label}: {len(finite)} point{'s' if len(finite) > 1 else ''} over {fmt_num(max(ts) if ts else 0)} s, "
                                f"min {fmt_num(min(finite))}, median {fmt_num(float(np.median(finite)))}, max {fmt_num(max(finite))} {unit}")
             ax.set_ylabel({"fio-iops": "IOPS", "fio-clat": "completion\nlatency, ms"}.get(source, f"{source}\n{unit}"))
-            if unit == "IOPS":
-                ax.yaxis.set_major_formatter(_THOUSANDS)
+            if positive and max(positive) > 30 * min(positive):  # orders of magnitude apart (host vs LUKS): log scale
+                ax.set_yscale("log")
+                ax.yaxis.set_minor_formatter(NullFormatter())
+                ax.set_ylabel(ax.get_ylabel() + " (log)")
+            ax.yaxis.set_major_formatter(_THOUSANDS if unit == "IOPS" else _MS)
             ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
         axes[-1].set_xlabel("time, s")
         axes[0].set_title(_txt(title, 80))
