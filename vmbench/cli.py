@@ -262,9 +262,16 @@ def _driver_for(args: argparse.Namespace):
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
+    driver, where = _driver_for(args)
+    try:
+        return _cleanup(args, driver, where)
+    finally:
+        driver.close()
+
+
+def _cleanup(args: argparse.Namespace, driver, where: str) -> int:
     from .cleanup import find_leftovers, remove_leftovers
 
-    driver, where = _driver_for(args)
     found, skipped = find_leftovers(driver, StatePaths.default(), include_live=args.force)
     for tag, pid in skipped.items():
         print(f"skipping run {tag}: still running as pid {pid} (use --force to remove it anyway)")

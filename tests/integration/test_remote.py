@@ -90,6 +90,8 @@ def test_remote_run_end_to_end(machine, sshd, tmp_path):
     doc = vmbench("doctor", str(path))
     assert doc.returncode == 0, doc.stdout + doc.stderr
     assert "hash matches" in doc.stdout and sshd.host_key_fingerprint in doc.stdout
+    clean = vmbench("cleanup", "--dry-run", str(path), timeout=120)
+    assert clean.returncode == 0 and "nothing to clean up on 127.0.0.1" in clean.stdout, clean.stdout + clean.stderr
 
 
 def test_unknown_and_changed_host_keys_are_refused(machine, sshd, tmp_path):

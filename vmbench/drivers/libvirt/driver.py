@@ -10,6 +10,7 @@ creates is named ``vmbench-<run tag>-...`` and the domains carry vmbench metadat
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import re
@@ -139,6 +140,8 @@ class LibvirtDriver:
             if opener is None:  # pragma: no cover - make_driver always pairs a remote URI with SSH
                 raise PreflightError(f"{self.uri} needs an SSH transport to its host")
             self._bridge = LibvirtBridge(opener, self.uri)
+            # close libvirt before the bridge's threads stop at exit, or closing it would wait forever
+            atexit.register(self.close)
         return self._bridge.local_uri
 
     def close(self) -> None:
