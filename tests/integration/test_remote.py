@@ -146,6 +146,7 @@ def test_dropped_connection_then_resume(machine, sshd, tmp_path):
     assert proc.returncode == 4, out
     assert "lost the SSH connection to root@127.0.0.1" in out and "measuring the host" in out, out
     assert "--resume" in out
+    assert "cleanup incomplete" not in out, out
     db = ResultsDB(db_path, create=False)
     r = db.resolve_run("latest")
     assert r.status == "failed"

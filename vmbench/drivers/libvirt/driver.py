@@ -98,6 +98,7 @@ class LibvirtDriver:
         self.state = state
         self.paths = paths
         self._conn = None
+        self._lost = False  # the last connection died: reopen with retries
         self._bridge: LibvirtBridge | None = None
         self.image: HostImage | None = None
         self.accelerator: Accelerator | None = None
@@ -109,7 +110,7 @@ class LibvirtDriver:
     def conn(self) -> "libvirt.virConnect":
         """The libvirt connection, reopened when it died (libvirtd restarted, SSH dropped):
         then for up to RECONNECT_SECONDS, so a run's cleanup outlasts a daemon restart."""
-        lost = False
+        lost, self._lost = self._lost, False
         if self._conn is not None:
             try:
                 alive = self._conn.isAlive() == 1
@@ -337,14 +338,21 @@ class LibvirtDriver:
         reconnects first when the connection to libvirt was lost."""
         errors = []
         dom = None
-        try:
-            conn = self.conn
-            dom = conn.lookupByName(res.name)
-        except VmbenchError as exc:
-            raise HypervisorError(f"cannot remove {res.name}: {exc.message}", "run `vmbench cleanup` once the host answers") from None
-        except libvirt.libvirtError as exc:
-            if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:  # a dead connection is not "already gone"
-                errors.append(f"{res.name}: {exc.get_error_message()}")
+        for attempt in (1, 2):
+            try:
+                dom = self.conn.lookupByName(res.name)
+                break
+            except VmbenchError as exc:
+                raise HypervisorError(f"cannot remove {res.name}: {exc.message}", "run `vmbench cleanup` once the host answers") from None
+            except libvirt.libvirtError as exc:
+                if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                    break
+                if attempt == 1:  # the connection may have died without libvirt noticing yet: reopen once
+                    log.warning("looking up %s: %s; reconnecting to libvirt", res.name, exc.get_error_message())
+                    self.close()
+                    self._lost = True
+                    continue
+                errors.append(f"{res.name}: {exc.get_error_message()}")  # a dead connection is not "already gone"
         if dom is not None:
             if _is_ours(dom):
                 for step in (_destroy, _undefine):
