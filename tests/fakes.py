@@ -166,6 +166,17 @@ def fio_run(job: str | None = None) -> Callable[[list[str]], bool]:
     return lambda argv: is_fio_run(argv, job)
 
 
+#: devices every fake sample has in /proc/diskstats (host and guest)
+SAMPLED_DEVICES = ("sda", "sda2", "vda", "vda1", "vdb", "vdb1", "sdb", "sdb1", "dm-0", "dm-1")
+
+
+def is_sampler(argv: Sequence[str]) -> bool:
+    """The telemetry sampler (vmbench.telemetry.sampler_argv)."""
+    from vmbench.telemetry import SAMPLER_SCRIPT
+
+    return len(argv) >= 7 and list(argv[:2]) == ["sh", "-c"] and argv[2] == SAMPLER_SCRIPT
+
+
 def without_target_and_output(argv: Sequence[str]) -> list[str]:
     return [a for a in argv if not a.startswith(("--filename=", "--output=", "--write_iops_log=", "--write_lat_log="))]
 
@@ -294,6 +305,9 @@ class _FakeSide:
         self.fio_installed = True
         self.fio_iops: IopsFn | None = None  # argv -> the IOPS a measurement reports (None: the canned)
         self.fio_series: SeriesFn | None = None  # argv -> {source: series}, see attach_fio_series
+        self.spawned: list[list[str]] = []  # background commands (the telemetry sampler)
+        self.killed: list[int] = []
+        self.samples = 0
 
     # -- Transport -------------------------------------------------------------------------
 
@@ -318,6 +332,47 @@ class _FakeSide:
             raise CommandError(f"command failed (exit {code}): {' '.join(argv)}" + (f"\n{err}" if err else ""),
                                argv=argv, returncode=code, stdout=out, stderr=err)
         return done
+
+    def spawn(self, argv) -> int:
+        """Background commands: only the telemetry sampler, which writes two samples at once."""
+        argv = [str(a) for a in argv]
+        self.commands.append(argv)
+        self.inputs.append(None)
+        self.envs.append(None)
+        for fault in self.faults:
+            fault.check(argv, self.name)
+        if not is_sampler(argv):
+            raise AssertionError(f"{self.name}: unexpected background command {argv}")
+        self.spawned.append(argv)
+        self._sample(argv[4], 2)
+        return len(self.spawned)
+
+    def kill(self, handle: int) -> None:
+        self.killed.append(handle)
+
+    def _sample(self, path: str, count: int = 1) -> None:
+        """Samples as the sampler writes them: every second, 1 MB written to each device."""
+        text = ""
+        for _ in range(count):
+            self.samples += 1
+            n = self.samples
+            text += f"\n@ {1000 + n}.00\n"
+            text += "".join(f" 254 {i} {d} 10 0 {n * 8} 5 20 0 {n * 2048} 9 0 10 20 0 0 0 0 0 0\n" for i, d in enumerate(SAMPLED_DEVICES))
+            text += f"cpu  {n * 30} 0 {n * 20} {n * 40} {n * 10} 0 0 0 0 0\n.\n"
+        self.files[path] = self.files.get(path, b"") + text.encode()
+
+    def _cmd_sh(self, argv, stdin):
+        if not is_sampler(argv):
+            return 1, "", "sh: this fake runs the telemetry sampler only"
+        if not self._parent_ok(argv[4]):
+            return 1, "", f"sh: {argv[4]}: No such file or directory"
+        self._sample(argv[4])
+        return ""
+
+    @property
+    def left_running(self) -> list[int]:
+        """Background commands started and never killed."""
+        return [i for i in range(1, len(self.spawned) + 1) if i not in self.killed]
 
     def read_file(self, path: str) -> bytes:
         if path in self.files:
@@ -484,6 +539,16 @@ class FakeHost(_FakeSide):
 
     def _cmd_df(self, argv, stdin):
         return f"   Avail\n{self.free}\n"
+
+    def _cmd_findmnt(self, argv, stdin):  # the pool is on /dev/sda2
+        if "--target" in argv and self._exists(argv[argv.index("--target") + 1]):
+            return "/dev/sda2\n"
+        return 1, "", ""
+
+    def _cmd_lsblk(self, argv, stdin):
+        if "-s" in argv and argv[-1] == "/dev/sda2":
+            return "sda2 part\nsda disk\n"
+        return 32, "", f"lsblk: {argv[-1]}: not a block device"
 
     def _cmd_qemu_img(self, argv, stdin):
         if argv[1] == "info":
@@ -655,6 +720,16 @@ class FakeGuestTransport(_FakeSide):
         return {"blockdevices": disks}
 
     def _cmd_lsblk(self, argv, stdin):
+        if "-s" in argv:  # the device and every device under it (vmbench.telemetry)
+            dev, disk = argv[-1], self.layout.scratch
+            if dev == self.disk:
+                return f"{disk} disk\n"
+            if dev in self.partitions:
+                return f"{posixpath.basename(dev)} part\n{disk} disk\n"
+            if dev in self.devices:
+                below = "".join(f"{posixpath.basename(p)} part\n" for p in self.partitions[:1])
+                return f"dm-0 lvm\n{below}{disk} disk\n"
+            return 32, "", f"lsblk: {dev}: not a block device"
         if "--json" in argv and "--list" in argv:  # the partitions of the scratch disk (StackBuilder)
             dev = argv[-1]
             if dev != self.disk:
@@ -677,6 +752,11 @@ class FakeGuestTransport(_FakeSide):
     def _cmd_findmnt(self, argv, stdin):
         if "--target" in argv and argv[argv.index("--target") + 1] == "/":
             return self.root_source + "\n"
+        if "--target" in argv:
+            path = argv[argv.index("--target") + 1]
+            under = [mp for mp in self.mounts if path.startswith(mp.rstrip("/") + "/")]
+            if under:
+                return self.mounts[max(under, key=len)] + "\n"
         if "--mountpoint" in argv:
             mp = argv[argv.index("--mountpoint") + 1]
             return (0, mp + "\n", "") if mp in self.mounts else (1, "", "")

@@ -130,6 +130,33 @@ def run(
     return done
 
 
+def spawn(argv: Sequence[str]) -> subprocess.Popen:
+    """Start ``argv`` in the background in its own process group (no stdin, output
+    discarded) and return at once; stop it with :func:`kill_spawned`."""
+    argv = [os.fspath(a) for a in argv]
+    if not argv:
+        raise ValueError("spawn() needs a non-empty argv")
+    log.debug("spawn: %s", format_argv(argv))
+    try:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+    except FileNotFoundError as exc:
+        raise CommandError(f"command not found: {argv[0]}", argv=argv) from exc
+
+
+def kill_spawned(proc: subprocess.Popen) -> None:
+    """Kill a :func:`spawn`ed command's whole process group and reap it."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        log.warning("process %d did not exit after SIGKILL", proc.pid)
+
+
 def _kill(proc: subprocess.Popen) -> tuple[bytes | None, bytes | None]:
     """Kill the command's whole process group; collect what output there is, bounded (a
     process stuck in the kernel may keep the pipes open)."""

@@ -336,9 +336,11 @@ def test_fio_series_are_stored_per_measurement(env, monkeypatch):
     assert set(rows[0]) == {"id", "run_id", "measurement_id", "source", "series"}
 
 
-def test_no_series_no_telemetry(env):
+def test_no_series_no_fio_telemetry(env):
     outcome = env.runner(FakeDriver(), scenario("")).run()
-    assert env.telemetry(outcome.run_id) == [] and len(env.rows("measurements", outcome.run_id)) == 4
+    rows = env.telemetry(outcome.run_id)
+    assert len(env.rows("measurements", outcome.run_id)) == 4
+    assert sorted(r["source"] for r in rows) == ["cpu"] * 4 + ["disk"] * 4  # only the sampler's, no fio logs
 
 
 def test_db_telemetry_roundtrip(tmp_path):

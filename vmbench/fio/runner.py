@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from .. import telemetry as telemetry_
 from ..errors import VmbenchError
 from ..progress import NullProgress, Progress
 from ..transport import ops
@@ -39,7 +40,8 @@ class FioRun:
     result: FioResult
     raw_json: str
     #: fio's own time series: "fio-iops", "fio-clat" (and "fio-iops-read"/"fio-iops-write" when
-    #: both directions ran), each {"t_s": [...], "values": [...], "unit": "IOPS" | "ms"}
+    #: both directions ran), each {"t_s": [...], "values": [...], "unit": "IOPS" | "ms"}; and
+    #: the sampler's "disk" and "cpu" (:mod:`vmbench.telemetry`)
     series: dict = field(default_factory=dict)
     jobfile_text: str | None = None  # the rewritten copy of a job file that ran
     rewrites: tuple[str, ...] = ()  # what vmbench changed in it, one line each
@@ -61,12 +63,15 @@ def run_fio(
     progress: Progress | None = None,
     slow: bool = False,
     must_match: Sequence[str] | None = None,
+    telemetry: bool = True,
 ) -> FioRun:
     """Run ``job`` on ``target``.  ``must_match`` is the other side's argv for the same job:
     the run is refused unless every parameter but target, output and log paths is identical
     (for a job file: the rewritten text, through the digest in the copy's name).  A job file
     runs as a copy rewritten for ``target`` in ``workdir``; fio's logs are read back, parsed
-    into :attr:`FioRun.series` and removed with the copy and the output."""
+    into :attr:`FioRun.series` and removed with the copy and the output.  With ``telemetry``
+    a sampler records the devices under ``target`` and the CPU while fio runs (the "disk"
+    and "cpu" series, :mod:`vmbench.telemetry`); it never fails the run."""
     progress = progress or NullProgress()
     token = secrets.token_hex(4)
     output = f"{workdir}/fio-{token}.json"
@@ -87,11 +92,19 @@ def run_fio(
             progress.status(f"{label}: {format_duration(max(0.0, total - elapsed))} left")
 
     logs: dict[str, bytes] = {}
+    sampled: dict[str, dict] = {}
     finished = False
     try:
         if jobfile_path is not None and text is not None:
             transport.write_file(jobfile_path, text.encode(), 0o644)
-        transport.run(argv, env=fio_env(job, target), timeout=job_timeout(job, slow), on_wait=tick)
+        sampler = telemetry_.Sampler(transport, target, workdir, token, job_timeout(job, slow)) if telemetry else None
+        if sampler is not None:
+            sampler.start()
+        try:
+            transport.run(argv, env=fio_env(job, target), timeout=job_timeout(job, slow), on_wait=tick)
+        finally:
+            if sampler is not None:
+                sampled = sampler.stop()
         raw = transport.read_file(output).decode("utf-8", errors="replace")
         finished = True
     finally:
@@ -101,7 +114,7 @@ def run_fio(
         _remove(transport, [output] + ([jobfile_path] if jobfile_path else []) + [f"{workdir}/{n}" for n in names])
     raw = raw[raw.find("{"):] if "{" in raw else raw
     result = parse_fio_json(raw)
-    return FioRun(argv=tuple(argv), target=target, result=result, raw_json=raw, series=parse_logs(logs),
+    return FioRun(argv=tuple(argv), target=target, result=result, raw_json=raw, series={**parse_logs(logs), **sampled},
                   jobfile_text=text, rewrites=rewrites)
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+
+from .. import telemetry
 from ..results.db import ResultsDB, RunRow
 from .facts import RepeatPolicy
 from .tables import Table, cells_table, crypto_table, gap_table, journey_table, layer_table, targets_table
@@ -14,7 +17,28 @@ def load_run(db: ResultsDB, ref: str | int | None) -> tuple[RunRow, list[dict], 
     measurements = db.rows("measurements", run.id)
     for m in measurements:
         m["cell"] = names.get(m["cell_id"])
+    attach_telemetry(db, run.id, measurements)
     return run, cells, measurements + shared_raw_rows(cells, measurements), db.rows("crypto", run.id), db.rows("boots", run.id)
+
+
+def attach_telemetry(db: ResultsDB, run_id: int, measurements: list[dict]) -> None:
+    """Each measurement with a sampler's series gets ``telemetry``: the means of
+    :func:`vmbench.telemetry.summary` (device MB/s read and written, CPU busy and idle %)."""
+    try:
+        rows = db.telemetry(run_id)
+    except Exception as exc:  # an old database without the table: nothing sampled
+        logging.getLogger(__name__).debug("no telemetry: %s", exc)
+        return
+    by_m: dict[int, dict[str, dict]] = {}
+    for r in rows:
+        if r.get("measurement_id") is not None and r.get("source") in ("disk", "cpu"):
+            by_m.setdefault(r["measurement_id"], {})[r["source"]] = r.get("series")
+    for m in measurements:
+        got = by_m.get(m["id"])
+        if got:
+            summ = telemetry.summary(got.get("disk"), got.get("cpu"))
+            if summ:
+                m["telemetry"] = summ
 
 
 def shared_raw_rows(cells: list[dict], measurements: list[dict]) -> list[dict]:

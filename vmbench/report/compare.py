@@ -31,6 +31,11 @@ class Figures:
     cv: float | None  # IOPS coefficient of variation across repeats; None for one repeat
     job_hash: str
     samples: tuple[float, ...] = ()  # each repeat's IOPS, in the order they ran (for intervals)
+    # the sampler's means over the run (vmbench.telemetry), averaged over the repeats that have them
+    dev_read_mb_s: float | None = None
+    dev_write_mb_s: float | None = None
+    cpu_busy: float | None = None  # 100 - idle, % of all CPUs of the side fio ran on
+    cpu_idle: float | None = None
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,32 @@ def aggregate(rows: Sequence[dict]) -> Figures:
         cv=cv,
         job_hash=hashes.pop() if len(hashes) == 1 else "mixed",
         samples=tuple(iops),
+        dev_read_mb_s=_tmean(rows, "read_mb_s"),
+        dev_write_mb_s=_tmean(rows, "write_mb_s"),
+        cpu_busy=_tmean(rows, "cpu_busy"),
+        cpu_idle=_tmean(rows, "cpu_idle"),
     )
+
+
+def _tmean(rows: Sequence[dict], key: str) -> float | None:
+    values = [t[key] for r in rows if isinstance(t := r.get("telemetry"), dict) and t.get(key) is not None]
+    return statistics.mean(values) if values else None
+
+
+CACHE_SHARE = 0.10  # device reads under this share of fio's MB/s: served from a cache
+CPU_IDLE_MIN = 10.0  # % idle under this: the side's CPUs were the limit
+
+
+def telemetry_notes(row: dict, fig: Figures) -> list[str]:
+    """Flags from what the layers below did during the run (METHOD rule 8)."""
+    params = row.get("job_params") or {}
+    notes = []
+    reads = params.get("jobfile") is None and params.get("rw") in ("read", "randread")
+    if reads and fig.dev_read_mb_s is not None and fig.mb_s > 0 and fig.dev_read_mb_s < CACHE_SHARE * fig.mb_s:
+        notes.append("served from cache? (device reads " + f"{fig.dev_read_mb_s:.2f} MB/s)")
+    if fig.cpu_idle is not None and fig.cpu_idle < CPU_IDLE_MIN:
+        notes.append(f"CPU-bound? ({fig.cpu_idle:.0f}% idle)")
+    return notes
 
 
 def group(measurements: Iterable[dict]) -> "OrderedDict[tuple, list[dict]]":
@@ -143,7 +173,8 @@ def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence
         host = aggregate(host_rows) if host_rows else None
         sync = bool((host_rows or [{}])[0].get("sync")) if host_rows else False
         if host is not None:
-            out.append(Row(job=job, sync=sync, side="host", cell=None, stack=None, layer="host", figures=host, gap=1.0))
+            out.append(Row(job=job, sync=sync, side="host", cell=None, stack=None, layer="host", figures=host, gap=1.0,
+                           note="; ".join(telemetry_notes(host_rows[0], host))))
         base = None
         for cell in order:
             rows = groups.get(("guest", cell, None, "raw", job))
@@ -165,6 +196,7 @@ def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence
                 else:
                     notes.append("job differs from host's; not compared")
             notes += cache_notes(rows[0], host_memory_bytes)
+            notes += telemetry_notes(rows[0], fig)
             note = "; ".join(notes)
             vs_base = None
             if base is not None and cell != baseline and base.job_hash == fig.job_hash:
@@ -193,7 +225,7 @@ def layer_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequen
                     continue
                 if host is not None:
                     out.append(Row(job=job, sync=bool(host_rows[0]["sync"]), side="host", cell=cell["name"], stack=stack,
-                                   layer="host", figures=host, gap=1.0))
+                                   layer="host", figures=host, gap=1.0, note="; ".join(telemetry_notes(host_rows[0], host))))
                 below = host
                 for layer, rows in chain:
                     if not rows:
@@ -207,6 +239,7 @@ def layer_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequen
                         vs_below=_change(fig.iops, below.iops) if below is not None else None,
                         deltas=_deltas(gap=judge_gap(host, fig) if same_as_host else None,
                                        vs_below=judge_change(fig, below) if below is not None else None),
+                        note="; ".join(telemetry_notes(rows[0], fig)),
                     ))
                     below = fig
     return out

@@ -152,10 +152,32 @@ def _table_facts(measurements: Sequence[dict], cells: Sequence[dict], env: dict 
 
 def _figures(row: Row) -> dict:
     f = row.figures
-    return {
+    out = {
         "iops": f.iops, "mb_s": f.mb_s, "p50_ms": f.p50_ms, "p95_ms": f.p95_ms, "p99_ms": f.p99_ms,
         "p999_ms": f.p999_ms, "repeats": f.repeats, "cv": f.cv,
     }
+    if f.dev_read_mb_s is not None or f.cpu_busy is not None:  # sampled (older runs: no keys at all)
+        out.update({"dev_read_mb_s": f.dev_read_mb_s, "dev_write_mb_s": f.dev_write_mb_s, "cpu_pct": f.cpu_busy})
+    return out
+
+
+def f_dev(record: dict) -> str:
+    r, w = record.get("dev_read_mb_s"), record.get("dev_write_mb_s")
+    return "-" if r is None and w is None else f"{f_mb(r)}/{f_mb(w)}"
+
+
+def _telemetry_columns(records: list[dict]) -> list[Column]:
+    """Device MB/s and CPU % beside fio's figures, when the run sampled them."""
+    if not any("dev_read_mb_s" in r or "cpu_pct" in r for r in records):
+        return []
+    return [Column("dev_mb_s", "dev MB/s r/w", row_fmt=f_dev),
+            Column("cpu_pct", "CPU %", lambda v: "-" if v is None else f"{v:.0f}")]
+
+
+TELEMETRY_NOTE = ("dev MB/s r/w = mean MB/s read/written by the device under the target while fio ran (/proc/diskstats; "
+                  "in the guest the scratch disk); CPU % = mean busy share (100 - idle) of all CPUs of the side fio ran on "
+                  "(/proc/stat). served from cache? = a read job whose device read under 10% of fio's MB/s; "
+                  "CPU-bound? = CPUs under 10% idle.")
 
 
 FIGURE_COLUMNS = [
@@ -189,6 +211,7 @@ def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
     if multi_cell:
         cols.append(Column("cell", "cell"))
     cols += FIGURE_COLUMNS
+    cols += _telemetry_columns(records)
     cols += _repeat_columns(records, policy)
     cols.append(Column("gap", "gap (host/guest)", row_fmt=delta_ratio("gap")))
     if multi_cell:
@@ -204,6 +227,8 @@ def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
         notes.append("(sync) jobs issue synchronous writes: compare them only with each other.")
     if multi_cell:
         notes.append(f"vs baseline = change in IOPS from the first cell ({cells[0]['name']}).")
+    if _telemetry_columns(records):
+        notes.append(TELEMETRY_NOTE)
     notes += verdict_notes(records, keys)
     env = dict(env or {})
     if host_memory_bytes and not env.get("host_memory_mib"):
@@ -231,15 +256,20 @@ def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Seque
         records.append({"cell": r.cell, "stack": r.stack, "job": _job_label(r),
                         "layer": r.layer if r.layer in ("host", "raw") else "+" + top,
                         "layer_path": r.layer, **_figures(r), "vs_below": r.vs_below, "gap": r.gap, "crypto_ceiling": ceiling,
+                        **({"note": r.note} if r.note else {}),
                         "repeat_stop": policy.stop(r.figures.repeats, r.figures.cv), **delta_fields(r, keys)})
     cols = [Column("cell", "cell"), Column("stack", "stack"), Column("job", "job"), Column("layer", "layer")]
-    cols += FIGURE_COLUMNS + _repeat_columns(records, policy)
+    cols += FIGURE_COLUMNS + _telemetry_columns(records) + _repeat_columns(records, policy)
     cols += [Column("vs_below", "vs layer below", row_fmt=delta_pct("vs_below")),
              Column("gap", "gap (host/layer)", row_fmt=delta_ratio("gap"))]
     notes = ["vs layer below = change in IOPS that layer costs (or gains); gap = host IOPS / IOPS at that layer."]
+    if _telemetry_columns(records):
+        notes.append(TELEMETRY_NOTE)
     if any(r["crypto_ceiling"] for r in records):
         cols.append(Column("crypto_ceiling", "crypto ceiling", f_text))
         notes.append("crypto ceiling = cryptsetup benchmark in that guest for the stack's cipher (one CPU), encrypt/decrypt MiB/s, and whether the guest has the aes flag.")
+    if any(r.get("note") for r in records):
+        cols.append(Column("note", "note", f_text))
     notes += verdict_notes(records, keys)
     stacked = [c for c in cells if c.get("stacks")]
     facts, missing = _table_facts(measurements, stacked, env, policy)

@@ -103,6 +103,25 @@ class GuestAgentTransport:
             )
         return done
 
+    def spawn(self, argv: Sequence[str]) -> int:
+        """Start argv in the guest without waiting (output discarded); returns its pid."""
+        argv = [str(a) for a in argv]
+        log.debug("guest %s: spawn %s", self.name, format_argv(argv))
+        reply = self.channel({"execute": "guest-exec", "arguments": {"path": argv[0], "arg": argv[1:], "capture-output": False}}, 30)
+        return int(reply["pid"])
+
+    def kill(self, handle: int) -> None:
+        """Kill what :meth:`spawn` started, then collect its status (so the agent forgets it)."""
+        pid = int(handle)
+        self._kill(pid)
+        for _ in range(20):
+            try:
+                if self.channel({"execute": "guest-exec-status", "arguments": {"pid": pid}}, 10).get("exited"):
+                    return
+            except GuestError:
+                return
+            self.sleep(0.05)
+
     def _kill(self, pid: int) -> None:
         try:
             self.channel({"execute": "guest-exec", "arguments": {"path": "/bin/kill", "arg": ["-KILL", str(pid)]}}, 10)

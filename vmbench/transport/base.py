@@ -28,6 +28,16 @@ class Transport(Protocol):
         """Run argv (never a shell string); ``input`` is stdin (use it for secrets)."""
         ...
 
+    def spawn(self, argv: Sequence[str]) -> object:
+        """Start argv in the background (no stdin, output discarded) and return a handle at
+        once, for :meth:`kill`.  Only for commands that stop by themselves after a bounded
+        time (the telemetry sampler), so a lost handle never leaves anything running."""
+        ...
+
+    def kill(self, handle: object) -> None:
+        """Kill what :meth:`spawn` started (its process group where the side has one)."""
+        ...
+
     def read_file(self, path: str) -> bytes:
         ...
 

@@ -26,6 +26,12 @@ class LocalTransport:
     ) -> Completed:
         return command.run(argv, input=input, timeout=timeout, env=env, check=check, on_wait=on_wait)
 
+    def spawn(self, argv: Sequence[str]) -> object:
+        return command.spawn(argv)
+
+    def kill(self, handle: object) -> None:
+        command.kill_spawned(handle)  # type: ignore[arg-type]
+
     def read_file(self, path: str) -> bytes:
         return Path(path).read_bytes()
 

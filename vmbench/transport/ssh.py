@@ -184,7 +184,7 @@ class SshTransport:
         argv = [os.fspath(a) for a in argv]
         if not argv:
             raise ValueError("run() needs a non-empty argv")
-        step = f"running {format_argv(argv)}"
+        step = f"running {_short(format_argv(argv))}"
         log.debug("%s: %s", self.name, format_argv(argv))
         chan = self._session(step)
         out, err, pgid = bytearray(), bytearray(), None
@@ -292,6 +292,48 @@ class SshTransport:
         except (VmbenchError, *_DROPPED) as exc:
             log.warning("%s: could not kill process group %d: %s", self.name, pgid, exc)
 
+    def spawn(self, argv: Sequence[str]) -> tuple[paramiko.Channel, int]:
+        """Start argv on the host in its own session (as :meth:`run` does) without waiting;
+        returns (channel, process-group id) for :meth:`kill`."""
+        argv = [os.fspath(a) for a in argv]
+        if not argv:
+            raise ValueError("spawn() needs a non-empty argv")
+        step = f"starting {format_argv(argv)}"
+        log.debug("%s: spawn %s", self.name, format_argv(argv))
+        chan = self._session(step)
+        err = bytearray()
+        try:
+            chan.exec_command(remote_command(argv))
+            chan.shutdown_write()
+            deadline = time.monotonic() + self.connect_timeout
+            while b"\n" not in err:
+                if chan.recv_stderr_ready():
+                    err += chan.recv_stderr(_CHUNK)
+                    continue
+                if chan.closed or chan.exit_status_ready() or time.monotonic() >= deadline:
+                    break
+                select.select([chan], [], [], 0.05)
+        except _DROPPED as exc:
+            chan.close()
+            raise self._lost(step, exc) from None
+        first = bytes(err).partition(b"\n")[0]
+        if not first.startswith(_PGID_PREFIX):
+            chan.close()
+            raise CommandError(f"{self.name}: {format_argv(argv)} did not start", argv=argv, stderr=_decode(err))
+        pgid = int(first[len(_PGID_PREFIX):])
+        self.running_pgids.add(pgid)
+        return chan, pgid
+
+    def kill(self, handle: tuple[paramiko.Channel, int]) -> None:
+        """Kill the process group of what :meth:`spawn` started and close its channel."""
+        chan, pgid = handle
+        try:
+            self._kill(pgid, "stopping a background command")
+        finally:
+            self.running_pgids.discard(pgid)
+            with contextlib.suppress(Exception):
+                chan.close()
+
     def open_stream(self, argv: Sequence[str]) -> paramiko.Channel:
         """A channel running argv (no wrapper), for byte streams such as virt-ssh-helper."""
         argv = [os.fspath(a) for a in argv]
@@ -384,6 +426,11 @@ def _handshake_done(ssh: paramiko.SSHClient) -> bool:
     """After the key exchange (so an SSHException is about the login, not reaching the host)?"""
     transport = ssh.get_transport()
     return transport is not None and transport.is_active() and transport.get_remote_server_key() is not None
+
+
+def _short(text: str, limit: int = 100) -> str:
+    """A command for a message: the start is enough to say which step it was."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _reason(exc: BaseException) -> str:

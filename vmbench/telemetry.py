@@ -1,0 +1,236 @@
+"""What the layers below fio did while it ran (METHOD rule 8): device I/O and CPU time.
+
+A sampler started just before fio (:meth:`Transport.spawn`) appends ``/proc/diskstats`` and
+the aggregate ``cpu`` line of ``/proc/stat`` to a file about once a second; it is killed
+right after fio, one last sample is taken, and the file is read back, removed and parsed
+into per-second series (pure functions, :func:`parse_samples` and :func:`series`):
+
+* ``disk``: ``{"t_s": [...], "devices": {name: {"read_mb_s": [...], "write_mb_s": [...]}},
+  "primary": name | None, "all_devices": bool}`` -- the devices under fio's target (the disk
+  at the bottom, and the target's own device when that is another one, e.g. dm-0);
+  ``primary`` is the one the report shows (None: sum them all); ``all_devices`` says the
+  devices under the target could not be found and every whole disk was recorded instead.
+* ``cpu``: ``{"t_s": [...], "user": [...], "system": [...], "iowait": [...], "steal": [...],
+  "idle": [...]}`` in percent of all CPUs.
+
+The sampler is a fixed shell script (:data:`SAMPLER_SCRIPT`, never built from data) that
+stops by itself after ``max_s`` seconds, so nothing is left running even if the kill is
+lost.  Telemetry never fails a measurement: any error is a warning and no series.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from .transport.base import Transport
+
+log = logging.getLogger(__name__)
+
+INTERVAL_S = 1
+SECTOR = 512
+#: each sample: a blank line, "@ <uptime seconds>", /proc/diskstats,
+#: the aggregate cpu line, "." -- a sample cut short by the kill has no "." and is ignored.
+#: Arguments: output file, interval seconds, max seconds (0: one sample).
+SAMPLER_SCRIPT = r"""out=$1; iv=$2; max=$3
+read start _ < /proc/uptime
+start=${start%.*}
+while :; do
+  read up _ < /proc/uptime
+  { echo; echo "@ $up"; cat /proc/diskstats; head -n 1 /proc/stat; echo .; } >> "$out" || exit 1
+  [ $(( ${up%.*} - start )) -ge "$max" ] && exit 0
+  sleep "$iv"
+done
+"""
+CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+_SKIP = re.compile(r"^(loop|ram|zram|sr|fd|nbd)\d+$")
+
+
+def sampler_argv(outfile: str, max_s: float, interval: int = INTERVAL_S) -> list[str]:
+    return ["sh", "-c", SAMPLER_SCRIPT, "sh", outfile, str(int(interval)), str(max(0, int(max_s)))]
+
+
+@dataclass(frozen=True)
+class Sample:
+    t: float  # uptime seconds
+    disks: dict[str, tuple[int, int]]  # kernel name -> (sectors read, sectors written)
+    cpu: dict[str, int]  # CPU_FIELDS -> jiffies
+
+
+def parse_samples(text: str) -> list[Sample]:
+    """The complete samples of a sampler's file (see :data:`SAMPLER_SCRIPT`), in order."""
+    out: list[Sample] = []
+    t: float | None = None
+    disks: dict[str, tuple[int, int]] = {}
+    cpu: dict[str, int] | None = None
+    for line in text.splitlines():
+        if line.startswith("@ "):
+            try:
+                t = float(line[2:].strip())
+            except ValueError:
+                t = None
+            disks, cpu = {}, None
+        elif line == ".":
+            if t is not None and cpu is not None:
+                out.append(Sample(t, disks, cpu))
+            t, disks, cpu = None, {}, None
+        elif t is None:
+            continue
+        elif line.startswith("cpu "):
+            parts = line.split()[1:]
+            try:
+                values = [int(v) for v in parts]
+            except ValueError:
+                t = None  # a damaged sample
+                continue
+            if len(values) >= 4:
+                values += [0] * (len(CPU_FIELDS) - len(values))
+                cpu = dict(zip(CPU_FIELDS, values))
+        else:
+            parts = line.split()
+            if len(parts) >= 10:
+                try:
+                    disks[parts[2]] = (int(parts[5]), int(parts[9]))
+                except ValueError:
+                    continue
+    return out
+
+
+def series(samples: Sequence[Sample], devices: Sequence[str] | None, primary: str | None = None) -> dict[str, dict]:
+    """Per-interval deltas of ``samples`` as the "disk" and "cpu" series (both {} with fewer
+    than two samples).  ``devices`` None: every whole disk seen (``all_devices``)."""
+    samples = sorted(samples, key=lambda s: s.t)
+    samples = [s for i, s in enumerate(samples) if i == 0 or s.t > samples[i - 1].t]
+    if len(samples) < 2:
+        return {}
+    t0 = samples[0].t
+    all_devices = devices is None
+    names = list(devices) if devices is not None else sorted(
+        {n for s in samples for n in s.disks if not _SKIP.match(n) and not _is_partition(n, s.disks)})
+    names = [n for n in names if all(n in s.disks for s in samples)]
+    t_s: list[float] = []
+    disk: dict[str, dict[str, list[float]]] = {n: {"read_mb_s": [], "write_mb_s": []} for n in names}
+    cpu: dict[str, list[float]] = {k: [] for k in ("user", "system", "iowait", "steal", "idle")}
+    for a, b in zip(samples, samples[1:]):
+        dt = b.t - a.t
+        t_s.append(round(b.t - t0, 3))
+        for n in names:
+            (r0, w0), (r1, w1) = a.disks[n], b.disks[n]
+            disk[n]["read_mb_s"].append(round(max(0, r1 - r0) * SECTOR / dt / 1e6, 4))
+            disk[n]["write_mb_s"].append(round(max(0, w1 - w0) * SECTOR / dt / 1e6, 4))
+        d = {k: max(0, b.cpu[k] - a.cpu[k]) for k in CPU_FIELDS}
+        total = sum(d.values()) or 1
+        cpu["user"].append(round((d["user"] + d["nice"]) * 100 / total, 2))
+        cpu["system"].append(round((d["system"] + d["irq"] + d["softirq"]) * 100 / total, 2))
+        for k in ("iowait", "steal", "idle"):
+            cpu[k].append(round(d[k] * 100 / total, 2))
+    return {"disk": {"t_s": t_s, "devices": disk, "primary": primary if primary in disk else None, "all_devices": all_devices},
+            "cpu": {"t_s": list(t_s), **cpu}}
+
+
+def _is_partition(name: str, disks: dict) -> bool:
+    """sda1 of sda, nvme0n1p1 of nvme0n1, vdb1 of vdb (when the disk is there too)."""
+    return any(name != d and name.startswith(d) and re.fullmatch(r"p?\d+", name[len(d):]) for d in disks)
+
+
+# ---- on a side ---------------------------------------------------------------------------------
+
+
+def target_devices(transport: Transport, target: str) -> tuple[list[str], str | None] | None:
+    """The kernel names of the devices under ``target`` (a device, or a file in a mount):
+    its own device first, then the disk(s) at the bottom; and the one to report (the single
+    disk, else the target's device).  None when it cannot be told (an overlay, a tmpfs...)."""
+    dev = target
+    if not target.startswith("/dev/"):
+        got = transport.run(["findmnt", "-n", "-o", "SOURCE", "--target", target], timeout=30, check=False)
+        dev = got.stdout.strip().split("[")[0]  # btrfs: /dev/sda2[/subvolume]
+        if got.returncode != 0 or not dev.startswith("/dev/"):
+            return None
+    got = transport.run(["lsblk", "-n", "-s", "-r", "-o", "KNAME,TYPE", dev], timeout=30, check=False)
+    rows = [line.split() for line in got.stdout.splitlines() if line.strip()]
+    rows = [r for r in rows if len(r) >= 2 and re.fullmatch(r"[A-Za-z0-9_.:-]+", r[0])]
+    if got.returncode != 0 or not rows:
+        return None
+    top = rows[0][0]
+    disks = list(dict.fromkeys(r[0] for r in rows if r[1] == "disk"))
+    names = list(dict.fromkeys([top, *disks]))
+    return names, (disks[0] if len(disks) == 1 else top)
+
+
+class Sampler:
+    """One sampler on a side: :meth:`start` before fio, :meth:`stop` after (both never raise)."""
+
+    def __init__(self, transport: Transport, target: str, workdir: str, token: str, max_s: float) -> None:
+        self.transport = transport
+        self.target = target
+        self.path = f"{workdir}/telemetry-{token}.txt"
+        self.max_s = max_s
+        self.handle: Any = None
+        self.devices: tuple[list[str], str | None] | None = None
+        self.failed = False
+
+    def start(self) -> None:
+        try:
+            self.devices = target_devices(self.transport, self.target)
+            if self.devices is None:
+                log.warning("%s: cannot tell the devices under %s; recording every whole disk", self.transport.name, self.target)
+            self.handle = self.transport.spawn(sampler_argv(self.path, self.max_s))
+        except Exception as exc:  # telemetry never fails a measurement
+            self.failed = True
+            log.warning("%s: telemetry not recorded (the sampler did not start): %s", self.transport.name, exc)
+
+    def stop(self) -> dict[str, dict]:
+        """Kill the sampler, take a last sample, read the file back and remove it."""
+        if self.handle is None:
+            return {}
+        out: dict[str, dict] = {}
+        try:
+            self.transport.kill(self.handle)
+            self.handle = None
+            self.transport.run(sampler_argv(self.path, 0), timeout=30)
+            text = self.transport.read_file(self.path).decode("ascii", errors="replace")
+            names, primary = self.devices if self.devices is not None else (None, None)
+            out = series(parse_samples(text), names, primary)
+            if not out:
+                log.warning("%s: telemetry not recorded: fewer than two samples", self.transport.name)
+        except Exception as exc:
+            log.warning("%s: telemetry not recorded: %s", self.transport.name, exc)
+            out = {}
+        finally:
+            try:
+                if self.handle is not None:
+                    self.transport.kill(self.handle)
+            except Exception as exc:
+                log.warning("%s: could not stop the telemetry sampler: %s", self.transport.name, exc)
+            try:
+                self.transport.run(["rm", "-f", self.path], timeout=60, check=False)
+            except Exception as exc:
+                log.warning("%s: could not remove %s: %s", self.transport.name, self.path, exc)
+        return out
+
+
+def summary(disk: dict | None, cpu: dict | None) -> dict[str, float]:
+    """Means over the run: ``read_mb_s``/``write_mb_s`` of the primary device (or the sum of
+    all recorded), ``cpu_busy`` (100 - idle) and ``cpu_idle``; only what the series have."""
+    out: dict[str, float] = {}
+    if isinstance(disk, dict) and isinstance(disk.get("devices"), dict) and disk["devices"]:
+        devices = disk["devices"]
+        chosen = [disk["primary"]] if disk.get("primary") in devices else list(devices)
+        for key, name in (("read_mb_s", "read_mb_s"), ("write_mb_s", "write_mb_s")):
+            per = [_mean(devices[d].get(key) or []) for d in chosen]
+            if all(v is not None for v in per):
+                out[name] = sum(per)  # type: ignore[arg-type]
+    if isinstance(cpu, dict):
+        idle = _mean(cpu.get("idle") or [])
+        if idle is not None:
+            out["cpu_idle"] = idle
+            out["cpu_busy"] = 100.0 - idle
+    return out
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    values = [float(v) for v in values if isinstance(v, (int, float))]
+    return sum(values) / len(values) if values else None
+
