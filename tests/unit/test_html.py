@@ -120,7 +120,7 @@ def test_every_table_every_plot_kind_and_the_environment(db):
     for anchor in ("plot-layers", "plot-latency", "plot-cells"):
         assert "<svg" in section(page, anchor), anchor
     assert "<svg" not in section(page, "plot-crypto") and "no LUKS layer and no crypto benchmark" in section(page, "plot-crypto")
-    assert "no fio logs in this run" in section(page, "plot-timeline")
+    assert "no fio logs or telemetry in this run" in section(page, "plot-timeline")
     # every plot has a <title>, an aria-label and a text alternative beside it
     svgs = re.findall(r"<svg\b[^>]*>\s*<title>[^<]+</title>", page)
     assert len(svgs) == page.count("<svg") == page.count("<figcaption>") >= 6

@@ -98,7 +98,7 @@ def render_html(db: ResultsDB, ref: str | int | None = "latest") -> str:
         ("plot-latency", "Latency percentiles", _latency(db, run, cells)),
         ("plot-cells", "Per cell: change and verdict", _cell_bars(by_name.get("gaps"), by_name.get("journey"))),
         ("plot-crypto", "Crypto ceiling and LUKS throughput", _crypto(db, run, cells, by_name.get("layers"))),
-        ("plot-timeline", "IOPS and latency over the run (fio logs)", _timelines(db, run)),
+        ("plot-timeline", "Over the run: fio logs and telemetry", _timelines(db, run)),
     ]
     title = f"vmbench report: run {header.get('run', run.id)}, {run.scenario_name}"
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
@@ -386,7 +386,7 @@ def _telemetry(db: ResultsDB, run: RunRow) -> list[dict]:
         rows = db.conn.execute(
             "SELECT t.source, t.series_json, m.side, c.name, m.stack, m.layer, m.job, m.repeat FROM telemetry t "
             "LEFT JOIN measurements m ON m.id = t.measurement_id LEFT JOIN cells c ON c.id = m.cell_id "
-            "WHERE t.run_id = ? AND t.source LIKE 'fio-%' ORDER BY t.id", (run.id,)).fetchall()
+            "WHERE t.run_id = ? AND (t.source LIKE 'fio-%' OR t.source IN ('disk', 'cpu')) ORDER BY t.id", (run.id,)).fetchall()
     except sqlite3.Error:  # no telemetry table: nothing logged
         return []
     out = []
@@ -395,18 +395,34 @@ def _telemetry(db: ResultsDB, run: RunRow) -> list[dict]:
             s = json.loads(series)
         except ValueError:
             continue
-        if not isinstance(s, dict) or not s.get("t_s") or not s.get("values"):
-            continue
         where = "host" if side == "host" else " ".join(str(x) for x in (cell, stack, layer) if x)
-        out.append({"source": source, "series": s, "job": job or "?", "repeat": repeat,
-                    "label": (where or "?") + (f" #{repeat}" if repeat and int(run.plan.get("repeats", 1)) > 1 else "")})
+        label = (where or "?") + (f" #{repeat}" if repeat and int(run.plan.get("repeats", 1)) > 1 else "")
+        for flat_source, flat in _flatten(source, s):
+            if not isinstance(flat, dict) or not flat.get("t_s") or not flat.get("values"):
+                continue
+            out.append({"source": flat_source, "series": flat, "job": job or "?", "repeat": repeat, "label": label})
     return out
+
+
+def _flatten(source: str, s: Any) -> list[tuple[str, dict]]:
+    """The sampler's series as plain (t_s, values) lines: the device under the target's MB/s
+    read and written, and the CPUs' busy share; fio's logs as they are."""
+    if not isinstance(s, dict):
+        return []
+    if source == "disk":
+        dev = (s.get("devices") or {}).get(s.get("primary") or "") or {}
+        return [("dev-read", {"t_s": s.get("t_s"), "values": dev.get("read_mb_s"), "unit": "MB/s"}),
+                ("dev-write", {"t_s": s.get("t_s"), "values": dev.get("write_mb_s"), "unit": "MB/s"})]
+    if source == "cpu":
+        idle = s.get("idle") or []
+        return [("cpu-busy", {"t_s": s.get("t_s"), "values": [None if v is None else 100.0 - v for v in idle], "unit": "%"})]
+    return [(source, s)]
 
 
 def _timelines(db: ResultsDB, run: RunRow) -> str:
     rows = _telemetry(db, run)
     if not rows:
-        return _empty("no fio logs in this run")
+        return _empty("no fio logs or telemetry in this run")
     order = {"fio-iops": 0, "fio-bw": 1, "fio-clat": 2, "fio-lat": 3, "fio-slat": 4}
     by_job: "OrderedDict[str, OrderedDict[str, list[dict]]]" = OrderedDict()
     for r in rows:
@@ -415,7 +431,10 @@ def _timelines(db: ResultsDB, run: RunRow) -> str:
     for job, sources in list(by_job.items())[:MAX_TIMELINES]:
         panels = []
         # IOPS and completion latency; fio's per-direction IOPS only when there is no total
-        chosen = [s for s in ("fio-iops", "fio-clat") if s in sources] or sorted(sources, key=lambda s: (order.get(s, 9), s))[:2]
+        fio = [s for s in sources if s.startswith("fio-")]
+        chosen = [s for s in ("fio-iops", "fio-clat") if s in sources] or sorted(fio, key=lambda s: (order.get(s, 9), s))[:2]
+        chosen += [s for s in ("dev-read", "dev-write", "cpu-busy") if s in sources and any(
+            v for r in sources[s] for v in r["series"]["values"] if v)]  # the sampler's, where it saw anything
         for source in chosen:
             lines = sources[source]
             if len(lines) > MAX_TIMELINE_LINES:  # many repeats: the first repeat of each measurement
@@ -426,6 +445,8 @@ def _timelines(db: ResultsDB, run: RunRow) -> str:
             lines = lines[:MAX_TIMELINE_LINES]
             unit = str(lines[0]["series"].get("unit") or "")
             panels.append((source, unit, [(r["label"], r["series"]["t_s"], r["series"]["values"]) for r in lines]))
-        made.append(plots.timeline(f"{job}: over the run, from fio's logs", panels))
-    intro = "<p>IOPS and mean completion latency per second, from fio's own logs of each measurement.</p>"
+        made.append(plots.timeline(f"{job}: over the run", panels))
+    intro = ("<p>IOPS and mean completion latency per second, from fio's own logs of each measurement; where the run "
+             "has telemetry, the device under the target's MB/s read and written and the CPUs' busy share, sampled "
+             "beside fio once a second.</p>")
     return intro + "".join(f"<p>{esc(n)}</p>" for n in sorted(notes)) + _figures(made) + _capped(len(made), len(by_job), "jobs with fio logs")

@@ -358,12 +358,14 @@ def timeline(title: str, panels: Sequence[tuple[str, str, Sequence[tuple[str, Se
                 if finite:
                     alt.append(f"{source} {label}: {len(finite)} point{'s' if len(finite) > 1 else ''} over {fmt_num(max(ts) if ts else 0)} s, "
                                f"min {fmt_num(min(finite))}, median {fmt_num(float(np.median(finite)))}, max {fmt_num(max(finite))} {unit}")
-            ax.set_ylabel({"fio-iops": "IOPS", "fio-clat": "completion\nlatency, ms"}.get(source, f"{source}\n{unit}"))
+            ax.set_ylabel({"fio-iops": "IOPS", "fio-clat": "completion\nlatency, ms", "dev-read": "device read,\nMB/s",
+                           "dev-write": "device written,\nMB/s", "cpu-busy": "CPU busy, %"}.get(source, f"{source}\n{unit}"))
             if positive and max(positive) > 30 * min(positive):  # orders of magnitude apart (host vs LUKS): log scale
                 ax.set_yscale("log")
                 ax.yaxis.set_minor_formatter(NullFormatter())
                 ax.set_ylabel(ax.get_ylabel() + " (log)")
-            ax.yaxis.set_major_formatter(_THOUSANDS if unit == "IOPS" else _MS)
+            big = bool(positive) and max(positive) >= 10
+            ax.yaxis.set_major_formatter(_THOUSANDS if unit == "IOPS" or (unit in ("MB/s", "%") and big) else _MS)
             ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
         axes[-1].set_xlabel("time, s")
         axes[0].set_title(_txt(title, 80))
