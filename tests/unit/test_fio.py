@@ -48,7 +48,7 @@ def test_log_paths_differ_between_sides_but_nothing_else_may():
     host = fio_argv(JOB, "/pool/x.raw", "/w/a.json", log_prefix="/w/log-1111")
     guest = fio_argv(JOB, "/dev/vdb", "/run/vmbench/b.json", log_prefix="/run/vmbench/log-2222")
     check_identical(host, guest)
-    assert not any("log-" in a for a in comparable_params(host)) and "--log_avg_msec=1000" in comparable_params(host)
+    assert not any("log-" in a or "log_avg_msec" in a for a in comparable_params(host))
     with pytest.raises(VmbenchError, match="refusing to compare them: --log_avg_msec=1000 --log_avg_msec=500"):
         check_identical(host, [a.replace("=1000", "=500") for a in guest])
     with pytest.raises(VmbenchError, match="refusing to compare"):

@@ -201,12 +201,14 @@ def precondition_argv(job: FioJob, target: str, output: str, *, fio: str = "fio"
 
 def comparable_params(argv: Sequence[str]) -> list[str]:
     """The argv without what legitimately differs between sides: the fio binary, the target
-    (``--filename``), the output file, the paths of fio's logs and the path of a job file,
+    (``--filename``), the output file, fio's logs (paths, averaging) and the path of a job file,
     of which only the digest of its rewritten text is kept (``jobfile=<digest>``)."""
     out = []
     for arg in list(argv)[1:]:
         if arg.startswith("--"):
-            if not arg.startswith(("--filename=", "--output=") + LOG_PATH_OPTIONS):
+            # --log_avg_msec only sets how fio averages its logs, not the I/O (runs stored before
+            # vmbench kept fio's logs have none, and can still be resumed)
+            if not arg.startswith(("--filename=", "--output=", "--log_avg_msec=") + LOG_PATH_OPTIONS):
                 out.append(arg)
         elif (m := _JOBFILE_COPY.search(arg)) is not None:
             out.append(f"jobfile={m.group(1)}")
