@@ -49,10 +49,12 @@ def test_log_paths_differ_between_sides_but_nothing_else_may():
     guest = fio_argv(JOB, "/dev/vdb", "/run/vmbench/b.json", log_prefix="/run/vmbench/log-2222")
     check_identical(host, guest)
     assert not any("log-" in a or "log_avg_msec" in a for a in comparable_params(host))
-    with pytest.raises(VmbenchError, match="refusing to compare them: --log_avg_msec=1000 --log_avg_msec=500"):
-        check_identical(host, [a.replace("=1000", "=500") for a in guest])
+    # fio's logs do not change the I/O: their averaging may differ, and a side stored before
+    # vmbench kept logs (a resumed run) still compares
+    check_identical(host, [a.replace("=1000", "=500") for a in guest])
+    check_identical(host, fio_argv(JOB, "/dev/vdb", "/o"))
     with pytest.raises(VmbenchError, match="refusing to compare"):
-        check_identical(host, fio_argv(JOB, "/dev/vdb", "/o"))  # one side without logs
+        check_identical(host, [a.replace("--iodepth=4", "--iodepth=8") for a in guest])
 
 
 def test_job_file_copies_compare_by_the_digest_of_their_rewritten_text():
