@@ -241,7 +241,7 @@ def test_repeat_policy_from_plan_and_stop_reasons():
     assert RepeatPolicy.from_plan({}) == RepeatPolicy(1, 1, None)
     policy = RepeatPolicy.from_plan({"repeats": 3, "repeat_policy": {"min": 3, "max": 10, "until_cv": 0.05}})
     assert policy == RepeatPolicy(3, 10, 0.05) and policy.adaptive
-    assert policy.describe() == "3..10 repeats until IOPS CV < 5%"
+    assert policy.label() == "3..10 repeats until IOPS CV < 5%"
     assert policy.stop(4, 0.031) == "stopped at CV 3.1% < 5%"
     assert policy.stop(10, 0.072) == "max 10 repeats, CV 7.2%"
     assert policy.stop(10, 0.049) == "stopped at CV 4.9% < 5%"  # the last repeat brought it under

@@ -7,58 +7,14 @@ never guessed: it goes to ``missing`` and the table says "not stated: ...".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable, Sequence
+
+from ..scenario.model import RepeatPolicy
+
+__all__ = ["RepeatPolicy", "admissibility"]
 
 STEADY_RUNTIME_S = 10.0  # below this a run is too short to span several ZFS transaction groups
 HOST_CACHED_MODES = ("writeback", "writethrough", "unsafe")  # cache modes that use the host page cache
-
-
-@dataclass(frozen=True)
-class RepeatPolicy:
-    """The run's repeat policy as stored in its plan: ``repeat_policy`` {min, max, until_cv}
-    (``until_cv`` a fraction, 0.05 = 5%); runs without one repeated ``repeats`` times."""
-
-    min: int = 1
-    max: int = 1
-    until_cv: float | None = None
-
-    @classmethod
-    def from_plan(cls, plan: dict) -> "RepeatPolicy":
-        p = plan.get("repeat_policy")
-        if isinstance(p, dict):
-            lo = int(p.get("min") or plan.get("repeats") or 1)
-            return cls(lo, max(lo, int(p.get("max") or lo)), p.get("until_cv"))
-        n = int(plan.get("repeats") or 1)
-        return cls(n, n, None)
-
-    @property
-    def adaptive(self) -> bool:
-        return self.until_cv is not None and self.max > self.min
-
-    def threshold(self) -> str:
-        return f"{(self.until_cv or 0) * 100:g}%"
-
-    def describe(self) -> str:
-        if not self.adaptive:
-            return f"fixed {_n(self.min, 'repeat')}"
-        return f"{self.min}..{self.max} repeats until IOPS CV < {self.threshold()}"
-
-    def stop(self, n: int, cv: float | None) -> str:
-        """Why a group with ``n`` repeats and IOPS CV ``cv`` has that many."""
-        if not self.adaptive:
-            if n < self.min:
-                return f"{n} of {self.min} repeats (run incomplete)"
-            return f"fixed {_n(n, 'repeat')}"
-        if cv is not None and n >= self.min and cv < (self.until_cv or 0):
-            return f"stopped at CV {_pct(cv)} < {self.threshold()}"
-        if n >= self.max:
-            return f"max {self.max} repeats, CV {_pct(cv)}"
-        return f"{n} of max {self.max} repeats, CV {_pct(cv)} (run incomplete)"
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v * 100:.1f}%"
 
 
 def _n(n: int, word: str) -> str:
@@ -101,7 +57,7 @@ def admissibility(measurements: Sequence[dict], cells: Sequence[dict], env: dict
     facts["steady state"] = _steady(plain, missing, jobfiles)
     ns = sorted(set(counts.values()))
     spread = str(ns[0]) if len(ns) == 1 else f"{ns[0]}..{ns[-1]}"
-    facts["repeats"] = f"{spread} per group ({policy.describe()})"
+    facts["repeats"] = f"{spread} per group ({policy.label()})"
     return {k: v for k, v in facts.items() if v != "-"}, missing  # an unknown fact is in missing only
 
 

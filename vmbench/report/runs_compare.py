@@ -248,7 +248,7 @@ def _facts(runs: Sequence[RunInput], labels: list[str], baseline_index: int, exc
     for i, (_, meas, _) in enumerate(runs):
         accs.append(f"{labels[i]} {'/'.join(sorted({str(m.get('accelerator')) for m in meas if m.get('side') == 'guest'})) or '-'}")
     facts["guest accelerator"] = ", ".join(accs)
-    facts["repeats"] = ", ".join(f"{labels[i]} {RepeatPolicy.from_plan(run.plan).describe()}" for i, (run, _, _) in enumerate(runs))
+    facts["repeats"] = ", ".join(f"{labels[i]} {RepeatPolicy.from_plan(run.plan).label()}" for i, (run, _, _) in enumerate(runs))
     return facts, missing
 
 

@@ -280,6 +280,42 @@ class RepeatPolicy:
     def to_json(self) -> dict:
         return {"min": self.min, "max": self.max, "until_cv": self.until_cv}
 
+    @classmethod
+    def from_plan(cls, plan: dict) -> "RepeatPolicy":
+        """The policy a stored run's plan carries; runs without one repeated ``repeats`` times."""
+        p = plan.get("repeat_policy")
+        if isinstance(p, dict):
+            lo = int(p.get("min") or plan.get("repeats") or 1)
+            return cls(lo, max(lo, int(p.get("max") or lo)), p.get("until_cv"))
+        n = int(plan.get("repeats") or 1)
+        return cls(n, n, None)
+
+    def label(self) -> str:
+        """The policy in words, for reports: "fixed 3 repeats", "3..10 repeats until IOPS CV < 5%"."""
+        if not self.adaptive:
+            return f"fixed {_count(self.min, 'repeat')}"
+        return f"{self.min}..{self.max} repeats until IOPS CV < {self.threshold_label()}"
+
+    def stop(self, n: int, cv: float | None) -> str:
+        """Why a group with ``n`` repeats and IOPS CV ``cv`` has that many."""
+        if not self.adaptive:
+            if n < self.min:
+                return f"{n} of {self.min} repeats (run incomplete)"
+            return f"fixed {_count(n, 'repeat')}"
+        if cv is not None and n >= self.min and cv < (self.until_cv or 0):
+            return f"stopped at CV {_percent(cv)} < {self.threshold_label()}"
+        if n >= self.max:
+            return f"max {self.max} repeats, CV {_percent(cv)}"
+        return f"{n} of max {self.max} repeats, CV {_percent(cv)} (run incomplete)"
+
+
+def _percent(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:.1f}%"
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
 
 @dataclass(frozen=True)
 class Scenario:
