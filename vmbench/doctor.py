@@ -5,12 +5,12 @@ storage usable, KVM usable or not, leftovers."""
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 
 from .drivers import make_driver
 from .errors import VmbenchError
+from .images.placement import host_dir, on_host
 from .paths import StatePaths
 from .progress import NullProgress, Progress
 from .scenario.model import Hypervisor, Scenario, Storage
@@ -81,13 +81,8 @@ def run_checks(scenario_path: str | None = None, *, uri: str | None = None, temp
     except VmbenchError as exc:
         out.append(Check("template image", "FAIL", exc.message, exc.hint or ""))
     if image is not None and hv.remote:
-        dest = f"{driver.paths.images}/{image.directory.name}"
-        manifest = ops.read_text(host, f"{dest}/manifest.json")
-        try:
-            present = bool(manifest) and json.loads(manifest).get("hash") == image.hash
-        except ValueError:
-            present = False
-        if present:
+        dest = host_dir(image, driver.paths)
+        if on_host(image, host, driver.paths):
             out.append(Check("image on host", "ok", f"{dest} (hash matches)"))
         else:
             size = sum(p.stat().st_size for p in (image.root, image.kernel, image.initrd))

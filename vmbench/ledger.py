@@ -45,34 +45,28 @@ class Ledger:
             pass
 
 
-def live_runs(runs_dir: Path) -> dict[str, int]:
-    """Run tags whose vmbench process is still alive -> pid."""
-    out = {}
-    if not runs_dir.is_dir():
-        return out
-    for f in runs_dir.glob("*.json"):
+def _live_ledgers(runs_dir: Path) -> list[dict]:
+    """The ledgers whose vmbench process (not this one) is still alive."""
+    out = []
+    for f in runs_dir.glob("*.json") if runs_dir.is_dir() else []:
         try:
             data = json.loads(f.read_text())
             pid = int(data["pid"])
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, TypeError):
             continue
         if _alive(pid) and pid != os.getpid():
-            out[data.get("tag", f.stem)] = pid
+            out.append({**data, "tag": data.get("tag", f.stem), "pid": pid})
     return out
+
+
+def live_runs(runs_dir: Path) -> dict[str, int]:
+    """Run tags whose vmbench process is still alive -> pid."""
+    return {d["tag"]: d["pid"] for d in _live_ledgers(runs_dir)}
 
 
 def live_run_ids(runs_dir: Path) -> set[int]:
     """Result-database run ids whose vmbench process is still alive."""
-    out: set[int] = set()
-    for f in runs_dir.glob("*.json") if runs_dir.is_dir() else []:
-        try:
-            data = json.loads(f.read_text())
-            pid, run_id = int(data["pid"]), int(data["run_id"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if _alive(pid) and pid != os.getpid():
-            out.add(run_id)
-    return out
+    return {int(d["run_id"]) for d in _live_ledgers(runs_dir) if isinstance(d.get("run_id"), int)}
 
 
 def _alive(pid: int) -> bool:

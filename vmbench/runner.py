@@ -327,8 +327,11 @@ class Runner:
         measured_raw_in = raw_done_by or (cell.name if raw_steps else None)
         stored = self.db.cell_by_name(self.run_id, cell.name) if self.resume else None
         rebuilt = {st.stack for st in steps}
-        kept = [l for l in ((stored or {}).get("evidence") or {}).get("layers", []) if l.get("stack") not in rebuilt]
-        evidence = dict(evidence, raw_measured_in=self._raw_source(cell, measured_raw_in), layers=kept)
+        stored_evidence = (stored or {}).get("evidence") or {}
+        kept = [l for l in stored_evidence.get("layers", []) if l.get("stack") not in rebuilt]  # stacks not rebuilt now
+        # which cell's rows are this cell's raw-disk figures (kept from an earlier attempt when not measured now)
+        raw_source = measured_raw_in or stored_evidence.get("raw_measured_in") or cell.name
+        evidence = dict(evidence, raw_measured_in=raw_source, layers=kept)
         values = dict(boot_id=boot_id, settings_json=cell.vm.settings(), changed_json=list(cell.changed),
                       stacks_json=[st.name for st in cell.stacks], valid=not found, problems_json=found, evidence_json=evidence)
         if stored:
@@ -355,13 +358,6 @@ class Runner:
             evidence["layers"] += built
             self.db.update_cell(cell_id, evidence_json=evidence)
         return cell.name if raw_steps else None
-
-    def _raw_source(self, cell: Cell, measured_in: str | None) -> str:
-        """Which cell's rows are this cell's raw-disk figures (kept from an earlier attempt)."""
-        if measured_in:
-            return measured_in
-        stored = self.db.cell_by_name(self.run_id, cell.name) if self.resume else None
-        return ((stored or {}).get("evidence") or {}).get("raw_measured_in") or cell.name
 
     def _measure_stack(self, base: Where, disk: ScratchDisk, stack: Stack, steps: list[Step]) -> list[dict]:
         """Build the stack layer by layer (up to its last pending layer), measure the pending

@@ -29,8 +29,22 @@ class HostImage:
     uploaded: bool = False
 
 
+def host_dir(image: Image, paths: HostPaths) -> str:
+    """Where the template goes on the host."""
+    return f"{paths.images}/{image.directory.name}"
+
+
+def on_host(image: Image, host: Transport, paths: HostPaths) -> bool:
+    """Whether the host already has this image, complete (its manifest, written last, has the hash)."""
+    manifest = ops.read_text(host, f"{host_dir(image, paths)}/{_build.MANIFEST}")
+    try:
+        return bool(manifest) and json.loads(manifest).get("hash") == image.hash
+    except (ValueError, AttributeError):
+        return False
+
+
 def place_image(image: Image, host: Transport, paths: HostPaths, progress: Progress) -> HostImage:
-    dest = f"{paths.images}/{image.directory.name}"
+    dest = host_dir(image, paths)
     files = {_build.ROOT_IMAGE: image.root, _build.KERNEL: image.kernel, _build.INITRD: image.initrd}
 
     def at(d: str, uploaded: bool) -> HostImage:
@@ -39,12 +53,7 @@ def place_image(image: Image, host: Transport, paths: HostPaths, progress: Progr
 
     if dest == str(image.directory):
         return at(str(image.directory), False)  # this machine is the host: use the image where it was built
-    manifest = ops.read_text(host, f"{dest}/{_build.MANIFEST}")
-    try:
-        present = json.loads(manifest).get("hash") == image.hash if manifest else False
-    except ValueError:
-        present = False
-    if present:
+    if on_host(image, host, paths):
         progress.step(f"template {image.name} ({image.hash[:12]}) is already on {host.name}")
         return at(dest, False)
     total = sum(Path(p).stat().st_size for p in files.values())
