@@ -80,9 +80,10 @@ def run_checks(scenario_path: str | None = None, *, uri: str | None = None, temp
             out.append(Check("template image", "FAIL", f"{template} is not built for its current recipe", f"vmbench images build {template}"))
     except VmbenchError as exc:
         out.append(Check("template image", "FAIL", exc.message, exc.hint or ""))
+    image_there = image is not None and (not hv.remote or on_host(image, host, driver.paths))
     if image is not None and hv.remote:
         dest = host_dir(image, driver.paths)
-        if on_host(image, host, driver.paths):
+        if image_there:
             out.append(Check("image on host", "ok", f"{dest} (hash matches)"))
         else:
             size = sum(p.stat().st_size for p in (image.root, image.kernel, image.initrd))
@@ -101,7 +102,7 @@ def run_checks(scenario_path: str | None = None, *, uri: str | None = None, temp
             out.append(Check("storage", "ok", f"{driver.storage.label}: {driver.storage.free_bytes() >> 30} GiB free"))
         except VmbenchError as exc:
             out.append(Check("storage", "FAIL", exc.message, exc.hint or ""))
-        if image is not None and (not hv.remote or any(c.name == "image on host" and "hash matches" in c.detail for c in out)):
+        if image is not None and image_there:
             from .images.placement import place_image
 
             driver.image = place_image(image, host, driver.paths, progress)
