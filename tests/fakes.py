@@ -585,7 +585,7 @@ class FakeStorage:
     def free_bytes(self) -> int:
         return self.free
 
-    def create_volume(self, name: str, size: int, fmt: ImageFormat, backing: str | None = None) -> Volume:
+    def create_volume(self, name: str, size: int, fmt: ImageFormat, backing: str | None = None, zfs=None) -> Volume:
         if not VOLUME_RE.match(name):
             raise AssertionError(f"{name} is not a vmbench volume name")
         if self.fail_on_create is True or (isinstance(self.fail_on_create, str) and self.fail_on_create in name):

@@ -76,6 +76,24 @@ class ConsoleProgress:
 # ---- commands --------------------------------------------------------------------------------
 
 
+def _print_host_only_plan(plan, est) -> int:
+    from tabulate import tabulate
+
+    s = plan.scenario
+    where = s.hypervisor.ssh.label if s.hypervisor.ssh else "this machine"
+    print(f"host only: no VM; fio on {where}, on {s.storage.describe()}; plan: {s.plan_mode}; repeats: {s.repeat_policy.describe()}")
+    print()
+    rows = [[b.seq, b.cells[0].name, ", ".join(f"{k}={v}" for k, v in b.vm.storage_settings().items())] for b in plan.boots]
+    print(tabulate(rows, headers=["#", "cell", "storage settings (each a new zvol or dataset)"], tablefmt="simple"))
+    print()
+    jrows = [[j.name, j.describe(), format_duration(j.duration) if j.duration else "?", "sync" if j.is_sync else ""] for j in s.jobs]
+    print(tabulate(jrows, headers=["job", "what", "runtime+ramp", ""], tablefmt="simple"))
+    print()
+    print(f"host only: storage variants: {len(plan.boots)}, host fio runs: {plan.host_measurements()}")
+    print(f"estimated duration: {format_duration(est.total)} (host fio)")
+    return 0
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from .plan import estimate, make_plan
     from .scenario import load_scenario
@@ -95,16 +113,23 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     s = scenario
     print(f"scenario: {s.name} ({s.path})" + (f"\n  {s.description}" if s.description else ""))
+    if s.host_only:
+        return _print_host_only_plan(plan, est)
     print(f"driver:   {s.hypervisor.driver} {s.hypervisor.uri}, accelerator {s.hypervisor.accel.value}"
           + (f" (this host: {accel})" if accel else " (not yet probed on this host; assuming tcg for the estimate)"))
     print(f"template: {s.template}; {s.storage.describe()}; plan: {s.plan_mode}; repeats: {s.repeat_policy.describe()}")
     print()
     rows = []
+    refs = {b.seq: name for b, name in plan.host_references()}
     for b in plan.boots:
         for c in b.cells:
             layers = ", ".join(l for l, _, _ in cell_layers(c))
+            if c is b.cells[0] and b.seq in refs:
+                layers = "host, " + layers
             rows.append([b.seq, c.name, ", ".join(f"{k}={v}" for k, v in c.vm.settings().items()), layers])
     print(tabulate(rows, headers=["boot", "cell", "VM settings", "layers measured"], tablefmt="simple"))
+    if len(refs) > 1:
+        print("the host is measured once per storage setting, before the first boot on it (a new storage setting needs a new boot)")
     print()
     jrows = [[j.name, j.describe(), format_duration(j.duration) if j.duration else "?", "sync" if j.is_sync else ""] for j in s.jobs]
     print(tabulate(jrows, headers=["job", "what", "runtime+ramp", ""], tablefmt="simple"))

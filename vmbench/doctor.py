@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 
 from .drivers import make_driver
+from .settings import DriverName
 from .errors import VmbenchError
 from .images.placement import host_dir, on_host
 from .paths import StatePaths
@@ -23,6 +24,32 @@ class Check:
     status: str  # ok, warn, FAIL
     detail: str
     hint: str = ""
+
+
+def _storage_checks(driver, state: StatePaths, progress: Progress, scenario_path: str | None) -> list[Check]:
+    """The storage a host-only scenario measures, its recorded facts, and leftovers."""
+    from .cleanup import find_leftovers
+
+    out = []
+    try:
+        driver.storage.prepare(progress)
+        out.append(Check("storage", "ok", f"{driver.storage.label}: {driver.storage.free_bytes() >> 30} GiB free"))
+        facts = driver.storage.facts()
+        scan = facts.get("zfs_scan")
+        out.append(Check("zfs", "warn" if scan else "ok",
+                         f"{facts.get('zfs_userland', '?')} / {facts.get('zfs_kmod', '?')}, ashift {facts.get('zpool_ashift', '?')}, "
+                         f"zfs_txg_timeout {facts.get('zfs_txg_timeout_s', '?')} s" + (f"; a {scan} is running" if scan else ""),
+                         "results taken during a scrub or resilver are flagged" if scan else ""))
+    except VmbenchError as exc:
+        out.append(Check("storage", "FAIL", exc.message, exc.hint or ""))
+        return out
+    try:
+        left, _ = find_leftovers(driver, state)
+        out.append(Check("leftovers", "ok" if not left else "warn", f"{len(left)} vmbench resource(s) left from earlier runs",
+                         "" if not left else f"vmbench cleanup{' ' + scenario_path if scenario_path else ''}"))
+    except VmbenchError as exc:
+        out.append(Check("leftovers", "warn", exc.message))
+    return out
 
 
 def run_checks(scenario_path: str | None = None, *, uri: str | None = None, template: str = "debian12",
@@ -57,6 +84,10 @@ def run_checks(scenario_path: str | None = None, *, uri: str | None = None, temp
         out.append(Check(name, "ok", line) if line else Check(name, "FAIL", f"{argv[0]} not found or not working on {where}", hint))
 
     version("fio (host)", ["fio", "--version"], "apt-get install fio")
+    if hv.driver is DriverName.NONE:  # host only: storage, no hypervisor
+        out += _storage_checks(driver, state, progress, scenario_path)
+        driver.close()
+        return out
     version("qemu", ["qemu-system-x86_64", "--version"], "apt-get install qemu-system-x86")
     if hv.remote:
         version("virt-ssh-helper", ["virt-ssh-helper", "--version"], "install libvirt-daemon on the host (libvirt >= 8)")

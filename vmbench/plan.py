@@ -76,17 +76,51 @@ class Plan:
     def cells(self) -> tuple[Cell, ...]:
         return tuple(c for b in self.boots for c in b.cells)
 
+    def host_references(self) -> list[tuple[BootGroup, str | None]]:
+        """Where the host is measured: (boot, the cell its rows are stored under).
+
+        Host-only: every boot (a storage variant), under its first cell.  With VMs: once per
+        distinct host storage setting (ZFS volblocksize, compression...), on the first boot
+        with it, before it boots; stored under no cell when the whole scenario has one
+        storage setting (as always before storage was an axis), else under that boot's first
+        cell (:meth:`host_cell` maps every cell to it)."""
+        s = self.scenario
+        if s.host_only:
+            return [(b, b.cells[0].name) for b in self.boots]
+        if not s.host_baseline or not self.boots:
+            return []
+        firsts: dict[str, BootGroup] = {}
+        for b in self.boots:
+            firsts.setdefault(b.vm.storage_key(), b)
+        if len(firsts) == 1:
+            return [(self.boots[0], None)]
+        return [(b, b.cells[0].name) for b in firsts.values()]
+
+    def host_cell(self, cell: Cell) -> str | None:
+        """The cell name the host rows of ``cell``'s storage are stored under (None: no cell)."""
+        refs = self.host_references()
+        if self.scenario.host_only:
+            return next((name for b, name in refs if cell in b.cells), None)
+        for b, name in refs:
+            if b.vm.storage_key() == cell.vm.storage_key():
+                return name
+        return None
+
     def steps(self) -> list[Step]:
-        """Every fio run of the scenario, in the order the runner executes them: the host's
-        reference runs first (on boot 1's storage), then each boot's cells, layer by layer,
-        every repeat of every job on a layer before the next layer is built.  With an
-        adaptive repeat policy these are the ``min`` repeats; the measurer adds the rest."""
+        """Every fio run of the scenario, in the order the runner executes them: each boot's
+        host reference first when it has one (:meth:`host_references`: the first boot's
+        storage before it boots, and each other storage setting's), then the boot's cells,
+        layer by layer, every repeat of every job on a layer before the next layer is built.
+        With an adaptive repeat policy these are the ``min`` repeats; the measurer adds the rest."""
         s = self.scenario
         n = s.repeats  # == repeat_policy.min
         out: list[Step] = []
-        if s.host_baseline and self.boots:
-            out += [Step("host", 1, None, None, "host", 0, j.name, r) for r in range(1, n + 1) for j in s.jobs]
+        refs = dict((b.seq, name) for b, name in self.host_references())
         for boot in self.boots:
+            if boot.seq in refs:
+                out += [Step("host", boot.seq, refs[boot.seq], None, "host", 0, j.name, r) for r in range(1, n + 1) for j in s.jobs]
+            if s.host_only:
+                continue
             for cell, layer, stack, depth in boot_layers(boot):
                 out += [Step("guest", boot.seq, cell.name, stack.name if stack else None, layer, depth, j.name, r)
                         for r in range(1, n + 1) for j in s.jobs]
@@ -111,6 +145,8 @@ class Plan:
 
     def guest_measurements(self) -> list[Measurement]:
         """Every guest fio run of one repeat; the raw disk once per boot (its cells share the VM)."""
+        if self.scenario.host_only:
+            return []
         return [
             Measurement(cell.name, stack.name if stack else None, layer, depth, job.name)
             for boot in self.boots
@@ -121,23 +157,27 @@ class Plan:
     def host_measurements(self, repeats: int | None = None) -> int:
         """Host fio runs with ``repeats`` each (default: the policy's min)."""
         n = self.scenario.repeats if repeats is None else repeats
-        return len(self.scenario.jobs) * n if self.scenario.host_baseline else 0
+        return len(self.scenario.jobs) * n * len(self.host_references())
 
     def summary(self) -> dict:
         """The plan as data (stored with the run; printed as JSON by ``vmbench plan --json``)."""
         s = self.scenario
         policy = s.repeat_policy
         assert policy is not None
+        settings = (lambda vm: vm.storage_settings()) if s.host_only else (lambda vm: vm.settings())
         return {
             "scenario": s.name,
             "mode": s.plan_mode,
+            "host_only": s.host_only,
+            "storage": s.storage.describe(),
             "boots": [
-                {"seq": b.seq, "settings": b.vm.settings(), "cells": [c.name for c in b.cells]} for b in self.boots
+                {"seq": b.seq, "settings": settings(b.vm), "cells": [c.name for c in b.cells]} for b in self.boots
             ],
             "cells": [
                 {
                     "name": c.name,
-                    "settings": c.vm.settings(),
+                    "settings": settings(c.vm),
+                    "host_cell": self.host_cell(c),
                     "changed": list(c.changed),
                     "stacks": [st.name for st in c.stacks],
                 }
@@ -240,11 +280,12 @@ def estimate(plan: Plan, accelerator: str) -> Estimate:
 
     policy = s.repeat_policy
     assert policy is not None
-    boots = len(plan.boots) * (BOOT_SECONDS[accel] + TEARDOWN_SECONDS)
+    boots = 0.0 if s.host_only else len(plan.boots) * (BOOT_SECONDS[accel] + TEARDOWN_SECONDS)
+    references = len(plan.host_references())
     biggest = max(s.jobs, key=lambda j: j.size)  # each measured layer is preconditioned once
     targets = 0
     layers = 0.0
-    for boot in plan.boots:
+    for boot in () if s.host_only else plan.boots:
         targets += len(boot_layers(boot))
         layers += LAYER_BUILD_SECONDS[accel] * sum(len(st.layers) for c in boot.cells for st in c.stacks)
 
@@ -252,9 +293,7 @@ def estimate(plan: Plan, accelerator: str) -> Estimate:
         return targets * (sum(job_seconds(j, accel) * repeats for j in s.jobs) + precondition(biggest, accel))
 
     def host(repeats: int) -> float:
-        if not s.host_baseline:
-            return 0.0
-        return sum(job_seconds(j, "kvm") * repeats for j in s.jobs) + precondition(biggest, "kvm")
+        return references * (sum(job_seconds(j, "kvm") * repeats for j in s.jobs) + precondition(biggest, "kvm"))
 
     cpus = {b.cpu_label for b in plan.boots}
     crypto = len(s.crypto_benchmark) * CRYPTO_BENCH_SECONDS[accel] * (len(cpus) + 1) if s.crypto_benchmark else 0.0

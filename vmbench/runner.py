@@ -94,6 +94,9 @@ class Runner:
             self.host.run(["fio", "--version"], timeout=30)
         except CommandError:
             raise PreflightError(f"fio is not installed on {where}", "apt-get install fio (make demo does it here)") from None
+        if s.host_only:
+            self._preflight_storage(where)
+            return
         self.image = current_image(s.template, state=self.state)
         if self.image is None:
             raise PreflightError(
@@ -101,23 +104,37 @@ class Runner:
                 f"run `vmbench images build {s.template}` (make demo does it)",
             )
         if self.resume is not None:  # before anything is prepared on the host
-            now = {**host_environment(self.host), **self.driver.describe_host()}
-            diff = host_differences(self.resume.environment, now)
-            if diff:
-                raise PreflightError(f"run {self.resume.id} ran on a different host or setup; resuming would mix results: "
-                                     + "; ".join(diff), "start a new run instead")
+            self._check_same_host()
         cpu_models = {c.vm.cpu.model for c in s.cells if c.vm.cpu.mode is CpuMode.MODEL and c.vm.cpu.model}
         cpu_modes = {c.vm.cpu.mode for c in s.cells}
         self.accel = self.driver.prepare(image=self.image, accel=s.hypervisor.accel, cpu_models=cpu_models,
                                          cpu_modes=cpu_modes, progress=self.progress)
         self.progress.step(f"accelerator: {self.accel.name} ({self.accel.reason})")
-        need = s.storage.scratch_size * 2 + (2 << 30)
+        self._check_free(where, s.storage.scratch_size * 2 + (2 << 30))
+
+    def _preflight_storage(self, where: str) -> None:
+        """A host-only run: the storage is usable and big enough; no image, no accelerator."""
+        if self.resume is not None:
+            self._check_same_host()
+        self.driver.prepare_storage(self.progress)  # type: ignore[attr-defined]
+        self.accel = Accelerator("none", "host only: no VM")
+        self._check_free(where, self.scenario.storage.scratch_size * 2)
+
+    def _check_free(self, where: str, need: int) -> None:
         free = self.driver.storage.free_bytes()
         if free < need:
             raise PreflightError(
                 f"{self.driver.storage.label} on {where} has {human_size(free)} free; this scenario needs about {human_size(need)}",
                 "free some space or lower storage.scratch_size",
             )
+
+    def _check_same_host(self) -> None:
+        assert self.resume is not None
+        now = {**host_environment(self.host), **self.driver.describe_host()}
+        diff = host_differences(self.resume.environment, now)
+        if diff:
+            raise PreflightError(f"run {self.resume.id} ran on a different host or setup; resuming would mix results: "
+                                 + "; ".join(diff), "start a new run instead")
 
     # ---- the run -------------------------------------------------------------------------
 
@@ -218,13 +235,14 @@ class Runner:
             self.db.set_environment(self.run_id, before)
             return
         env.update(self.driver.describe_host())
-        assert self.accel is not None and self.image is not None
+        assert self.accel is not None
         env.update({
             "accelerator": self.accel.name,
             "accelerator_reason": self.accel.reason,
-            "image": {"name": self.image.name, "hash": self.image.hash, "manifest": self.image.manifest},
             "run_tag": self.tag,
         })
+        if self.image is not None:
+            env["image"] = {"name": self.image.name, "hash": self.image.hash, "manifest": self.image.manifest}
         self.db.set_environment(self.run_id, env)
 
     def _cleanup(self) -> list[str]:
@@ -253,27 +271,43 @@ class Runner:
     def _run_group(self, group: BootGroup, steps: list[Step]) -> None:
         s = self.scenario
         n = len(self.plan.boots)
-        settings = ", ".join(f"{k}={v}" for k, v in group.vm.settings().items())
+        what = "storage" if s.host_only else "VM"
+        settings = ", ".join(f"{k}={v}" for k, v in (group.vm.storage_settings() if s.host_only else group.vm.settings()).items())
         if not steps:
-            self.progress.step(f"VM {group.seq}/{n}: already measured ({settings})")
+            self.progress.step(f"{what} {group.seq}/{n}: already measured ({settings})")
             return
-        self.progress.step(f"VM {group.seq}/{n}: {settings}")
+        self.progress.step(f"{what} {group.seq}/{n}: {settings}")
         request = VmRequest(seq=group.seq, vm=group.vm, scratch_size=s.storage.scratch_size, cells=tuple(c.name for c in group.cells))
         res = self.driver.new_resources(self.tag, request)
         self.created.append(res)  # tracked before anything exists, so cleanup always sees it
         assert self.ledger is not None and self.accel is not None and self.measurer is not None
-        self.ledger.add("domain", res.name)
-        self.step = f"creating the disks of VM {group.seq} ({res.name})"
-        self.driver.create_vm(self.tag, request, res)
-        for v in res.volumes:
-            self.ledger.add("volume", v)
+        if not s.host_only:
+            self.ledger.add("domain", res.name)
         host_steps = [st for st in steps if st.side == "host"]
         guest_steps = [st for st in steps if st.side == "guest"]
+        if s.host_only:
+            self.step = f"creating the storage of {group.cells[0].name}"
+            self.driver.create_host_reference(self.tag, request, res)
+        else:
+            self.step = f"creating the disks of VM {group.seq} ({res.name})"
+            self.driver.create_vm(self.tag, request, res)
+        for v in res.volumes:
+            self.ledger.add("volume", v)
+        if res.storage_problems:  # a ZFS property did not take: nothing on this storage is measured
+            for cell in group.cells:
+                self._cell_row(cell, None, res.storage_problems, {"storage": res.storage})
+                self.progress.warn(f"cell {cell.name} is INVALID, not measured: " + "; ".join(res.storage_problems))
+                self.outcome.invalid_cells.append(cell.name)  # type: ignore[union-attr]
+            host_steps = guest_steps = []
         if host_steps:
             target = res.host_target or self.driver.create_host_reference(self.tag, request, res)
             self.step = f"measuring the host on {target}"
-            self.progress.step(f"host: fio on {target} (the scratch disk's storage, before the VM boots)")
-            self.measurer.measure(Where(self.host, "host", self.host_workdir, target, "host"), host_steps)
+            self.progress.step(f"host: fio on {target} ({s.storage.describe() if s.host_only else 'the scratch disk’s storage, before the VM boots'})")
+            host_cell = next((c for c in group.cells if c.name == host_steps[0].cell), None)
+            cell_id = None if host_cell is None else self._cell_row(host_cell, None, [], {"storage": res.storage})
+            self.measurer.measure(Where(self.host, "host", self.host_workdir, target, "host", cell=host_cell, cell_id=cell_id,
+                                        settings=group.vm.storage_settings() if s.host_only else {},
+                                        zfs_pool=s.storage.zfs_pool), host_steps)
         if guest_steps:
             self.step = f"booting VM {group.seq} ({res.name})"
             self.progress.step(f"booting {res.name} ({self.accel.name})")
@@ -286,13 +320,15 @@ class Runner:
             )
             self.step = f"reading back the settings of {res.name}"
             disk, evidence, effective = self._inspect(guest, boot_id)
+            if res.storage:
+                evidence["storage"] = res.storage
             self._guest_crypto(group, guest, boot_id, effective)
             raw_done_by: str | None = None  # cells of one boot share the VM: the raw disk is measured once
             for cell in group.cells:
                 cell_steps = [st for st in guest_steps if st.cell == cell.name]
                 raw_done_by = self._run_cell(cell, guest, disk, boot_id, evidence, effective, raw_done_by, cell_steps) or raw_done_by
         self.step = f"removing {res.name}"
-        self.progress.step(f"removing {res.name}")
+        self.progress.step(f"removing {'the storage of ' + group.cells[0].name if s.host_only else res.name}")
         self.driver.remove_vm(res)
         self.created.remove(res)
 
@@ -325,20 +361,14 @@ class Runner:
         found = problems(cell.vm, eff, self.accel.name)
         raw_steps = [st for st in steps if st.stack is None]
         measured_raw_in = raw_done_by or (cell.name if raw_steps else None)
-        stored = self.db.cell_by_name(self.run_id, cell.name) if self.resume else None
+        stored = self.db.cell_by_name(self.run_id, cell.name)
         rebuilt = {st.stack for st in steps}
         stored_evidence = (stored or {}).get("evidence") or {}
         kept = [l for l in stored_evidence.get("layers", []) if l.get("stack") not in rebuilt]  # stacks not rebuilt now
         # which cell's rows are this cell's raw-disk figures (kept from an earlier attempt when not measured now)
         raw_source = measured_raw_in or stored_evidence.get("raw_measured_in") or cell.name
         evidence = dict(evidence, raw_measured_in=raw_source, layers=kept)
-        values = dict(boot_id=boot_id, settings_json=cell.vm.settings(), changed_json=list(cell.changed),
-                      stacks_json=[st.name for st in cell.stacks], valid=not found, problems_json=found, evidence_json=evidence)
-        if stored:
-            cell_id = stored["id"]
-            self.db.update_cell(cell_id, **values)
-        else:
-            cell_id = self.db.add_cell(self.run_id, seq=self.scenario.cells.index(cell) + 1, name=cell.name, **values)
+        cell_id = self._cell_row(cell, boot_id, found, evidence, stored)
         if found:
             self.progress.warn(f"cell {cell.name} is INVALID, not measured: " + "; ".join(found))
             self.outcome.invalid_cells.append(cell.name)
@@ -358,6 +388,19 @@ class Runner:
             evidence["layers"] += built
             self.db.update_cell(cell_id, evidence_json=evidence)
         return cell.name if raw_steps else None
+
+    def _cell_row(self, cell: Cell, boot_id: int | None, found: list[str], evidence: dict, stored: dict | None = None) -> int:
+        """Add or update a cell's row (a resumed run's, or the one its host reference made)."""
+        stored = stored or self.db.cell_by_name(self.run_id, cell.name)
+        settings = cell.vm.storage_settings() if self.scenario.host_only else cell.vm.settings()
+        values = dict(settings_json=settings, changed_json=list(cell.changed), stacks_json=[st.name for st in cell.stacks],
+                      valid=not found, problems_json=found, evidence_json=evidence)
+        if boot_id is not None:
+            values["boot_id"] = boot_id
+        if stored:
+            self.db.update_cell(stored["id"], **values)
+            return int(stored["id"])
+        return self.db.add_cell(self.run_id, seq=self.scenario.cells.index(cell) + 1, name=cell.name, **values)
 
     def _measure_stack(self, base: Where, disk: ScratchDisk, stack: Stack, steps: list[Step]) -> list[dict]:
         """Build the stack layer by layer (up to its last pending layer), measure the pending

@@ -9,7 +9,7 @@ import pytest
 
 from vmbench.errors import ScenarioError
 from vmbench.scenario import parse_scenario
-from vmbench.scenario.axes import AXES, AXIS_BY_NAME, VM_AXES, changed_axes
+from vmbench.scenario.axes import AXES, AXIS_BY_NAME, STORAGE_AXES, VM_AXES, changed_axes
 from vmbench.scenario.model import CpuConfig, VmConfig
 from vmbench.scenario.reader import Context, LineDict, Section
 from vmbench.settings import Aio, Bus, Cache, CpuMode, Feature, ImageFormat
@@ -28,6 +28,16 @@ ROUND_TRIPS = {
     "format": ("qcow2", "qcow2", ImageFormat.QCOW2, "qcow2"),
     "vcpus": (4, 4, 4, "4"),
     "memory": ("2G", 2048, 2048, "2048M"),
+    "volblocksize": ("64k", "64k", 65536, "64k"),
+    "recordsize": ("1M", "1m", 1 << 20, "1m"),
+    "compression": ("lz4", "lz4", "lz4", "lz4"),
+    "sync": ("always", "always", "always", "always"),
+    "primarycache": ("metadata", "metadata", "metadata", "metadata"),
+    "secondarycache": ("none", "none", "none", "none"),
+    "logbias": ("throughput", "throughput", "throughput", "throughput"),
+    "atime": (False, "off", "off", "off"),
+    "dedup": ("verify", "verify", "verify", "verify"),
+    "checksum": ("sha256", "sha256", "sha256", "sha256"),
 }
 
 DEFAULT_SETTINGS = {
@@ -53,7 +63,9 @@ def parse(text: str):
 
 
 def test_table_is_consistent():
-    assert VM_AXES == ("bus", "cache", "iothread", "aio", "cpu", "aes", "format", "vcpus", "memory")
+    assert VM_AXES == ("bus", "cache", "iothread", "aio", "cpu", "aes", "format", "vcpus", "memory", "volblocksize",
+                       "recordsize", "compression", "sync", "primarycache", "secondarycache", "logbias", "atime", "dedup",
+                       "checksum")
     assert tuple(AXIS_BY_NAME) == VM_AXES and list(AXIS_BY_NAME.values()) == list(AXES)
     keys = [a.settings_key for a in AXES if a.settings_key is not None]
     assert len(keys) == len(set(keys))
@@ -140,7 +152,7 @@ def _another(value):
     raise AssertionError(f"teach _another a value of type {type(value).__name__}")
 
 
-@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(VmConfig)])
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(VmConfig) if f.name != "zfs"])
 def test_each_vm_field_is_exactly_one_axis(field):
     default = VmConfig()
     vm = dataclasses.replace(default, **{field: _another(getattr(default, field))})
@@ -151,15 +163,36 @@ def test_each_vm_field_is_exactly_one_axis(field):
     assert vm.key() != default.key()
 
 
+def test_each_zfs_setting_is_exactly_one_axis():
+    default = VmConfig()
+    for name in STORAGE_AXES:
+        vm = read(name, ROUND_TRIPS[name][0])
+        assert [a.name for a in AXES if a.value(vm) != a.value(default)] == [name]
+        assert [k for k in vm.settings() if k not in default.settings()] == [name]
+        assert vm.key() != default.key() and vm.storage_key() != default.storage_key()
+
+
+# the storage each ZFS axis applies to
+ZVOL_STORAGE = "storage: {type: zfs, dataset: tank/vmbench}\n"
+DATASET_STORAGE = "storage: {type: zfs-dataset, dataset: tank/vmbench}\n"
+
+
+def _storage_for(name: str) -> str:
+    if name in ("recordsize", "atime"):
+        return DATASET_STORAGE
+    return ZVOL_STORAGE if name in STORAGE_AXES else ""
+
+
 def test_every_axis_is_a_vm_key_and_a_vary_axis():
-    text = "vm:\n" + "".join(f"  {n}: {v!r}\n" for n, (v, *_rest) in ROUND_TRIPS.items() if n != "cpu")
-    vm = parse(text + "  cpu: {model: Westmere, features: {avx2: 'off'}}\n").baseline
-    for name, (_raw, setting, value, _label) in ROUND_TRIPS.items():
-        assert AXIS_BY_NAME[name].value(vm) == value
+    vm_only = [n for n in ROUND_TRIPS if n not in STORAGE_AXES]
+    text = "vm:\n" + "".join(f"  {n}: {ROUND_TRIPS[n][0]!r}\n" for n in vm_only if n not in ("cpu", "format"))
+    vm = parse(text + "  cpu: {model: Westmere, features: {avx2: 'off'}}\n  format: qcow2\n").baseline
+    for name in vm_only:
+        assert AXIS_BY_NAME[name].value(vm) == ROUND_TRIPS[name][2]
     for name, (raw, _s, _v, label) in ROUND_TRIPS.items():
         if name == "cpu":
             continue
-        s = parse(f"vary:\n  {name}: [{raw!r}]\n")
+        s = parse(_storage_for(name) + f"vary:\n  {name}: [{raw!r}]\n")
         assert [(c.name, c.changed) for c in s.cells] == [("baseline", ()), (f"{name}={label}", (name,))]
 
 

@@ -19,7 +19,10 @@ if TYPE_CHECKING:
     from .base import HypervisorDriver
 
 #: driver name -> "module:class", imported only when used
-DRIVERS = {DriverName.LIBVIRT: "vmbench.drivers.libvirt.driver:LibvirtDriver"}
+DRIVERS = {
+    DriverName.LIBVIRT: "vmbench.drivers.libvirt.driver:LibvirtDriver",
+    DriverName.NONE: "vmbench.drivers.hostonly:HostOnlyDriver",  # host-only scenarios: storage, no VM
+}
 
 
 def make_host(hv: Hypervisor) -> Transport:

@@ -53,6 +53,10 @@ class VmResources:
     volumes: list[str] = field(default_factory=list)  # names of created volumes, in creation order
     native_config: str = ""  # the domain XML / VM config as defined
     expected_volumes: list[str] = field(default_factory=list)  # names, recorded before creation
+    scratch_kind: str = "file"  # "file" or "block" (a zvol): how the VM attaches it
+    #: the scratch storage as read back (ZFS: zfs name and properties) and what did not take
+    storage: dict = field(default_factory=dict)
+    storage_problems: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,10 @@ class FioJob:
     ioengine: str = "libaio"
     profile: str | None = None
     jobfile: JobFile | None = field(default=None, compare=True)
+    #: the data written: how compressible (fio's buffer_compress_percentage) and fresh for
+    #: every write (refill_buffers), for compression tests; None: fio's defaults
+    buffer_compress_percentage: int | None = None
+    refill_buffers: bool | None = None
 
     @property
     def is_sync(self) -> bool:
@@ -105,11 +109,18 @@ class FioJob:
             parts.append(f"fsync/{self.fsync}")
         if not self.direct:
             parts.append("buffered")
+        if self.buffer_compress_percentage is not None:
+            parts.append(f"data {self.buffer_compress_percentage}% compressible")
+        if self.refill_buffers:
+            parts.append("refilled")
         return " ".join(parts)
 
     def params(self) -> dict:
         """Every parameter that shapes the I/O (stored with each result)."""
         d = asdict(self)
+        for key in ("buffer_compress_percentage", "refill_buffers"):  # unset: as stored before they existed
+            if d[key] is None:
+                del d[key]
         if self.jobfile is not None:
             d["jobfile"] = {"path": self.jobfile.path, "sha256": self.jobfile.sha256}
         return d
@@ -152,6 +163,10 @@ def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile
         argv.append("--sync=1")
     if job.fsync:
         argv.append(f"--fsync={job.fsync}")
+    if job.buffer_compress_percentage is not None:
+        argv.append(f"--buffer_compress_percentage={job.buffer_compress_percentage}")
+    if job.refill_buffers is not None:
+        argv.append(f"--refill_buffers={int(job.refill_buffers)}")
     if log_prefix:
         argv += [f"--write_iops_log={log_prefix}", f"--write_lat_log={log_prefix}", f"--log_avg_msec={LOG_AVG_MSEC}"]
     argv += ["--output-format=json+", f"--output={output}"]

@@ -20,8 +20,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
 from ..settings import Aio, Bus, Cache, CpuMode, Feature, ImageFormat
-from ..units import parse_size
-from .model import CpuConfig, VmConfig
+from ..units import format_size, parse_size
+from .model import CpuConfig, VmConfig, ZfsSettings
+from .zfsprops import PROPERTIES, ZfsProperty, parse_property, parse_recordsize, parse_volblocksize
 from .parsers import MiB
 from .reader import Section, as_bool, as_int, as_str, join
 
@@ -136,6 +137,47 @@ def _field_axis(name: str, parse: Callable[[Any], Any], describe: str, *, field:
     )
 
 
+def _zfs_size_axis(name: str, parse: Callable[[Any], int], describe: str) -> Axis:
+    """volblocksize (zvols) or recordsize (datasets): a field of VmConfig.zfs, stored as "16k"."""
+
+    def get(vm: VmConfig) -> int | None:
+        return getattr(vm.zfs, name)
+
+    return Axis(
+        name=name,
+        settings_key=name,
+        parse=lambda sec, key, vm: replace(vm, zfs=replace(vm.zfs, **{name: sec.get(key, parse)})),
+        value=get,
+        label=lambda vm, raw: format_size(get(vm) or 0),
+        merge=lambda vm, other: replace(vm, zfs=replace(vm.zfs, **{name: get(other)})),
+        setting=lambda vm: None if get(vm) is None else format_size(get(vm) or 0),
+        describe=describe,
+    )
+
+
+def _zfs_property_axis(prop: ZfsProperty) -> Axis:
+    """A ZFS property of the scratch storage (compression, sync...): an axis of its own."""
+    name = prop.name
+
+    def merge(vm: VmConfig, other: VmConfig) -> VmConfig:
+        value = other.zfs.get(name)
+        props = tuple(p for p in vm.zfs.properties if p[0] != name)
+        if value is not None:
+            props = tuple(sorted(props + ((name, value),)))
+        return replace(vm, zfs=ZfsSettings(vm.zfs.volblocksize, vm.zfs.recordsize, props))
+
+    return Axis(
+        name=name,
+        settings_key=name,
+        parse=lambda sec, key, vm: replace(vm, zfs=vm.zfs.with_property(name, sec.get(key, lambda v: parse_property(name, v)))),
+        value=lambda vm: vm.zfs.get(name),
+        label=lambda vm, raw: vm.zfs.get(name) or "",
+        merge=merge,
+        setting=lambda vm: vm.zfs.get(name),
+        describe=f"one of: {prop.describe}",
+    )
+
+
 AXES: tuple[Axis, ...] = (
     _field_axis("bus", Bus.parse, f"one of: {Bus.allowed()}",
                 verify=(("config_bus", "{config}", False), ("guest_bus", "the guest", True))),
@@ -169,9 +211,15 @@ AXES: tuple[Axis, ...] = (
     _field_axis("vcpus", as_int(1, 64), "a whole number from 1 to 64", verify=(("guest_cpus", "the guest", False),)),
     _field_axis("memory", _memory, "a size (2G, 1536M) or a number of MiB, from 384 MiB to 1 TiB",
                 field="memory_mib", label=lambda vm, raw: f"{vm.memory_mib}M"),
+    # the scratch storage's ZFS settings (storage.type zfs / zfs-dataset): read back with zfs get
+    _zfs_size_axis("volblocksize", parse_volblocksize, "a power of two from 512 to 128k (zvols: storage.type zfs)"),
+    _zfs_size_axis("recordsize", parse_recordsize, "a power of two from 512 to 1m (datasets: storage.type zfs-dataset)"),
+    *(_zfs_property_axis(p) for p in PROPERTIES),
 )
 AXIS_BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}
 VM_AXES: tuple[str, ...] = tuple(AXIS_BY_NAME)
+#: the axes that change the host storage rather than the VM
+STORAGE_AXES: tuple[str, ...] = ("volblocksize", "recordsize", *(p.name for p in PROPERTIES))
 
 
 def changed_axes(vm: VmConfig, before: VmConfig, names: Iterable[str] = VM_AXES) -> tuple[str, ...]:

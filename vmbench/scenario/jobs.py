@@ -13,7 +13,8 @@ from .model import Cell, Stack, Storage
 from .parsers import MiB, _choice, _duration, _size, _unique
 from .reader import Context, Section, as_bool, as_int, as_name, as_str, as_str_list, items
 
-JOB_KEYS = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp", "size", "direct", "sync", "fsync", "ioengine")
+JOB_KEYS = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp", "size", "direct", "sync", "fsync", "ioengine",
+            "buffer_compress_percentage", "refill_buffers")
 JOBFILE_KEYS = ("file", "name", "size", "runtime")
 # What a job file may not set (see vmbench.fio.jobfile.check): commands, code, replays, host cgroups...
 FORBIDDEN_JOBFILE_OPTIONS = tuple(jobfile.REFUSED)
@@ -69,6 +70,8 @@ def _job_overrides(sec: Section) -> dict:
         "sync": as_bool,
         "fsync": as_int(0),
         "ioengine": _choice(IOENGINES),
+        "buffer_compress_percentage": as_int(0, 100),
+        "refill_buffers": as_bool,
     }
     for key, parse in parsers.items():
         if sec.has(key):

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ScenarioError
-from .axes import VM_AXES
-from .hosts import _hypervisor, _storage
+from .axes import STORAGE_AXES, VM_AXES, changed_axes
+from .hosts import _hypervisor, _storage, storage_problems
 from .jobs import _check_jobs_vs_stacks, _jobs, _resolve_sizes
 from .matrix import _cells
 from .model import RepeatPolicy, Scenario, VmConfig
@@ -28,7 +28,7 @@ __all__ = ["load_scenario", "parse_scenario", "vm_problems", "VM_AXES"]
 
 TOP_KEYS = (
     "name", "description", "template", "hypervisor", "storage", "vm", "vary", "mode", "cells",
-    "journey", "jobs", "stacks", "targets", "repeats", "host_baseline", "crypto_benchmark",
+    "journey", "jobs", "stacks", "targets", "repeats", "host_baseline", "crypto_benchmark", "host_only",
 )
 
 
@@ -56,9 +56,13 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
     name = top.get("name", as_name, Path(filename).stem if filename != "<scenario>" else "scenario")
     description = top.get("description", as_str, "")
     template = top.get("template", as_name, "debian12")
-    hypervisor = _hypervisor(top.section("hypervisor"))
-    storage = _storage(top.section("storage"))
-    baseline = _vm(top.section("vm"), VmConfig())
+    host_only = top.get("host_only", as_bool, False)
+    hypervisor = _hypervisor(top.section("hypervisor"), host_only)
+    storage, zfs = _storage(top.section("storage"))
+    if host_only and not storage.zfs:
+        raise top.fail("host_only", "measures host storage variants, which needs ZFS storage",
+                       "set storage.type: zfs (zvols) or zfs-dataset, with storage.dataset")
+    baseline = _vm(top.section("vm"), VmConfig(zfs=zfs))
     _check_vm(top, "vm", baseline, hypervisor)
     repeat_policy = _repeats(top)
     host_baseline = top.get("host_baseline", as_bool, True)
@@ -70,6 +74,12 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
     cells, mode, skipped = _cells(ctx, top, baseline, hypervisor, stacks, stacks_by_name)
     jobs = _resolve_sizes(ctx, top, jobs, cells, storage, stacks)
     _check_jobs_vs_stacks(ctx, top, jobs, stacks)
+    if host_only:
+        for key in ("stacks", "targets", "crypto_benchmark", "vm"):
+            if top.has(key):
+                raise top.fail(key, "does not apply to a host_only scenario (no VM is booted)",
+                               "remove it, or drop host_only to measure guests too")
+    _check_storage(top, cells, storage, host_only)
     targets = _targets(ctx, top, jobs, stacks, cells)
     crypto = _crypto(top, stacks)
     top.done(TOP_KEYS)
@@ -93,7 +103,22 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
         plan_mode=mode,
         crypto_benchmark=crypto,
         skipped_cells=skipped,
+        host_only=host_only,
     )
+
+
+def _check_storage(top: Section, cells: tuple, storage, host_only: bool) -> None:
+    """Every cell's storage settings fit the storage type; host-only cells vary storage only."""
+    key = next((k for k in ("vary", "cells", "journey") if top.has(k)), "storage")
+    for cell in cells:
+        problems = storage_problems(cell.vm, storage)
+        if problems:
+            raise top.fail(key, f"cell {cell.name!r}: {problems[0][0]}", problems[0][1])
+        if host_only:
+            vm_axes = [a for a in changed_axes(cell.vm, VmConfig(zfs=cell.vm.zfs)) if a not in STORAGE_AXES]
+            if vm_axes:
+                raise top.fail(key, f"cell {cell.name!r} changes {', '.join(vm_axes)}, a VM setting; a host_only scenario has no VM",
+                               "vary storage settings only: " + ", ".join(STORAGE_AXES))
 
 
 REPEAT_KEYS = ("min", "max", "until_cv")

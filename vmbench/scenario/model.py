@@ -40,6 +40,28 @@ class CpuConfig:
 
 
 @dataclass(frozen=True)
+class ZfsSettings:
+    """The ZFS settings of a cell's scratch storage (``storage.type`` zfs or zfs-dataset):
+    None/empty where the scenario leaves ZFS's own default (never for volblocksize and
+    recordsize on ZFS storage: the loader always states them)."""
+
+    volblocksize: int | None = None  # zvols
+    recordsize: int | None = None  # datasets
+    properties: tuple[tuple[str, str], ...] = ()  # (name, value), sorted by name
+
+    def get(self, name: str) -> str | None:
+        return dict(self.properties).get(name)
+
+    def with_property(self, name: str, value: str) -> "ZfsSettings":
+        props = dict(self.properties)
+        props[name] = value
+        return ZfsSettings(self.volblocksize, self.recordsize, tuple(sorted(props.items())))
+
+    def key(self) -> str:
+        return f"vbs={self.volblocksize};rs={self.recordsize};" + ";".join(f"{k}={v}" for k, v in self.properties)
+
+
+@dataclass(frozen=True)
 class VmConfig:
     """Everything about a VM that needs its own boot."""
 
@@ -51,15 +73,28 @@ class VmConfig:
     aio: Aio = Aio.THREADS
     cpu: CpuConfig = CpuConfig()
     format: ImageFormat = ImageFormat.RAW
+    zfs: ZfsSettings = ZfsSettings()  # the scratch storage's ZFS settings (ZFS storage only)
 
     def settings(self) -> dict[str, object]:
         """Every setting, flat, as stored with each result row and shown in reports.
 
         One key per axis of :data:`~vmbench.scenario.axes.AXES`, in its order (aes is part of
-        the cpu label): bus, cache, iothread, aio, cpu, format, vcpus, memory_mib."""
+        the cpu label): bus, cache, iothread, aio, cpu, format, vcpus, memory_mib; then the
+        ZFS settings that are set (volblocksize, recordsize, compression...), none on other storage."""
         from .axes import AXES  # axes builds on this module
 
-        return {a.settings_key: a.setting(self) for a in AXES if a.settings_key is not None}
+        out = {a.settings_key: a.setting(self) for a in AXES if a.settings_key is not None}
+        return {k: v for k, v in out.items() if v is not None}
+
+    def storage_settings(self) -> dict[str, object]:
+        """The ZFS settings alone (what a host-only cell is)."""
+        from .axes import STORAGE_AXES
+
+        return {k: v for k, v in self.settings().items() if k in STORAGE_AXES}
+
+    def storage_key(self) -> str:
+        """Equal keys mean the same host storage settings (one host reference serves both)."""
+        return self.zfs.key()
 
     def key(self) -> str:
         """Equal keys mean one boot can serve both cells."""
@@ -228,11 +263,29 @@ class Hypervisor:
 
 @dataclass(frozen=True)
 class Storage:
+    """Where scratch disks live: a libvirt dir pool, zvols under a ZFS dataset, or files on
+    child datasets of one.  The ZFS settings of each cell are in its ``VmConfig.zfs`` (the
+    ``storage:`` section gives the baseline's); ``pool`` also holds the VMs' root disks."""
+
     type: StorageType = StorageType.DIR
     pool: str = "vmbench"
     scratch_size: int = 1 << 30
+    dataset: str | None = None  # zfs, zfs-dataset: the parent dataset vmbench creates children under
+    sparse: bool = False  # zfs: thin zvols (zfs create -s)
+
+    @property
+    def zfs(self) -> bool:
+        return self.type.zfs
+
+    @property
+    def zfs_pool(self) -> str | None:
+        return self.dataset.split("/", 1)[0] if self.zfs and self.dataset else None
 
     def describe(self) -> str:
+        if self.type is StorageType.ZFS:
+            return f"zvols under {self.dataset}" + (" (sparse)" if self.sparse else "") + f", scratch {format_size(self.scratch_size)}"
+        if self.type is StorageType.ZFS_DATASET:
+            return f"files on child datasets of {self.dataset}, scratch {format_size(self.scratch_size)}"
         return f"{self.type.value} pool {self.pool}, scratch {format_size(self.scratch_size)}"
 
 
@@ -337,6 +390,7 @@ class Scenario:
     crypto_benchmark: tuple[tuple[str, int], ...] = field(default=())  # (cipher, key bits)
     skipped_cells: tuple[tuple[str, str], ...] = ()  # factorial combinations left out: (name, why)
     repeat_policy: RepeatPolicy | None = None  # None: fixed, ``repeats`` times
+    host_only: bool = False  # no VM: every cell is a host storage variant measured on the host
 
     def __post_init__(self) -> None:
         if self.repeat_policy is None:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from ..drivers.leftover import Leftover
 from ..progress import Progress
 from ..settings import ImageFormat
+
+if TYPE_CHECKING:
+    from ..scenario.model import ZfsSettings
 
 #: every volume vmbench creates: vmbench-<run tag>-<seq>-<role>.<format>
 VOLUME_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-\d+-(root|scratch|hostref)\.(qcow2|raw)$")
@@ -34,6 +37,9 @@ class Volume:
     path: str
     format: ImageFormat
     kind: str = "file"  # "file" or "block"
+    zfs_name: str | None = None  # the zvol, or the dataset holding the file (ZFS storage)
+    readback: dict = field(default_factory=dict, compare=False)  # the storage's properties as read back
+    problems: tuple[str, ...] = ()  # settings that did not take: the cells on it are invalid
 
 
 class HostStorage(Protocol):
@@ -50,8 +56,10 @@ class HostStorage(Protocol):
     def free_bytes(self) -> int:
         ...
 
-    def create_volume(self, name: str, size: int, fmt: ImageFormat, backing: str | None = None) -> Volume:
-        """A new volume; ``backing`` (qcow2 only) makes it a linked clone of that image."""
+    def create_volume(self, name: str, size: int, fmt: ImageFormat, backing: str | None = None,
+                      zfs: "ZfsSettings | None" = None) -> Volume:
+        """A new volume; ``backing`` (qcow2 only) makes it a linked clone of that image;
+        ``zfs``: the ZFS settings it is created with (ZFS storage), read back into it."""
         ...
 
     def delete_volume(self, name: str) -> None:
@@ -59,6 +67,10 @@ class HostStorage(Protocol):
         ...
 
     def leftovers(self) -> list[Leftover]:
+        ...
+
+    def delete_path(self, path: str) -> None:
+        """Remove a leftover :meth:`leftovers` listed (its ``name``), if it is vmbench's."""
         ...
 
     def facts(self) -> dict:

@@ -24,8 +24,8 @@ from ...images.placement import HostImage, place_image
 from ...paths import HostPaths, StatePaths
 from ...progress import NullProgress, Progress
 from ...scenario.model import Hypervisor, Storage
-from ...settings import Accel, CpuMode, ImageFormat, StorageType
-from ...storage import VolumeRole, volume_name
+from ...settings import Accel, CpuMode, ImageFormat
+from ...storage import VOLUME_RE, HostStorage, Volume, VolumeRole, make_zfs_storage, volume_name
 from ...transport import ops
 from ...transport.agent import GuestAgentTransport
 from ...transport.base import Transport
@@ -43,7 +43,6 @@ CONSOLE_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-[\w-]+\.log$")
 WORKDIR_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-\w{8}$")
 BOOT_TIMEOUT = {"kvm": 120.0, "tcg": 300.0}
 RECONNECT_SECONDS = 60.0
-STORAGE_TYPES = {StorageType.DIR: DirPoolStorage}
 
 
 def domain_name(run_tag: str, seq: int) -> str:
@@ -91,7 +90,8 @@ class LibvirtGuest:
 class LibvirtDriver:
     name = "libvirt"
 
-    def __init__(self, hv: Hypervisor, storage: Storage, *, host: Transport, state: StatePaths, paths: HostPaths) -> None:
+    def __init__(self, hv: Hypervisor, storage: Storage, *, host: Transport, state: StatePaths, paths: HostPaths,
+                 scratch_storage: HostStorage | None = None) -> None:
         self.hv = hv
         self.uri = hv.uri
         self.host = host
@@ -102,7 +102,11 @@ class LibvirtDriver:
         self._bridge: LibvirtBridge | None = None
         self.image: HostImage | None = None
         self.accelerator: Accelerator | None = None
-        self.storage = STORAGE_TYPES[storage.type](lambda: self.conn, storage.pool, host, paths.pool)
+        #: root disks (linked clones of the template) always live in a libvirt dir pool
+        self.pool_storage = DirPoolStorage(lambda: self.conn, storage.pool, host, paths.pool)
+        #: scratch disks and the host reference: that pool, or ZFS (zvols, datasets)
+        self.storage: HostStorage = scratch_storage or (
+            make_zfs_storage(storage, host) if storage.type.zfs else self.pool_storage)
 
     # ---- connection ------------------------------------------------------------------------
 
@@ -178,7 +182,9 @@ class LibvirtDriver:
         describe = getattr(self.host, "describe", None)
         if describe is not None:
             out.update(describe())
-        out.update(self.storage.facts())
+        out.update(self.pool_storage.facts())
+        if self.storage is not self.pool_storage:
+            out.update(self.storage.facts())
         return out
 
     # ---- preflight ------------------------------------------------------------------------
@@ -187,7 +193,9 @@ class LibvirtDriver:
         """Everything checked before a VM is created: libvirt reachable, storage usable,
         the template on the host, accelerator decided, CPU models known."""
         self.conn  # noqa: B018 - raises PreflightError when unreachable
-        self.storage.prepare(progress)
+        self.pool_storage.prepare(progress)
+        if self.storage is not self.pool_storage:
+            self.storage.prepare(progress)
         self.image = place_image(image, self.host, self.paths, progress)
         progress.step("checking which accelerator works (KVM or TCG)")
         self.accelerator = choose_accelerator(accel, self.kvm_probe())
@@ -255,14 +263,16 @@ class LibvirtDriver:
         root_name = volume_name(run_tag, request.seq, VolumeRole.ROOT, ImageFormat.QCOW2)
         scratch_name = volume_name(run_tag, request.seq, VolumeRole.SCRATCH, fmt)
         res.expected_volumes = [root_name, scratch_name]
-        root = self.storage.create_volume(root_name, self.template_size(), ImageFormat.QCOW2, backing=self.image.root)
+        root = self.pool_storage.create_volume(root_name, self.template_size(), ImageFormat.QCOW2, backing=self.image.root)
         res.volumes.append(root.name)
         res.root_path = root.path
-        scratch = self.storage.create_volume(scratch_name, request.scratch_size, fmt)
+        scratch = self.storage.create_volume(scratch_name, request.scratch_size, fmt, zfs=request.vm.zfs)
         res.volumes.append(scratch.name)
         res.scratch_path = scratch.path
+        res.scratch_kind = scratch.kind
+        _note_storage(res, scratch)
         if fmt is ImageFormat.RAW:
-            res.host_target = scratch.path  # fio on the host runs on this very file, before boot
+            res.host_target = scratch.path  # fio on the host runs on this very file or device, before boot
         return res
 
     def template_size(self) -> int:
@@ -274,9 +284,10 @@ class LibvirtDriver:
     def create_host_reference(self, run_tag: str, request: VmRequest, res: VmResources) -> str:
         name = volume_name(run_tag, request.seq, VolumeRole.HOSTREF, ImageFormat.RAW)
         res.expected_volumes.append(name)
-        vol = self.storage.create_volume(name, request.scratch_size, ImageFormat.RAW)
+        vol = self.storage.create_volume(name, request.scratch_size, ImageFormat.RAW, zfs=request.vm.zfs)
         res.volumes.append(name)
         res.host_target = vol.path
+        _note_storage(res, vol)
         return vol.path
 
     def domain_spec(self, run_tag: str, request: VmRequest, res: VmResources) -> DomainSpec:
@@ -287,7 +298,7 @@ class LibvirtDriver:
             kernel=self.image.kernel, initrd=self.image.initrd, cmdline=self.image.cmdline,
             root_path=res.root_path, scratch_path=res.scratch_path, scratch_serial=res.scratch_serial,
             console_log=self.console_path(res.name), cells=request.cells, created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            machine=self.hv.machine, volumes=tuple(res.volumes),
+            machine=self.hv.machine, volumes=tuple(res.volumes), scratch_kind=res.scratch_kind,
         )
 
     def console_path(self, name: str) -> str:
@@ -364,7 +375,7 @@ class LibvirtDriver:
                 errors.append(f"{res.name} exists but has no vmbench metadata; left alone")
         for name in dict.fromkeys(res.volumes + res.expected_volumes):
             try:
-                self.storage.delete_volume(name)
+                self._storage_of(name).delete_volume(name)
             except VmbenchError as exc:
                 errors.append(exc.message)
         try:
@@ -373,6 +384,11 @@ class LibvirtDriver:
             errors.append(f"console log of {res.name}: {exc.message}")
         if errors:
             raise HypervisorError("cleanup incomplete: " + "; ".join(errors), "run `vmbench cleanup` to retry")
+
+    def _storage_of(self, volume: str) -> HostStorage:
+        """Root disks are in the dir pool; scratch and host reference volumes in the storage."""
+        m = VOLUME_RE.match(volume)
+        return self.pool_storage if m and m.group(2) == VolumeRole.ROOT.value else self.storage
 
     # ---- evidence helpers -----------------------------------------------------------------
 
@@ -397,7 +413,9 @@ class LibvirtDriver:
             if m and _is_ours(dom):
                 state = "running" if dom.isActive() else "shut off"
                 out.append(Leftover("domain", dom.name(), m.group(1), state))
-        out += self.storage.leftovers()
+        out += self.pool_storage.leftovers()
+        if self.storage is not self.pool_storage:
+            out += self.storage.leftovers()
         for f in sorted(ops.list_dir(self.host, self.paths.consoles)):
             m = CONSOLE_RE.match(f)
             if m:
@@ -420,6 +438,8 @@ class LibvirtDriver:
                 _destroy(dom)
                 _undefine(dom)
         elif item.kind == "volume":
+            self.pool_storage.delete_path(item.name)
+        elif item.kind in ("zvol", "dataset"):
             self.storage.delete_path(item.name)
         elif item.kind == "file":
             parent, _, base = item.name.rpartition("/")
@@ -429,6 +449,13 @@ class LibvirtDriver:
             parent, _, base = item.name.rpartition("/")
             if parent == self.paths.work and WORKDIR_RE.match(base):
                 ops.remove_tree(self.host, item.name, inside=self.paths.work)
+
+
+def _note_storage(res: VmResources, vol: Volume) -> None:
+    """Record how a scratch or reference volume's storage read back (ZFS)."""
+    if vol.zfs_name:
+        res.storage.setdefault("volumes", {})[vol.name] = {"zfs_name": vol.zfs_name, "readback": vol.readback}
+    res.storage_problems += [p for p in vol.problems if p not in res.storage_problems]
 
 
 def _is_ours(dom: "libvirt.virDomain") -> bool:

@@ -71,7 +71,8 @@ class DirPoolStorage:
         with hypervisor_errors(f"reading pool {self.pool_name}"):
             return int(self._pool().info()[3])
 
-    def create_volume(self, name: str, size: int, fmt: ImageFormat, backing: str | None = None) -> Volume:
+    def create_volume(self, name: str, size: int, fmt: ImageFormat, backing: str | None = None,
+                      zfs: object = None) -> Volume:
         pool = self._pool()
         xml = volume_xml(name, size, fmt.value, (backing, "qcow2") if backing else None)
         with hypervisor_errors(f"creating volume {name} in pool {self.pool_name}"):

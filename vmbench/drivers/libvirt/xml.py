@@ -34,6 +34,7 @@ class DomainSpec:
     created: str = ""
     machine: str = "pc"
     volumes: tuple[str, ...] = ()
+    scratch_kind: str = "file"  # "block": a zvol or other block device (<disk type='block'>)
 
 
 def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
@@ -128,12 +129,16 @@ def disk_elements(spec: DomainSpec) -> list[ET.Element]:
         _sub(root, "target", dev="vda", bus="virtio")
     out.append(root)
     # scratch disk
-    scratch = ET.Element("disk", {"type": "file", "device": "disk"})
+    block = spec.scratch_kind == "block"
+    scratch = ET.Element("disk", {"type": "block" if block else "file", "device": "disk"})
     drv = {"name": "qemu", "type": vm.format.value, "cache": vm.cache.value, "io": vm.aio.value}
     if vm.iothread and vm.bus is Bus.VIRTIO_BLK:
         drv["iothread"] = "1"
     _sub(scratch, "driver", **drv)
-    _sub(scratch, "source", file=spec.scratch_path)
+    if block:
+        _sub(scratch, "source", dev=spec.scratch_path)
+    else:
+        _sub(scratch, "source", file=spec.scratch_path)
     if vm.bus is Bus.VIRTIO_BLK:
         _sub(scratch, "target", dev="vdb", bus="virtio")
     elif vm.bus is Bus.SATA:

@@ -1,0 +1,83 @@
+"""ZFS storage in scenarios: the storage section, storage axes, host-only scenarios, clear errors."""
+
+import pytest
+
+from vmbench.errors import ScenarioError
+from vmbench.plan import make_plan
+from vmbench.scenario import parse_scenario
+from vmbench.settings import DriverName, StorageType
+
+JOBS = "jobs:\n  - {name: w, rw: randwrite, bs: 4k, size: 64M, runtime: 5s}\n"
+HOST_ONLY = "name: z\nhost_only: true\nhypervisor: {ssh: {host: zfs1.example.org, port: 2222}}\n"
+
+
+def parse(text):
+    return parse_scenario(text + JOBS, "t.yaml")
+
+
+def error(text):
+    with pytest.raises(ScenarioError) as exc:
+        parse(text)
+    return exc.value.message
+
+
+def test_zvol_storage_states_volblocksize_and_properties():
+    s = parse("name: z\nstorage: {type: zfs, dataset: rpool/vmbench, sparse: false, "
+              "properties: {compression: lz4, sync: standard, primarycache: all, logbias: latency}}\n")
+    assert s.storage.type is StorageType.ZFS and s.storage.dataset == "rpool/vmbench" and s.storage.zfs_pool == "rpool"
+    assert s.baseline.zfs.volblocksize == 16384  # stated even when the scenario does not: never ZFS's own default
+    assert s.baseline.settings()["compression"] == "lz4" and s.baseline.settings()["volblocksize"] == "16k"
+
+
+def test_dataset_storage_and_recordsize_axis_with_format():
+    s = parse("name: z\nstorage: {type: zfs-dataset, dataset: tank/vm, recordsize: 64k}\n"
+              "mode: factorial\nvary: {recordsize: [16k, 128k], format: [raw, qcow2]}\n")
+    plan = make_plan(s)
+    assert [c.name for c in s.cells][:2] == ["baseline", "recordsize=16k,format=raw"]
+    # every recordsize gets its own host reference, stored under the first cell on it
+    refs = [(b.seq, name) for b, name in plan.host_references()]
+    assert len(refs) == 3
+    summary = plan.summary()
+    assert {c["name"]: c["host_cell"] for c in summary["cells"]}["recordsize=16k,format=qcow2"] == "recordsize=16k,format=raw"
+
+
+@pytest.mark.parametrize("text,message", [
+    ("storage: {type: zfs}\n", "storage.dataset: is required"),
+    ("storage: {type: zfs, dataset: tank}\n", "is a pool's root dataset"),
+    ("storage: {type: zfs, dataset: tank/v, recordsize: 64k}\n", "recordsize: applies to datasets"),
+    ("storage: {type: zfs-dataset, dataset: tank/v, volblocksize: 64k}\n", "volblocksize: applies to zvols"),
+    ("storage: {type: zfs, dataset: tank/v, volblocksize: 3k}\n", "volblocksize is a power of two"),
+    ("storage: {type: zfs, dataset: tank/v, properties: {compresion: lz4}}\n", "compresion"),
+    ("storage: {type: zfs, dataset: tank/v, properties: {compression: fast}}\n", "'fast' is not a value of compression"),
+    ("storage: {type: zfs, dataset: tank/v, properties: {atime: 'off'}}\n", "atime does not apply to zvols"),
+    ("storage: {type: dir, dataset: tank/v}\n", "applies to ZFS storage"),
+    ("vary: {compression: [lz4]}\n", "compression applies to ZFS storage, but storage.type is dir"),
+    ("storage: {type: zfs, dataset: tank/v}\nvary: {format: [qcow2]}\n", "format qcow2 is not possible on a zvol"),
+])
+def test_errors_name_the_key(text, message):
+    assert message in error("name: z\n" + text)
+
+
+def test_host_only_scenario():
+    s = parse(HOST_ONLY + "storage: {type: zfs, dataset: tank/vmbench}\nmode: factorial\n"
+              "vary: {volblocksize: [8k, 64k], compression: ['off', lz4]}\n")
+    assert s.host_only and s.hypervisor.driver is DriverName.NONE and s.hypervisor.ssh.port == 2222
+    plan = make_plan(s)
+    steps = plan.steps()
+    assert all(st.side == "host" for st in steps) and len(steps) == len(plan.boots) == 5
+    assert [st.cell for st in steps] == [c.name for c in s.cells]
+    assert plan.summary()["cells"][1]["settings"] == {"volblocksize": "8k", "compression": "off"}
+
+
+@pytest.mark.parametrize("text,message", [
+    ("storage: {type: dir}\n", "host_only: measures host storage variants, which needs ZFS storage"),
+    ("storage: {type: zfs, dataset: t/v}\nvary: {bus: [sata]}\n", "changes bus, a VM setting"),
+    ("storage: {type: zfs, dataset: t/v}\nvm: {cache: writeback}\n", "vm: does not apply to a host_only scenario"),
+])
+def test_host_only_errors(text, message):
+    assert message in error(HOST_ONLY + text)
+
+
+def test_host_only_refuses_a_driver():
+    assert "a host_only scenario runs no VM" in error("name: z\nhost_only: true\nhypervisor: {driver: libvirt}\n"
+                                                      "storage: {type: zfs, dataset: t/v}\n")

@@ -1,0 +1,66 @@
+"""Host-only runs: storage variants measured on the host with no VM (``host_only: true``).
+
+Pure: stored rows in, one table model out.  Per job, every variant (cell) in plan order with
+fio's figures, the telemetry the sampler recorded beside them (device and pool MB/s, write
+amplification, ARC hit ratio, CPU) and the change from the first variant (the baseline),
+with its interval and verdict.  The settings of each variant are named in its own column.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..scenario.axes import STORAGE_AXES
+from .compare import Row, aggregate, group, judge_change, telemetry_notes
+from .facts import RepeatPolicy
+from .tables import (FIGURE_COLUMNS, Column, Table, _figures, _job_label, _policy, _repeat_columns, _table_facts,
+                     _telemetry_columns, _telemetry_notes, delta_fields, delta_pct, f_text, verdict_notes)
+
+
+def host_only_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str]) -> list[Row]:
+    groups = group(measurements)
+    out = []
+    for job in jobs:
+        base = None
+        for i, cell in enumerate(cells):
+            rows = groups.get(("host", cell["name"], None, "host", job))
+            if not rows:
+                continue
+            fig = aggregate(rows)
+            deltas = {}
+            vs_base = None
+            if i == 0:
+                base = fig
+            elif base is not None and base.job_hash == fig.job_hash:
+                vs_base = fig.iops / base.iops - 1.0 if base.iops else None
+                deltas["vs_baseline"] = judge_change(fig, base)
+            out.append(Row(job=job, sync=bool(rows[0]["sync"]), side="host", cell=cell["name"], stack=None, layer="host",
+                           figures=fig, vs_baseline=vs_base, note="; ".join(telemetry_notes(rows[0], fig)),
+                           settings=cell.get("settings") or {}, deltas=deltas))
+    return out
+
+
+def host_only_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str],
+                    repeats: int | RepeatPolicy, *, env: dict | None = None, storage: str = "") -> Table:
+    policy = _policy(repeats)
+    rows = host_only_rows(measurements, cells, jobs)
+    keys = ("vs_baseline",)
+    records = []
+    for r in rows:
+        order = {k: i for i, k in enumerate(STORAGE_AXES)}  # stored JSON sorts keys; show them in axis order
+        settings = ", ".join(f"{k}={v}" for k, v in sorted(r.settings.items(), key=lambda kv: order.get(kv[0], 99)))
+        records.append({"job": _job_label(r), "cell": r.cell or "", "storage": settings, **_figures(r),
+                        "vs_baseline": r.vs_baseline, "note": r.note,
+                        "repeat_stop": policy.stop(r.figures.repeats, r.figures.cv), **delta_fields(r, keys)})
+    cols = [Column("job", "job"), Column("storage", "storage settings")]
+    cols += FIGURE_COLUMNS + _telemetry_columns(records) + _repeat_columns(records, policy)
+    cols += [Column("vs_baseline", "vs baseline", row_fmt=delta_pct("vs_baseline")), Column("note", "note", f_text)]
+    notes = [f"host only: no VM; fio on the host, on a new zvol or dataset per variant ({storage})." if storage
+             else "host only: no VM; fio on the host, on a new zvol or dataset per variant.",
+             f"vs baseline = change in IOPS from the first variant ({cells[0]['name'] if cells else '-'})."]
+    if any(r.sync for r in rows):
+        notes.append("(sync) jobs issue synchronous writes: compare them only with each other.")
+    notes += _telemetry_notes(records)
+    notes += verdict_notes(records, keys)
+    facts, missing = _table_facts(measurements, cells, env, policy)
+    return Table("host-only", "Host only: storage variants", cols, records, notes, facts, missing)
