@@ -47,6 +47,9 @@ REQUIRED_TOOLS = {
 }
 GUEST_AGENT_PORT = "org.qemu.guest_agent.0"
 DEBOOTSTRAP_TIMEOUT = 3600.0
+APT_TIMEOUT = 3600.0  # chroot_packages: apt-get install, DKMS builds included
+APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+POLICY_RC_D = "usr/sbin/policy-rc.d"  # exit 101: no service starts in the chroot
 STEP_TIMEOUT = 900.0
 TICK_SECONDS = 15.0
 
@@ -91,6 +94,40 @@ def chroot_argv(rootdir: Path, *command: str) -> list[str]:
 
 def mount_proc_argv(rootdir: Path) -> list[str]:
     return ["mount", "-t", "proc", "proc", str(rootdir / "proc")]
+
+
+def mount_chroot_fs_argvs(rootdir: Path) -> list[list[str]]:
+    """/proc, /sys and the host's /dev in the chroot (for package scripts, DKMS builds)."""
+    return [
+        mount_proc_argv(rootdir),
+        ["mount", "-t", "sysfs", "sysfs", str(rootdir / "sys")],
+        ["mount", "--bind", "/dev", str(rootdir / "dev")],
+    ]
+
+
+def bind_mount_argv(source: Path, target: Path) -> list[str]:
+    return ["mount", "--bind", str(source), str(target)]
+
+
+def apt_get_argv(rootdir: Path, *args: str) -> list[str]:
+    return chroot_argv(rootdir, "apt-get", "-q", "-y", "-o", "Dpkg::Options::=--force-confold", *args)
+
+
+def apt_install_argv(rootdir: Path, packages: Sequence[str]) -> list[str]:
+    return apt_get_argv(rootdir, "install", "--no-install-recommends", *packages)
+
+
+def dkms_autoinstall_argv(rootdir: Path, kernel_version: str) -> list[str]:
+    """Build every DKMS module for the guest's kernel (not the build host's `uname -r`)."""
+    return chroot_argv(rootdir, "dkms", "autoinstall", "-k", kernel_version)
+
+
+def depmod_argv(rootdir: Path, kernel_version: str) -> list[str]:
+    return chroot_argv(rootdir, "depmod", kernel_version)
+
+
+def enable_units_argv(rootdir: Path, units: Sequence[str]) -> list[str]:
+    return chroot_argv(rootdir, "systemctl", "enable", *units)
 
 
 def umount_argv(target: Path | str, *, lazy: bool = False) -> list[str]:
@@ -202,6 +239,12 @@ def missing_initrd_modules(listing: str, builtin: str, required: Sequence[str]) 
     return [m for m in required if m.replace("-", "_") not in present]
 
 
+def missing_kernel_modules(modules_dep: str, builtin: str, required: Sequence[str]) -> list[str]:
+    """Required modules neither in a kernel's modules.dep nor built into it."""
+    listing = "\n".join(line.split(":", 1)[0] for line in modules_dep.splitlines())
+    return missing_initrd_modules(listing, builtin, required)
+
+
 def parse_dpkg_query(stdout: str) -> dict[str, str]:
     """``pkg<TAB>version<TAB>status`` lines -> {pkg: version} for installed packages."""
     versions = {}
@@ -251,6 +294,9 @@ def build_manifest(
         "root_file_bytes": image_bytes,
         "initrd_modules": list(recipe.initrd_modules),
         "masked_units": list(recipe.mask_units),
+        "enabled_units": list(recipe.enable_units),
+        "chroot_packages": list(recipe.chroot_packages),
+        "kernel_modules": list(recipe.kernel_modules),
         "packages": packages,
     }
 
@@ -307,6 +353,8 @@ def _build_in(
     out.mkdir()
     mirror = effective_mirror(recipe)
     _debootstrap(recipe, rootdir, mirror, state, progress)
+    if recipe.chroot_packages:
+        _chroot_install(recipe, rootdir, state, progress)
     kernel = kernel_version(rootdir / "boot")
     progress.step(f"configuring the guest (kernel {kernel})")
     _configure(recipe, rootdir)
@@ -346,6 +394,30 @@ def _debootstrap(
             exc.hint = f"debootstrap's own log was kept in {kept}; check the mirror ({mirror})"
         raise
     finally:
+        _unmount_all_under(rootdir)
+
+
+def _chroot_install(recipe: Recipe, rootdir: Path, state: StatePaths, progress: Progress) -> None:
+    """apt-get install the recipe's chroot_packages (with /proc, /sys and /dev mounted and
+    service starts refused), then build any DKMS module for the guest's kernel."""
+    kernel = kernel_version(rootdir / "boot")
+    archives = _ensure_dir(state.cache / "apt-archives")
+    policy = rootdir / POLICY_RC_D
+    progress.step(f"installing {len(recipe.chroot_packages)} package(s) in the chroot: {', '.join(recipe.chroot_packages)}")
+    try:
+        for argv in mount_chroot_fs_argvs(rootdir):
+            run(argv, timeout=60)
+        run(bind_mount_argv(archives, rootdir / "var/cache/apt/archives"), timeout=60)
+        policy.write_text("#!/bin/sh\nexit 101\n")
+        policy.chmod(0o755)
+        with _ticker(progress, "apt-get in the chroot"):
+            run(apt_get_argv(rootdir, "update"), env=APT_ENV, timeout=STEP_TIMEOUT)
+            run(apt_install_argv(rootdir, recipe.chroot_packages), env=APT_ENV, timeout=APT_TIMEOUT)
+            if (rootdir / "usr/sbin/dkms").exists():
+                progress.status(f"building DKMS modules for kernel {kernel}")
+                run(dkms_autoinstall_argv(rootdir, kernel), env=APT_ENV, timeout=APT_TIMEOUT)
+    finally:
+        policy.unlink(missing_ok=True)
         _unmount_all_under(rootdir)
 
 
@@ -392,7 +464,11 @@ def _chroot_steps(recipe: Recipe, rootdir: Path, kernel: str, progress: Progress
     try:
         if recipe.mask_units:
             run(mask_units_argv(rootdir, recipe.mask_units), timeout=STEP_TIMEOUT)
+        if recipe.enable_units:
+            run(enable_units_argv(rootdir, recipe.enable_units), timeout=STEP_TIMEOUT)
         run(set_default_target_argv(rootdir), timeout=STEP_TIMEOUT)
+        if recipe.kernel_modules:
+            _check_kernel_modules(recipe, rootdir, kernel)
         _check_guest_agent_activation(recipe, rootdir)
         if recipe.initrd_modules:
             progress.status("checking the initrd's modules")
@@ -407,6 +483,19 @@ def _chroot_steps(recipe: Recipe, rootdir: Path, kernel: str, progress: Progress
                 )
     finally:
         _unmount_all_under(rootdir)
+
+
+def _check_kernel_modules(recipe: Recipe, rootdir: Path, kernel: str) -> None:
+    run(depmod_argv(rootdir, kernel), timeout=STEP_TIMEOUT)
+    moddir = rootdir / "usr/lib/modules" / kernel
+    dep = (moddir / "modules.dep").read_text() if (moddir / "modules.dep").is_file() else ""
+    builtin = (moddir / "modules.builtin").read_text() if (moddir / "modules.builtin").is_file() else ""
+    missing = missing_kernel_modules(dep, builtin, recipe.kernel_modules)
+    if missing:
+        raise VmbenchError(
+            f"kernel {kernel} of the guest has no module(s): {', '.join(missing)}",
+            hint="a DKMS package must build them for the guest's kernel (see /var/lib/dkms/*/*/build/make.log)",
+        )
 
 
 def _check_guest_agent_activation(recipe: Recipe, rootdir: Path) -> None:
@@ -429,8 +518,9 @@ def _package_versions(rootdir: Path, packages: Sequence[str]) -> dict[str, str]:
 
 
 def _cleanup_root(rootdir: Path) -> None:
-    """Drop what only made the build work: downloaded .debs and apt's lists."""
-    for pattern in ("var/cache/apt/archives/*.deb", "var/cache/apt/*.bin", "var/lib/apt/lists/*_*"):
+    """Drop what only made the build work (downloaded .debs, apt's lists) and what each VM
+    must make for itself (SSH host keys, if openssh-server was installed)."""
+    for pattern in ("var/cache/apt/archives/*.deb", "var/cache/apt/*.bin", "var/lib/apt/lists/*_*", "etc/ssh/ssh_host_*"):
         for p in rootdir.glob(pattern):
             p.unlink()
 

@@ -40,10 +40,18 @@ _OPTIONAL: dict[str, tuple[type, Any]] = {
     "initrd_modules": (list, ()),
     "manifest_packages": (list, ()),
     "overlay": (str, None),
+    # Installed with apt-get inside the chroot after debootstrap (/proc, /sys, /dev mounted,
+    # services kept from starting); for packages whose scripts need them (DKMS modules).
+    "chroot_packages": (list, ()),
+    # Enabled with `systemctl enable` in the chroot.
+    "enable_units": (list, ()),
+    # Kernel modules that must exist for the guest's kernel (e.g. built by DKMS).
+    "kernel_modules": (list, ()),
 }
 _SIZE_RE = re.compile(r"^([1-9][0-9]*)([MG])$")
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _PKG_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+_MODULE_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 _UNIT_RE = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.(service|timer|socket|target|mount|path)$")
 _LABEL_MAX = 16  # ext4 volume labels
 
@@ -73,6 +81,9 @@ class Recipe:
     initrd_modules: tuple[str, ...] = ()
     manifest_packages: tuple[str, ...] = ()
     overlay: Path | None = None
+    chroot_packages: tuple[str, ...] = ()
+    enable_units: tuple[str, ...] = ()
+    kernel_modules: tuple[str, ...] = ()
 
     @property
     def path(self) -> Path:
@@ -161,13 +172,20 @@ def _build(where: Path, directory: Path, v: dict[str, Any]) -> Recipe:
     parse_size(v["size"])
     if not v["packages"]:
         raise RecipeError(f"{where}: 'packages' is empty")
-    for key in ("packages", "manifest_packages"):
+    for key in ("packages", "manifest_packages", "chroot_packages"):
         bad = [p for p in v[key] if not _PKG_RE.match(p)]
         if bad:
             raise RecipeError(f"{where}: bad package name(s) in {key!r}: {', '.join(bad)}")
-    bad_units = [u for u in v["mask_units"] if not _UNIT_RE.match(u)]
-    if bad_units:
-        raise RecipeError(f"{where}: bad unit name(s) in 'mask_units': {', '.join(bad_units)}")
+    for key in ("mask_units", "enable_units"):
+        bad_units = [u for u in v[key] if not _UNIT_RE.match(u)]
+        if bad_units:
+            raise RecipeError(f"{where}: bad unit name(s) in {key!r}: {', '.join(bad_units)}")
+    both = sorted(set(v["mask_units"]) & set(v["enable_units"]))
+    if both:
+        raise RecipeError(f"{where}: unit(s) both masked and enabled: {', '.join(both)}")
+    bad_mods = [m for m in v["kernel_modules"] if not _MODULE_RE.match(m)]
+    if bad_mods:
+        raise RecipeError(f"{where}: bad module name(s) in 'kernel_modules': {', '.join(bad_mods)}")
     if not v["root_label"] or len(v["root_label"]) > _LABEL_MAX:
         raise RecipeError(f"{where}: 'root_label' must be 1..{_LABEL_MAX} characters")
     if not any(tok.startswith("root=") for tok in v["cmdline"].split()):
@@ -197,6 +215,9 @@ def _build(where: Path, directory: Path, v: dict[str, Any]) -> Recipe:
         initrd_modules=v["initrd_modules"],
         manifest_packages=v["manifest_packages"],
         overlay=overlay,
+        chroot_packages=v["chroot_packages"],
+        enable_units=v["enable_units"],
+        kernel_modules=v["kernel_modules"],
     )
 
 
