@@ -5,7 +5,8 @@ One :class:`Where` value says where a measurement runs (side, target, cell, laye
 that the guest's fio argv is the host's for the same job (METHOD rule 2).  With an adaptive
 repeat policy it then runs more repeats of each of those jobs on that target while their
 IOPS vary too much (:meth:`RepeatPolicy.wants_more`).  fio's time series, when the run has
-them, are stored as telemetry rows of their measurement.
+them, are stored as telemetry rows of their measurement, and so are the samplers' (for a guest
+with a ``host_side``, the host's too: "host-disk", "host-cpu", "zpool", "arc").
 """
 
 from __future__ import annotations
@@ -43,6 +44,15 @@ class Where:
     layer: str = "host"
     depth: int = 0
     settings: dict = field(default_factory=dict)
+    #: the ZFS pool under ``target`` on this side (a zvol's or a dataset's), sampled while fio
+    #: runs; for a guest, the host's pool under the scratch disk (sampled on ``host_side``)
+    zfs_pool: str | None = None
+    #: for a guest: the host, sampled too while fio runs in the guest ("host-disk", "host-cpu",
+    #: and the pool's "zpool" and "arc"), in ``host_workdir``; ``host_target`` is the scratch
+    #: disk's path on the host (a /dev/zvol/... device or a file; None: every whole disk)
+    host_side: Transport | None = None
+    host_workdir: str = ""
+    host_target: str | None = None
 
     @property
     def slow(self) -> bool:
@@ -132,8 +142,13 @@ class Measurer:
         if not job.direct:
             _drop_caches(where.side)
         must_match = self.host_argv.get(job.name) if where.side_name == "guest" else None
+        # a guest's pool is the host's: sampled on the host side only (never the host twice)
+        on_host = where.side_name == "guest" and where.host_side is not None
         run = run_fio(where.side, job, where.target, where.workdir, label=label, progress=self.progress,
-                      slow=where.slow, must_match=must_match)
+                      slow=where.slow, must_match=must_match,
+                      zfs_pool=where.zfs_pool if where.side_name == "host" or on_host else None,
+                      host_side=where.host_side if on_host else None, host_workdir=where.host_workdir if on_host else "",
+                      host_target=where.host_target if on_host else None)
         if where.side_name == "host":
             self.host_argv[job.name] = run.argv
         pcts = run.result.percentiles()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from . import __version__
 from .drivers import make_driver
@@ -374,7 +374,10 @@ class Runner:
             self.outcome.invalid_cells.append(cell.name)
             return None
         where = Where(guest.transport, "guest", GUEST_WORKDIR, disk.path, self.accel.name, cell=cell, cell_id=cell_id,
-                      boot_id=boot_id, layer="raw", settings=cell.vm.settings())
+                      boot_id=boot_id, layer="raw", settings=cell.vm.settings(),
+                      # the host is sampled too while the guest's fio runs: its CPU and, on ZFS, the pool
+                      host_side=self.host, host_workdir=self.host_workdir, host_target=guest.resources.scratch_path,
+                      zfs_pool=self.scenario.storage.zfs_pool)
         if raw_steps:
             self.step = f"measuring {cell.name}: raw disk"
             self.measurer.measure(where, raw_steps)
@@ -428,8 +431,7 @@ class Runner:
                 layer_steps = [st for st in steps if st.depth == depth]
                 if layer_steps:
                     self.step = f"measuring {cell.name}: {built.path}"
-                    where = Where(base.side, "guest", base.workdir, built.target, base.accelerator, cell=cell, cell_id=base.cell_id,
-                                  boot_id=base.boot_id, stack=stack.name, layer=built.path, depth=depth, settings=base.settings)
+                    where = replace(base, target=built.target, stack=stack.name, layer=built.path, depth=depth)
                     self.measurer.measure(where, layer_steps)
             finished = True
         finally:

@@ -13,43 +13,92 @@ into per-second series (pure functions, :func:`parse_samples` and :func:`series`
 * ``cpu``: ``{"t_s": [...], "user": [...], "system": [...], "iowait": [...], "steal": [...],
   "idle": [...]}`` in percent of all CPUs.
 
-The sampler is a fixed shell script (:data:`SAMPLER_SCRIPT`, never built from data) that
-stops by itself after ``max_s`` seconds, so nothing is left running even if the kill is
-lost.  Telemetry never fails a measurement: any error is a warning and no series.
+While fio runs in a guest whose scratch disk lives on the host, a second sampler on the host
+records the host's side of it (:func:`run_fio`'s ``host_side``): its "disk" and "cpu" are
+stored as "host-disk" and "host-cpu" (:data:`HOST_SOURCES`, :func:`as_host`); the pool's
+series keep their names, as a pool is only ever sampled on the host.
+
+Given a ZFS pool (the host's storage is a zvol or a dataset), the sampler also runs
+``zpool iostat -Hpv -T u POOL 1 COUNT`` beside it into ``<file>.zpool``, adds the ARC counters
+of ``/proc/spl/kstat/zfs/arcstats`` to each sample, and records ``zpool status POOL``'s scan
+line and ``zfs_txg_timeout`` at the start and at the end: the "zpool" and "arc" series of
+:mod:`vmbench.telemetry_zfs`.
+
+The sampler is a fixed shell script (:data:`SAMPLER_SCRIPT`, never built from data; the pool
+name, checked against :data:`vmbench.telemetry_zfs.POOL_NAME`, is one of its arguments) that
+stops by itself after ``max_s`` seconds, and so does ``zpool iostat`` (its count), so nothing
+is left running even if the kill is lost.  Telemetry never fails a measurement: any error
+is a warning and no series.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from . import telemetry_zfs as zfs
 from .transport.base import Transport
 
 log = logging.getLogger(__name__)
 
 INTERVAL_S = 1
 SECTOR = 512
-#: each sample: a blank line, "@ <uptime seconds>", /proc/diskstats,
-#: the aggregate cpu line, "." -- a sample cut short by the kill has no "." and is ignored.
-#: Arguments: output file, interval seconds, max seconds (0: one sample).
-SAMPLER_SCRIPT = r"""out=$1; iv=$2; max=$3
+#: each sample: a blank line, "@ <uptime seconds>", /proc/diskstats, the aggregate cpu line,
+#: (with a pool) arcstats' hits, misses, size, c, c_min, c_max lines, "." -- a sample cut short
+#: by the kill has no "." and is ignored.  With a pool, an "@zfs" section ("status ok" and the
+#: scan lines when ``zpool status`` answered, "txg_timeout N", ".") before the first sample, and
+#: ``zpool iostat`` in the background (not for a single sample) into "<output file>.zpool",
+#: its errors into "<output file>.zerr", stopped with the loop.
+#: Arguments: output file, interval seconds, max seconds (0: one sample)[, pool].
+SAMPLER_SCRIPT = r"""out=$1; iv=$2; max=$3; pool=$4
 read start _ < /proc/uptime
 start=${start%.*}
+zp=
+arc=/proc/spl/kstat/zfs/arcstats
+if [ -n "$pool" ]; then
+  { echo; echo "@zfs"
+    if command -v timeout >/dev/null 2>&1; then st=$(timeout 20 zpool status "$pool" 2>/dev/null); else st=$(zpool status "$pool" 2>/dev/null); fi \
+      && { echo "status ok"; printf '%s\n' "$st" | grep -E '(scan|scrub):'; }
+    txg=/sys/module/zfs/parameters/zfs_txg_timeout
+    [ -r "$txg" ] && read v < "$txg" && echo "txg_timeout $v"
+    echo .; } >> "$out" || exit 1
+  if [ "$max" -gt 0 ]; then
+    zpool iostat -Hpv -T u "$pool" "$iv" $(( max / iv + 2 )) > "$out.zpool" 2> "$out.zerr" &
+    zp=$!
+  fi
+fi
+rc=0
 while :; do
   read up _ < /proc/uptime
-  { echo; echo "@ $up"; cat /proc/diskstats; head -n 1 /proc/stat; echo .; } >> "$out" || exit 1
-  [ $(( ${up%.*} - start )) -ge "$max" ] && exit 0
+  { echo; echo "@ $up"; cat /proc/diskstats; head -n 1 /proc/stat
+    [ -n "$pool" ] && [ -r "$arc" ] && grep -E '^(hits|misses|size|c|c_min|c_max) ' "$arc"
+    echo .; } >> "$out" || { rc=1; break; }
+  [ $(( ${up%.*} - start )) -ge "$max" ] && break
   sleep "$iv"
 done
+[ -n "$zp" ] && kill "$zp" 2>/dev/null
+exit $rc
 """
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 _SKIP = re.compile(r"^(loop|ram|zram|sr|fd|nbd)\d+$")
 
 
-def sampler_argv(outfile: str, max_s: float, interval: int = INTERVAL_S) -> list[str]:
-    return ["sh", "-c", SAMPLER_SCRIPT, "sh", outfile, str(int(interval)), str(max(0, int(max_s)))]
+#: the host sampler's series during a guest fio run, as stored ("zpool" and "arc" keep their names)
+HOST_SOURCES = {"disk": "host-disk", "cpu": "host-cpu"}
+
+
+def as_host(sampled: dict[str, dict]) -> dict[str, dict]:
+    """A host sampler's series during a guest run, under the names they are stored with."""
+    return {HOST_SOURCES.get(k, k): v for k, v in sampled.items()}
+
+
+def sampler_argv(outfile: str, max_s: float, interval: int = INTERVAL_S, pool: str | None = None) -> list[str]:
+    """The sampler's command: always :data:`SAMPLER_SCRIPT`, the data only as arguments (a
+    ``pool`` that is not a valid pool name is refused: ValueError)."""
+    argv = ["sh", "-c", SAMPLER_SCRIPT, "sh", outfile, str(max(1, int(interval))), str(max(0, int(max_s)))]
+    return argv + [zfs.check_pool_name(pool)] if pool is not None else argv
 
 
 @dataclass(frozen=True)
@@ -57,6 +106,7 @@ class Sample:
     t: float  # uptime seconds
     disks: dict[str, tuple[int, int]]  # kernel name -> (sectors read, sectors written)
     cpu: dict[str, int]  # CPU_FIELDS -> jiffies
+    arc: dict[str, int] = field(default_factory=dict)  # telemetry_zfs.ARC_FIELDS -> value (with a pool)
 
 
 def parse_samples(text: str) -> list[Sample]:
@@ -65,17 +115,18 @@ def parse_samples(text: str) -> list[Sample]:
     t: float | None = None
     disks: dict[str, tuple[int, int]] = {}
     cpu: dict[str, int] | None = None
+    arc: dict[str, int] = {}
     for line in text.splitlines():
-        if line.startswith("@ "):
+        if line.startswith("@"):  # a sample ("@ <uptime>"), or another section ("@zfs")
             try:
-                t = float(line[2:].strip())
+                t = float(line[2:].strip()) if line.startswith("@ ") else None
             except ValueError:
                 t = None
-            disks, cpu = {}, None
+            disks, cpu, arc = {}, None, {}
         elif line == ".":
             if t is not None and cpu is not None:
-                out.append(Sample(t, disks, cpu))
-            t, disks, cpu = None, {}, None
+                out.append(Sample(t, disks, cpu, arc))
+            t, disks, cpu, arc = None, {}, None, {}
         elif t is None:
             continue
         elif line.startswith("cpu "):
@@ -88,6 +139,8 @@ def parse_samples(text: str) -> list[Sample]:
             if len(values) >= 4:
                 values += [0] * (len(CPU_FIELDS) - len(values))
                 cpu = dict(zip(CPU_FIELDS, values))
+        elif (got := zfs.parse_arc_line(line)) is not None:
+            arc[got[0]] = got[1]
         else:
             parts = line.split()
             if len(parts) >= 10:
@@ -100,7 +153,8 @@ def parse_samples(text: str) -> list[Sample]:
 
 def series(samples: Sequence[Sample], devices: Sequence[str] | None, primary: str | None = None) -> dict[str, dict]:
     """Per-interval deltas of ``samples`` as the "disk" and "cpu" series (both {} with fewer
-    than two samples).  ``devices`` None: every whole disk seen (``all_devices``)."""
+    than two samples), and "arc" when every sample has the ARC counters.  ``devices`` None:
+    every whole disk seen (``all_devices``)."""
     samples = sorted(samples, key=lambda s: s.t)
     samples = [s for i, s in enumerate(samples) if i == 0 or s.t > samples[i - 1].t]
     if len(samples) < 2:
@@ -126,8 +180,13 @@ def series(samples: Sequence[Sample], devices: Sequence[str] | None, primary: st
         cpu["system"].append(round((d["system"] + d["irq"] + d["softirq"]) * 100 / total, 2))
         for k in ("iowait", "steal", "idle"):
             cpu[k].append(round(d[k] * 100 / total, 2))
-    return {"disk": {"t_s": t_s, "devices": disk, "primary": primary if primary in disk else None, "all_devices": all_devices},
-            "cpu": {"t_s": list(t_s), **cpu}}
+    out: dict[str, dict] = {
+        "disk": {"t_s": t_s, "devices": disk, "primary": primary if primary in disk else None, "all_devices": all_devices},
+        "cpu": {"t_s": list(t_s), **cpu}}
+    arc = zfs.arc_series([(s.t, s.arc) for s in samples])
+    if arc:
+        out["arc"] = arc
+    return out
 
 
 def _is_partition(name: str, disks: dict) -> bool:
@@ -160,41 +219,64 @@ def target_devices(transport: Transport, target: str) -> tuple[list[str], str | 
 
 
 class Sampler:
-    """One sampler on a side: :meth:`start` before fio, :meth:`stop` after (both never raise)."""
+    """One sampler on a side: :meth:`start` before fio, :meth:`stop` after (both never raise).
+    With ``zfs_pool`` it also records that pool and the ARC (:mod:`vmbench.telemetry_zfs`).
+    ``target`` None: every whole disk (the side's device of interest is not known)."""
 
-    def __init__(self, transport: Transport, target: str, workdir: str, token: str, max_s: float) -> None:
+    def __init__(self, transport: Transport, target: str | None, workdir: str, token: str, max_s: float,
+                 zfs_pool: str | None = None) -> None:
         self.transport = transport
         self.target = target
         self.path = f"{workdir}/telemetry-{token}.txt"
         self.max_s = max_s
+        self.pool: str | None = None
+        if zfs_pool is not None:
+            if zfs.valid_pool_name(zfs_pool):
+                self.pool = zfs_pool
+            else:
+                log.warning("%s: ZFS telemetry not recorded: %r is not a pool name vmbench accepts",
+                            transport.name, zfs_pool)
         self.handle: Any = None
         self.devices: tuple[list[str], str | None] | None = None
         self.failed = False
 
+    @property
+    def files(self) -> list[str]:
+        """Every file the sampler may write (removed by :meth:`stop`)."""
+        return [self.path] + ([self.path + ".zpool", self.path + ".zerr"] if self.pool else [])
+
     def start(self) -> None:
         try:
-            self.devices = target_devices(self.transport, self.target)
-            if self.devices is None:
+            self.devices = target_devices(self.transport, self.target) if self.target else None
+            if self.devices is None and not self.target:
+                log.info("%s: no target given; recording every whole disk", self.transport.name)
+            elif self.devices is None:
                 log.warning("%s: cannot tell the devices under %s; recording every whole disk", self.transport.name, self.target)
-            self.handle = self.transport.spawn(sampler_argv(self.path, self.max_s))
+            self.handle = self.transport.spawn(sampler_argv(self.path, self.max_s, pool=self.pool))
         except Exception as exc:  # telemetry never fails a measurement
             self.failed = True
             log.warning("%s: telemetry not recorded (the sampler did not start): %s", self.transport.name, exc)
 
     def stop(self) -> dict[str, dict]:
-        """Kill the sampler, take a last sample, read the file back and remove it."""
+        """Kill the sampler, take a last sample, read the files back and remove them."""
         if self.handle is None:
             return {}
         out: dict[str, dict] = {}
         try:
             self.transport.kill(self.handle)
             self.handle = None
-            self.transport.run(sampler_argv(self.path, 0), timeout=30)
+            self.transport.run(sampler_argv(self.path, 0, pool=self.pool), timeout=60 if self.pool else 30)
             text = self.transport.read_file(self.path).decode("ascii", errors="replace")
             names, primary = self.devices if self.devices is not None else (None, None)
             out = series(parse_samples(text), names, primary)
             if not out:
                 log.warning("%s: telemetry not recorded: fewer than two samples", self.transport.name)
+            if self.pool:
+                if out and "arc" not in out:
+                    log.warning("%s: ARC counters not recorded (no /proc/spl/kstat/zfs/arcstats?)", self.transport.name)
+                zpool = self._zpool(text)
+                if zpool:
+                    out["zpool"] = zpool
         except Exception as exc:
             log.warning("%s: telemetry not recorded: %s", self.transport.name, exc)
             out = {}
@@ -205,28 +287,67 @@ class Sampler:
             except Exception as exc:
                 log.warning("%s: could not stop the telemetry sampler: %s", self.transport.name, exc)
             try:
-                self.transport.run(["rm", "-f", self.path], timeout=60, check=False)
+                self.transport.run(["rm", "-f", *self.files], timeout=60, check=False)
             except Exception as exc:
-                log.warning("%s: could not remove %s: %s", self.transport.name, self.path, exc)
+                log.warning("%s: could not remove %s: %s", self.transport.name, " ".join(self.files), exc)
         return out
 
+    def _zpool(self, text: str) -> dict:
+        """The "zpool" series from ``zpool iostat``'s file and the "@zfs" sections of ``text``."""
+        scan, txg = zfs.parse_zfs_state(text)
+        if scan is None:
+            log.warning("%s: zpool status %s did not answer: scrub/resilver state not known", self.transport.name, self.pool)
+        try:
+            iostat = self.transport.read_file(self.path + ".zpool").decode("utf-8", errors="replace")
+        except Exception as exc:
+            iostat = ""
+            log.warning("%s: zpool iostat %s not recorded: %s", self.transport.name, self.pool, exc)
+        start, reports = zfs.parse_zpool_iostat(iostat)
+        if not reports and iostat:
+            log.warning("%s: zpool iostat %s: no complete report after the first%s", self.transport.name, self.pool,
+                        self._errors())
+        elif not reports:
+            log.warning("%s: zpool iostat %s wrote nothing%s", self.transport.name, self.pool, self._errors())
+        return zfs.zpool_series(start, reports, scan, txg)
 
-def summary(disk: dict | None, cpu: dict | None) -> dict[str, float]:
+    def _errors(self) -> str:
+        try:
+            err = self.transport.read_file(self.path + ".zerr").decode("utf-8", errors="replace").strip()
+        except Exception:
+            return ""
+        return f": {err.splitlines()[0][:200]}" if err else ""
+
+
+def summary(disk: dict | None, cpu: dict | None, zpool: dict | None = None, arc: dict | None = None, *,
+            host_disk: dict | None = None, host_cpu: dict | None = None) -> dict[str, Any]:
     """Means over the run: ``read_mb_s``/``write_mb_s`` of the primary device (or the sum of
-    all recorded), ``cpu_busy`` (100 - idle) and ``cpu_idle``; only what the series have."""
+    all recorded), ``cpu_busy`` (100 - idle) and ``cpu_idle``; with ZFS series also
+    ``pool_read_mb_s``, ``pool_write_mb_s``, ``scan``, ``txg_timeout_s``, ``arc_hit_ratio``
+    (None: no ARC accesses) and ``arc_size_mb`` (:func:`vmbench.telemetry_zfs.summary`);
+    with the host's series of a guest run ("host-disk", "host-cpu") also
+    ``host_dev_read_mb_s``, ``host_dev_write_mb_s``, ``host_cpu_busy``, ``host_cpu_idle``;
+    only what the series have."""
+    out: dict[str, Any] = {}
+    out.update(_side(disk, cpu, "read_mb_s", "write_mb_s", "cpu_busy", "cpu_idle"))
+    out.update(zfs.summary(zpool, arc))
+    out.update(_side(host_disk, host_cpu, "host_dev_read_mb_s", "host_dev_write_mb_s", "host_cpu_busy", "host_cpu_idle"))
+    return out
+
+
+def _side(disk: dict | None, cpu: dict | None, read: str, write: str, busy: str, idle_key: str) -> dict[str, float]:
     out: dict[str, float] = {}
     if isinstance(disk, dict) and isinstance(disk.get("devices"), dict) and disk["devices"]:
         devices = disk["devices"]
         chosen = [disk["primary"]] if disk.get("primary") in devices else list(devices)
-        for key, name in (("read_mb_s", "read_mb_s"), ("write_mb_s", "write_mb_s")):
+        for key, name in (("read_mb_s", read), ("write_mb_s", write)):
             per = [_mean(devices[d].get(key) or []) for d in chosen]
             if all(v is not None for v in per):
                 out[name] = sum(per)  # type: ignore[arg-type]
     if isinstance(cpu, dict):
         idle = _mean(cpu.get("idle") or [])
         if idle is not None:
-            out["cpu_idle"] = idle
-            out["cpu_busy"] = 100.0 - idle
+            out[idle_key] = idle
+            out[busy] = 100.0 - idle
     return out
 
 

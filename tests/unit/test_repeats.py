@@ -340,7 +340,10 @@ def test_no_series_no_fio_telemetry(env):
     outcome = env.runner(FakeDriver(), scenario("")).run()
     rows = env.telemetry(outcome.run_id)
     assert len(env.rows("measurements", outcome.run_id)) == 4
-    assert sorted(r["source"] for r in rows) == ["cpu"] * 4 + ["disk"] * 4  # only the sampler's, no fio logs
+    sides = {m["id"]: m["side"] for m in env.rows("measurements", outcome.run_id)}
+    # only the samplers': the side's own, and the host's during guest runs; no fio logs
+    assert sorted((sides[r["measurement_id"]], r["source"]) for r in rows) == sorted(
+        [("host", "cpu"), ("host", "disk")] * 2 + [("guest", s) for s in ("cpu", "disk", "host-cpu", "host-disk")] * 2)
 
 
 def test_db_telemetry_roundtrip(tmp_path):

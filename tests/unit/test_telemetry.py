@@ -137,7 +137,9 @@ def test_every_measurement_stores_disk_and_cpu_and_the_report_shows_them(env):  
     assert outcome.status == "ok"
     measurements = {m["id"]: m for m in env.rows("measurements", outcome.run_id)}
     rows = env.telemetry(outcome.run_id)
-    assert sorted((r["measurement_id"], r["source"]) for r in rows) == sorted((i, s) for i in measurements for s in ("cpu", "disk"))
+    assert sorted((r["measurement_id"], r["source"]) for r in rows) == sorted(
+        (i, s) for i, m in measurements.items()
+        for s in (("cpu", "disk") if m["side"] == "host" else ("cpu", "disk", "host-cpu", "host-disk")))
     primary = {(measurements[r["measurement_id"]]["side"], measurements[r["measurement_id"]]["layer"]): r["series"]["primary"]
                for r in rows if r["source"] == "disk"}
     assert primary == {("host", "host"): "sda", ("guest", "raw"): "vdb", ("guest", "partition"): "vdb"}

@@ -41,7 +41,9 @@ class FioRun:
     raw_json: str
     #: fio's own time series: "fio-iops", "fio-clat" (and "fio-iops-read"/"fio-iops-write" when
     #: both directions ran), each {"t_s": [...], "values": [...], "unit": "IOPS" | "ms"}; and
-    #: the sampler's "disk" and "cpu" (:mod:`vmbench.telemetry`)
+    #: the sampler's "disk" and "cpu" (:mod:`vmbench.telemetry`), with a ZFS pool also
+    #: "zpool" and "arc" (:mod:`vmbench.telemetry_zfs`); with a host side (a guest run), the
+    #: host sampler's "host-disk" and "host-cpu" (and the host pool's "zpool" and "arc")
     series: dict = field(default_factory=dict)
     jobfile_text: str | None = None  # the rewritten copy of a job file that ran
     rewrites: tuple[str, ...] = ()  # what vmbench changed in it, one line each
@@ -64,6 +66,10 @@ def run_fio(
     slow: bool = False,
     must_match: Sequence[str] | None = None,
     telemetry: bool = True,
+    zfs_pool: str | None = None,
+    host_side: Transport | None = None,
+    host_workdir: str = "",
+    host_target: str | None = None,
 ) -> FioRun:
     """Run ``job`` on ``target``.  ``must_match`` is the other side's argv for the same job:
     the run is refused unless every parameter but target, output and log paths is identical
@@ -71,7 +77,15 @@ def run_fio(
     runs as a copy rewritten for ``target`` in ``workdir``; fio's logs are read back, parsed
     into :attr:`FioRun.series` and removed with the copy and the output.  With ``telemetry``
     a sampler records the devices under ``target`` and the CPU while fio runs (the "disk"
-    and "cpu" series, :mod:`vmbench.telemetry`); it never fails the run."""
+    and "cpu" series, :mod:`vmbench.telemetry`); with ``zfs_pool`` (the ZFS pool under
+    ``target`` on this side) also that pool's I/O, the ARC and the scrub state (the "zpool"
+    and "arc" series, :mod:`vmbench.telemetry_zfs`); it never fails the run.
+
+    With ``host_side`` (fio runs in a guest whose scratch disk is ``host_target`` on that host,
+    a /dev/zvol/... device or a file; None: every whole disk) a second sampler runs on the
+    host, in ``host_workdir``, from just before fio until just after: its series are stored as
+    "host-disk" and "host-cpu" (:func:`vmbench.telemetry.as_host`), and ``zfs_pool`` then names
+    the host's pool, sampled there only ("zpool", "arc"): the guest's sampler gets no pool."""
     progress = progress or NullProgress()
     token = secrets.token_hex(4)
     output = f"{workdir}/fio-{token}.json"
@@ -97,14 +111,27 @@ def run_fio(
     try:
         if jobfile_path is not None and text is not None:
             transport.write_file(jobfile_path, text.encode(), 0o644)
-        sampler = telemetry_.Sampler(transport, target, workdir, token, job_timeout(job, slow)) if telemetry else None
-        if sampler is not None:
-            sampler.start()
+        on_host = telemetry and host_side is not None
+        if on_host and not host_workdir:
+            log.warning("%s: host telemetry not recorded: no host work directory", label)
+            on_host = False
+        host_sampler = (telemetry_.Sampler(host_side, host_target, host_workdir, token, job_timeout(job, slow),  # type: ignore[arg-type]
+                                           zfs_pool=zfs_pool) if on_host else None)
+        sampler = (telemetry_.Sampler(transport, target, workdir, token, job_timeout(job, slow),
+                                      zfs_pool=None if host_side is not None else zfs_pool) if telemetry else None)
+        if host_sampler is not None:
+            host_sampler.start()
         try:
-            transport.run(argv, env=fio_env(job, target), timeout=job_timeout(job, slow), on_wait=tick)
-        finally:
             if sampler is not None:
-                sampled = sampler.stop()
+                sampler.start()
+            try:
+                transport.run(argv, env=fio_env(job, target), timeout=job_timeout(job, slow), on_wait=tick)
+            finally:
+                if sampler is not None:
+                    sampled = sampler.stop()
+        finally:
+            if host_sampler is not None:
+                sampled = {**sampled, **telemetry_.as_host(host_sampler.stop())}
         raw = transport.read_file(output).decode("utf-8", errors="replace")
         finished = True
     finally:

@@ -36,6 +36,20 @@ class Figures:
     dev_write_mb_s: float | None = None
     cpu_busy: float | None = None  # 100 - idle, % of all CPUs of the side fio ran on
     cpu_idle: float | None = None
+    # ZFS (vmbench.telemetry_zfs), likewise averaged over the repeats that have them
+    pool_read_mb_s: float | None = None  # zpool iostat: the pool's MB/s read and written
+    pool_write_mb_s: float | None = None
+    arc_hit_ratio: float | None = None  # ARC hits / accesses over the run (0..1)
+    arc_size_mb: float | None = None
+    scan: str | None = None  # "none", "scrub", "resilver": the worst any repeat saw
+    txg_timeout_s: float | None = None  # zfs_txg_timeout (the largest any repeat read)
+    write_ampl: float | None = None  # pool write MB/s / fio's MB/s, for write jobs
+    # the host sampled while fio ran in a guest ("host-disk", "host-cpu"): the scratch disk's
+    # device(s) on the host and the host's CPUs (the pool figures above are the host's too)
+    host_dev_read_mb_s: float | None = None
+    host_dev_write_mb_s: float | None = None
+    host_cpu_busy: float | None = None  # 100 - idle, % of all the host's CPUs
+    host_cpu_idle: float | None = None
 
 
 @dataclass(frozen=True)
@@ -74,9 +88,11 @@ def aggregate(rows: Sequence[dict]) -> Figures:
         v = hist.percentile(p)
         return None if v is None else v / 1e6
 
+    mb_s = statistics.median(bws) / 1e6
+    pool_write = _tmean(rows, "pool_write_mb_s")
     return Figures(
         iops=statistics.median(iops),
-        mb_s=statistics.median(bws) / 1e6,
+        mb_s=mb_s,
         p50_ms=ms(50.0),
         p95_ms=ms(95.0),
         p99_ms=ms(99.0),
@@ -89,27 +105,89 @@ def aggregate(rows: Sequence[dict]) -> Figures:
         dev_write_mb_s=_tmean(rows, "write_mb_s"),
         cpu_busy=_tmean(rows, "cpu_busy"),
         cpu_idle=_tmean(rows, "cpu_idle"),
+        pool_read_mb_s=_tmean(rows, "pool_read_mb_s"),
+        pool_write_mb_s=pool_write,
+        arc_hit_ratio=_tmean(rows, "arc_hit_ratio"),
+        arc_size_mb=_tmean(rows, "arc_size_mb"),
+        scan=_tworst_scan(rows),
+        txg_timeout_s=_tmax(rows, "txg_timeout_s"),
+        write_ampl=pool_write / mb_s if pool_write is not None and mb_s > 0 and _rw(rows[0]) in WRITE_MODES else None,
+        host_dev_read_mb_s=_tmean(rows, "host_dev_read_mb_s"),
+        host_dev_write_mb_s=_tmean(rows, "host_dev_write_mb_s"),
+        host_cpu_busy=_tmean(rows, "host_cpu_busy"),
+        host_cpu_idle=_tmean(rows, "host_cpu_idle"),
     )
 
 
+def _tvalues(rows: Sequence[dict], key: str) -> list:
+    return [t[key] for r in rows if isinstance(t := r.get("telemetry"), dict) and t.get(key) is not None]
+
+
 def _tmean(rows: Sequence[dict], key: str) -> float | None:
-    values = [t[key] for r in rows if isinstance(t := r.get("telemetry"), dict) and t.get(key) is not None]
+    values = _tvalues(rows, key)
     return statistics.mean(values) if values else None
 
 
-CACHE_SHARE = 0.10  # device reads under this share of fio's MB/s: served from a cache
-CPU_IDLE_MIN = 10.0  # % idle under this: the side's CPUs were the limit
+def _tmax(rows: Sequence[dict], key: str) -> float | None:
+    return max(_tvalues(rows, key), default=None)
+
+
+def _tworst_scan(rows: Sequence[dict]) -> str | None:
+    scans = [s for s in _tvalues(rows, "scan") if s in SCANS]
+    return max(scans, key=SCANS.index) if scans else None
+
+
+def _rw(row: dict) -> str | None:
+    """A built-in job's rw (None for a job file's: it can do anything)."""
+    params = row.get("job_params") or {}
+    return params.get("rw") if params.get("jobfile") is None else None
+
+
+READ_MODES = ("read", "randread")
+WRITE_MODES = ("write", "randwrite")
+SCANS = ("none", "scrub", "resilver")  # as vmbench.telemetry_zfs.SCANS, least to most disturbing
+CACHE_SHARE = 0.10  # device (or pool) reads under this share of fio's MB/s: served from a cache
+CPU_IDLE_MIN = 10.0  # % idle under this: the side's CPUs (or, for a guest run, the host's) were the limit
+POOL_WRITE_SHARE = 0.50  # pool writes under this share of fio's MB/s: compressed, or still in RAM
+STEADY_TXGS = 3  # a ZFS run shorter than this many zfs_txg_timeout is not steady state (METHOD rule 6)
+DEFAULT_TXG_TIMEOUT_S = 5  # OpenZFS's default, for a pool whose zfs_txg_timeout was not read
+
+
+def _mb(v: float) -> str:
+    return f"{v:,.1f}" if v >= 10 else f"{v:.2f}"
 
 
 def telemetry_notes(row: dict, fig: Figures) -> list[str]:
-    """Flags from what the layers below did during the run (METHOD rule 8)."""
+    """Flags from what the layers below did during the run (METHOD rules 3, 6, 8).  Reads
+    judged by the pool's reads where it was sampled (a zvol's own /proc/diskstats counts ARC
+    hits as reads), else by the device's.  The pool flags hold for guest rows too (the pool is
+    the host's, sampled on the host while fio ran in the guest); "CPU-bound?" is the side fio
+    ran on, "host CPU-bound?" the host under a guest run."""
     params = row.get("job_params") or {}
+    rw = _rw(row)
     notes = []
-    reads = params.get("jobfile") is None and params.get("rw") in ("read", "randread")
-    if reads and fig.dev_read_mb_s is not None and fig.mb_s > 0 and fig.dev_read_mb_s < CACHE_SHARE * fig.mb_s:
-        notes.append("served from cache? (device reads " + f"{fig.dev_read_mb_s:.2f} MB/s)")
+    arc = f", ARC hit {fig.arc_hit_ratio * 100:.0f}%" if fig.arc_hit_ratio is not None else ""
+    if rw in READ_MODES and fig.mb_s > 0:
+        if fig.pool_read_mb_s is not None:
+            if fig.pool_read_mb_s < CACHE_SHARE * fig.mb_s:
+                notes.append(f"served from cache? (pool reads {_mb(fig.pool_read_mb_s)} MB/s of fio's {_mb(fig.mb_s)}{arc})")
+        elif fig.dev_read_mb_s is not None and fig.dev_read_mb_s < CACHE_SHARE * fig.mb_s:
+            notes.append(f"served from cache? (device reads {fig.dev_read_mb_s:.2f} MB/s{arc})")
+    if rw in WRITE_MODES and fig.pool_write_mb_s is not None and fig.mb_s > 0 and fig.pool_write_mb_s < POOL_WRITE_SHARE * fig.mb_s:
+        notes.append(f"pool wrote {_mb(fig.pool_write_mb_s)} MB/s of fio's {_mb(fig.mb_s)}: compressed or not yet flushed?")
     if fig.cpu_idle is not None and fig.cpu_idle < CPU_IDLE_MIN:
         notes.append(f"CPU-bound? ({fig.cpu_idle:.0f}% idle)")
+    if fig.host_cpu_idle is not None and fig.host_cpu_idle < CPU_IDLE_MIN:
+        notes.append(f"host CPU-bound? ({fig.host_cpu_idle:.0f}% idle)")
+    zfs = fig.scan is not None or fig.txg_timeout_s is not None or fig.pool_read_mb_s is not None or fig.pool_write_mb_s is not None
+    runtime = params.get("runtime") if rw is not None else None
+    if zfs and isinstance(runtime, (int, float)):
+        txg = fig.txg_timeout_s
+        of = f"{txg:g} s" if txg is not None else f"{DEFAULT_TXG_TIMEOUT_S} s, OpenZFS's default"
+        if runtime < STEADY_TXGS * (txg if txg is not None else DEFAULT_TXG_TIMEOUT_S):
+            notes.append(f"shorter than steady state (runtime {runtime:g} s < {STEADY_TXGS} x zfs_txg_timeout of {of})")
+    if fig.scan in ("scrub", "resilver"):
+        notes.append(f"{fig.scan} running during the run")
     return notes
 
 
@@ -161,22 +239,33 @@ def cache_notes(row: dict, host_memory_bytes: int | None) -> list[str]:
     return notes
 
 
+def host_key(cell: dict | None) -> str | None:
+    """The cell name the host rows for ``cell``'s storage are stored under (None: the one
+    host reference of a run with one storage setting; see Plan.host_references)."""
+    return (cell or {}).get("host_cell")
+
+
 def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], host_memory_bytes: int | None = None) -> list[Row]:
     """Per job: the host, then every valid cell's raw-disk figures, with the gap to the host
-    and the change from the first cell (the baseline)."""
+    and the change from the first cell (the baseline).  With several storage settings (ZFS
+    axes) each cell is compared with the host on its own storage, shown before its first cell."""
     groups = group(measurements)
     order = [c["name"] for c in cells]
+    by_name = {c["name"]: c for c in cells}
     baseline = order[0] if order else None
     out = []
     for job in jobs:
-        host_rows = groups.get(("host", None, None, "host", job))
-        host = aggregate(host_rows) if host_rows else None
-        sync = bool((host_rows or [{}])[0].get("sync")) if host_rows else False
-        if host is not None:
-            out.append(Row(job=job, sync=sync, side="host", cell=None, stack=None, layer="host", figures=host, gap=1.0,
-                           note="; ".join(telemetry_notes(host_rows[0], host))))
+        shown: set = set()
         base = None
         for cell in order:
+            hkey = host_key(by_name[cell])
+            host_rows = groups.get(("host", hkey, None, "host", job))
+            host = aggregate(host_rows) if host_rows else None
+            if host is not None and hkey not in shown:
+                shown.add(hkey)
+                out.append(Row(job=job, sync=bool(host_rows[0].get("sync")), side="host", cell=hkey, stack=None, layer="host",
+                               figures=host, gap=1.0, note="; ".join(telemetry_notes(host_rows[0], host)),
+                               settings=host_rows[0].get("settings") or {}))
             rows = groups.get(("guest", cell, None, "raw", job))
             if not rows:
                 continue
@@ -215,7 +304,7 @@ def layer_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequen
     for cell in cells:
         for stack in cell.get("stacks") or []:
             for job in jobs:
-                host_rows = groups.get(("host", None, None, "host", job))
+                host_rows = groups.get(("host", host_key(cell), None, "host", job))
                 host = aggregate(host_rows) if host_rows else None
                 chain = [("raw", groups.get(("guest", cell["name"], None, "raw", job)))]
                 for (side, c, st, layer, j), rows in groups.items():
@@ -251,10 +340,10 @@ def journey_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequ
     groups = group(measurements)
     out = []
     for job in jobs:
-        host_rows = groups.get(("host", None, None, "host", job))
-        host = aggregate(host_rows) if host_rows else None
         prev = None
         for cell in cells:
+            host_rows = groups.get(("host", host_key(cell), None, "host", job))
+            host = aggregate(host_rows) if host_rows else None
             stacks = cell.get("stacks") or []
             candidates = [(k, rows) for k, rows in groups.items()
                           if k[0] == "guest" and k[1] == cell["name"] and k[4] == job and k[2] == (stacks[0] if stacks else None)]

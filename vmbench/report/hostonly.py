@@ -12,9 +12,9 @@ from typing import Sequence
 
 from ..scenario.axes import STORAGE_AXES
 from .compare import Row, aggregate, group, judge_change, telemetry_notes
-from .facts import RepeatPolicy
-from .tables import (FIGURE_COLUMNS, Column, Table, _figures, _job_label, _policy, _repeat_columns, _table_facts,
-                     _telemetry_columns, _telemetry_notes, delta_fields, delta_pct, f_text, verdict_notes)
+from .facts import RepeatPolicy, admissibility
+from .tables import (FIGURE_COLUMNS, Column, Table, _figures, _job_label, _policy, _repeat_columns, _telemetry_columns,
+                     _telemetry_notes, delta_fields, delta_pct, f_bool, f_text, verdict_notes)
 
 
 def host_only_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str]) -> list[Row]:
@@ -62,5 +62,23 @@ def host_only_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: S
         notes.append("(sync) jobs issue synchronous writes: compare them only with each other.")
     notes += _telemetry_notes(records)
     notes += verdict_notes(records, keys)
-    facts, missing = _table_facts(measurements, cells, env, policy)
+    facts, missing = admissibility(measurements, [], env, policy)  # no guests: no QEMU cache mode, no guest RAM
+    arc_max = ((env or {}).get("arc") or {}).get("c_max_bytes")
+    sizes = [m["job_params"]["size"] for m in measurements if isinstance((m.get("job_params") or {}).get("size"), int)]
+    if arc_max and sizes:
+        biggest = max(sizes)
+        facts["ARC"] = (f"largest job {biggest >> 20} MiB {'fits' if biggest < arc_max else 'does not fit'} in the ARC "
+                        f"(max {arc_max >> 20} MiB)" + (": reads may be served from it" if biggest < arc_max else ""))
     return Table("host-only", "Host only: storage variants", cols, records, notes, facts, missing)
+
+
+def storage_cells_table(cells: Sequence[dict]) -> Table:
+    """Every variant: its storage settings, what changed, whether it was measured and why not."""
+    order = {k: i for i, k in enumerate(STORAGE_AXES)}
+    records = [{"cell": c["name"],
+                "storage": ", ".join(f"{k}={v}" for k, v in sorted((c.get("settings") or {}).items(), key=lambda kv: order.get(kv[0], 99))),
+                "changed": ", ".join(c.get("changed") or []) or "-", "valid": c["valid"],
+                "problems": "; ".join(c.get("problems") or [])} for c in cells]
+    cols = [Column("cell", "cell"), Column("storage", "storage settings"), Column("changed", "changed"),
+            Column("valid", "measured", f_bool), Column("problems", "problems", f_text)]
+    return Table("cells", "Storage variants (each a new zvol or dataset, read back with zfs get)", cols, records)

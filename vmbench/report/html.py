@@ -386,7 +386,7 @@ def _telemetry(db: ResultsDB, run: RunRow) -> list[dict]:
         rows = db.conn.execute(
             "SELECT t.source, t.series_json, m.side, c.name, m.stack, m.layer, m.job, m.repeat FROM telemetry t "
             "LEFT JOIN measurements m ON m.id = t.measurement_id LEFT JOIN cells c ON c.id = m.cell_id "
-            "WHERE t.run_id = ? AND (t.source LIKE 'fio-%' OR t.source IN ('disk', 'cpu')) ORDER BY t.id", (run.id,)).fetchall()
+            "WHERE t.run_id = ? AND (t.source LIKE 'fio-%' OR t.source IN ('disk', 'cpu', 'zpool', 'arc', 'host-disk', 'host-cpu')) ORDER BY t.id", (run.id,)).fetchall()
     except sqlite3.Error:  # no telemetry table: nothing logged
         return []
     out = []
@@ -406,9 +406,19 @@ def _telemetry(db: ResultsDB, run: RunRow) -> list[dict]:
 
 def _flatten(source: str, s: Any) -> list[tuple[str, dict]]:
     """The sampler's series as plain (t_s, values) lines: the device under the target's MB/s
-    read and written, and the CPUs' busy share; fio's logs as they are."""
+    read and written, the CPUs' busy share, a ZFS pool's MB/s read and written and the ARC's
+    hit ratio; the host's own device and CPU under a guest run ("host-disk", "host-cpu") as
+    "host-dev-read", "host-dev-write", "host-cpu-busy"; fio's logs as they are."""
     if not isinstance(s, dict):
         return []
+    if source in ("host-disk", "host-cpu"):
+        return [("host-" + name, line) for name, line in _flatten(source[len("host-"):], s)]
+    if source == "zpool":
+        return [("pool-read", {"t_s": s.get("t_s"), "values": s.get("read_mb_s"), "unit": "MB/s"}),
+                ("pool-write", {"t_s": s.get("t_s"), "values": s.get("write_mb_s"), "unit": "MB/s"})]
+    if source == "arc":
+        ratio = s.get("hit_ratio") or []
+        return [("arc-hit", {"t_s": s.get("t_s"), "values": [None if v is None else 100.0 * v for v in ratio], "unit": "%"})]
     if source == "disk":
         dev = (s.get("devices") or {}).get(s.get("primary") or "") or {}
         return [("dev-read", {"t_s": s.get("t_s"), "values": dev.get("read_mb_s"), "unit": "MB/s"}),
@@ -417,6 +427,11 @@ def _flatten(source: str, s: Any) -> list[tuple[str, dict]]:
         idle = s.get("idle") or []
         return [("cpu-busy", {"t_s": s.get("t_s"), "values": [None if v is None else 100.0 - v for v in idle], "unit": "%"})]
     return [(source, s)]
+
+
+#: the samplers' panels of a timeline, in order (each where it saw anything)
+SAMPLED_PANELS = ("dev-read", "dev-write", "pool-read", "pool-write", "arc-hit", "cpu-busy",
+                  "host-dev-read", "host-dev-write", "host-cpu-busy")
 
 
 def _timelines(db: ResultsDB, run: RunRow) -> str:
@@ -433,7 +448,7 @@ def _timelines(db: ResultsDB, run: RunRow) -> str:
         # IOPS and completion latency; fio's per-direction IOPS only when there is no total
         fio = [s for s in sources if s.startswith("fio-")]
         chosen = [s for s in ("fio-iops", "fio-clat") if s in sources] or sorted(fio, key=lambda s: (order.get(s, 9), s))[:2]
-        chosen += [s for s in ("dev-read", "dev-write", "cpu-busy") if s in sources and any(
+        chosen += [s for s in SAMPLED_PANELS if s in sources and any(
             v for r in sources[s] for v in r["series"]["values"] if v)]  # the sampler's, where it saw anything
         for source in chosen:
             lines = sources[source]
@@ -448,5 +463,7 @@ def _timelines(db: ResultsDB, run: RunRow) -> str:
         made.append(plots.timeline(f"{job}: over the run", panels))
     intro = ("<p>IOPS and mean completion latency per second, from fio's own logs of each measurement; where the run "
              "has telemetry, the device under the target's MB/s read and written and the CPUs' busy share, sampled "
-             "beside fio once a second.</p>")
+             "beside fio once a second; on a ZFS host also the pool's MB/s read and written (zpool iostat) and the "
+             "ARC's hit ratio; while fio ran in a guest whose scratch disk is on the host's storage, also the host's "
+             "(the host panels, and the pool's).</p>")
     return intro + "".join(f"<p>{esc(n)}</p>" for n in sorted(notes)) + _figures(made) + _capped(len(made), len(by_job), "jobs with fio logs")

@@ -359,7 +359,10 @@ def timeline(title: str, panels: Sequence[tuple[str, str, Sequence[tuple[str, Se
                     alt.append(f"{source} {label}: {len(finite)} point{'s' if len(finite) > 1 else ''} over {fmt_num(max(ts) if ts else 0)} s, "
                                f"min {fmt_num(min(finite))}, median {fmt_num(float(np.median(finite)))}, max {fmt_num(max(finite))} {unit}")
             ax.set_ylabel({"fio-iops": "IOPS", "fio-clat": "completion\nlatency, ms", "dev-read": "device read,\nMB/s",
-                           "dev-write": "device written,\nMB/s", "cpu-busy": "CPU busy, %"}.get(source, f"{source}\n{unit}"))
+                           "dev-write": "device written,\nMB/s", "cpu-busy": "CPU busy, %", "pool-read": "pool read,\nMB/s",
+                           "pool-write": "pool written,\nMB/s", "arc-hit": "ARC hits, %", "host-dev-read": "host device\nread, MB/s",
+                           "host-dev-write": "host device\nwritten, MB/s", "host-cpu-busy": "host CPU\nbusy, %"
+                           }.get(source, f"{source}\n{unit}"))
             if positive and max(positive) > 30 * min(positive):  # orders of magnitude apart (host vs LUKS): log scale
                 ax.set_yscale("log")
                 ax.yaxis.set_minor_formatter(NullFormatter())

@@ -64,6 +64,10 @@ def f_ms(v: Any) -> str:
     return f"{v:.3f}"
 
 
+def f_whole(v: Any) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
 def f_ratio(v: Any) -> str:
     return "-" if v is None else f"{v:.2f}x"
 
@@ -158,6 +162,15 @@ def _figures(row: Row) -> dict:
     }
     if f.dev_read_mb_s is not None or f.cpu_busy is not None:  # sampled (older runs: no keys at all)
         out.update({"dev_read_mb_s": f.dev_read_mb_s, "dev_write_mb_s": f.dev_write_mb_s, "cpu_pct": f.cpu_busy})
+    if f.pool_read_mb_s is not None or f.pool_write_mb_s is not None:  # a ZFS pool sampled
+        out.update({"pool_read_mb_s": f.pool_read_mb_s, "pool_write_mb_s": f.pool_write_mb_s})
+    if f.write_ampl is not None:
+        out["write_ampl"] = f.write_ampl
+    if f.arc_hit_ratio is not None:
+        out["arc_hit_pct"] = f.arc_hit_ratio * 100
+    if f.host_cpu_busy is not None or f.host_dev_read_mb_s is not None or f.host_dev_write_mb_s is not None:
+        out.update({"host_dev_read_mb_s": f.host_dev_read_mb_s, "host_dev_write_mb_s": f.host_dev_write_mb_s,
+                    "host_cpu_pct": f.host_cpu_busy})  # the host under a guest run
     return out
 
 
@@ -166,18 +179,55 @@ def f_dev(record: dict) -> str:
     return "-" if r is None and w is None else f"{f_mb(r)}/{f_mb(w)}"
 
 
+def f_pool(record: dict) -> str:
+    r, w = record.get("pool_read_mb_s"), record.get("pool_write_mb_s")
+    return "-" if r is None and w is None else f"{f_mb(r)}/{f_mb(w)}"
+
+
+def _has(records: list[dict], *keys: str) -> bool:
+    return any(r.get(k) is not None for r in records for k in keys)
+
+
 def _telemetry_columns(records: list[dict]) -> list[Column]:
-    """Device MB/s and CPU % beside fio's figures, when the run sampled them."""
-    if not any("dev_read_mb_s" in r or "cpu_pct" in r for r in records):
-        return []
-    return [Column("dev_mb_s", "dev MB/s r/w", row_fmt=f_dev),
-            Column("cpu_pct", "CPU %", lambda v: "-" if v is None else f"{v:.0f}")]
+    """Device MB/s and CPU % beside fio's figures, when the run sampled them; the host's CPU %
+    while fio ran in a guest, when some guest record has it; the pool's MB/s, the write
+    amplification and the ARC hit ratio, when some record has them (ZFS)."""
+    cols = []
+    if any("dev_read_mb_s" in r or "cpu_pct" in r for r in records):
+        cols += [Column("dev_mb_s", "dev MB/s r/w", row_fmt=f_dev), Column("cpu_pct", "CPU %", f_whole)]
+    if _has(records, "host_cpu_pct"):
+        cols.append(Column("host_cpu_pct", "host CPU %", f_whole))
+    if _has(records, "pool_read_mb_s", "pool_write_mb_s"):
+        cols.append(Column("pool_mb_s", "pool MB/s r/w", row_fmt=f_pool))
+    if _has(records, "write_ampl"):
+        cols.append(Column("write_ampl", "write ampl.", f_ratio))
+    if _has(records, "arc_hit_pct"):
+        cols.append(Column("arc_hit_pct", "ARC hit %", f_whole))
+    return cols
+
+
+def _telemetry_notes(records: list[dict]) -> list[str]:
+    """What the telemetry columns shown mean."""
+    shown = {c.header for c in _telemetry_columns(records)}
+    return ([TELEMETRY_NOTE] if "dev MB/s r/w" in shown else []) + ([HOST_TELEMETRY_NOTE] if "host CPU %" in shown else []) + (
+        [ZFS_TELEMETRY_NOTE] if shown & {"pool MB/s r/w", "write ampl.", "ARC hit %"} else [])
 
 
 TELEMETRY_NOTE = ("dev MB/s r/w = mean MB/s read/written by the device under the target while fio ran (/proc/diskstats; "
                   "in the guest the scratch disk); CPU % = mean busy share (100 - idle) of all CPUs of the side fio ran on "
                   "(/proc/stat). served from cache? = a read job whose device read under 10% of fio's MB/s; "
                   "CPU-bound? = CPUs under 10% idle.")
+HOST_TELEMETRY_NOTE = ("host CPU % = mean busy share of all the host's CPUs while fio ran in the guest (guest rows whose "
+                       "scratch disk is on the host's storage, sampled on the host beside the guest's own sampler); "
+                       "host CPU-bound? = the host's CPUs under 10% idle during a guest run.")
+ZFS_TELEMETRY_NOTE = ("pool MB/s r/w = mean MB/s the ZFS pool read/wrote while fio ran (zpool iostat, every vdev of the pool; "
+                      "on guest rows the host's pool under the guest's scratch disk); "
+                      "write ampl. = pool MB/s written / fio's MB/s (write jobs; above 1: parity, copies, metadata, the ZIL; "
+                      "below 1: compression, or data still in RAM); ARC hit % = ARC hits / accesses over the run "
+                      "(/proc/spl/kstat/zfs/arcstats, the whole ARC). Where the pool was sampled, served from cache? judges "
+                      "the pool's reads (a zvol's own device counts ARC hits as reads); pool wrote X MB/s of fio's Y = "
+                      "pool writes under 50% of fio's; shorter than steady state = runtime under 3 x zfs_txg_timeout; "
+                      "scrub/resilver running = zpool status saw one in progress at the start or the end.")
 
 
 FIGURE_COLUMNS = [
@@ -227,8 +277,7 @@ def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
         notes.append("(sync) jobs issue synchronous writes: compare them only with each other.")
     if multi_cell:
         notes.append(f"vs baseline = change in IOPS from the first cell ({cells[0]['name']}).")
-    if _telemetry_columns(records):
-        notes.append(TELEMETRY_NOTE)
+    notes += _telemetry_notes(records)
     notes += verdict_notes(records, keys)
     env = dict(env or {})
     if host_memory_bytes and not env.get("host_memory_mib"):
@@ -263,8 +312,7 @@ def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Seque
     cols += [Column("vs_below", "vs layer below", row_fmt=delta_pct("vs_below")),
              Column("gap", "gap (host/layer)", row_fmt=delta_ratio("gap"))]
     notes = ["vs layer below = change in IOPS that layer costs (or gains); gap = host IOPS / IOPS at that layer."]
-    if _telemetry_columns(records):
-        notes.append(TELEMETRY_NOTE)
+    notes += _telemetry_notes(records)
     if any(r["crypto_ceiling"] for r in records):
         cols.append(Column("crypto_ceiling", "crypto ceiling", f_text))
         notes.append("crypto ceiling = cryptsetup benchmark in that guest for the stack's cipher (one CPU), encrypt/decrypt MiB/s, and whether the guest has the aes flag.")

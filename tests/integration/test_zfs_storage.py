@@ -1,0 +1,145 @@
+"""ZFS host storage end to end (issue 8) on real OpenZFS: a guest built from the
+debian12-zfs recipe is a ZFS storage host reached over SSH, exactly like a user's
+hypervisor (tests/zfshost.py).  A host-only sweep of zvol volblocksize x compression with
+telemetry; a user's zvol and dataset next to vmbench's are never touched; read-back,
+flags, cleanup by vmbench's property."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import vmbench, write
+from tests.zfshost import ZfsStorageHost
+from vmbench.results.db import ResultsDB
+
+SWEEP = """
+name: it-zfs-sweep
+host_only: true
+hypervisor:
+  {ssh}
+  state_dir: /var/lib/vmbench-zfs-test
+storage:
+  type: zfs
+  dataset: {pool}/vmbench
+  volblocksize: 16k
+  scratch_size: 384M
+  properties: {{compression: "off", sync: standard}}
+mode: factorial
+vary:
+  volblocksize: [8k, 16k, 64k]
+  compression: ["off", lz4]
+jobs:
+  - {{name: 4k-randwrite, rw: randwrite, bs: 4k, iodepth: 4, size: 128M, runtime: 3s, ramp: 1s, refill_buffers: true}}
+  - {{name: 1m-write, rw: write, bs: 1M, iodepth: 2, size: 128M, runtime: 3s, ramp: 1s, refill_buffers: true}}
+  - {{name: 1m-write-compressible, rw: write, bs: 1M, iodepth: 2, size: 128M, runtime: 3s, ramp: 1s,
+      buffer_compress_percentage: 90, refill_buffers: true}}
+  - {{name: 64k-read-buffered, rw: read, bs: 64k, iodepth: 1, size: 32M, runtime: 3s, ramp: 1s, direct: false,
+      ioengine: psync}}
+"""
+
+
+@pytest.fixture(scope="module")
+def zfs_host():
+    with ZfsStorageHost() as host:
+        host.ssh(["zfs", "create", f"{host.pool}/vmbench"])
+        # a user's zvol and dataset next to vmbench's, with properties of their own
+        host.ssh(["zfs", "create", "-V", "32M", "-o", "volblocksize=32k", "-o", "compression=zle", f"{host.pool}/vmbench/uservol"])
+        host.ssh(["zfs", "create", "-o", "recordsize=32k", "-o", "atime=off", f"{host.pool}/vmbench/userdata"])
+        yield host
+
+
+def _user_things(host) -> list[str]:
+    return host.ssh(["zfs", "get", "-Hp", "-o", "name,property,value", "volblocksize,compression,recordsize,atime",
+                     f"{host.pool}/vmbench/uservol", f"{host.pool}/vmbench/userdata"]).splitlines()
+
+
+def _ours(host) -> list[str]:
+    out = host.ssh(["zfs", "list", "-H", "-r", "-o", "name,vmbench:run", host.pool])
+    return [l for l in out.splitlines() if l.split("\t")[1] != "-"]
+
+
+def test_host_only_sweep_reads_back_and_samples_the_pool(zfs_host, tmp_path):
+    before = _user_things(zfs_host)
+    path = write(tmp_path, "sweep.yaml", SWEEP.format(ssh=zfs_host.scenario_ssh_yaml(), pool=zfs_host.pool))
+    plan = vmbench("plan", str(path))
+    assert plan.returncode == 0, plan.stderr
+    assert "host only: no VM" in plan.stdout and "storage variants: 6" in plan.stdout
+    db_path = tmp_path / "r.db"
+    run = vmbench("run", str(path), "--db", str(db_path), timeout=2400)
+    assert run.returncode == 0, run.stderr[-3000:]
+    db = ResultsDB(db_path, create=False)
+    r = db.resolve_run("latest")
+    assert r.status == "ok"
+    env = r.environment
+    assert env["zfs_pool"] == zfs_host.pool and env["zfs_userland"].startswith("zfs-2.")
+    assert env["zpool_ashift"] == 12 and env["zfs_txg_timeout_s"] == 5 and env["zfs_scan"] is None
+    assert "ONLINE" in env["zpool_status"] and env["arc"]["c_max_bytes"] > 0
+    # every variant's zvol read back as asked
+    cells = db.rows("cells", r.id)
+    assert len(cells) == 6 and all(c["valid"] for c in cells)
+    for c in cells:
+        vols = list(c["evidence"]["storage"]["volumes"].values())
+        assert len(vols) == 1
+        got = vols[0]["readback"]
+        want_vbs = {"8k": "8192", "16k": "16384", "64k": "65536"}[c["settings"]["volblocksize"]]
+        assert got["volblocksize"] == want_vbs and got["compression"] == c["settings"]["compression"]
+        assert got["vmbench:run"] == env["run_tag"]
+    # telemetry: pool writes during every write job
+    ms = db.rows("measurements", r.id)
+    assert len(ms) == 6 * 4 and all(m["side"] == "host" and m["iops"] > 0 for m in ms)
+    series = {(t["measurement_id"], t["source"]): t["series"] for t in db.rows("telemetry", r.id)}
+    for m in ms:
+        pool = series.get((m["id"], "zpool"))
+        assert pool is not None, f"no zpool series for {m['job']}"
+        if m["job"] != "64k-read-buffered":
+            assert max(pool["write_mb_s"]) > 0, f"no pool writes during {m['job']} {m['settings']}"
+        assert (m["id"], "arc") in series
+    report = vmbench("report", "latest", "--db", str(db_path), "--format", "json")
+    assert report.returncode == 0, report.stderr
+    doc = json.loads(report.stdout)
+    table = next(t for t in doc["tables"] if t["name"] == "host-only")
+    records = table["records"]
+    assert all("pool_write_mb_s" in rec for rec in records)
+    assert any(rec.get("write_ampl") is not None for rec in records)
+    notes = {(rec["job"], rec["storage"]): rec.get("note", "") for rec in records}
+    # a buffered read whose working set fits in the ARC
+    assert all("served from cache?" in n for (job, _), n in notes.items() if job == "64k-read-buffered"), notes
+    # a compressible write with compression on: the pool wrote far less than fio
+    assert any("pool wrote" in n for (job, st), n in notes.items() if job == "1m-write-compressible" and "lz4" in st), notes
+    assert all("shorter than steady state" in n for n in notes.values())  # 3 s < 3 x 5 s
+    text = vmbench("report", "latest", "--db", str(db_path))
+    print(text.stdout)
+    # nothing of vmbench's is left; the user's zvol and dataset are as they were
+    assert _ours(zfs_host) == []
+    assert _user_things(zfs_host) == before
+
+
+def test_cleanup_after_a_hard_kill_removes_only_what_carries_the_property(zfs_host, tmp_path):
+    pool = zfs_host.pool
+    before = _user_things(zfs_host)
+    tag = "r0000abcd"
+    zfs_host.ssh(["zfs", "create", "-V", "16M", "-o", f"vmbench:run={tag}", f"{pool}/vmbench/vmbench-{tag}-1-hostref"])
+    zfs_host.ssh(["zfs", "create", "-V", "16M", f"{pool}/vmbench/vmbench-r0000abce-1-hostref"])  # our name, no property
+    path = write(tmp_path, "sweep.yaml", SWEEP.format(ssh=zfs_host.scenario_ssh_yaml(), pool=pool))
+    listed = vmbench("cleanup", "--dry-run", str(path))
+    assert listed.returncode == 0, listed.stderr
+    assert f"{pool}/vmbench/vmbench-{tag}-1-hostref" in listed.stdout and "r0000abce" not in listed.stdout
+    done = vmbench("cleanup", str(path))
+    assert done.returncode == 0, done.stderr
+    names = zfs_host.ssh(["zfs", "list", "-H", "-r", "-o", "name", pool]).split()
+    assert f"{pool}/vmbench/vmbench-{tag}-1-hostref" not in names
+    assert f"{pool}/vmbench/vmbench-r0000abce-1-hostref" in names  # not vmbench's: left alone
+    zfs_host.ssh(["zfs", "destroy", f"{pool}/vmbench/vmbench-r0000abce-1-hostref"])
+    assert _user_things(zfs_host) == before
+
+
+def test_a_missing_dataset_is_refused_before_anything_is_created(zfs_host, tmp_path):
+    text = SWEEP.format(ssh=zfs_host.scenario_ssh_yaml(), pool=zfs_host.pool).replace("/vmbench\n", "/nope\n")
+    path = write(tmp_path, "missing.yaml", text)
+    run = vmbench("run", str(path), "--db", str(tmp_path / "r.db"))
+    assert run.returncode == 3, run.stderr
+    assert f"ZFS dataset {zfs_host.pool}/nope does not exist on" in run.stderr and "Traceback" not in run.stderr
+    assert _ours(zfs_host) == []
