@@ -97,8 +97,9 @@ class Runner:
         if s.host_only:
             self._preflight_storage(where)
             return
-        self.image = current_image(s.template, state=self.state)
-        if self.image is None:
+        # a driver whose hypervisor holds its own template (Proxmox) needs no local image
+        self.image = current_image(s.template, state=self.state) if getattr(self.driver, "needs_image", True) else None
+        if self.image is None and getattr(self.driver, "needs_image", True):
             raise PreflightError(
                 f"the template image {s.template!r} is not built (or its recipe changed)",
                 f"run `vmbench images build {s.template}` (make demo does it)",

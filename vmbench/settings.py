@@ -110,6 +110,7 @@ class DriverName(Choice):
     """Hypervisor drivers, picked by name (vmbench.drivers.make_driver)."""
 
     LIBVIRT = "libvirt"
+    PROXMOX = "proxmox"  # a Proxmox VE node, through its API (and SSH for host fio and evidence)
     NONE = "none"  # no hypervisor: a host-only scenario (host storage variants, no VM)
 
 

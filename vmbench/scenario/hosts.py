@@ -14,6 +14,19 @@ from .reader import Section, as_bool, as_int, as_name, as_str
 from .zfsprops import (DATASET, PROPERTY_BY_NAME, PROPERTY_NAMES, ZVOL, parse_dataset, parse_property, parse_recordsize,
                        parse_volblocksize)
 
+#: keys of ``hypervisor:`` that only the proxmox driver takes, with what they mean elsewhere
+PROXMOX_ONLY_KEYS = {
+    "host": " (a libvirt host is named by the URI, qemu+ssh://root@HOST/system, or ssh.host)",
+    "port": " (a libvirt host's SSH port goes under ssh.port)",
+    "node": "",
+    "template": " (libvirt guests come from the top-level template:, a recipe in guest-images/)",
+    "storage": " (libvirt scratch disks are set by the top-level storage: section)",
+    "token": "",
+    "tls": "",
+    "timeout": "",
+    "clone": "",
+}
+
 #: what vmbench states when the scenario does not (never ZFS's version-dependent default:
 #: OpenZFS 2.2+ creates 16k zvols, 2.1 8k)
 DEFAULT_VOLBLOCKSIZE = 16 << 10
@@ -25,6 +38,12 @@ def _hypervisor(sec: Section, host_only: bool = False) -> Hypervisor:
         raise sec.fail("driver", f"a host_only scenario runs no VM; leave driver out (or say none), not {driver.value}")
     if not host_only and driver is DriverName.NONE:
         raise sec.fail("driver", "driver none runs no VM; say host_only: true at the top to measure host storage only")
+    if driver is DriverName.PROXMOX:
+        return _proxmox_hypervisor(sec)
+    for key in PROXMOX_ONLY_KEYS:
+        if sec.has(key):
+            raise sec.fail(key, f"applies to driver proxmox, not {driver.value}" + PROXMOX_ONLY_KEYS[key],
+                           "set driver: proxmox to run on a Proxmox VE node through its API")
     default_uri = "qemu:///system"
     if sec.has("ssh") and not sec.has("uri") and isinstance(sec.raw("ssh"), dict) and sec.raw("ssh").get("host"):
         ssh_raw = sec.raw("ssh")  # the host named under ssh only: libvirt (if any) over that same SSH
@@ -101,6 +120,171 @@ def _abs_path(value: Any) -> str:
     if not text.startswith("/") or "\0" in text or ".." in Path(text).parts:
         raise ValueError(f"{text!r} is not an absolute directory path")
     return text.rstrip("/") or "/"
+
+
+# ---- proxmox ------------------------------------------------------------------------------
+
+PROXMOX_KEYS = ("driver", "host", "port", "node", "template", "storage", "token", "tls", "ssh", "timeout", "accel",
+                "boot_timeout", "clone", "state_dir")
+#: keys of ``hypervisor:`` that only the libvirt driver takes
+LIBVIRT_ONLY_KEYS = {
+    "uri": "a Proxmox node is reached through its API at host and port, not a libvirt URI",
+    "machine": "the machine type is the template's (Proxmox keeps it in the VM config)",
+}
+TOKEN_ID_RE = re.compile(r"[^\s:@!/=]+@[A-Za-z][A-Za-z0-9._-]*![A-Za-z][A-Za-z0-9._-]*")
+PVE_NODE_RE = re.compile(r"[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?")
+PVE_STORAGE_RE = re.compile(r"[a-z][a-z0-9._-]*[a-z0-9]")
+DNS_NAME_RE = re.compile(r"([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?")
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+SECRET_HINT = ("put the secret in a file only you can read (secret_file: ~/.config/vmbench/pve1.token, chmod 600) "
+               "or in an environment variable (secret_env: VMBENCH_PVE_TOKEN)")
+
+
+def _proxmox_hypervisor(sec: Section) -> Hypervisor:
+    """``hypervisor: {driver: proxmox, host:, node:, template:, storage:, token:, tls:, ssh:, ...}``"""
+    from .model import ProxmoxConfig
+
+    for key, why in LIBVIRT_ONLY_KEYS.items():
+        if sec.has(key):
+            raise sec.fail(key, f"applies to driver libvirt, not proxmox: {why}", "remove the key")
+    for key in ("password", "secret"):
+        if sec.has(key):
+            raise sec.fail(key, "secrets never go in the scenario (it is stored with every run); "
+                           "vmbench logs in to the API with a token: token: {id: USER@REALM!NAME, secret_file: ...}",
+                           SECRET_HINT)
+    for key, what in (("host", "the Proxmox VE node's API host name or address (also its SSH host)"),
+                      ("node", "the PVE node the VMs run on, as the cluster names it (the template's node)"),
+                      ("template", "the template VM to clone: its VMID (9000) or its unique name"),
+                      ("storage", "the PVE storage ID for scratch disks (local-zfs, local-lvm, local...)"),
+                      ("token", "the API token: {id: USER@REALM!NAME, secret_file: FILE} or {id:, secret_env: VAR}")):
+        if not sec.has(key):
+            raise sec.fail(key, f"is required for driver proxmox: {what}")
+    host = sec.get("host", _hostname)
+    port = sec.get("port", as_int(1, 65535), 8006)
+    node = sec.get("node", _pattern(PVE_NODE_RE, "a PVE node name (letters, digits, -)"))
+    template = sec.get("template", _pve_template)
+    storage = sec.get("storage", _pattern(PVE_STORAGE_RE, "a PVE storage ID (lower-case letters, digits, - _ .)"))
+    token_id, secret_file, secret_env = _pve_token(sec)
+    ca_file, fingerprint, verify = _pve_tls(sec)
+    timeout = sec.get("timeout", _duration(5), 30.0)
+    accel = sec.get("accel", Accel.parse, Accel.AUTO)
+    boot_timeout = sec.get("boot_timeout", _duration(10), None)
+    clone = sec.get("clone", _choice(("linked", "full")), "linked")
+    state_dir = sec.get("state_dir", _abs_path, None)
+    ssh = _pve_ssh(sec, host.strip("[]"))
+    sec.done(PROXMOX_KEYS)
+    cfg = ProxmoxConfig(host=host, node=node, template=template, storage=storage, token_id=token_id,
+                        secret_file=secret_file, secret_env=secret_env, port=port, tls_ca_file=ca_file,
+                        tls_fingerprint=fingerprint, tls_verify=verify, timeout=timeout, clone=clone)
+    return Hypervisor(driver=DriverName.PROXMOX, uri=f"{cfg.url}/api2/json/nodes/{node}", accel=accel,
+                      boot_timeout=boot_timeout, ssh=ssh, state_dir=state_dir, proxmox=cfg)
+
+
+def _pattern(regex: re.Pattern, what: str) -> Any:
+    def parse(value: Any) -> str:
+        text = as_str(value)
+        if not regex.fullmatch(text):
+            raise ValueError(f"{text!r} is not {what}")
+        return text
+
+    return parse
+
+
+def _pve_template(value: Any) -> int | str:
+    """A VMID (100..999999999) or a VM name (a DNS name, as PVE requires)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a VMID or a VM name")
+    if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+        vmid = int(value)
+        if not 100 <= vmid <= 999999999:
+            raise ValueError(f"{vmid} is not a VMID (100 to 999999999)")
+        return vmid
+    text = as_str(value)
+    if not DNS_NAME_RE.fullmatch(text):
+        raise ValueError(f"{text!r} is not a VMID or a VM name (a DNS name: letters, digits, -, .)")
+    return text
+
+
+def _scenario_path(sec: Section, value: Any) -> str:
+    """A file path: ``~`` expanded; relative to the scenario file's directory."""
+    text = as_str(value)
+    if "\0" in text:
+        raise ValueError("is not a file path")
+    path = Path(text).expanduser()
+    name = sec.ctx.filename
+    if not path.is_absolute() and not name.startswith("<"):
+        path = Path(name).resolve().parent / path
+    return str(path)
+
+
+def _pve_token(sec: Section) -> tuple[str, str | None, str | None]:
+    """``token: {id: USER@REALM!NAME, secret_file: FILE | secret_env: VAR}``; the secret itself is
+    refused, and no message ever repeats a value given under ``token``."""
+    if not isinstance(sec.raw("token"), dict):
+        raise sec.fail("token", "is a mapping {id: USER@REALM!NAME, secret_file: FILE} (or secret_env: VAR)", SECRET_HINT)
+    sub = sec.section("token")
+    for key in ("secret", "value", "password"):
+        if sub.has(key):
+            raise sub.fail(key, "the token secret never goes in the scenario (it is stored with every run)", SECRET_HINT)
+    sub.done(("id", "secret_file", "secret_env"))
+    if not sub.has("id"):
+        raise sub.fail("id", "is required: the token's id, USER@REALM!NAME (e.g. vmbench@pve!bench)")
+    token_id = sub.raw("id")
+    if not isinstance(token_id, str) or not TOKEN_ID_RE.fullmatch(token_id.strip()):
+        secret = isinstance(token_id, str) and "=" in token_id  # USER@REALM!NAME=SECRET: never shown
+        raise sub.fail("id", "is not a token id USER@REALM!TOKENNAME like vmbench@pve!bench"
+                       + ("; it must not contain the secret" if secret else ""),
+                       SECRET_HINT if secret else None)
+    has_file, has_env = sub.has("secret_file"), sub.has("secret_env")
+    if has_file == has_env:
+        raise sub.fail("secret_file" if has_file else "id",
+                       "give exactly one of secret_file and secret_env" if has_file else "needs secret_file or secret_env",
+                       SECRET_HINT)
+    secret_file = sub.get("secret_file", lambda v: _scenario_path(sec, v), None)
+    secret_env = sub.get("secret_env", _pattern(ENV_NAME_RE, "an environment variable name"), None)
+    return token_id.strip(), secret_file, secret_env
+
+
+def _fingerprint(value: Any) -> str:
+    """A SHA-256 certificate fingerprint: 64 hex digits, colons optional -> "AB:CD:..."."""
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a SHA-256 fingerprint")
+    digits = value.strip().replace(":", "").upper()
+    if not re.fullmatch(r"[0-9A-F]{64}", digits):
+        raise ValueError(f"{value.strip()!r} is not a SHA-256 fingerprint (64 hex digits, as AB:CD:...; "
+                         "pveproxy's: openssl x509 -in /etc/pve/local/pve-ssl.pem -noout -fingerprint -sha256)")
+    return ":".join(digits[i:i + 2] for i in range(0, 64, 2))
+
+
+def _pve_tls(sec: Section) -> tuple[str | None, str | None, bool]:
+    """``tls: {ca_file: FILE}`` | ``{fingerprint: AB:CD:...}`` | ``{verify: false}``; none: the system CAs."""
+    if not sec.has("tls"):
+        return None, None, True
+    sub = sec.section("tls")
+    sub.done(("ca_file", "fingerprint", "verify"))
+    ca_file = sub.get("ca_file", lambda v: _scenario_path(sec, v), None)
+    fingerprint = sub.get("fingerprint", _fingerprint, None)
+    verify = sub.get("verify", as_bool, True)
+    if ca_file and fingerprint:
+        raise sub.fail("fingerprint", "give ca_file or fingerprint, not both")
+    if not verify and (ca_file or fingerprint):
+        raise sub.fail("verify", "verify: false turns certificate checks off; it does not combine with ca_file or fingerprint",
+                       "keep ca_file or fingerprint (checked) and drop verify")
+    return ca_file, fingerprint, verify
+
+
+def _pve_ssh(sec: Section, host: str) -> SshConfig:
+    """SSH to the node (host fio, facts, evidence): ``hypervisor.ssh``, host defaulting to ``host``."""
+    sub = sec.section("ssh")
+    if sub.has("password"):
+        raise sub.fail("password", "vmbench never takes a password; use ssh-agent or key_file", "remove the key")
+    ssh_host = sub.get("host", _hostname, host)
+    port = sub.get("port", as_int(1, 65535), 22)
+    user = sub.get("user", as_name, "root")
+    key_file = sub.get("key_file", _user_path, None)
+    known_hosts = sub.get("known_hosts", _user_path, None)
+    sub.done(("host", "port", "user", "key_file", "known_hosts"))
+    return SshConfig(host=ssh_host.strip("[]"), port=port, user=user, key_file=key_file, known_hosts=known_hosts)
 
 
 STORAGE_KEYS = ("type", "pool", "scratch_size", "dataset", "volblocksize", "recordsize", "sparse", "properties")

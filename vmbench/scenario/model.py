@@ -243,14 +243,70 @@ class SshConfig:
 
 
 @dataclass(frozen=True)
+class ProxmoxConfig:
+    """How vmbench reaches a Proxmox VE node through its API (``hypervisor.driver: proxmox``).
+
+    The API token's secret is never here: only where to read it at connect time
+    (``secret_file`` or ``secret_env``).  TLS is verified against ``tls_ca_file``, pinned
+    to ``tls_fingerprint`` (SHA-256 of the server certificate), checked against the system
+    CAs (neither given), or off only when the scenario says ``tls: {verify: false}``."""
+
+    host: str  # the API host (also the SSH host unless ssh.host says otherwise)
+    node: str  # the PVE node the VMs run on (the template's node)
+    template: int | str  # a VMID, or the unique name of a template VM
+    storage: str  # the PVE storage ID for scratch disks
+    token_id: str  # user@realm!tokenname
+    secret_file: str | None = None
+    secret_env: str | None = None
+    port: int = 8006
+    tls_ca_file: str | None = None
+    tls_fingerprint: str | None = None  # "AB:CD:..." (64 hex digits)
+    tls_verify: bool = True  # False only when the scenario says so (printed in every report)
+    timeout: float = 30.0  # seconds per API request
+    clone: str = "linked"  # linked | full (full only where the template's storage can't link)
+
+    @property
+    def user(self) -> str:
+        return self.token_id.partition("!")[0]
+
+    @property
+    def token_name(self) -> str:
+        return self.token_id.partition("!")[2]
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host and not self.host.startswith("[") else self.host
+        return f"https://{host}:{self.port}"
+
+    @property
+    def secret_source(self) -> str:
+        """Where the secret is read from, for messages (never the secret)."""
+        if self.secret_file:
+            return f"the file {self.secret_file} (hypervisor.token.secret_file)"
+        return f"the environment variable {self.secret_env} (hypervisor.token.secret_env)"
+
+    @property
+    def tls_mode(self) -> str:
+        """How the server certificate is checked, in words (recorded with every run)."""
+        if self.tls_fingerprint:
+            return f"pinned certificate SHA-256 {self.tls_fingerprint}"
+        if self.tls_ca_file:
+            return f"verified against CA file {self.tls_ca_file}"
+        if not self.tls_verify:
+            return "verification OFF (tls.verify: false)"
+        return "verified against the system CA store"
+
+
+@dataclass(frozen=True)
 class Hypervisor:
     driver: DriverName = DriverName.LIBVIRT
-    uri: str = "qemu:///system"
+    uri: str = "qemu:///system"  # libvirt's URI; for proxmox the API URL of the node
     accel: Accel = Accel.AUTO
     boot_timeout: float | None = None  # None: 120 s with KVM, 300 s with TCG
     machine: str = "pc"
     ssh: SshConfig | None = None  # None: the hypervisor is this machine
     state_dir: str | None = None  # vmbench's directory on the hypervisor host; None: the default
+    proxmox: ProxmoxConfig | None = None  # driver proxmox only
 
     @property
     def remote(self) -> bool:
