@@ -46,9 +46,17 @@ def host_only_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: S
     rows = host_only_rows(measurements, cells, jobs)
     keys = ("vs_baseline",)
     records = []
+    order = {k: i for i, k in enumerate(STORAGE_AXES)}  # stored JSON sorts keys; show them in axis order
+    every = [c.get("settings") or {} for c in cells]
+    common = {k: v for k, v in (every[0] if every else {}).items() if all(s.get(k) == v for s in every)}
+    varied = len(every) > 1 and len(common) < len(every[0])
+
+    def shown(settings: dict) -> str:  # what tells the variants apart; the rest is said once, in a note
+        items = [(k, v) for k, v in settings.items() if not (varied and common.get(k) == v)]
+        return ", ".join(f"{k}={v}" for k, v in sorted(items, key=lambda kv: order.get(kv[0], 99)))
+
     for r in rows:
-        order = {k: i for i, k in enumerate(STORAGE_AXES)}  # stored JSON sorts keys; show them in axis order
-        settings = ", ".join(f"{k}={v}" for k, v in sorted(r.settings.items(), key=lambda kv: order.get(kv[0], 99)))
+        settings = shown(r.settings)
         records.append({"job": _job_label(r), "cell": r.cell or "", "storage": settings, **_figures(r),
                         "vs_baseline": r.vs_baseline, "note": r.note,
                         "repeat_stop": policy.stop(r.figures.repeats, r.figures.cv), **delta_fields(r, keys)})
@@ -58,6 +66,8 @@ def host_only_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: S
     notes = [f"host only: no VM; fio on the host, on a new zvol or dataset per variant ({storage})." if storage
              else "host only: no VM; fio on the host, on a new zvol or dataset per variant.",
              f"vs baseline = change in IOPS from the first variant ({cells[0]['name'] if cells else '-'})."]
+    if varied and common:
+        notes.append("every variant: " + ", ".join(f"{k}={v}" for k, v in sorted(common.items(), key=lambda kv: order.get(kv[0], 99))) + ".")
     if any(r.sync for r in rows):
         notes.append("(sync) jobs issue synchronous writes: compare them only with each other.")
     notes += _telemetry_notes(records)

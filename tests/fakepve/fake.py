@@ -1,0 +1,204 @@
+"""The FakePve context manager: schema, state, backend and HTTPS server together."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .backends import NullBackend
+from .formats import named_formats
+from .model import State, Storage, Vm
+from .schema import Api
+from .server import Dispatcher, make_tls, private_root, serve
+from .validate import Checker, format_size
+
+
+class FakePve:
+    """A fake Proxmox VE node over HTTPS on 127.0.0.1 (see the package docstring)."""
+
+    def __init__(self, version: str = "9.1", backend: Any = None, node: str = "pve1",
+                 token: tuple[str, str] = ("vmbench@pve!bench", "SECRET"), missing_privileges: Any = (),
+                 task_polls: int = 2, agent_pings: int = 2, task_outcomes: dict | None = None,
+                 root_dir: str | None = None, local_path: str | None = None, strict: bool = True) -> None:
+        self.version = version
+        self.backend = backend if backend is not None else NullBackend()
+        self.node = node
+        self.token = token
+        self._missing: set = set(missing_privileges)
+        self.strict = strict
+        self.api = Api(version)
+        formats, validators = named_formats(version)
+        self.checker = Checker(formats, validators)
+        self._opts = dict(task_polls=task_polls, agent_pings=agent_pings, task_outcomes=task_outcomes)
+        self._root_dir = root_dir
+        self._local_path = local_path
+        self.root: Path | None = None
+        self.state: State | None = None
+        self.dispatcher: Dispatcher | None = None
+        self._server = None
+        self._thread = None
+        self.port = 0
+        self.ca_file = ""
+        self.cert_fingerprint = ""
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> "FakePve":
+        self.root = private_root(self._root_dir)
+        try:
+            tls = self.root / "tls"
+            tls.mkdir(mode=0o700)
+            ca, cert, key, fp = make_tls(tls)
+            self.ca_file, self.cert_fingerprint = str(ca), fp
+            self.backend.setup(self.root)
+            self.state = State(version=self.version, node=self.node, root=self.root, backend=self.backend,
+                               checker=self.checker, api=self.api, user=self.token[0], **self._opts)
+            self.state.fingerprint = fp
+            self.state.missing_privileges = self._missing
+            self.add_storage("local", "dir", path=self._local_path or str(self.root / "local"),
+                             content="images,rootdir,vztmpl,iso,backup,snippets")
+            self.dispatcher = Dispatcher(version=self.version, state=self.state, api=self.api, checker=self.checker,
+                                         token=self.token, missing_privileges=self._missing)
+            self._server, self._thread = serve(self.dispatcher, cert, key)
+            self.port = self._server.server_address[1]
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Stop the server, the VMs (backend domains) and remove every volume and file."""
+        errors = []
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self.state is not None:
+            try:
+                self.state.cleanup()
+            except Exception as exc:  # noqa: BLE001
+                errors.append(exc)
+        try:
+            self.backend.close()
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+        if self.root is not None and self.root.exists():
+            shutil.rmtree(self.root, ignore_errors=True)
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> "FakePve":
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            self.close()
+        finally:
+            if exc_type is None and self.strict:
+                self.assert_clean()
+
+    @property
+    def missing_privileges(self) -> set:
+        """Privileges the token lacks: names (everywhere) or (path, name) pairs; mutable."""
+        return self._missing
+
+    @missing_privileges.setter
+    def missing_privileges(self, value) -> None:
+        self._missing.clear()
+        self._missing.update(value)
+
+    # ---- what tests look at --------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}/api2/json"
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def auth_header(self) -> dict[str, str]:
+        return {"Authorization": f"PVEAPIToken={self.token[0]}={self.token[1]}"}
+
+    @property
+    def requests(self) -> list:
+        return self.dispatcher.requests if self.dispatcher else []
+
+    @property
+    def problems(self) -> list[str]:
+        return self.dispatcher.problems if self.dispatcher else []
+
+    @property
+    def vms(self) -> dict[int, Vm]:
+        return self.state.vms
+
+    @property
+    def storages(self) -> dict[str, Storage]:
+        return self.state.storages
+
+    @property
+    def tasks(self) -> dict:
+        return self.state.tasks
+
+    def calls(self) -> list[tuple[str, str]]:
+        """(METHOD, path template) of every routed request, in order."""
+        return [(r.method, r.template) for r in self.requests if r.template]
+
+    def assert_clean(self) -> None:
+        """Fail when the fake met something it cannot check (unknown format, unimplemented
+        endpoint, a response not matching ``returns``, a fake bug)."""
+        if self.problems:
+            raise AssertionError("fake PVE problems:\n  " + "\n  ".join(self.problems))
+
+    def volume_path(self, volid: str) -> str:
+        with self.dispatcher.lock:
+            return str(self.state.resolve(volid)[1].path)
+
+    def finish_tasks(self) -> None:
+        with self.dispatcher.lock:
+            self.state.finish_all()
+
+    # ---- state helpers -------------------------------------------------------------------
+
+    def add_storage(self, storage: str, type: str = "dir", *, path: str | None = None, content: str = "images,rootdir",
+                    **options: Any) -> Storage:
+        """A storage entry; ``dir`` volumes live under ``path`` (default: the fake's own
+        directory), zfspool volumes under <root>/zvol/<pool>/ (files standing for zvols)."""
+        config: dict[str, Any] = {"content": content, **{k.replace("_", "-"): v for k, v in options.items()}}
+        files = None
+        if type == "dir":
+            config["path"] = path or str(self.root / "storage" / storage)
+            files = Path(config["path"])
+        elif type == "zfspool":
+            config.setdefault("pool", "rpool/data")
+        return self.state.add_storage(storage, type, config, files)
+
+    def add_template(self, vmid: int = 9000, name: str = "debian12-tmpl", agent: bool = True, template: bool = True,
+                     storage: str = "local", tags: str = "debian12;template", disk: str = "virtio0",
+                     cores: int = 2, memory: int = 1024, **config: Any) -> Vm:
+        """A VM as PVE stores a cloud-image template: base disk ``base-<vmid>-disk-0``
+        (``vm-<vmid>-disk-0`` when ``template=False``), agent, tags, ``template: 1``."""
+        st = self.state.storage(storage)
+        fmt = "qcow2" if st.path_based else "raw"
+        vol = self.state.allocate(st, vmid, 0, fmt, base=template, image=True)
+        conf: dict[str, Any] = {
+            "name": name, "agent": "1" if agent else "0", "cores": cores, "sockets": 1, "memory": str(memory),
+            "ostype": "l26", "scsihw": "virtio-scsi-single", "boot": f"order={disk}",
+            disk: f"{self.state.volid(st, vol)},size={format_size(vol.size)}",
+            "smbios1": f"uuid={uuid.uuid4()}", "vmgenid": str(uuid.uuid4()),
+        }
+        if tags:
+            conf["tags"] = tags
+        if template:
+            conf["template"] = 1
+        conf.update(config)
+        vm = Vm(vmid, conf)
+        self.state.vms[vmid] = vm
+        return vm

@@ -1,0 +1,192 @@
+"""Storage endpoints: the storage configuration (/storage), a node's storages and their
+content (pve-storage API2/Storage/*.pm).  Volumes are files; ``content/{volume}`` returns the
+file's path (for a zfspool storage: <root>/zvol/<pool>/<name>, standing for /dev/zvol/...)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from typing import Any
+
+from .handlers import api, check_node
+from .model import CONTENT, STORAGE_OPTIONS, State, Task, TaskError, Volume, die, param_exc
+from .schema import SchemaError
+from .validate import split_list, truthy
+
+
+# ---- storage --------------------------------------------------------------------------------
+
+
+def storage_entry(st) -> dict:
+    return {"storage": st.id, **st.config}
+
+
+@api("GET", "/storage")
+def storage_index(s: State, p: dict) -> list:
+    return [storage_entry(st) for st in s.storages.values() if p.get("type") in (None, st.type)]
+
+
+@api("GET", "/storage/{storage}")
+def storage_read(s: State, p: dict) -> dict:
+    st = s.storage(p["storage"])
+    return {**storage_entry(st), "digest": s.digest(st.config)}
+
+
+@api("POST", "/storage")
+def storage_create(s: State, p: dict) -> dict:
+    stype = p["type"]
+    opts = STORAGE_OPTIONS.get(stype)
+    if opts is None:
+        raise SchemaError(f"storage type '{stype}' is not modelled by the fake")
+    config: dict[str, Any] = {}
+    for k, v in p.items():
+        if k in ("storage", "type"):
+            continue
+        if k not in opts:
+            raise die(f"unexpected property '{k}'")
+        if k == "content":
+            kept = [c for c in split_list(str(v)) if c in CONTENT[stype]]
+            config[k] = ",".join(sorted(set(kept)))
+        elif k in ("sparse", "disable", "shared", "mkdir"):
+            config[k] = 1 if truthy(v) else 0
+        else:
+            config[k] = v
+    for k, required in opts.items():
+        if required and config.get(k) is None:
+            raise die(f"missing value for required option '{k}'")
+    if p["storage"] in s.storages:
+        raise die(f"storage ID '{p['storage']}' already defined")
+    config.setdefault("content", "images,rootdir" if stype == "zfspool" else "images,rootdir,vztmpl,iso,backup,snippets")
+    s.add_storage(p["storage"], stype, config)
+    return {"storage": p["storage"], "type": stype}
+
+
+@api("DELETE", "/storage/{storage}")
+def storage_delete(s: State, p: dict) -> None:
+    s.storage(p["storage"])
+    del s.storages[p["storage"]]  # only the entry: volumes stay (on_delete_hook does nothing)
+    return None
+
+
+@api("GET", "/nodes/{node}/storage")
+def node_storage(s: State, p: dict) -> list:
+    check_node(s, p)
+    out = []
+    for st in s.storages.values():
+        usage = shutil.disk_usage(st.files)
+        if p.get("storage") not in (None, st.id) or (p.get("content") and p["content"] not in st.content):
+            continue
+        out.append({"storage": st.id, "type": st.type, "content": ",".join(sorted(st.content)), "active": 1, "enabled": 1,
+                    "shared": 0, "total": usage.total, "used": usage.used, "avail": usage.free,
+                    "used_fraction": usage.used / usage.total if usage.total else 0})
+    return out
+
+
+def volume_entry(s: State, st, vol) -> dict:
+    used = vol.path.stat().st_blocks * 512 if vol.path.exists() else 0
+    out = {"volid": s.volid(st, vol), "format": vol.fmt, "size": vol.size, "vmid": vol.vmid, "content": "images",
+           "ctime": vol.ctime, "used": used}
+    if vol.parent is not None:
+        out["parent"] = vol.parent.volname(st)
+    return out
+
+
+@api("GET", "/nodes/{node}/storage/{storage}/content")
+def content_list(s: State, p: dict) -> list:
+    check_node(s, p)
+    st = s.storage(p["storage"])
+    if p.get("content") not in (None, "images"):
+        return []
+    vols = [v for v in s.storage_volumes(st) if p.get("vmid") is None or v.vmid == int(p["vmid"])]
+    return [volume_entry(s, st, v) for v in sorted(vols, key=lambda v: v.name)]
+
+
+@api("GET", "/nodes/{node}/storage/{storage}/content/{volume}")
+def content_info(s: State, p: dict) -> dict:
+    check_node(s, p)
+    st, vol = s.resolve(real_volume_id(p.get("storage"), p["volume"]))
+    e = volume_entry(s, st, vol)
+    return {"path": str(vol.path), "size": e["size"], "used": e["used"], "format": e["format"]}
+
+
+def size_kib(text: str) -> int:
+    m = re.fullmatch(r"(\d+)([MG]?)", text)
+    if not m:
+        raise param_exc({"size": f"unable to parse size '{text}'"})
+    return int(m.group(1)) * {"": 1, "M": 1024, "G": 1024 * 1024}[m.group(2)]
+
+
+@api("POST", "/nodes/{node}/storage/{storage}/content")
+def content_create(s: State, p: dict) -> str:
+    """vdisk_alloc with a given name (size in KiB, or with M/G)."""
+    check_node(s, p)
+    st = s.storage(p["storage"])
+    kib = size_kib(str(p["size"]))
+    name, vmid = str(p["filename"]), int(p["vmid"])
+    m = re.search(r"\.(raw|qcow2|vmdk)$", name)
+    if m and p.get("format") and p["format"] != m.group(1):
+        raise param_exc({"format": f"different storage formats ({p['format']} != {m.group(1)})"})
+    fmt = m.group(1) if m else (p.get("format") or st.default_format())
+    if st.path_based:
+        n = re.fullmatch(r"((base-)?[^/\s]+\.(raw|qcow2|vmdk|subvol))", name)
+        if not n:
+            raise die(f"unable to parse volume filename '{name}'")
+        if n.group(3) != fmt:
+            raise die(f"illegal name '{name}' - wrong extension for format ('{n.group(3)} != '{fmt}')")
+        path = st.volume_file(vmid, name)
+        if path.exists() or path in s.volumes:
+            raise die(f"disk image '{path}' already exists")
+    else:
+        if fmt != "raw":
+            raise die(f"unsupported format '{fmt}'")
+        if not name.startswith(f"vm-{vmid}-"):
+            raise die(f"illegal name '{name}' - should be 'vm-{vmid}-*'")
+        path = st.volume_file(vmid, name)
+        if path in s.volumes:
+            raise die(f"zfs error: cannot create '{st.config.get('pool')}/{name}': dataset already exists")
+    s.backend.create_volume(str(path), kib * 1024, fmt)
+    vol = Volume(path, name, vmid, fmt, kib * 1024)
+    s.volumes[path] = vol
+    return s.volid(st, vol)
+
+
+@api("DELETE", "/nodes/{node}/storage/{storage}/content/{volume}")
+def content_delete(s: State, p: dict) -> str | None:
+    check_node(s, p)
+    volid = real_volume_id(p.get("storage"), p["volume"])
+    st, vol = s.resolve(volid)
+    s.check_priv(f"/storage/{st.id}", "Datastore.Allocate")
+
+    def action(t: Task) -> None:
+        if any(v.parent is vol for v in s.volumes.values()):
+            raise TaskError(f"base volume '{vol.name}' is still in use by linked cloned")
+        s.free(vol)
+        t.log.append(f"Removed volume '{volid}'")
+
+    task = s.task("imgdel", f"{vol.vmid}@{st.id}", action)
+    if p.get("delay"):
+        task.finish()
+        if task.exitstatus != "OK" and not str(task.exitstatus).startswith("WARNINGS"):
+            raise die(str(task.exitstatus))
+        return None
+    return task.upid
+
+
+def real_volume_id(storeid: str | None, volume: str) -> str:
+    if ":" in volume:
+        sid = volume.split(":", 1)[0]
+        if storeid and sid != storeid:
+            raise param_exc({"volume": f"storage ID mismatch ({sid} != {storeid})\n"})
+        return volume
+    if not storeid:
+        raise param_exc({"volume": "no storage specified - incomplete volume ID"})
+    return f"{storeid}:{volume}"
+
+
+@api("GET", "/nodes/{node}/storage/{storage}/status")
+def storage_status(s: State, p: dict) -> dict:
+    check_node(s, p)
+    st = s.storage(p["storage"])
+    usage = shutil.disk_usage(st.files)
+    return {"type": st.type, "content": ",".join(sorted(st.content)), "active": 1, "enabled": 1, "shared": 0,
+            "total": usage.total, "used": usage.used, "avail": usage.free}
