@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 #: driver name -> "module:class", imported only when used
 DRIVERS = {
     DriverName.LIBVIRT: "vmbench.drivers.libvirt.driver:LibvirtDriver",
+    DriverName.PROXMOX: "vmbench.drivers.proxmox.driver:ProxmoxDriver",  # a PVE node through its API, SSH for host work
     DriverName.NONE: "vmbench.drivers.hostonly:HostOnlyDriver",  # host-only scenarios: storage, no VM
 }
 

@@ -287,6 +287,16 @@ def _pve_ssh(sec: Section, host: str) -> SshConfig:
     return SshConfig(host=ssh_host.strip("[]"), port=port, user=user, key_file=key_file, known_hosts=known_hosts)
 
 
+def driver_storage_problems(hv: Hypervisor, storage: Storage) -> list[tuple[str, str, str]]:
+    """What the ``storage:`` section cannot be with the scenario's driver, as (key, message, hint);
+    for the loader to report with the storage section's line (the driver refuses it again at preflight)."""
+    if hv.driver is DriverName.PROXMOX and storage.type is StorageType.ZFS_DATASET:
+        return [("type", "zfs-dataset is not supported with driver proxmox",
+                 "use type: zfs (zvols; volblocksize through temporary zfspool storages) or leave storage out "
+                 "(scratch disks on hypervisor.storage)")]
+    return []
+
+
 STORAGE_KEYS = ("type", "pool", "scratch_size", "dataset", "volblocksize", "recordsize", "sparse", "properties")
 
 

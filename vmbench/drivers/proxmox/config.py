@@ -1,0 +1,263 @@
+"""A :class:`~vmbench.scenario.model.VmConfig` as Proxmox VE config options (pure).
+
+The option grammar is qemu-server's (``QemuServer/Drive.pm``, ``CPUConfig.pm``; NOTES.md
+section 1): a new disk is ``virtio1=STORAGE:GiB,cache=..,aio=..,iothread=1,serial=..``;
+SCSI disks get ``scsihw: virtio-scsi-single`` (one controller per disk, the only one where
+an iothread works) or ``virtio-scsi-pci`` for ``virtio-scsi-shared``; the CPU is
+``[cputype=]MODEL[,flags=+aes;-pcid]`` with flags from PVE's allow-list only.  Also the
+reverse: a stored config read back into typed values.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from decimal import Decimal
+from typing import Mapping
+
+from ...errors import HypervisorError
+from ...scenario.model import CpuConfig, VmConfig
+from ...settings import Bus, CpuMode, Feature, ImageFormat
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+#: disk key prefix of each bus, and its highest index
+BUS_PREFIX = {Bus.VIRTIO_BLK: "virtio", Bus.VIRTIO_SCSI: "scsi", Bus.VIRTIO_SCSI_SHARED: "scsi", Bus.SATA: "sata"}
+MAX_INDEX = {"virtio": 15, "scsi": 30, "sata": 5, "ide": 3}
+DISK_KEY_RE = re.compile(r"^(virtio|scsi|sata|ide)(\d+)$")
+#: per-VM CPU flags PVE accepts (QS CPUConfig.pm); nested-virt exists only in 9.x
+CPU_FLAGS = ("pcid", "spec-ctrl", "ibpb", "ssbd", "virt-ssbd", "amd-ssbd", "amd-no-ssb", "pdpe1gb", "md-clear",
+             "hv-tlbflush", "hv-evmcs", "aes")
+#: storage types whose disks are files (``format=`` applies; qcow2 possible where listed)
+FILE_STORAGES = ("dir", "nfs", "cifs", "glusterfs", "btrfs", "cephfs")
+QCOW2_STORAGES = ("dir", "nfs", "cifs", "glusterfs")
+#: storage types that cannot make linked clones (NOTES section 7: LVM-thick and iSCSI LUNs)
+NO_LINKED_CLONE = ("lvm", "iscsi", "iscsidirect")
+SERIAL_MAX = 20  # bytes (virtio-blk and ATA)
+
+
+def disk_prefix(bus: Bus) -> str:
+    return BUS_PREFIX[bus]
+
+
+def free_disk_key(bus: Bus, config: Mapping[str, object], start: int = 1) -> str:
+    """The first free ``virtioN``/``scsiN``/``sataN`` from ``start`` (1: next to the root disk)."""
+    prefix = disk_prefix(bus)
+    for i in range(start, MAX_INDEX[prefix] + 1):
+        if f"{prefix}{i}" not in config:
+            return f"{prefix}{i}"
+    raise HypervisorError(f"the template has no free {prefix} slot (all of {prefix}{start}..{prefix}{MAX_INDEX[prefix]} are used)")
+
+
+def size_gib(size: int) -> str:
+    """Bytes as PVE's new-disk size in GiB (decimals allowed), rounded up to whole MiB."""
+    mib = -(-size // MiB)
+    text = format(Decimal(mib) / Decimal(1024), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def serial_option(serial: str) -> str:
+    """``serial=`` is urlencoded and at most 20 bytes."""
+    if len(serial.encode()) > SERIAL_MAX:
+        raise HypervisorError(f"disk serial {serial!r} is longer than {SERIAL_MAX} bytes")
+    return urllib.parse.quote(serial, safe="")
+
+
+def disk_option(vm: VmConfig, storage: str, storage_type: str, size: int, serial: str) -> str:
+    """The new scratch disk: ``STORAGE:GiB,cache=,aio=,[iothread=1,]serial=,detect_zeroes=0[,format=]``.
+
+    ``detect_zeroes=0``: QEMU passes zero writes through as writes, as on libvirt (PVE's
+    default turns them into write-zeroes requests)."""
+    parts = [f"{storage}:{size_gib(size)}", f"cache={vm.cache.value}", f"aio={vm.aio.value}"]
+    if vm.iothread:
+        if not vm.bus.takes_iothread:
+            raise HypervisorError(f"iothread is not possible on bus {vm.bus.value}")
+        parts.append("iothread=1")
+    parts.append(f"serial={serial_option(serial)}")
+    parts.append("detect_zeroes=0")
+    if storage_type in FILE_STORAGES:
+        if vm.format is ImageFormat.QCOW2 and storage_type not in QCOW2_STORAGES:
+            raise HypervisorError(f"storage {storage} ({storage_type}) cannot hold qcow2 images")
+        parts.append(f"format={vm.format.value}")
+    elif vm.format is not ImageFormat.RAW:
+        raise HypervisorError(f"storage {storage} ({storage_type}) holds raw volumes only, not {vm.format.value}",
+                              "use format: raw, or a directory-like storage (dir, nfs, cifs) for qcow2")
+    return ",".join(parts)
+
+
+def scsihw(vm: VmConfig) -> str | None:
+    """The SCSI controller model a SCSI bus needs; None leaves the template's."""
+    if vm.bus is Bus.VIRTIO_SCSI:
+        return "virtio-scsi-single"  # one controller per disk: iothread works, like libvirt's virtio-scsi
+    if vm.bus is Bus.VIRTIO_SCSI_SHARED:
+        return "virtio-scsi-pci"  # one controller for every SCSI disk
+    return None
+
+
+def cpu_option(cpu: CpuConfig) -> str:
+    """``kvm64``, ``x86-64-v2-AES,flags=+aes``, ``host``, ``max``..."""
+    if cpu.mode is CpuMode.HOST_PASSTHROUGH:
+        model = "host"
+    elif cpu.mode is CpuMode.MAX:
+        model = "max"
+    else:
+        model = cpu.model or "kvm64"
+    flags = []
+    for name, state in cpu.all_features():
+        if name not in CPU_FLAGS:
+            raise HypervisorError(f"Proxmox does not take the CPU flag {name} per VM",
+                                  "flags Proxmox allows: " + ", ".join(CPU_FLAGS))
+        flags.append(("+" if state is Feature.ON else "-") + name)
+    return model + (f",flags={';'.join(flags)}" if flags else "")
+
+
+def tags(run_tag: str) -> str:
+    return f"vmbench;vmbench-{run_tag}"
+
+
+def description(run_tag: str, seq: int, cells: tuple[str, ...], created: str, version: str) -> str:
+    """The VM's notes: what made it and how it goes away (at most 8192 characters)."""
+    text = (f"vmbench run {run_tag}, VM {seq} (cells: {', '.join(cells) or '-'}), created {created} by vmbench {version}.\n"
+            "Removed when the run ends; after a crash `vmbench cleanup SCENARIO` removes it.\n"
+            f"vmbench-run: {run_tag}\n")
+    return text[:8192]
+
+
+def vm_options(vm: VmConfig, *, kvm: bool, agent: str = "1") -> dict[str, object]:
+    """The VM-wide options (not the disk): cores, memory, CPU, accelerator, agent, controller."""
+    out: dict[str, object] = {
+        "cores": vm.vcpus,
+        "sockets": 1,
+        "memory": vm.memory_mib,
+        "cpu": cpu_option(vm.cpu),
+        "kvm": kvm,
+        "agent": agent,
+    }
+    hw = scsihw(vm)
+    if hw:
+        out["scsihw"] = hw
+    return out
+
+
+def agent_enabled(value: object) -> bool:
+    """``agent: 1`` / ``enabled=1,fstrim_cloned_disks=1`` / ``0``."""
+    opts = parse_options(str(value or ""), default_key="enabled")
+    return str(opts.get("enabled", "0")).strip().lower() in ("1", "on", "yes", "true")
+
+
+def vm_problems(vm: VmConfig, storage_type: str | None = None, template_config: Mapping[str, object] | None = None,
+                accelerator: str | None = None) -> list[tuple[str, str]]:
+    """What makes ``vm`` impossible on this Proxmox setup, as (message, hint); empty if it can run."""
+    out = []
+    bad = [f for f, _ in vm.cpu.all_features() if f not in CPU_FLAGS]
+    if bad:
+        out.append((f"Proxmox does not take the CPU flag(s) {', '.join(bad)} per VM",
+                    "flags Proxmox allows: " + ", ".join(CPU_FLAGS)))
+    if storage_type is not None and vm.format is ImageFormat.QCOW2 and storage_type not in QCOW2_STORAGES:
+        out.append((f"format qcow2 is not possible on a {storage_type} storage (raw volumes only)",
+                    "use format: raw, or a directory-like storage (dir, nfs, cifs) as hypervisor.storage"))
+    if template_config is not None and vm.bus is Bus.VIRTIO_SCSI_SHARED:
+        root = root_disk_key(template_config)
+        if root is not None and not root.startswith("scsi"):
+            out.append((f"bus virtio-scsi-shared puts the scratch disk on the controller of the root disk, but the "
+                        f"template's root disk is {root}", "use a template whose root disk is SCSI (scsi0), or bus virtio-scsi"))
+    if accelerator == "tcg" and vm.cpu.mode is CpuMode.HOST_PASSTHROUGH:
+        out.append(("cpu host needs KVM; guests run under TCG here (kvm: 0)", "use a named model such as x86-64-v2-AES, or max"))
+    return out
+
+
+# ---- reading a stored config back -----------------------------------------------------------
+
+
+def parse_options(text: str, default_key: str | None = None) -> dict[str, str]:
+    """A PVE property string ``a=1,b=2`` (its first bare item under ``default_key``)."""
+    out: dict[str, str] = {}
+    for i, item in enumerate(p for p in text.split(",") if p != ""):
+        key, eq, value = item.partition("=")
+        if not eq:
+            if default_key is None or i != 0:
+                out[key] = ""
+                continue
+            key, value = default_key, item
+        out[key.strip()] = value.strip()
+    return out
+
+
+def parse_disk(value: str) -> tuple[str, dict[str, str]]:
+    """``local-zfs:vm-100-disk-1,cache=none,size=8G`` -> (volid, options)."""
+    opts = parse_options(value, default_key="file")
+    return opts.pop("file", ""), opts
+
+
+def volume_format(volid: str, opts: Mapping[str, str]) -> str:
+    """A disk's format: ``format=`` when stored, else the volume name's extension, else raw."""
+    if opts.get("format"):
+        return opts["format"]
+    m = re.search(r"\.(raw|qcow2|vmdk)$", volid)
+    return m.group(1) if m else "raw"
+
+
+def config_bus(key: str, scsihw_value: str | None) -> str | None:
+    """A disk key and the controller model as a vmbench bus name."""
+    m = DISK_KEY_RE.match(key)
+    if not m:
+        return None
+    prefix = m.group(1)
+    if prefix == "virtio":
+        return Bus.VIRTIO_BLK.value
+    if prefix == "sata":
+        return Bus.SATA.value
+    if prefix == "scsi":
+        hw = scsihw_value or "lsi"
+        if hw == "virtio-scsi-single":
+            return Bus.VIRTIO_SCSI.value
+        if hw == "virtio-scsi-pci":
+            return Bus.VIRTIO_SCSI_SHARED.value
+        return f"scsi ({hw})"
+    return prefix
+
+
+def cpu_from_config(value: str | None) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """``x86-64-v2-AES,flags=+aes;-pcid`` -> ("x86-64-v2-AES", (("aes","on"),("pcid","off"))); host is host-passthrough."""
+    opts = parse_options(value or "kvm64", default_key="cputype")
+    model = opts.get("cputype") or "kvm64"
+    model = {"host": "host-passthrough"}.get(model, model)
+    flags = []
+    for f in (opts.get("flags") or "").split(";"):
+        f = f.strip()
+        if f[:1] in "+-" and len(f) > 1:
+            flags.append((f[1:], "on" if f[0] == "+" else "off"))
+    return model, tuple(flags)
+
+
+def root_disk_key(config: Mapping[str, object]) -> str | None:
+    """The boot disk: the first disk of ``boot: order=...``, else ``bootdisk``, else the first disk key."""
+    boot = parse_options(str(config.get("boot") or ""), default_key="legacy")
+    for key in (k.strip() for k in (boot.get("order") or "").split(";")):
+        if DISK_KEY_RE.match(key) and key in config and "media=cdrom" not in str(config[key]):
+            return key
+    if config.get("bootdisk") and str(config["bootdisk"]) in config:
+        return str(config["bootdisk"])
+    disks = sorted(k for k in config if DISK_KEY_RE.match(k) and "media=cdrom" not in str(config[k]))
+    return disks[0] if disks else None
+
+
+def disk_volumes(config: Mapping[str, object]) -> dict[str, str]:
+    """Every disk key -> its volume id (CD-ROMs and ``none`` left out; ``unusedN`` kept)."""
+    out = {}
+    for key, value in config.items():
+        if DISK_KEY_RE.match(key) or re.match(r"^(unused\d+|efidisk0|tpmstate0)$", key):
+            volid, opts = parse_disk(str(value))
+            if volid and volid not in ("none", "cdrom") and opts.get("media") != "cdrom":
+                out[key] = volid
+    return out
+
+
+def config_text(config: Mapping[str, object]) -> str:
+    """A config as ``qm config`` prints it: ``key: value`` lines, sorted; ``digest`` left out."""
+    return "".join(f"{k}: {config[k]}\n" for k in sorted(config) if k != "digest")
+
+
+def storage_of(volid: str) -> str:
+    return volid.partition(":")[0]

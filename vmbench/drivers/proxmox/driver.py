@@ -1,0 +1,393 @@
+"""The Proxmox VE driver: linked clones of a template VM on a PVE node, through the PVE API;
+host fio, host facts and evidence over SSH; guest commands through the API's agent endpoints.
+
+Lifecycle (NOTES.md section 1), every task waited on by its UPID with ``exitstatus`` checked:
+``prepare`` checks the API, the node, the template (a template, with ``agent: 1``), the
+storage and the accelerator; ``create_vm`` takes a free VMID, makes a linked clone, sets
+tags/description/CPU/memory at once (a clone copies the template's tags), allocates the
+scratch disk on the scenario's storage (or a temporary zfspool entry per volblocksize) and
+reads its volume and host path back; ``boot`` starts it and pings the agent until it
+answers; ``remove_vm`` stops, destroys with purge and destroy-unreferenced-disks, checks no
+disk of the VMID is left, then deletes a temporary storage entry nobody uses any more.
+Everything it creates is named ``vmbench-<tag>-...`` and VMs are tagged ``vmbench``;
+:meth:`ProxmoxDriver.leftovers` never lists a VM without that tag.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from ... import __version__
+from ...errors import GuestError, HypervisorError, VmbenchError
+from ...paths import HostPaths, StatePaths
+from ...progress import NullProgress, Progress
+from ...scenario.model import Hypervisor, Storage
+from ...settings import ImageFormat, StorageType
+from ...storage import make_zfs_storage
+from ...transport import ops
+from ...transport.base import Transport
+from ...transport.pveagent import PveAgentTransport
+from ..base import Accelerator, Applied, VmRequest, VmResources
+from .api import PveApi, TaskResult, read_secret
+from .config import FILE_STORAGES, config_text, description, disk_option, free_disk_key, parse_disk, storage_of, tags, vm_options
+from .errors import PveApiError, PveLockedError
+from .evidence import applied_from_pve
+from .preflight import Preflight
+from .removal import Removal
+from .storage import PveStorage, ZfsEntries
+
+log = logging.getLogger(__name__)
+
+BOOT_TIMEOUT = {"kvm": 120.0, "tcg": 300.0}
+CLONE_TIMEOUT = {"linked": 600.0, "full": 3600.0}
+TASK_TIMEOUT = 300.0
+CLONE_ATTEMPTS = 5
+QMP_PERL = ('my $v = shift; print to_json({kvm => mon_cmd($v, "query-kvm"), block => mon_cmd($v, "query-block")}, '
+            '{canonical => 1})')
+
+
+def vm_name(run_tag: str, seq: int) -> str:
+    return f"vmbench-{run_tag}-{seq}"
+
+
+def scratch_serial(run_tag: str, seq: int) -> str:
+    """At most 20 characters (virtio-blk and ATA serial limits); as the libvirt driver's."""
+    return f"VMB{run_tag[1:]}S{seq:03d}"
+
+
+@dataclass
+class VmRecord:
+    """What this driver made for one VM (kept until it is removed)."""
+
+    name: str
+    node: str
+    run_tag: str
+    vmid: int | None = None
+    disk_key: str | None = None
+    scratch_volid: str | None = None
+    entry: str | None = None  # the temporary zfspool storage holding the scratch disk
+    storages: set[str] = field(default_factory=set)  # where its disks were allocated
+    warnings: list[str] = field(default_factory=list)
+
+
+class PveGuest:
+    """A running PVE VM: its agent transport and what PVE and QEMU say it runs with."""
+
+    def __init__(self, driver: "ProxmoxDriver", rec: VmRecord, resources: VmResources, boot_seconds: float) -> None:
+        assert rec.vmid is not None
+        self.driver = driver
+        self.rec = rec
+        self.name = resources.name
+        self.resources = resources
+        self.boot_seconds = boot_seconds
+        self.transport = PveAgentTransport(resources.name, driver.api(), rec.node, rec.vmid)
+
+    def applied(self) -> Applied:
+        """The config as stored, the QEMU command line (/proc/<pid>/cmdline over SSH, pid from
+        status/current) and, where PVE's perl client answers over SSH, QMP query-kvm/query-block."""
+        d, rec = self.driver, self.rec
+        base = f"/nodes/{rec.node}/qemu/{rec.vmid}"
+        config = d.api().get(f"{base}/config") or {}
+        status = d.api().get(f"{base}/status/current") or {}
+        cmdline = d.qemu_cmdline(status.get("pid"))
+        extra: dict[str, Any] = {"pve_status": {k: status.get(k) for k in ("status", "qmpstatus", "pid", "running-qemu",
+                                                                            "running-machine", "lock")}}
+        qmp = d.qmp_readings(rec.vmid or 0)
+        extra.update(qmp)
+        applied = applied_from_pve(config, rec.disk_key or "", cmdline, self.resources.scratch_serial,
+                                   self.resources.scratch_path, extra)
+        kvm = (qmp.get("qmp") or {}).get("kvm") or {}
+        if "enabled" in kvm:  # what QEMU itself reports beats what its command line asks
+            applied = replace(applied, accelerator="kvm" if kvm["enabled"] else "tcg")
+        return applied
+
+
+class ProxmoxDriver(Preflight, Removal):
+    name = "proxmox"
+    #: the node holds its own template VM: the runner builds and uploads no image
+    needs_image = False
+
+    def __init__(self, hv: Hypervisor, storage: Storage, *, host: Transport, state: StatePaths, paths: HostPaths,
+                 api: PveApi | None = None, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if hv.proxmox is None:
+            raise HypervisorError("the proxmox driver needs hypervisor settings for driver: proxmox")
+        self.hv = hv
+        self.cfg = hv.proxmox
+        self.node = self.cfg.node
+        self.host = host
+        self.state = state
+        self.paths = paths
+        self.scenario_storage = storage
+        self.clock = clock
+        self.sleep = sleep
+        self._api = api
+        self.zfs = make_zfs_storage(storage, host) if storage.type is StorageType.ZFS and storage.dataset else None
+        self.storage = PveStorage(self.api, self.node, self.cfg.storage, self.zfs)
+        self.entries = ZfsEntries(self.api, host, self.node, storage.dataset, storage.sparse) if self.zfs else None
+        self.accelerator: Accelerator | None = None
+        self.template_vmid: int | None = None
+        self.template_config: dict = {}
+        self.progress: Progress = NullProgress()
+        self.vms: dict[str, VmRecord] = {}
+
+    def __repr__(self) -> str:
+        return f"ProxmoxDriver({self.cfg.url}, node {self.node})"
+
+    # ---- connection ---------------------------------------------------------------------------
+
+    def api(self) -> PveApi:
+        """The API client, made on first use (the secret is read then)."""
+        if self._api is None:
+            self._api = PveApi(self.cfg, read_secret(self.cfg), clock=self.clock, sleep=self.sleep)
+        return self._api
+
+    def close(self) -> None:
+        if self._api is not None:
+            try:
+                self._api.session.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+        close = getattr(self.host, "close", None)
+        if close is not None:
+            close()
+
+    def _task(self, upid: str | None, timeout: float, what: str, rec: VmRecord | None = None) -> TaskResult:
+        result = self.api().wait_task(upid, timeout, what)
+        if result.warnings:
+            text = f"{what}: Proxmox finished with {result.exitstatus}: " + "; ".join(result.warnings)
+            self.progress.warn(text)
+            if rec is not None:
+                rec.warnings.append(text)
+        return result
+
+    # ---- host facts ---------------------------------------------------------------------------
+
+    def describe_host(self) -> dict:
+        cfg = self.cfg
+        out: dict = {
+            "driver": self.name, "pve_api": cfg.url, "pve_node": self.node, "pve_token_id": cfg.token_id,
+            "pve_template": self.template_vmid or cfg.template, "pve_tls": cfg.tls_mode,
+            "tls_verify_off": not cfg.tls_verify and not cfg.tls_fingerprint and not cfg.tls_ca_file,
+            "pve_clone": cfg.clone, "hostname": ops.first_line(self.host, ["hostname"]), "host_state_dir": self.paths.root,
+        }
+        try:
+            version = self.api().get("/version") or {}
+            out.update(pve_version=version.get("version"), pve_release=version.get("release"), pve_repoid=version.get("repoid"))
+            status = self.api().get(f"/nodes/{self.node}/status") or {}
+            kernel = status.get("current-kernel") or {}
+            out.update(pve_node_kernel=kernel.get("release") or status.get("kversion"), pve_node_pveversion=status.get("pveversion"),
+                       host_cpu_model=(status.get("cpuinfo") or {}).get("model"),
+                       host_memory_mib=int((status.get("memory") or {}).get("total") or 0) >> 20 or None)
+        except PveApiError as exc:
+            out["pve_api_error"] = exc.message
+        pveversion = self._text(["pveversion", "-v"])
+        out["pveversion"] = pveversion
+        m = re.search(r"^pve-qemu-kvm:\s*(\S+)", pveversion or "", re.M)
+        out["qemu_version"] = m.group(1) if m else None
+        describe = getattr(self.host, "describe", None)
+        if describe is not None:
+            out.update(describe())
+        out.update(self.storage.facts())
+        if self.zfs is None and out.get("pve_storage_type") == "zfspool":
+            out["zfs_version"] = self._text(["zfs", "version"])
+        return out
+
+    def _text(self, argv: list[str]) -> str | None:
+        try:
+            got = self.host.run(argv, timeout=60, check=False)
+        except VmbenchError as exc:
+            log.warning("%s on %s: %s", argv[0], self.host.name, exc.message)
+            return None
+        return got.stdout if got.returncode == 0 else None
+
+    # ---- VM lifecycle -------------------------------------------------------------------------
+
+    def new_resources(self, run_tag: str, request: VmRequest) -> VmResources:
+        return VmResources(name=vm_name(run_tag, request.seq), scratch_path="",
+                           scratch_serial=scratch_serial(run_tag, request.seq), host_target=None)
+
+    def create_vm(self, run_tag: str, request: VmRequest, res: VmResources) -> VmResources:
+        """Clone, configure, allocate the scratch disk; each step recorded as it happens."""
+        if self.template_vmid is None or self.accelerator is None:
+            raise HypervisorError("prepare() first")
+        vm = request.vm
+        rec = self.vms.setdefault(res.name, VmRecord(res.name, self.node, run_tag))
+        vmid = self._clone(rec, request)
+        base = f"/nodes/{self.node}/qemu/{vmid}"
+        config = self.api().get(f"{base}/config") or {}
+        options = {"tags": tags(run_tag), "protection": False, "onboot": False,
+                   "description": description(run_tag, request.seq, request.cells, time.strftime("%Y-%m-%dT%H:%M:%S%z"), __version__),
+                   **vm_options(vm, kvm=self.accelerator.name == "kvm", agent=str(config.get("agent") or "1"))}
+        self._config(rec, options, f"configuring {res.name} (VMID {vmid})")
+        key = free_disk_key(vm.bus, config)
+        sid, kind = self.cfg.storage, self.storage.type
+        if self.entries is not None and vm.zfs.volblocksize:
+            sid, kind = self.entries.ensure(run_tag, vm.zfs.volblocksize, res.name), "zfspool"
+            rec.entry = sid
+        rec.storages.add(sid)
+        self._config(rec, {key: disk_option(vm, sid, kind, request.scratch_size, res.scratch_serial)},
+                     f"allocating the scratch disk of {res.name} on {sid}")
+        config = self.api().get(f"{base}/config") or {}
+        volid, _ = parse_disk(str(config.get(key, "")))
+        if not volid or storage_of(volid) != sid:
+            raise HypervisorError(f"{res.name}: the config has no new disk {key} on {sid} after allocating it (it says {key}: "
+                                  f"{config.get(key, 'nothing')})")
+        rec.disk_key, rec.scratch_volid = key, volid
+        res.volumes.append(volid)
+        res.native_config = config_text(config)
+        path = self._volume_path(sid, volid)
+        res.scratch_path = path
+        res.scratch_kind = "block" if path.startswith("/dev/") else "file"
+        res.storage["pve"] = {"vmid": vmid, "node": self.node, "template": self.template_vmid, "disk": key,
+                              "volume": volid, "storage": sid, "storage_type": kind, "task_warnings": rec.warnings}
+        if rec.entry and self.entries is not None:
+            zvol = f"{self.entries.dataset}/{volid.partition(':')[2]}"
+            readback, problems = self.entries.setup_zvol(zvol, vm.zfs, run_tag)
+            res.storage.setdefault("volumes", {})[volid] = {"zfs_name": zvol, "readback": readback}
+            res.storage_problems += [p for p in problems if p not in res.storage_problems]
+        if vm.format is ImageFormat.RAW and path.startswith("/"):
+            res.host_target = path  # host fio runs on this very device or file, before boot
+        return res
+
+    def _clone(self, rec: VmRecord, request: VmRequest) -> int:
+        """A free VMID and a clone of the template, retried when another client takes the VMID."""
+        tvmid = self.template_vmid
+        full = self.cfg.clone == "full"
+        what = f"cloning template {tvmid} into {rec.name}"
+        for attempt in range(1, CLONE_ATTEMPTS + 1):
+            vmid = int(self.api().get("/cluster/nextid"))
+            try:
+                upid = self.api().post(f"/nodes/{self.node}/qemu/{tvmid}/clone", {
+                    "newid": vmid, "name": rec.name, "full": full,
+                    "description": f"vmbench-run: {rec.run_tag} (being configured)"})
+            except PveApiError as exc:
+                taken = "already exists" in " ".join([exc.reason, *exc.errors.values()])
+                if taken and attempt < CLONE_ATTEMPTS:
+                    log.info("VMID %d was taken meanwhile (%s); trying the next one", vmid, exc.reason)
+                    continue
+                if isinstance(exc, PveLockedError) and attempt < CLONE_ATTEMPTS:  # the storage's cluster lock timed out
+                    log.info("cloning: %s; trying again", exc.reason)
+                    self.sleep(2.0 * attempt)
+                    continue
+                hint = exc.hint
+                if "Linked clone feature is not supported" in exc.reason:
+                    hint = "the template's storage cannot make linked clones; set hypervisor.clone: full, or move its disks"
+                raise HypervisorError(f"{what} failed: {exc.message}", hint) from None
+            rec.vmid = vmid  # it exists from now on (locked until the clone task ends)
+            self._task(upid, CLONE_TIMEOUT[self.cfg.clone], f"{what} (VMID {vmid})", rec)
+            return vmid
+        raise HypervisorError(f"{what}: no free VMID after {CLONE_ATTEMPTS} attempts")  # pragma: no cover
+
+    def _config(self, rec: VmRecord, params: dict, what: str) -> None:
+        """POST .../config (a task), retried briefly while the VM is still locked."""
+        deadline = self.clock() + 30
+        while True:
+            try:
+                upid = self.api().post(f"/nodes/{rec.node}/qemu/{rec.vmid}/config", params)
+                break
+            except PveLockedError:
+                if self.clock() > deadline:
+                    raise
+                self.sleep(1.0)
+        self._task(upid, TASK_TIMEOUT, what, rec)
+
+    def _volume_path(self, sid: str, volid: str) -> str:
+        info = self.api().get(f"/nodes/{self.node}/storage/{sid}/content/{volid}") or {}
+        path = str(info.get("path") or "")
+        if not path:
+            raise HypervisorError(f"Proxmox gives no path for volume {volid}")
+        return path
+
+    def create_host_reference(self, run_tag: str, request: VmRequest, res: VmResources) -> str:
+        """A raw volume owned by the VM on the scratch storage, for host fio when the scratch
+        disk is not raw (removed with the VM by destroy-unreferenced-disks)."""
+        rec = self.vms.get(res.name)
+        if rec is None or rec.vmid is None:
+            raise HypervisorError(f"{res.name} was not created; no host reference volume without its VMID")
+        sid = rec.entry or self.cfg.storage
+        kind = "zfspool" if rec.entry else self.storage.type
+        filename = f"vm-{rec.vmid}-vmbench-hostref" + (".raw" if kind in FILE_STORAGES else "")
+        params = {"vmid": rec.vmid, "filename": filename, "size": str(-(-request.scratch_size // 1024)),
+                  "format": "raw" if kind in FILE_STORAGES else None}
+        try:
+            volid = str(self.api().post(f"/nodes/{self.node}/storage/{sid}/content", params))
+        except PveApiError as exc:
+            raise HypervisorError(f"allocating a raw host reference volume on {sid}: {exc.message}", exc.hint) from None
+        res.volumes.append(volid)
+        path = self._volume_path(sid, volid)
+        if not path.startswith("/"):
+            raise HypervisorError(f"host fio needs a device or file on the node, but storage {sid} ({kind}) gives {path}",
+                                  "set host_baseline: false to measure the guests only")
+        res.host_target = path
+        return path
+
+    def boot(self, run_tag: str, request: VmRequest, res: VmResources, progress: Progress | None = None,
+             timeout: float | None = None) -> PveGuest:
+        """Start the VM (a task) and ping its agent until it answers, bounded."""
+        progress = progress or NullProgress()
+        rec = self.vms.get(res.name)
+        if rec is None or rec.vmid is None:
+            raise HypervisorError(f"{res.name} was not created")
+        base = f"/nodes/{rec.node}/qemu/{rec.vmid}"
+        try:
+            self._task(self.api().post(f"{base}/status/start"), TASK_TIMEOUT, f"starting {res.name} (VMID {rec.vmid})", rec)
+        except PveApiError as exc:
+            raise GuestError(f"starting {res.name} (VMID {rec.vmid}): {exc.message}", exc.hint) from None
+        accel = self.accelerator.name if self.accelerator else "tcg"
+        limit = timeout or BOOT_TIMEOUT[accel]
+        started = self.clock()
+        last = ""
+        while True:
+            elapsed = self.clock() - started
+            status = self.api().get(f"{base}/status/current") or {}
+            if status.get("status") != "running":
+                raise GuestError(f"{res.name} (VMID {rec.vmid}) stopped while booting (status {status.get('status')})",
+                                 f"see the VM's start task and console on node {rec.node}")
+            try:
+                self.api().post(f"{base}/agent/ping")
+                return PveGuest(self, rec, res, self.clock() - started)
+            except PveApiError as exc:
+                if exc.status != 500:
+                    raise
+                last = exc.reason
+                if "No QEMU guest agent configured" in last:
+                    raise GuestError(f"{res.name}: {last}", "the VM config needs agent: 1 before it starts") from None
+            if elapsed > limit:
+                raise GuestError(f"{res.name}: the guest agent did not answer within {limit:g}s ({last})",
+                                 "is qemu-guest-agent installed and enabled in the template (systemctl enable qemu-guest-agent)?")
+            progress.status(f"booting {res.name}: {elapsed:.0f}s, waiting for the guest agent")
+            self.sleep(1.0)
+
+    # ---- evidence helpers ---------------------------------------------------------------------
+
+    def qemu_cmdline(self, pid: object) -> list[str]:
+        """The QEMU process's argv, over SSH from /proc (pid from status/current)."""
+        if not pid or not str(pid).isdigit():
+            log.warning("no QEMU pid from the API; the command line is not recorded")
+            return []
+        try:
+            raw = self.host.read_file(f"/proc/{pid}/cmdline")
+        except (OSError, VmbenchError) as exc:
+            log.warning("cannot read the QEMU command line (pid %s) on %s: %s", pid, self.host.name, exc)
+            return []
+        return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+    def qmp_readings(self, vmid: int) -> dict:
+        """QMP query-kvm and query-block through PVE's own client over SSH (best effort)."""
+        argv = ["perl", "-MJSON", "-MPVE::QemuServer::Monitor=mon_cmd", "-e", QMP_PERL, str(vmid)]
+        try:
+            got = self.host.run(argv, timeout=30, check=False)
+        except VmbenchError as exc:
+            return {"qmp_error": exc.message}
+        if got.returncode != 0:
+            return {"qmp_error": (got.stderr.strip().splitlines() or ["failed"])[0][:300]}
+        try:
+            return {"qmp": json.loads(got.stdout)}
+        except ValueError:
+            return {"qmp_error": "not JSON"}

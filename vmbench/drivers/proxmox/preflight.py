@@ -1,0 +1,152 @@
+"""Preflight of the Proxmox driver: everything checked before a VM is created (token and
+TLS, node, SSH reaching that node, the template, its storage's linked clones, the scratch
+storage, accelerator, CPU models and, when given, every cell's settings on this setup)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Sequence
+
+from ...errors import PreflightError
+from ...progress import Progress
+from ...scenario.model import VmConfig
+from ...settings import Accel, CpuMode, StorageType
+from ...transport import ops
+from ..base import Accelerator
+from .config import NO_LINKED_CLONE, agent_enabled, disk_volumes, storage_of, vm_problems
+from .errors import PveApiError
+
+if TYPE_CHECKING:
+    from .driver import ProxmoxDriver
+
+log = logging.getLogger(__name__)
+
+
+class Preflight:
+    """The preflight half of :class:`~vmbench.drivers.proxmox.driver.ProxmoxDriver`."""
+
+    def prepare(self: "ProxmoxDriver", *, image: object = None, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
+                progress: Progress, vms: Sequence[VmConfig] = ()) -> Accelerator:
+        """Everything checked before a VM is created: token and TLS, node, template, storage,
+        accelerator, CPU models (and, given ``vms``, every cell's settings on this setup)."""
+        self.progress = progress
+        try:
+            return self._prepare(accel, cpu_models, cpu_modes, progress, vms)
+        except PveApiError as exc:
+            raise PreflightError(exc.message, exc.hint) from None
+
+    def _prepare(self: "ProxmoxDriver", accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode], progress: Progress,
+                 vms: Sequence[VmConfig]) -> Accelerator:
+        cfg = self.cfg
+        if self.scenario_storage.type is StorageType.ZFS_DATASET:
+            raise PreflightError("storage.type zfs-dataset is not supported with driver proxmox",
+                                 "use storage.type zfs (zvols, volblocksize through temporary zfspool storages) or leave "
+                                 "storage out (scratch disks on hypervisor.storage)")
+        progress.step(f"connecting to the Proxmox API at {cfg.url} (TLS {cfg.tls_mode})")
+        if not cfg.tls_verify and not cfg.tls_fingerprint and not cfg.tls_ca_file:
+            progress.warn(f"TLS certificate verification is OFF for {cfg.url} (tls.verify: false)")
+        version = self.api().get("/version") or {}
+        log.debug("Proxmox VE %s", version.get("version"))
+        nodes = sorted(str(n.get("node")) for n in (self.api().get("/nodes") or []))
+        if self.node not in nodes:
+            raise PreflightError(f"node {self.node} (hypervisor.node) is not in the cluster at {cfg.url}",
+                                 "nodes: " + (", ".join(nodes) or "none visible to the token (it needs Sys.Audit)"))
+        self._check_ssh_node()
+        self._find_template()
+        self._check_clone_storage()
+        self.storage.prepare(progress)
+        self.accelerator = self._choose_accelerator(accel)
+        if CpuMode.HOST_PASSTHROUGH in cpu_modes and self.accelerator.name != "kvm":
+            raise PreflightError(f"cpu host (host-passthrough) needs KVM, but guests run under TCG here ({self.accelerator.reason})",
+                                 "use a named CPU model such as x86-64-v2-AES, or max")
+        self._check_cpu_models(cpu_models)
+        storage_type = "zfspool" if self.zfs else self.storage.type
+        for vm in vms:
+            problems = vm_problems(vm, storage_type, self.template_config, self.accelerator.name)
+            if problems:
+                raise PreflightError(problems[0][0], problems[0][1])
+        return self.accelerator
+
+    def _check_ssh_node(self: "ProxmoxDriver") -> None:
+        """Host fio and evidence run over SSH: it must reach the node the VMs run on."""
+        hostname = ops.first_line(self.host, ["hostname"])
+        if hostname and hostname.split(".")[0].lower() != self.node.lower():
+            raise PreflightError(f"{self.host.name} is the host {hostname}, not node {self.node}: host fio and the QEMU "
+                                 "evidence would be read on the wrong machine",
+                                 f"set hypervisor.host (or hypervisor.ssh.host) to node {self.node}'s address")
+
+    def _find_template(self: "ProxmoxDriver") -> None:
+        want = self.cfg.template
+        rows = [r for r in (self.api().get("/cluster/resources", {"type": "vm"}) or []) if r.get("type") == "qemu"]
+        if isinstance(want, int):
+            found = [r for r in rows if int(r.get("vmid", -1)) == want]
+        else:
+            found = [r for r in rows if r.get("name") == want]
+        if not found:
+            raise PreflightError(f"no VM {want} on the cluster at {self.cfg.url} (hypervisor.template)",
+                                 "name the template by VMID or unique name; the token needs VM.Audit on it to see it")
+        if len(found) > 1:
+            ids = ", ".join(str(r.get("vmid")) for r in found)
+            raise PreflightError(f"{len(found)} VMs are named {want} (VMIDs {ids}); names are not unique in Proxmox",
+                                 "name the template by its VMID (hypervisor.template: VMID)")
+        row = found[0]
+        vmid, name = int(row["vmid"]), row.get("name") or "?"
+        if str(row.get("template", 0)) not in ("1", "True", "true"):
+            raise PreflightError(f"VM {vmid} ({name}) is not a template; vmbench makes linked clones of a template",
+                                 f"convert it (it cannot run afterwards): qm template {vmid}")
+        if row.get("node") != self.node:
+            raise PreflightError(f"template {vmid} ({name}) is on node {row.get('node')}, not {self.node} (hypervisor.node)",
+                                 f"set node: {row.get('node')} and host to that node (VMs run where the template is)")
+        config = self.api().get(f"/nodes/{self.node}/qemu/{vmid}/config") or {}
+        if not agent_enabled(config.get("agent")):
+            raise PreflightError(f"template {vmid} ({name}) has no guest agent enabled (agent: {config.get('agent', 'not set')})",
+                                 f"qm set {vmid} --agent enabled=1, with qemu-guest-agent installed and enabled in the guest")
+        self.template_vmid, self.template_config = vmid, config
+
+    def _check_clone_storage(self: "ProxmoxDriver") -> None:
+        """Linked clones need storage that can make them (not LVM-thick, not iSCSI)."""
+        if self.cfg.clone != "linked":
+            return
+        for key, volid in sorted(disk_volumes(self.template_config).items()):
+            if key.startswith("unused"):
+                continue
+            sid = storage_of(volid)
+            try:
+                kind = str((self.api().get(f"/nodes/{self.node}/storage/{sid}/status") or {}).get("type") or "")
+            except PveApiError as exc:
+                log.warning("cannot read storage %s of the template: %s", sid, exc.message)
+                continue
+            if kind in NO_LINKED_CLONE:
+                raise PreflightError(f"disk {key} of template {self.template_vmid} is on storage {sid} ({kind}), "
+                                     "which cannot make linked clones",
+                                     "move the template's disks to zfspool, lvmthin, rbd or a directory storage, "
+                                     "or set hypervisor.clone: full (a full copy per VM: slower)")
+
+    def _choose_accelerator(self: "ProxmoxDriver", accel: Accel) -> Accelerator:
+        kvm_dev = ops.exists(self.host, "/dev/kvm")
+        if accel is Accel.TCG:
+            return Accelerator("tcg", "hypervisor.accel: tcg (config kvm: 0)")
+        if accel is Accel.KVM:
+            if not kvm_dev:
+                raise PreflightError(f"accel: kvm, but node {self.node} has no /dev/kvm",
+                                     "enable virtualisation in the node's firmware, or use accel: tcg")
+            return Accelerator("kvm", "hypervisor.accel: kvm")
+        if kvm_dev:
+            return Accelerator("kvm", f"node {self.node} has /dev/kvm")
+        return Accelerator("tcg", f"node {self.node} has no /dev/kvm (config kvm: 0)")
+
+    def _check_cpu_models(self: "ProxmoxDriver", models: set[str]) -> None:
+        if not models:
+            return
+        try:
+            known = {str(m.get("name")) for m in (self.api().get(f"/nodes/{self.node}/capabilities/qemu/cpu") or [])}
+        except PveApiError as exc:
+            log.warning("cannot list the CPU models of node %s: %s", self.node, exc.message)
+            return
+        unknown = sorted(m for m in models if m not in known)
+        if unknown and known:
+            raise PreflightError(f"Proxmox does not know the CPU model(s) {', '.join(unknown)}",
+                                 "models on this node: " + ", ".join(sorted(known)))
+
+    def cached_accelerator(self: "ProxmoxDriver") -> str | None:
+        return self.accelerator.name if self.accelerator else None

@@ -1,0 +1,234 @@
+"""Scratch storage on a Proxmox VE node: the scenario's PVE storage, and for ZFS one
+temporary zfspool storage entry per volblocksize (NOTES.md section 2).
+
+PVE creates zvols itself (``zfs create [-s] [-b blocksize] -V SIZE pool/vm-N-disk-M``) and
+has no API for dataset properties, so a volblocksize needs a storage entry whose
+``blocksize`` says it: ``vmbench-<tag>-<size>`` (pool = the scenario's dataset, ``nodes`` =
+this node), made before the scratch disk is allocated there and deleted only after its VMs
+are destroyed (destroy needs the entry).  The other ZFS properties and ``vmbench:run=<tag>``
+are set on the new zvol with ``zfs set`` over SSH, then everything is read back with
+``zfs get -Hp``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Callable
+
+from ...errors import CommandError, HypervisorError, PreflightError
+from ...progress import Progress
+from ...scenario.model import ZfsSettings
+from ...settings import ImageFormat, StorageType
+from ...storage.zfs import PROPERTY, ZfsStorage, get_argv, parse_get, readback_problems, requested
+from ...transport.base import Transport
+from ...units import format_size
+from ..leftover import Leftover
+from .api import PveApi
+from .errors import PveApiError
+
+log = logging.getLogger(__name__)
+
+#: temporary zfspool storage entries: vmbench-<run tag>-<volblocksize>
+ENTRY_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-(\d+[km]?)$")
+#: zvols PVE names for a VM: <dataset>/vm-<vmid>-<name>
+ZVOL_LEAF_RE = re.compile(r"^vm-(\d+)-[\w.-]+$")
+RUN_TAG_RE = re.compile(r"^[rp][0-9a-f]{8}$")
+
+
+def entry_id(run_tag: str, volblocksize: int) -> str:
+    return f"vmbench-{run_tag}-{format_size(volblocksize)}"
+
+
+def entry_params(storage_id: str, dataset: str, volblocksize: int, sparse: bool, node: str) -> dict:
+    """``POST /storage`` of a zfspool entry that creates zvols with this volblocksize."""
+    return {"storage": storage_id, "type": "zfspool", "pool": dataset, "blocksize": format_size(volblocksize),
+            "sparse": sparse, "content": "images", "nodes": node}
+
+
+def zfs_set_argv(zvol: str, zfs: ZfsSettings, run_tag: str) -> list[str]:
+    """``zfs set`` of the scenario's properties and vmbench's own on a zvol PVE made."""
+    return ["zfs", "set", *(f"{k}={v}" for k, v in zfs.properties), f"{PROPERTY}={run_tag}", zvol]
+
+
+def zvol_list_argv(dataset: str) -> list[str]:
+    return ["zfs", "list", "-H", "-p", "-r", "-t", "volume", "-o", f"name,{PROPERTY}", dataset]
+
+
+def parse_zvols(text: str, dataset: str) -> list[tuple[str, int, str]]:
+    """(zvol, vmid, run tag) of every ``<dataset>/vm-N-...`` zvol carrying vmbench's property."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) != 2:
+            continue
+        name, tag = parts
+        parent, _, leaf = name.rpartition("/")
+        m = ZVOL_LEAF_RE.match(leaf)
+        if parent == dataset and m and RUN_TAG_RE.match(tag):
+            out.append((name, int(m.group(1)), tag))
+    return out
+
+
+class PveStorage:
+    """The scenario's PVE storage as vmbench's host storage: its label, free space and
+    facts.  Disks are never made here: they are allocated through the VM config."""
+
+    def __init__(self, api: Callable[[], PveApi], node: str, storage_id: str, zfs: ZfsStorage | None = None) -> None:
+        self._api = api
+        self.node = node
+        self.id = storage_id
+        self.zfs = zfs
+        self.label = f"Proxmox storage {storage_id} on {node}" + (f" (zvols under {zfs.dataset})" if zfs else "")
+        self._status: dict | None = None
+
+    def status(self, fresh: bool = False) -> dict:
+        if self._status is None or fresh:
+            try:
+                self._status = self._api().get(f"/nodes/{self.node}/storage/{self.id}/status") or {}
+            except PveApiError as exc:
+                if exc.gone or exc.status == 400:
+                    raise PreflightError(f"Proxmox storage {self.id} does not exist on node {self.node} (hypervisor.storage): "
+                                         f"{exc.reason or exc.message}", "pvesm status on the node lists the storages") from None
+                raise
+        return self._status
+
+    @property
+    def type(self) -> str:
+        return str(self.status().get("type") or "")
+
+    def prepare(self, progress: Progress) -> None:
+        progress.step(f"checking {self.label}")
+        st = self.status(fresh=True)
+        content = set(str(st.get("content") or "").split(","))
+        if "images" not in content:
+            raise PreflightError(f"Proxmox storage {self.id} ({st.get('type')}) cannot hold VM disk images "
+                                 f"(content: {st.get('content') or 'none'})",
+                                 "pick a storage with content 'images' as hypervisor.storage, or add 'Disk image' to its "
+                                 "content (Datacenter > Storage)")
+        if str(st.get("enabled", 1)) in ("0", "False", "false") or str(st.get("active", 1)) in ("0", "False", "false"):
+            raise PreflightError(f"Proxmox storage {self.id} is not active on node {self.node}",
+                                 "pvesm status on the node says why (not mounted, disabled...)")
+        if self.zfs is not None:
+            self.zfs.prepare(progress)
+
+    def free_bytes(self) -> int:
+        if self.zfs is not None:
+            return self.zfs.free_bytes()
+        return int(self.status(fresh=True).get("avail") or 0)
+
+    def create_volume(self, name: str, size: int, fmt: ImageFormat, backing: str | None = None, zfs=None):  # noqa: ANN001
+        raise HypervisorError("on Proxmox, scratch disks are allocated through the VM config, not by vmbench's storage")
+
+    def delete_volume(self, name: str) -> None:
+        """Volumes go with their VM (destroy-unreferenced-disks)."""
+
+    def leftovers(self) -> list[Leftover]:
+        return []  # the driver lists VMs, storage entries and zvols
+
+    def delete_path(self, path: str) -> None:  # pragma: no cover - leftovers() lists nothing
+        raise HypervisorError(f"{path}: not a leftover of this storage")
+
+    def facts(self) -> dict:
+        out: dict = {"pool": self.id, "pve_storage": self.id}
+        try:
+            st = self.status(fresh=True)
+            out.update(pve_storage_type=st.get("type"), pve_storage_content=st.get("content"),
+                       pve_storage_total_bytes=st.get("total"), pve_storage_avail_bytes=st.get("avail"),
+                       pve_storage_shared=st.get("shared"))
+        except (PveApiError, PreflightError) as exc:
+            out["pve_storage_error"] = exc.message
+        if self.zfs is not None:
+            out.update(self.zfs.facts())
+        return out
+
+
+class ZfsEntries:
+    """The temporary zfspool entries of one run, and the zvols allocated on them."""
+
+    def __init__(self, api: Callable[[], PveApi], host: Transport, node: str, dataset: str, sparse: bool) -> None:
+        self._api = api
+        self.host = host
+        self.node = node
+        self.dataset = dataset
+        self.sparse = sparse
+        self.users: dict[str, set[str]] = {}  # entry -> VM names whose disks are on it
+
+    def ensure(self, run_tag: str, volblocksize: int, vm_name: str) -> str:
+        """The entry for ``volblocksize`` (made if missing), with ``vm_name`` as a user."""
+        sid = entry_id(run_tag, volblocksize)
+        if sid not in self.users:
+            try:
+                self._api().post("/storage", entry_params(sid, self.dataset, volblocksize, self.sparse, self.node))
+            except PveApiError as exc:
+                if "already defined" not in exc.reason and "already exists" not in exc.reason:
+                    raise HypervisorError(f"cannot create the temporary zfspool storage {sid} (pool {self.dataset}, "
+                                          f"blocksize {format_size(volblocksize)}): {exc.message}",
+                                          exc.hint or "the token needs Datastore.Allocate on /storage") from None
+            self.users[sid] = set()
+        self.users[sid].add(vm_name)
+        return sid
+
+    def release(self, sid: str, vm_name: str) -> str | None:
+        """``vm_name`` is destroyed: delete the entry once no VM of this run uses it.
+        Returns an error message, or None."""
+        users = self.users.get(sid)
+        if users is None:
+            return None
+        users.discard(vm_name)
+        if users:
+            return None
+        try:
+            delete_entry(self._api(), sid)
+        except PveApiError as exc:
+            return f"temporary storage {sid}: {exc.message}"
+        del self.users[sid]
+        return None
+
+    def setup_zvol(self, zvol: str, zfs: ZfsSettings, run_tag: str) -> tuple[dict, list[str]]:
+        """Set the scenario's properties and vmbench's on a new zvol; read everything back."""
+        try:
+            self.host.run(zfs_set_argv(zvol, zfs, run_tag), timeout=120)
+            want = requested(StorageType.ZFS, zfs)
+            got = parse_get(self.host.run(get_argv(zvol, [*want, PROPERTY, "refreservation"]), timeout=60).stdout)
+        except CommandError as exc:
+            raise HypervisorError(f"setting ZFS properties on {zvol} on {self.host.name} failed: "
+                                  f"{exc.stderr.strip() or exc.message}") from None
+        problems = readback_problems(want, got)
+        if got.get(PROPERTY, {}).get("value") != run_tag:
+            problems.append(f"the {PROPERTY} property of {zvol} did not take")
+        return {k: v["value"] for k, v in got.items()}, problems
+
+    def zvol_leftovers(self) -> list[tuple[str, int, str]]:
+        got = self.host.run(zvol_list_argv(self.dataset), timeout=120, check=False)
+        if got.returncode != 0:
+            log.warning("zfs list on %s: %s", self.host.name, got.stderr.strip())
+            return []
+        return parse_zvols(got.stdout, self.dataset)
+
+    def destroy_zvol(self, zvol: str, run_tag: str) -> None:
+        """``zfs destroy`` of a zvol left behind, checked by name and vmbench's property."""
+        parent, _, leaf = zvol.rpartition("/")
+        if parent != self.dataset or not ZVOL_LEAF_RE.match(leaf):
+            raise HypervisorError(f"{zvol} is not a zvol PVE made under {self.dataset}; left alone")
+        got = self.host.run(["zfs", "get", "-Hp", "-o", "value", PROPERTY, zvol], timeout=60, check=False)
+        if got.returncode != 0:
+            if "does not exist" in got.stderr:
+                return
+            raise HypervisorError(f"reading {zvol} on {self.host.name}: {got.stderr.strip()}")
+        if got.stdout.strip() != run_tag:
+            raise HypervisorError(f"{zvol} has no {PROPERTY}={run_tag} property; not vmbench's, left alone")
+        done = self.host.run(["zfs", "destroy", zvol], timeout=300, check=False)
+        if done.returncode != 0 and "does not exist" not in done.stderr:
+            raise HypervisorError(f"zfs destroy {zvol} on {self.host.name}: {done.stderr.strip()}")
+
+
+def delete_entry(api: PveApi, sid: str) -> None:
+    """``DELETE /storage/<id>`` of a vmbench entry (only the config entry: volumes stay)."""
+    if not ENTRY_RE.match(sid):
+        raise HypervisorError(f"{sid} is not a vmbench storage entry; left alone")
+    try:
+        api.delete(f"/storage/{sid}")
+    except PveApiError as exc:
+        if not exc.gone:
+            raise
