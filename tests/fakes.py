@@ -964,7 +964,7 @@ class FakeDriver:
 
     # -- HypervisorDriver ---------------------------------------------------------------------
 
-    def prepare(self, *, image, accel, cpu_models, cpu_modes, progress) -> Accelerator:
+    def prepare(self, *, image, accel, cpu_models, cpu_modes, progress, vms=None) -> Accelerator:
         self._fault("prepare")
         self.storage.prepare(progress)
         return self.accel

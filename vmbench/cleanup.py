@@ -18,7 +18,7 @@ def find_leftovers(driver: HypervisorDriver, state: StatePaths, *, include_live:
     live = {} if include_live else live_runs(state.runs)
     everything = driver.leftovers()
     found = [l for l in everything if l.run_tag not in live]
-    order = {"domain": 0, "volume": 1, "zvol": 1, "dataset": 1, "file": 2, "directory": 3}
+    order = {"domain": 0, "vm": 0, "volume": 1, "zvol": 1, "dataset": 1, "storage": 2, "file": 2, "directory": 3}
     found.sort(key=lambda l: (order.get(l.kind, 9), l.name))
     skipped = {tag: pid for tag, pid in live.items() if any(l.run_tag == tag for l in everything)}
     return found, skipped

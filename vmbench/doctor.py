@@ -52,6 +52,30 @@ def _storage_checks(driver, state: StatePaths, progress: Progress, scenario_path
     return out
 
 
+def _proxmox_checks(driver, hv: Hypervisor, state: StatePaths, progress: Progress, scenario_path: str | None) -> list[Check]:
+    """The Proxmox API (TLS, token), node, template, storage and accelerator, as a run's preflight checks them."""
+    from .cleanup import find_leftovers
+
+    out = []
+    try:
+        accel = driver.prepare(image=None, accel=hv.accel, cpu_models=set(), cpu_modes=set(), progress=progress, vms=[])
+        facts = driver.describe_host()
+        out.append(Check("proxmox", "ok", f"{facts.get('pve_api')}: Proxmox VE {facts.get('pve_version', '?')}, node {facts.get('pve_node')}, "
+                                          f"template {facts.get('pve_template')}, TLS {facts.get('pve_tls')}",
+                         "TLS verification is off" if facts.get("tls_verify_off") else ""))
+        out.append(Check("accelerator", "ok" if accel.name == "kvm" else "warn", f"{accel.name}: {accel.reason}"))
+    except VmbenchError as exc:
+        out.append(Check("proxmox", "FAIL", exc.message, exc.hint or ""))
+        return out
+    try:
+        left, _ = find_leftovers(driver, state)
+        out.append(Check("leftovers", "ok" if not left else "warn", f"{len(left)} vmbench resource(s) left from earlier runs",
+                         "" if not left else f"vmbench cleanup{' ' + scenario_path if scenario_path else ''}"))
+    except VmbenchError as exc:
+        out.append(Check("leftovers", "warn", exc.message))
+    return out
+
+
 def run_checks(scenario_path: str | None = None, *, uri: str | None = None, template: str = "debian12",
                reprobe: bool = False, progress: Progress | None = None) -> list[Check]:
     progress = progress or NullProgress()
@@ -86,6 +110,10 @@ def run_checks(scenario_path: str | None = None, *, uri: str | None = None, temp
     version("fio (host)", ["fio", "--version"], "apt-get install fio")
     if hv.driver is DriverName.NONE:  # host only: storage, no hypervisor
         out += _storage_checks(driver, state, progress, scenario_path)
+        driver.close()
+        return out
+    if hv.driver is DriverName.PROXMOX:
+        out += _proxmox_checks(driver, hv, state, progress, scenario_path)
         driver.close()
         return out
     version("qemu", ["qemu-system-x86_64", "--version"], "apt-get install qemu-system-x86")

@@ -109,7 +109,7 @@ class Runner:
         cpu_models = {c.vm.cpu.model for c in s.cells if c.vm.cpu.mode is CpuMode.MODEL and c.vm.cpu.model}
         cpu_modes = {c.vm.cpu.mode for c in s.cells}
         self.accel = self.driver.prepare(image=self.image, accel=s.hypervisor.accel, cpu_models=cpu_models,
-                                         cpu_modes=cpu_modes, progress=self.progress)
+                                         cpu_modes=cpu_modes, progress=self.progress, vms=[c.vm for c in s.cells])
         self.progress.step(f"accelerator: {self.accel.name} ({self.accel.reason})")
         self._check_free(where, s.storage.scratch_size * 2 + (2 << 30))
 

@@ -160,9 +160,7 @@ def test_the_secret_file_contents_are_never_read_while_parsing(tmp_path):
 
 
 def test_zfs_dataset_storage_is_named_as_not_supported_with_proxmox():
-    from vmbench.scenario.hosts import driver_storage_problems
-
-    s = parse(BASE, "storage: {type: zfs-dataset, dataset: rpool/data}\n")
-    assert driver_storage_problems(s.hypervisor, s.storage)[0][:2] == ("type", "zfs-dataset is not supported with driver proxmox")
-    assert driver_storage_problems(parse(BASE, "storage: {type: zfs, dataset: rpool/data}\n").hypervisor,
-                                   parse(BASE, "storage: {type: zfs, dataset: rpool/data}\n").storage) == []
+    with pytest.raises(ScenarioError) as exc:
+        parse(BASE, "storage: {type: zfs-dataset, dataset: rpool/data}\n")
+    assert "storage.type: zfs-dataset is not supported with driver proxmox" in exc.value.message
+    assert parse(BASE, "storage: {type: zfs, dataset: rpool/data}\n").storage.dataset == "rpool/data"

@@ -83,6 +83,12 @@ def build_report(db: ResultsDB, ref: str | int | None = "latest") -> tuple[dict,
         "versions": f"QEMU {env.get('qemu_version', '?')}, libvirt {env.get('libvirt_version', '?')}, fio {env.get('host_fio', '?')} (host) / {_guest_fio(boots)} (guest)",
         "boots": str(len(boots)),
     }
+    if env.get("driver") == "proxmox":
+        header["versions"] = (f"Proxmox VE {env.get('pve_version', '?')} ({env.get('pve_node', '?')}), QEMU {env.get('qemu_version') or '?'}, "
+                              f"fio {env.get('host_fio', '?')} (host) / {_guest_fio(boots)} (guest)")
+        header["proxmox"] = f"{env.get('pve_api', '?')}, token {env.get('pve_token_id', '?')}, TLS {env.get('pve_tls', '?')}"
+        if env.get("tls_verify_off"):
+            header["warning"] = "TLS verification of the Proxmox API was turned off for this run (tls: {verify: false})"
     if env.get("ssh_host"):
         header["ssh"] = f"{env.get('ssh_user', '?')}@{env['ssh_host']}:{env.get('ssh_port', 22)}, host key {env.get('ssh_host_key', '?')}"
     if getattr(run, "attempts", 1) > 1:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import ScenarioError
 from .axes import STORAGE_AXES, VM_AXES, changed_axes
-from .hosts import _hypervisor, _storage, storage_problems
+from .hosts import _hypervisor, _storage, driver_storage_problems, storage_problems
 from .jobs import _check_jobs_vs_stacks, _jobs, _resolve_sizes
 from .matrix import _cells
 from .model import RepeatPolicy, Scenario, VmConfig
@@ -59,6 +59,8 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
     host_only = top.get("host_only", as_bool, False)
     hypervisor = _hypervisor(top.section("hypervisor"), host_only)
     storage, zfs = _storage(top.section("storage"))
+    for key, message, hint in driver_storage_problems(hypervisor, storage):
+        raise top.section("storage").fail(key, message, hint)
     if host_only and not storage.zfs:
         raise top.fail("host_only", "measures host storage variants, which needs ZFS storage",
                        "set storage.type: zfs (zvols) or zfs-dataset, with storage.dataset")

@@ -189,7 +189,8 @@ class LibvirtDriver:
 
     # ---- preflight ------------------------------------------------------------------------
 
-    def prepare(self, *, image: Image, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode], progress: Progress) -> Accelerator:
+    def prepare(self, *, image: Image, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode], progress: Progress,
+                vms: object = None) -> Accelerator:
         """Everything checked before a VM is created: libvirt reachable, storage usable,
         the template on the host, accelerator decided, CPU models known."""
         self.conn  # noqa: B018 - raises PreflightError when unreachable
