@@ -1063,3 +1063,195 @@ def install_fake_image(state: StatePaths, name: str = "debian12") -> "Image":
     image = current_image(name, state=state)
     assert image is not None
     return image
+
+
+class FakePveNode(FakeHost):
+    """A Proxmox VE node's SSH side next to a ``tests.fakepve.FakePve`` (its API side): the
+    hostname is the node's, ``pveversion -v`` and ``uname -r`` as that PVE version has them,
+    ``/dev/kvm`` present or not, ``/proc/<pid>/cmdline`` of a running VM's QEMU built from the
+    configuration the fake started it with (PVE 8: ``-drive`` + ``-device``; PVE 9: nested
+    ``-blockdev`` throttle -> format -> file chains and ``write-cache=`` on the device), and
+    PVE's perl QMP client (``perl -MPVE::QemuServer::Monitor ...``) answering query-kvm and
+    query-block.  The VM of a pid is the running one with that pid (NullBackend gives every VM
+    this process's pid: the one started last).  Cooperates with other FakeHost subclasses
+    (e.g. ``class N(FakePveNode, FakeZfsHost)``)."""
+
+    def __init__(self, pve, *, kvm: bool = False, hostname: str | None = None, **kw) -> None:
+        from tests.fakepve.nodeinfo import KERNEL
+
+        kw.setdefault("kernel", KERNEL.get(pve.version, "6.8.12-11-pve"))
+        super().__init__(kvm=kvm, **kw)
+        self.name = f"host root@{hostname or pve.node}"
+        self.pve = pve
+        self.hostname = hostname or pve.node
+        self.dirs |= {"/var/lib/vz", "/etc/pve"}
+
+    # -- the node's programs ---------------------------------------------------------------
+
+    def _cmd_hostname(self, argv, stdin):
+        return self.hostname + "\n"
+
+    def _cmd_pveversion(self, argv, stdin):
+        from tests.fakepve.handlers import QEMU, VERSION
+
+        version, repoid = VERSION[self.pve.version]
+        qemu = QEMU[self.pve.version][0]
+        zfs = {"8.4": "2.2.7-pve2", "9.1": "2.3.4-pve1"}.get(self.pve.version, "2.2.7-pve2")
+        if "-v" not in argv:
+            return f"pve-manager/{version}/{repoid} (running kernel: {self.kernel})\n"
+        major = self.pve.version.split(".")[0]
+        return (f"proxmox-ve: {self.pve.version}.0 (running kernel: {self.kernel})\n"
+                f"pve-manager: {version} (running version: {version}/{repoid})\n"
+                f"proxmox-kernel-{self.kernel}: {self.kernel.rsplit('-', 1)[0]}\n"
+                f"qemu-server: {major}.{self.pve.version.split('.')[1]}.1\n"
+                f"pve-qemu-kvm: {qemu}-1\n"
+                f"zfsutils-linux: {zfs}\n")
+
+    def _cmd_perl(self, argv, stdin):
+        """PVE's QMP client: ``perl -MJSON -MPVE::QemuServer::Monitor=mon_cmd -e CODE VMID``."""
+        try:
+            vmid = int(argv[-1])
+        except ValueError:
+            return 255, "", "Can't open perl script: No such file or directory"
+        with self.pve.dispatcher.lock:
+            vm = self.pve.state.vms.get(vmid)
+            if vm is None or not vm.running:
+                return 255, "", f"VM {vmid} not running\n"
+            drives = self._drives(vm.run_config or vm.config)
+            kvm = self._kvm(vm.run_config or vm.config)
+        block = [{"device": "" if self.pve.version != "8.4" else f"drive-{key}", "qdev": f"{key}",
+                  "locked": False, "removable": False, "type": "unknown",
+                  "inserted": {"file": path, "node-name": f"drive-{key}", "drv": "throttle" if self.pve.version != "8.4" else fmt,
+                               "ro": False, "cache": _cache_flags(opts.get("cache")),
+                               "detect_zeroes": "off" if str(opts.get("detect_zeroes", "1")) == "0" else "on"}}
+                 for key, opts, path, fmt in drives]
+        return json.dumps({"block": block, "kvm": {"enabled": kvm, "present": self.kvm}}, sort_keys=True)
+
+    def read_file(self, path: str) -> bytes:
+        import re
+
+        m = re.fullmatch(r"/proc/(\d+)/cmdline", path)
+        if m is None:
+            return super().read_file(path)
+        pid = int(m.group(1))
+        with self.pve.dispatcher.lock:
+            running = [vm for vm in self.pve.state.vms.values() if vm.running and vm.pid == pid]
+            if not running:
+                raise self._missing(path)
+            vm = max(running, key=lambda v: v.started)
+            argv = self.qemu_argv(vm)
+        return b"".join(a.encode() + b"\0" for a in argv)
+
+    # -- QEMU's command line ---------------------------------------------------------------
+
+    def _kvm(self, config: dict) -> bool:
+        return str(config.get("kvm", 1)) != "0" and self.kvm
+
+    def _drives(self, config: dict) -> list[tuple[str, dict, str, str]]:
+        """(key, parsed options, volume file, format) of every disk, in key order."""
+        out = []
+        for key, drive in self.pve.state.drives(config):
+            if not self.pve.state.is_disk(drive):
+                continue
+            _, vol = self.pve.state.resolve(drive["file"])
+            out.append((key, drive, str(vol.path), str(drive.get("format") or vol.fmt)))
+        return out
+
+    def qemu_argv(self, vm) -> list[str]:
+        """The QEMU command line qemu-server builds for ``vm`` (abridged to what matters)."""
+        import urllib.parse
+
+        from tests.fakepve.handlers import QEMU
+
+        config = dict(vm.run_config or vm.config)
+        pve9 = self.pve.version != "8.4"
+        machine = QEMU[self.pve.version][1]
+        cores, sockets = int(config.get("cores", 1)), int(config.get("sockets", 1))
+        memory = str(config.get("memory", "512")).split(",")[0].removeprefix("current=")
+        argv = ["/usr/bin/kvm", "-id", str(vm.vmid), "-name", f"{config.get('name', vm.vmid)},debug-threads=on",
+                "-no-shutdown", "-chardev", f"socket,id=qmp,path=/var/run/qemu-server/{vm.vmid}.qmp,server=on,wait=off",
+                "-mon", "chardev=qmp,mode=control", "-pidfile", f"/var/run/qemu-server/{vm.vmid}.pid", "-daemonize",
+                "-smp", f"{cores * sockets},sockets={sockets},cores={cores},maxcpus={cores * sockets}",
+                "-nodefaults", "-vnc", f"unix:/var/run/qemu-server/{vm.vmid}.vnc,password=on", "-m", memory]
+        cpu = str(config.get("cpu") or "kvm64")
+        model, _, rest = cpu.partition(",")
+        model = model.removeprefix("cputype=")
+        flags = [f for part in rest.split(",") if part.startswith("flags=") for f in part[6:].split(";") if f]
+        argv += ["-cpu", ",".join([model, *([] if model == "host" else ["enforce"]), "+kvm_pv_eoi", "+kvm_pv_unhalt", *flags])]
+        iothreads, devices, blocks = [], [], []
+        scsihw = str(config.get("scsihw") or "lsi")
+        ahci = False
+        for key, opts, path, fmt in self._drives(config):
+            bus, index = key.rstrip("0123456789"), int(key[len(key.rstrip("0123456789")):])
+            cache = str(opts.get("cache") or "none")
+            aio = str(opts.get("aio") or "io_uring")  # qemu-server's default where io_uring works
+            iothread = str(opts.get("iothread", "0")) == "1"
+            serial = urllib.parse.unquote(str(opts.get("serial") or ""))
+            zeroes = "off" if str(opts.get("detect_zeroes", "1")) == "0" else "on"
+            write_cache, direct, no_flush = {"none": ("on", True, False), "writeback": ("on", False, False),
+                                             "writethrough": ("off", False, False), "directsync": ("off", True, False),
+                                             "unsafe": ("on", False, True)}[cache]
+            if pve9:
+                node = {"driver": "host_device" if path.startswith("/dev/") else "file", "filename": path,
+                        "node-name": "e" + secrets.token_hex(10)[:19], "cache": {"direct": direct, "no-flush": no_flush},
+                        "aio": aio, "detect-zeroes": zeroes, "discard": "ignore", "read-only": False}
+                node = {"driver": fmt, "node-name": "f" + secrets.token_hex(10)[:19],
+                        "cache": {"direct": direct, "no-flush": no_flush}, "file": node, "detect-zeroes": zeroes,
+                        "discard": "ignore", "read-only": False}
+                blocks += ["-blockdev", json.dumps({"driver": "throttle", "node-name": f"drive-{key}",
+                                                    "throttle-group": f"throttle-drive-{key}", "file": node,
+                                                    "detect-zeroes": zeroes, "discard": "ignore", "read-only": False},
+                                                   separators=(",", ":"))]
+                devtail = f",write-cache={write_cache}"
+            else:
+                blocks += ["-drive", f"file={path},if=none,id=drive-{key},cache={cache},aio={aio},format={fmt},"
+                                     f"detect-zeroes={zeroes}"]
+                devtail = ""
+            serial_opt = f",serial={serial}" if serial else ""
+            if bus == "virtio":
+                it = ""
+                if iothread:
+                    iothreads += ["-object", f"iothread,id=iothread-{key}"]
+                    it = f",iothread=iothread-{key}"
+                devices += ["-device", f"virtio-blk-pci,drive=drive-{key},id={key},bus=pci.0,addr={hex(0xa + index)}"
+                                       f"{it}{serial_opt}{devtail}"]
+            elif bus == "scsi":
+                if scsihw == "virtio-scsi-single":
+                    ctrl = f"virtioscsi{index}"
+                    it = ""
+                    if iothread:
+                        iothreads += ["-object", f"iothread,id=iothread-{ctrl}"]
+                        it = f",iothread=iothread-{ctrl}"
+                    devices += ["-device", f"virtio-scsi-pci,id={ctrl},bus=pci.3,addr={hex(0x1 + index)}{it}"]
+                    devices += ["-device", f"scsi-hd,bus={ctrl}.0,channel=0,scsi-id=0,lun={index},drive=drive-{key},"
+                                           f"id={key},device_id=drive-{key}{serial_opt}{devtail}"]
+                else:
+                    if "scsihw0" not in " ".join(devices):
+                        driver = "virtio-scsi-pci" if scsihw == "virtio-scsi-pci" else scsihw
+                        devices += ["-device", f"{driver},id=scsihw0,bus=pci.0,addr=0x5"]
+                    devices += ["-device", f"scsi-hd,bus=scsihw0.0,channel=0,scsi-id=0,lun={index},drive=drive-{key},"
+                                           f"id={key}{serial_opt}{devtail}"]
+            elif bus == "sata":
+                if not ahci:
+                    devices += ["-device", "ahci,id=ahci0,multifunction=on,bus=pci.0,addr=0x7"]
+                    ahci = True
+                devices += ["-device", f"ide-hd,bus=ahci0.{index},drive=drive-{key},id={key}{serial_opt}{devtail}"]
+            else:
+                devices += ["-device", f"ide-hd,bus=ide.{index // 2},unit={index % 2},drive=drive-{key},id={key}{devtail}"]
+        machine_opts = f"type={machine}" + ("" if self._kvm(config) else ",accel=tcg")
+        if pve9:
+            machine_opts = "hpet=off," + machine_opts
+        argv += iothreads + ["-machine", machine_opts]
+        if str(config.get("agent", "0")).split(",")[0] in ("1", "enabled=1"):
+            argv += ["-chardev", f"socket,path=/var/run/qemu-server/{vm.vmid}.qga,server=on,wait=off,id=qga0",
+                     "-device", "virtio-serial,id=qga0,bus=pci.0,addr=0x8",
+                     "-device", "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0"]
+        return argv + blocks + devices
+
+
+def _cache_flags(cache: object) -> dict:
+    """QMP's ``cache`` of a block node for a PVE cache mode (default none)."""
+    writeback, direct, no_flush = {"none": (True, True, False), "writeback": (True, False, False),
+                                   "writethrough": (False, False, False), "directsync": (False, True, False),
+                                   "unsafe": (True, False, True)}[str(cache or "none")]
+    return {"writeback": writeback, "direct": direct, "no-flush": no_flush}

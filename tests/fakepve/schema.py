@@ -109,17 +109,31 @@ class Api:
             node.template = template
 
     def route(self, method: str, rel_path: str) -> tuple[Method | None, dict[str, str], str | None]:
-        """(method info or None, path parameters, matched template or None)."""
+        """(method info or None, path parameters, matched template or None).
+
+        As RESTHandler::map_path_to_methods: components split on '/' (empty ones skipped), a
+        ``{param}`` matches one whole component by its default regex ``\\S+``; below a subclass
+        mounted with ``fragmentDelimiter => ''`` (:data:`GREEDY`) the remaining components are
+        joined with '/' into one, so ``content/local:100/vm-100-disk-0.qcow2`` routes with
+        ``volume = local:100/vm-100-disk-0.qcow2`` (escaped as %2F or not: the path is
+        unescaped before it is split)."""
         node = self._tree
         params: dict[str, str] = {}
-        for comp in [c for c in rel_path.split("/") if c]:
+        stack = [c for c in rel_path.split("/") if c]
+        so_far = ""
+        while stack:
+            comp = stack.pop(0)
             if comp in node.fixed:
                 node = node.fixed[comp]
-            elif node.param is not None:
+                so_far += "/" + comp
+            elif node.param is not None and re.fullmatch(r"\S+", comp):
                 params[node.param_name] = comp
+                so_far += "/{" + node.param_name + "}"
                 node = node.param
             else:
                 return None, {}, None
+            if so_far in GREEDY and len(stack) > 1:
+                stack = ["/".join(stack)]
         if node.template is None:
             return None, {}, None
         return self.methods.get((method, node.template)), params, node.template
@@ -127,6 +141,10 @@ class Api:
     def method(self, method: str, template: str) -> Method:
         return self.methods[(method, template)]
 
+
+#: subclasses PVE mounts with ``fragmentDelimiter => ''`` (pve-storage API2/Storage/Status.pm:
+#: "volume IDs may contain a slash"): everything below is one path component
+GREEDY = frozenset({"/nodes/{node}/storage/{storage}/content"})
 
 INDEX_RE = re.compile(r"^([a-z][a-z_-]*?)(\d+)$")
 RANGE_RE = re.compile(r"\(n is 0 to (\d+)")

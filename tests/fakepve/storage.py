@@ -1,6 +1,8 @@
 """Storage endpoints: the storage configuration (/storage), a node's storages and their
 content (pve-storage API2/Storage/*.pm).  Volumes are files; ``content/{volume}`` returns the
-file's path (for a zfspool storage: <root>/zvol/<pool>/<name>, standing for /dev/zvol/...)."""
+file's path (for a zfspool storage: <root>/zvol/<pool>/<name>, standing for /dev/zvol/...).
+``{volume}`` is the whole rest of the path, '/' included (a directory storage's
+``local:100/vm-100-disk-0.qcow2``): the router joins it as PVE's fragmentDelimiter does."""
 
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ def test_a_scenario_through_the_proxmox_driver(machine, tmp_path):
         r = db.resolve_run("latest")
         assert r.status == "ok"
         e = r.environment
-        assert e["driver"] == "proxmox" and e["pve_node"] == node and e["pve_tls"].startswith("ca")
+        assert e["driver"] == "proxmox" and e["pve_node"] == node and e["pve_tls"].startswith("verified against CA file") and not e["tls_verify_off"]
         cells = db.rows("cells", r.id)
         assert [c["name"] for c in cells] == ["baseline", "bus=virtio-scsi"] and all(c["valid"] for c in cells), \
             [(c["name"], c["problems"]) for c in cells]

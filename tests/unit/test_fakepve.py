@@ -72,16 +72,16 @@ def test_unknown_path_is_501_like_pve(fake):
     assert (r.status, r.reason, r.json) == (501, "Method 'GET /nodes/pve1/openvz' not implemented", {"data": None})
 
 
-def test_a_volume_id_with_a_slash_does_not_route_like_pve(fake):
-    """pve-http-server unescapes the whole path before splitting it on '/', so a directory
-    storage's volid (local:100/vm-100-disk-0.qcow2) cannot be a {volume} path component,
-    escaped or not: list the storage content with ?vmid= instead."""
+def test_a_volume_id_with_a_slash_routes_like_pve(fake):
+    """PVE mounts storage content with fragmentDelimiter '' (volume ids may contain '/'): the
+    rest of the path is {volume}, raw or %2F-escaped (the path is unescaped before splitting)."""
     linked_clone(fake)
-    volid = urllib.parse.quote("local:100/vm-100-disk-0.qcow2", safe="")
-    r = call(fake, "GET", f"/nodes/pve1/storage/local/content/{volid}")
-    assert r.status == 501
+    volid = "local:9000/base-9000-disk-0.qcow2/100/vm-100-disk-0.qcow2"
+    for path in (volid, urllib.parse.quote(volid, safe="")):
+        assert ok(call(fake, "GET", f"/nodes/pve1/storage/local/content/{path}"))["path"] == fake.volume_path(volid)
+        assert fake.requests[-1].template == "/nodes/{node}/storage/{storage}/content/{volume}"
     listed = ok(call(fake, "GET", "/nodes/pve1/storage/local/content", {"vmid": 100}))
-    assert [c["volid"] for c in listed] == ["local:9000/base-9000-disk-0.qcow2/100/vm-100-disk-0.qcow2"]
+    assert [c["volid"] for c in listed] == [volid]
 
 
 def test_json_bodies_are_accepted_too(fake):

@@ -38,6 +38,7 @@ class Removal:
         """Stop, destroy (purge, destroy-unreferenced-disks), check no disk is left, then drop
         a temporary storage entry no VM uses.  Idempotent; never touches another VM."""
         errors: list[str] = []
+        hints: list[str] = []
         rec = self.vms.get(res.name)
         destroyed = True
         try:
@@ -51,12 +52,14 @@ class Removal:
         except VmbenchError as exc:
             destroyed = False
             errors.append(f"{res.name}: {exc.message}")
+            if exc.hint:
+                hints.append(exc.hint)
         if destroyed and rec and rec.entry and self.entries is not None:
             err = self.entries.release(rec.entry, res.name)
             if err:
                 errors.append(err)
         if errors:
-            raise HypervisorError("cleanup incomplete: " + "; ".join(errors), "run `vmbench cleanup` to retry")
+            raise HypervisorError("cleanup incomplete: " + "; ".join(errors), "; ".join([*hints, "run `vmbench cleanup` to retry"]))
         self.vms.pop(res.name, None)
 
     def _find_own(self: "ProxmoxDriver", name: str) -> tuple[int | None, str]:
