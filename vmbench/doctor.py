@@ -26,10 +26,19 @@ class Check:
     hint: str = ""
 
 
-def _storage_checks(driver, state: StatePaths, progress: Progress, scenario_path: str | None) -> list[Check]:
-    """The storage a host-only scenario measures, its recorded facts, and leftovers."""
+def _leftovers_check(driver, state: StatePaths, scenario_path: str | None) -> Check:
     from .cleanup import find_leftovers
 
+    try:
+        left, _ = find_leftovers(driver, state)
+    except VmbenchError as exc:
+        return Check("leftovers", "warn", exc.message)
+    return Check("leftovers", "ok" if not left else "warn", f"{len(left)} vmbench resource(s) left from earlier runs",
+                 "" if not left else f"vmbench cleanup{' ' + scenario_path if scenario_path else ''}")
+
+
+def _storage_checks(driver, state: StatePaths, progress: Progress, scenario_path: str | None) -> list[Check]:
+    """The storage a host-only scenario measures, its recorded facts, and leftovers."""
     out = []
     try:
         driver.storage.prepare(progress)
@@ -43,19 +52,12 @@ def _storage_checks(driver, state: StatePaths, progress: Progress, scenario_path
     except VmbenchError as exc:
         out.append(Check("storage", "FAIL", exc.message, exc.hint or ""))
         return out
-    try:
-        left, _ = find_leftovers(driver, state)
-        out.append(Check("leftovers", "ok" if not left else "warn", f"{len(left)} vmbench resource(s) left from earlier runs",
-                         "" if not left else f"vmbench cleanup{' ' + scenario_path if scenario_path else ''}"))
-    except VmbenchError as exc:
-        out.append(Check("leftovers", "warn", exc.message))
+    out.append(_leftovers_check(driver, state, scenario_path))
     return out
 
 
 def _proxmox_checks(driver, hv: Hypervisor, state: StatePaths, progress: Progress, scenario_path: str | None) -> list[Check]:
     """The Proxmox API (TLS, token), node, template, storage and accelerator, as a run's preflight checks them."""
-    from .cleanup import find_leftovers
-
     out = []
     try:
         accel = driver.prepare(image=None, accel=hv.accel, cpu_models=set(), cpu_modes=set(), progress=progress, vms=[])
@@ -67,12 +69,7 @@ def _proxmox_checks(driver, hv: Hypervisor, state: StatePaths, progress: Progres
     except VmbenchError as exc:
         out.append(Check("proxmox", "FAIL", exc.message, exc.hint or ""))
         return out
-    try:
-        left, _ = find_leftovers(driver, state)
-        out.append(Check("leftovers", "ok" if not left else "warn", f"{len(left)} vmbench resource(s) left from earlier runs",
-                         "" if not left else f"vmbench cleanup{' ' + scenario_path if scenario_path else ''}"))
-    except VmbenchError as exc:
-        out.append(Check("leftovers", "warn", exc.message))
+    out.append(_leftovers_check(driver, state, scenario_path))
     return out
 
 
@@ -177,14 +174,7 @@ def run_checks(scenario_path: str | None = None, *, uri: str | None = None, temp
             cached = driver.cached_accelerator()
             out.append(Check("KVM usable", "warn", f"not probed yet on {where}" if cached is None else f"last probe: {cached}",
                              "the first run probes it after uploading the template"))
-        from .cleanup import find_leftovers
-
-        try:
-            left, _ = find_leftovers(driver, state)
-            out.append(Check("leftovers", "ok" if not left else "warn", f"{len(left)} vmbench resource(s) left from earlier runs",
-                             "" if not left else f"vmbench cleanup{' ' + scenario_path if scenario_path else ''}"))
-        except VmbenchError as exc:
-            out.append(Check("leftovers", "warn", exc.message))
+        out.append(_leftovers_check(driver, state, scenario_path))
     try:
         res = host.run(["cryptsetup", "benchmark", "--cipher", "aes-xts-plain64", "--key-size", "256"], timeout=60, check=False)
         ok, why = res.returncode == 0, " ".join((res.stderr or res.stdout).split())[:120]

@@ -10,7 +10,6 @@ import json
 import os
 import socket
 
-import pytest
 
 from tests.fakepve import FakePve, LibvirtBackend
 from tests.integration.conftest import vmbench, write

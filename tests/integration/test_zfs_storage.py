@@ -7,7 +7,6 @@ flags, cleanup by vmbench's property."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

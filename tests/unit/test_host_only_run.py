@@ -7,7 +7,6 @@ import textwrap
 import pytest
 
 from tests.fakezfs import FakeZfsHost
-from vmbench.cleanup import find_leftovers
 from vmbench.drivers.hostonly import HostOnlyDriver
 from vmbench.errors import PreflightError
 from vmbench.paths import HostPaths, StatePaths

@@ -18,7 +18,7 @@ from .leftover import Leftover
 if TYPE_CHECKING:
     from ..images import Image
     from ..paths import HostPaths
-    from ..storage import HostStorage
+    from ..storage import HostStorage, Volume
 
 __all__ = ["Accelerator", "Applied", "Guest", "HypervisorDriver", "Leftover", "VmRequest", "VmResources"]
 
@@ -161,3 +161,25 @@ class HypervisorDriver(Protocol):
 
     def close(self) -> None:
         ...
+
+
+def note_volume(res: VmResources, vol: "Volume") -> None:
+    """Record how a scratch or reference volume's storage read back (ZFS) in ``res``."""
+    if vol.zfs_name:
+        res.storage.setdefault("volumes", {})[vol.name] = {"zfs_name": vol.zfs_name, "readback": vol.readback}
+    res.storage_problems += [p for p in vol.problems if p not in res.storage_problems]
+
+
+def create_host_reference(storage: "HostStorage", run_tag: str, request: VmRequest, res: VmResources) -> str:
+    """A raw volume on the scratch disk's storage (with its ZFS settings) for host fio, when the
+    scratch itself is not raw or there is no VM; recorded in ``res`` before and after it exists."""
+    from ..settings import ImageFormat
+    from ..storage import VolumeRole, volume_name
+
+    name = volume_name(run_tag, request.seq, VolumeRole.HOSTREF, ImageFormat.RAW)
+    res.expected_volumes.append(name)
+    vol = storage.create_volume(name, request.scratch_size, ImageFormat.RAW, zfs=request.vm.zfs)
+    res.volumes.append(name)
+    res.host_target = vol.path
+    note_volume(res, vol)
+    return vol.path

@@ -13,14 +13,12 @@ from ..errors import HypervisorError
 from ..paths import HostPaths, StatePaths
 from ..progress import Progress
 from ..scenario.model import Hypervisor, Storage
-from ..settings import ImageFormat
-from ..storage import HostStorage, VolumeRole, make_zfs_storage, volume_name
+from ..storage import HostStorage, make_zfs_storage
 from ..transport import ops
 from ..transport.base import Transport
-from .base import VmRequest, VmResources
-from .leftover import Leftover
+from .base import VmRequest, VmResources, create_host_reference
+from .leftover import Leftover, remove_work_leftover, work_leftovers
 
-WORKDIR_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-\w{8}$")
 
 
 class HostOnlyDriver:
@@ -67,15 +65,7 @@ class HostOnlyDriver:
         raise HypervisorError("a host-only scenario boots no VM")
 
     def create_host_reference(self, run_tag: str, request: VmRequest, res: VmResources) -> str:
-        name = volume_name(run_tag, request.seq, VolumeRole.HOSTREF, ImageFormat.RAW)
-        res.expected_volumes.append(name)
-        vol = self.storage.create_volume(name, request.scratch_size, ImageFormat.RAW, zfs=request.vm.zfs)
-        res.volumes.append(name)
-        res.host_target = vol.path
-        if vol.zfs_name:
-            res.storage.setdefault("volumes", {})[vol.name] = {"zfs_name": vol.zfs_name, "readback": vol.readback}
-        res.storage_problems += list(vol.problems)
-        return vol.path
+        return create_host_reference(self.storage, run_tag, request, res)
 
     def remove_vm(self, res: VmResources) -> None:
         errors = []
@@ -88,20 +78,13 @@ class HostOnlyDriver:
             raise HypervisorError("cleanup incomplete: " + "; ".join(errors), "run `vmbench cleanup` to retry")
 
     def leftovers(self) -> list[Leftover]:
-        out = self.storage.leftovers()
-        for d in sorted(ops.list_dir(self.host, self.paths.work)):
-            m = WORKDIR_RE.match(d)
-            if m:
-                out.append(Leftover("directory", f"{self.paths.work}/{d}", m.group(1), "host fio work directory"))
-        return out
+        return self.storage.leftovers() + work_leftovers(self.host, self.paths.work)
 
     def remove_leftover(self, item: Leftover) -> None:
         if item.kind in ("zvol", "dataset"):
             self.storage.delete_path(item.name)
         elif item.kind == "directory":
-            parent, _, base = item.name.rpartition("/")
-            if parent == self.paths.work and WORKDIR_RE.match(base):
-                ops.remove_tree(self.host, item.name, inside=self.paths.work)
+            remove_work_leftover(self.host, self.paths.work, item)
 
     def close(self) -> None:
         close = getattr(self.host, "close", None)

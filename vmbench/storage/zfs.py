@@ -135,6 +135,28 @@ def parse_ashift(zdb: str) -> list[int]:
     return [int(m) for m in re.findall(r"^\s*ashift:\s*(\d+)\s*$", zdb, re.M)]
 
 
+def destroy_owned(host: Transport, target: str, tag: str) -> None:
+    """``zfs destroy`` of a zvol or dataset only when its ``vmbench:run`` property is ``tag``
+    (gone already is fine); retried while a zvol QEMU just closed is still busy."""
+    got = host.run(["zfs", "get", "-Hp", "-o", "value", PROPERTY, target], timeout=60, check=False)
+    if got.returncode != 0:
+        if "does not exist" in got.stderr:
+            return
+        raise HypervisorError(f"reading {target} on {host.name}: {got.stderr.strip()}")
+    if got.stdout.strip() != tag:
+        raise HypervisorError(f"{target} has no {PROPERTY}={tag} property; not vmbench's, left alone")
+    last = ""
+    for _ in range(10):
+        done = host.run(["zfs", "destroy", target], timeout=300, check=False)
+        if done.returncode == 0 or "does not exist" in done.stderr:
+            return
+        last = done.stderr.strip()
+        if "busy" not in last:
+            break
+        time.sleep(1.0)
+    raise HypervisorError(f"zfs destroy {target} on {host.name}: {last}")
+
+
 # ---- the storage -----------------------------------------------------------------------------
 
 
@@ -245,23 +267,7 @@ class ZfsStorage:
         m = LEAF_RE.match(target.rsplit("/", 1)[-1])
         if not m:
             raise HypervisorError(f"{target} is not named like a vmbench zvol or dataset; left alone")
-        got = self.host.run(["zfs", "get", "-Hp", "-o", "value", PROPERTY, target], timeout=60, check=False)
-        if got.returncode != 0:
-            if "does not exist" in got.stderr:
-                return
-            raise HypervisorError(f"reading {target} on {self.host.name}: {got.stderr.strip()}")
-        if got.stdout.strip() != m.group(1):
-            raise HypervisorError(f"{target} has no {PROPERTY}={m.group(1)} property; not vmbench's, left alone")
-        last = ""
-        for _ in range(10):  # a zvol stays busy for a moment after QEMU closed it
-            done = self.host.run(["zfs", "destroy", target], timeout=300, check=False)
-            if done.returncode == 0 or "does not exist" in done.stderr:
-                return
-            last = done.stderr.strip()
-            if "busy" not in last:
-                break
-            time.sleep(1.0)
-        raise HypervisorError(f"zfs destroy {target} on {self.host.name}: {last}")
+        destroy_owned(self.host, target, m.group(1))
 
     def delete_path(self, path: str) -> None:
         """``vmbench cleanup`` of a leftover found by :meth:`leftovers` (a ZFS name)."""

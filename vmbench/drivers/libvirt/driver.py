@@ -17,7 +17,8 @@ import re
 import time
 import xml.etree.ElementTree as ET
 
-from ...drivers.base import Accelerator, Applied, Leftover, VmRequest, VmResources
+from ...drivers.base import Accelerator, Applied, Leftover, VmRequest, VmResources, create_host_reference, note_volume
+from ..leftover import remove_work_leftover, work_leftovers
 from ...errors import GuestError, HypervisorError, PreflightError, VmbenchError
 from ...images import Image
 from ...images.placement import HostImage, place_image
@@ -25,7 +26,7 @@ from ...paths import HostPaths, StatePaths
 from ...progress import NullProgress, Progress
 from ...scenario.model import Hypervisor, Storage
 from ...settings import Accel, CpuMode, ImageFormat
-from ...storage import VOLUME_RE, HostStorage, Volume, VolumeRole, make_zfs_storage, volume_name
+from ...storage import VOLUME_RE, HostStorage, VolumeRole, make_zfs_storage, volume_name
 from ...transport import ops
 from ...transport.agent import GuestAgentTransport
 from ...transport.base import Transport
@@ -40,7 +41,6 @@ log = logging.getLogger(__name__)
 
 NAME_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-")
 CONSOLE_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-[\w-]+\.log$")
-WORKDIR_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-\w{8}$")
 BOOT_TIMEOUT = {"kvm": 120.0, "tcg": 300.0}
 RECONNECT_SECONDS = 60.0
 
@@ -271,7 +271,7 @@ class LibvirtDriver:
         res.volumes.append(scratch.name)
         res.scratch_path = scratch.path
         res.scratch_kind = scratch.kind
-        _note_storage(res, scratch)
+        note_volume(res, scratch)
         if fmt is ImageFormat.RAW:
             res.host_target = scratch.path  # fio on the host runs on this very file or device, before boot
         return res
@@ -283,13 +283,7 @@ class LibvirtDriver:
         return int(json.loads(info)["virtual-size"])
 
     def create_host_reference(self, run_tag: str, request: VmRequest, res: VmResources) -> str:
-        name = volume_name(run_tag, request.seq, VolumeRole.HOSTREF, ImageFormat.RAW)
-        res.expected_volumes.append(name)
-        vol = self.storage.create_volume(name, request.scratch_size, ImageFormat.RAW, zfs=request.vm.zfs)
-        res.volumes.append(name)
-        res.host_target = vol.path
-        _note_storage(res, vol)
-        return vol.path
+        return create_host_reference(self.storage, run_tag, request, res)
 
     def domain_spec(self, run_tag: str, request: VmRequest, res: VmResources) -> DomainSpec:
         assert self.image is not None
@@ -421,11 +415,7 @@ class LibvirtDriver:
             m = CONSOLE_RE.match(f)
             if m:
                 out.append(Leftover("file", f"{self.paths.consoles}/{f}", m.group(1), "console log"))
-        for d in sorted(ops.list_dir(self.host, self.paths.work)):
-            m = WORKDIR_RE.match(d)
-            if m:
-                out.append(Leftover("directory", f"{self.paths.work}/{d}", m.group(1), "host fio work directory"))
-        return out
+        return out + work_leftovers(self.host, self.paths.work)
 
     def remove_leftover(self, item: Leftover) -> None:
         if item.kind == "domain":
@@ -447,16 +437,7 @@ class LibvirtDriver:
             if parent == self.paths.consoles and CONSOLE_RE.match(base):
                 ops.remove_file(self.host, item.name)
         elif item.kind == "directory":
-            parent, _, base = item.name.rpartition("/")
-            if parent == self.paths.work and WORKDIR_RE.match(base):
-                ops.remove_tree(self.host, item.name, inside=self.paths.work)
-
-
-def _note_storage(res: VmResources, vol: Volume) -> None:
-    """Record how a scratch or reference volume's storage read back (ZFS)."""
-    if vol.zfs_name:
-        res.storage.setdefault("volumes", {})[vol.name] = {"zfs_name": vol.zfs_name, "readback": vol.readback}
-    res.storage_problems += [p for p in vol.problems if p not in res.storage_problems]
+            remove_work_leftover(self.host, self.paths.work, item)
 
 
 def _is_ours(dom: "libvirt.virDomain") -> bool:

@@ -11,8 +11,9 @@ import re
 from typing import TYPE_CHECKING
 
 from ...errors import HypervisorError, VmbenchError
-from ...transport import ops
+
 from ..base import Leftover, VmResources
+from ..leftover import remove_work_leftover, work_leftovers
 from .errors import PveApiError, PveLockedError
 from .storage import ENTRY_RE, delete_entry
 
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NAME_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-(\d+)$")
-WORKDIR_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-\w{8}$")
 LOCK_WAIT = 120.0
 TASK_TIMEOUT = 300.0
 
@@ -141,11 +141,7 @@ class Removal:
             for zvol, vmid, tag in self.entries.zvol_leftovers():
                 if vmid not in vmids:
                     out.append(Leftover("zvol", zvol, tag, f"vmbench:run={tag}; VM {vmid} is gone"))
-        for d in sorted(ops.list_dir(self.host, self.paths.work)):
-            m = WORKDIR_RE.match(d)
-            if m:
-                out.append(Leftover("directory", f"{self.paths.work}/{d}", m.group(1), "host fio work directory"))
-        return out
+        return out + work_leftovers(self.host, self.paths.work)
 
     def remove_leftover(self: "ProxmoxDriver", item: Leftover) -> None:
         if item.kind == "vm":
@@ -158,9 +154,7 @@ class Removal:
                 raise HypervisorError(f"{item.name} belongs to VM {vmid}, which exists; left alone")
             self.entries.destroy_zvol(item.name, item.run_tag)
         elif item.kind == "directory":
-            parent, _, base = item.name.rpartition("/")
-            if parent == self.paths.work and WORKDIR_RE.match(base):
-                ops.remove_tree(self.host, item.name, inside=self.paths.work)
+            remove_work_leftover(self.host, self.paths.work, item)
 
     def _vm_row(self: "ProxmoxDriver", name: str) -> dict | None:
         for row in self.api().get("/cluster/resources", {"type": "vm"}) or []:

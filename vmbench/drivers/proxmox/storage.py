@@ -20,7 +20,7 @@ from ...errors import CommandError, HypervisorError, PreflightError
 from ...progress import Progress
 from ...scenario.model import ZfsSettings
 from ...settings import ImageFormat, StorageType
-from ...storage.zfs import PROPERTY, ZfsStorage, get_argv, parse_get, readback_problems, requested
+from ...storage.zfs import PROPERTY, ZfsStorage, destroy_owned, get_argv, parse_get, readback_problems, requested
 from ...transport.base import Transport
 from ...units import format_size
 from ..leftover import Leftover
@@ -211,16 +211,7 @@ class ZfsEntries:
         parent, _, leaf = zvol.rpartition("/")
         if parent != self.dataset or not ZVOL_LEAF_RE.match(leaf):
             raise HypervisorError(f"{zvol} is not a zvol PVE made under {self.dataset}; left alone")
-        got = self.host.run(["zfs", "get", "-Hp", "-o", "value", PROPERTY, zvol], timeout=60, check=False)
-        if got.returncode != 0:
-            if "does not exist" in got.stderr:
-                return
-            raise HypervisorError(f"reading {zvol} on {self.host.name}: {got.stderr.strip()}")
-        if got.stdout.strip() != run_tag:
-            raise HypervisorError(f"{zvol} has no {PROPERTY}={run_tag} property; not vmbench's, left alone")
-        done = self.host.run(["zfs", "destroy", zvol], timeout=300, check=False)
-        if done.returncode != 0 and "does not exist" not in done.stderr:
-            raise HypervisorError(f"zfs destroy {zvol} on {self.host.name}: {done.stderr.strip()}")
+        destroy_owned(self.host, zvol, run_tag)
 
 
 def delete_entry(api: PveApi, sid: str) -> None:
