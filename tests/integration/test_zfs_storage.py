@@ -142,3 +142,42 @@ def test_a_missing_dataset_is_refused_before_anything_is_created(zfs_host, tmp_p
     assert run.returncode == 3, run.stderr
     assert f"ZFS dataset {zfs_host.pool}/nope does not exist on" in run.stderr and "Traceback" not in run.stderr
     assert _ours(zfs_host) == []
+
+
+DATASETS = """
+name: it-zfs-datasets
+host_only: true
+hypervisor:
+  {ssh}
+  state_dir: /var/lib/vmbench-zfs-test
+storage:
+  type: zfs-dataset
+  dataset: {pool}/vmbench
+  recordsize: 128k
+  scratch_size: 256M
+  properties: {{compression: lz4, atime: "off"}}
+vary:
+  recordsize: [16k]
+jobs:
+  - {{name: 16k-randwrite, rw: randwrite, bs: 16k, iodepth: 4, size: 96M, runtime: 3s, ramp: 1s, refill_buffers: true}}
+"""
+
+
+def test_files_on_child_datasets_with_their_recordsize(zfs_host, tmp_path):
+    before = _user_things(zfs_host)
+    path = write(tmp_path, "ds.yaml", DATASETS.format(ssh=zfs_host.scenario_ssh_yaml(), pool=zfs_host.pool))
+    db_path = tmp_path / "r.db"
+    run = vmbench("run", str(path), "--db", str(db_path))
+    assert run.returncode == 0, run.stderr[-3000:]
+    db = ResultsDB(db_path, create=False)
+    r = db.resolve_run("latest")
+    cells = db.rows("cells", r.id)
+    assert [c["settings"]["recordsize"] for c in cells] == ["128k", "16k"] and all(c["valid"] for c in cells)
+    for c in cells:
+        (vol,) = c["evidence"]["storage"]["volumes"].values()
+        assert vol["zfs_name"].startswith(f"{zfs_host.pool}/vmbench/vmbench-{r.tag}-")
+        assert vol["readback"]["recordsize"] == {"128k": "131072", "16k": "16384"}[c["settings"]["recordsize"]]
+        assert vol["readback"]["atime"] == "off" and vol["readback"]["mountpoint"].startswith("/")
+    ms = db.rows("measurements", r.id)
+    assert len(ms) == 2 and all(m["target"].endswith("-hostref.raw") and m["iops"] > 0 for m in ms)
+    assert _ours(zfs_host) == [] and _user_things(zfs_host) == before
