@@ -35,10 +35,10 @@ def env(tmp_path):
     state = StatePaths(tmp_path / "state")
     db = ResultsDB(tmp_path / "r.db")
 
-    def run(text=SCENARIO):
+    def run(text=SCENARIO, resume=None):
         s = parse_scenario(textwrap.dedent(text), "t.yaml")
         driver = HostOnlyDriver(s.hypervisor, s.storage, host=host, state=state, paths=HostPaths("/var/lib/vmbench"))
-        return Runner(s, db, RecordingProgress(), driver=driver, state=state), driver
+        return Runner(s, db, RecordingProgress(), driver=driver, state=state, resume=resume), driver
 
     return host, db, run
 
@@ -103,3 +103,22 @@ def test_cleanup_finds_leftovers_by_property_only(env):
     driver.remove_leftover(found[0])
     assert "tank/vmbench/vmbench-r0000000a-1-hostref" not in host.datasets
     assert "tank/vmbench/vmbench-r0000000b-1-hostref" in host.datasets
+
+
+def test_a_failed_host_only_run_resumes_with_only_the_missing_variants(env):
+    host, db, run = env
+    host.fail_on(lambda argv: argv[0] == "fio" and "--name=w" in argv, nth=2)  # the second variant's job
+    runner, _ = run()
+    with pytest.raises(Exception):
+        runner.run()
+    first = runner.outcome
+    assert first.status == "failed" and sorted(host.datasets) == ["tank", "tank/vmbench", "tank/vmbench/uservol"]
+    assert len(db.rows("measurements", first.run_id)) == 1
+    resumed, _ = run(resume=db.resolve_run(first.run_id))
+    out = resumed.run()
+    assert out.status == "ok" and out.run_id == first.run_id and out.skipped_steps == 1
+    rows = db.rows("measurements", first.run_id)
+    assert sorted(c["name"] for c in db.rows("cells", first.run_id)) == sorted(
+        ["baseline", "volblocksize=8k,compression=off", "volblocksize=64k,compression=off"])
+    assert len(rows) == 3 and len({m["cell_id"] for m in rows}) == 3
+    assert sorted(host.datasets) == ["tank", "tank/vmbench", "tank/vmbench/uservol"]
