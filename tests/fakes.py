@@ -358,8 +358,12 @@ class _FakeSide:
             n = self.samples
             text += f"\n@ {1000 + n}.00\n"
             text += "".join(f" 254 {i} {d} 10 0 {n * 8} 5 20 0 {n * 2048} 9 0 10 20 0 0 0 0 0 0\n" for i, d in enumerate(SAMPLED_DEVICES))
-            text += f"cpu  {n * 30} 0 {n * 20} {n * 40} {n * 10} 0 0 0 0 0\n.\n"
+            text += f"cpu  {n * 30} 0 {n * 20} {n * 40} {n * 10} 0 0 0 0 0\n" + self._sample_extra(path, n) + ".\n"
         self.files[path] = self.files.get(path, b"") + text.encode()
+
+    def _sample_extra(self, path: str, n: int) -> str:
+        """More lines for sample ``n`` of the sampler writing ``path`` (subclasses: ZFS counters)."""
+        return ""
 
     def _cmd_sh(self, argv, stdin):
         if not is_sampler(argv):

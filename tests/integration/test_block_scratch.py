@@ -11,6 +11,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from tests.integration.test_end_to_end import QUICK as E2E_QUICK
 from tests.integration.conftest import URI, run_tag_resources
 from vmbench.drivers.leftover import Leftover
 from vmbench.drivers.libvirt.driver import LibvirtDriver
@@ -26,19 +27,7 @@ from vmbench.storage import VOLUME_RE, Volume
 from vmbench.transport.local import LocalTransport
 
 # the quick scenario (scenarios/quick.yaml) with short jobs
-QUICK = """
-name: it-block-scratch
-storage:
-  scratch_size: 512M
-vm:
-  memory: 768M
-  bus: virtio-blk
-  cache: none
-  aio: native
-jobs:
-  - {name: 4k-randwrite, rw: randwrite, bs: 4k, iodepth: 4, size: 128M, runtime: 3s, ramp: 1s}
-  - {name: 1m-read, rw: read, bs: 1M, iodepth: 4, size: 128M, runtime: 3s, ramp: 1s}
-"""
+QUICK = E2E_QUICK.replace("name: it-quick", "name: it-block-scratch")
 
 
 def _losetup(*args: str) -> str:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import SAMPLED_DEVICES, FakeGuestTransport, FakeHost
+from tests.fakes import FakeGuestTransport, FakeHost
 from tests.fakezfs import FakeZfsHost
+from tests.unit.test_host_only_run import SCENARIO as HOST_ONLY
 from tests.unit.test_html import Balance, section
 from tests.unit.test_telemetry_zfs import IOSTAT, ZfsHost
 from vmbench import measure
@@ -58,19 +59,11 @@ class PoolHost(ZfsHost):
             self.pool_files.add(str(argv[4]))
         return super().spawn(argv)
 
-    def _sample(self, path: str, count: int = 1) -> None:
-        text = ""
-        for _ in range(count):
-            self.samples += 1
-            n = self.samples
-            text += f"\n@ {1000 + n}.00\n"
-            text += "".join(f" 254 {i} {d} 10 0 {n * 8} 5 20 0 {n * 2048} 9 0 10 20 0 0 0 0 0 0\n" for i, d in enumerate(SAMPLED_DEVICES))
-            text += f"cpu  {n * 30} 0 {n * 20} {n * 40} {n * 10} 0 0 0 0 0\n"
-            if path in self.pool_files:
-                text += "".join(f"{k:<31} 4    {v}\n" for k, v in (("hits", n * 90), ("misses", n * 10), ("size", 4 << 30),
-                                                                  ("c", 5 << 30), ("c_min", 1 << 30), ("c_max", 8 << 30)))
-            text += ".\n"
-        self.files[path] = self.files.get(path, b"") + text.encode()
+    def _sample_extra(self, path: str, n: int) -> str:
+        if path not in self.pool_files:
+            return ""
+        return "".join(f"{k:<31} 4    {v}\n" for k, v in (("hits", n * 90), ("misses", n * 10), ("size", 4 << 30),
+                                                          ("c", 5 << 30), ("c_min", 1 << 30), ("c_max", 8 << 30)))
 
 
 @pytest.fixture
@@ -330,15 +323,6 @@ def test_host_sources_on_guest_rows_reach_the_report_and_the_timelines(db):
     assert _flatten("host-disk", "not a dict") == []
 
 
-HOST_ONLY = """
-name: z
-host_only: true
-storage: {type: zfs, dataset: tank/vmbench, volblocksize: 16k, scratch_size: 256M, properties: {compression: lz4}}
-mode: factorial
-vary: {volblocksize: [8k, 64k], compression: ['off']}
-jobs:
-  - {name: w, rw: randwrite, bs: 4k, size: 16M, runtime: 1s, ramp: 0s}
-"""
 
 
 def test_a_host_only_runs_html_report(tmp_path):
