@@ -67,20 +67,9 @@ class GuestAgentTransport:
         started = self.clock()
         reply = self.channel({"execute": "guest-exec", "arguments": args}, 30)
         pid = int(reply["pid"])
-        interval = min(self.poll_interval, 0.05)
-        while True:
-            status = self.channel({"execute": "guest-exec-status", "arguments": {"pid": pid}}, 30)
-            if status.get("exited"):
-                break
-            elapsed = self.clock() - started
-            if timeout is not None and elapsed > timeout:
-                self._kill(pid)
-                log.error("guest %s: command timed out after %ss: %s", self.name, timeout, format_argv(argv))
-                raise CommandTimeout(f"{self.name}: command timed out after {timeout:g}s: {format_argv(argv)}", argv=argv)
-            if on_wait:
-                on_wait(elapsed)
-            self.sleep(interval)
-            interval = min(interval * 2, self.poll_interval)
+        status = wait_exited(self.name, argv, lambda: self.channel({"execute": "guest-exec-status", "arguments": {"pid": pid}}, 30),
+                             lambda: self._kill(pid), started=started, clock=self.clock, sleep=self.sleep,
+                             poll_interval=self.poll_interval, timeout=timeout, on_wait=on_wait)
         out = _b64(status.get("out-data"))
         err = _b64(status.get("err-data"))
         if status.get("out-truncated") or status.get("err-truncated"):
@@ -159,6 +148,35 @@ class GuestAgentTransport:
                 )
         finally:
             self.channel({"execute": "guest-file-close", "arguments": {"handle": handle}}, 10)
+
+
+def is_true(value: Any) -> bool:
+    """A guest agent boolean: JSON true/false from QGA; 1/0 (or "1"/"0") through Proxmox."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true")
+    return bool(value)
+
+
+def wait_exited(name: str, argv: Sequence[str], status: Callable[[], dict], kill: Callable[[], None], *,
+                started: float, clock: Callable[[], float], sleep: Callable[[float], None], poll_interval: float,
+                timeout: float | None, on_wait: Callable[[float], None] | None) -> dict:
+    """Poll a guest command's status (QGA guest-exec-status, or Proxmox's agent/exec-status)
+    with a growing interval until it exited, and return that status; past ``timeout``,
+    ``kill`` it and raise CommandTimeout.  Both guest transports wait through this."""
+    interval = min(poll_interval, 0.05)
+    while True:
+        st = status()
+        if is_true(st.get("exited")):
+            return st
+        elapsed = clock() - started
+        if timeout is not None and elapsed > timeout:
+            kill()
+            log.error("guest %s: command timed out after %ss: %s", name, timeout, format_argv(argv))
+            raise CommandTimeout(f"{name}: command timed out after {timeout:g}s: {format_argv(argv)}", argv=list(argv))
+        if on_wait:
+            on_wait(elapsed)
+        sleep(interval)
+        interval = min(interval * 2, poll_interval)
 
 
 def _b64(data: str | None) -> str:

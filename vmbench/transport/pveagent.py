@@ -28,7 +28,8 @@ import time
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ..command import Completed, format_argv, tail
-from ..errors import CommandError, CommandTimeout, GuestError, VmbenchError
+from ..errors import CommandError, GuestError, VmbenchError
+from .agent import is_true, wait_exited
 
 log = logging.getLogger(__name__)
 
@@ -115,26 +116,14 @@ class PveAgentTransport:
         """Start, poll until exited (read once), return (exit code, stdout, stderr)."""
         started = self.clock()
         pid = self._start(command, input_data)
-        interval = min(self.poll_interval, 0.05)
         try:
-            while True:
-                status = self._status(pid)
-                if _true(status.get("exited")):
-                    break
-                elapsed = self.clock() - started
-                if timeout is not None and elapsed > timeout:
-                    self._kill(pid)
-                    self._collect(pid)
-                    log.error("guest %s: command timed out after %ss: %s", self.name, timeout, format_argv(argv))
-                    raise CommandTimeout(f"{self.name}: command timed out after {timeout:g}s: {format_argv(argv)}", argv=argv)
-                if on_wait:
-                    on_wait(elapsed)
-                self.sleep(interval)
-                interval = min(interval * 2, self.poll_interval)
+            status = wait_exited(self.name, argv, lambda: self._status(pid), lambda: (self._kill(pid), self._collect(pid)),
+                                 started=started, clock=self.clock, sleep=self.sleep, poll_interval=self.poll_interval,
+                                 timeout=timeout, on_wait=on_wait)
         except (KeyboardInterrupt, SystemExit):  # Ctrl-C, SIGTERM: do not leave fio running in the guest
             self._kill(pid)
             raise
-        if _true(status.get("out-truncated")) or _true(status.get("err-truncated")):
+        if is_true(status.get("out-truncated")) or is_true(status.get("err-truncated")):
             raise GuestError(f"{self.name}: output of {format_argv(argv)} exceeded the guest agent's limit",
                              "vmbench bug: large outputs must be written to a file in the guest and read back")
         if status.get("exitcode") is not None:
@@ -195,7 +184,7 @@ class PveAgentTransport:
                 status = self._status(pid)
             except VmbenchError:
                 return None
-            if _true(status.get("exited")):
+            if is_true(status.get("exited")):
                 return int(status["exitcode"]) if status.get("exitcode") is not None else None
             self.sleep(0.05)
         return None
@@ -205,7 +194,7 @@ class PveAgentTransport:
     def read_file(self, path: str) -> bytes:
         reply = self._call("GET", "file-read", {"file": path}) or {}
         data = _bytes(reply.get("content"))
-        if not _true(reply.get("truncated")):
+        if not is_true(reply.get("truncated")):
             return data
         return data + self._read_rest(path, len(data))
 
@@ -220,7 +209,7 @@ class PveAgentTransport:
                 part = base64.b64decode(reply.get("content") or "")
                 chunks.append(part)
                 offset += len(part)
-                if not part or not _true(reply.get("truncated")):
+                if not part or not is_true(reply.get("truncated")):
                     return b"".join(chunks)
         except PveParameterError:  # no offset/count on this PVE: read the rest with dd
             pass
@@ -251,13 +240,6 @@ class PveAgentTransport:
 def _plain(data: bytes) -> bool:
     """Printable ASCII, tabs and newlines: what reaches the guest unchanged as input-data."""
     return all(32 <= b < 127 or b in (9, 10, 13) for b in data)
-
-
-def _true(value: Any) -> bool:
-    """PVE's booleans: 1/0 (or JSON true/false, or "1"/"0")."""
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true")
-    return bool(value)
 
 
 def _bytes(value: Any) -> bytes:
