@@ -916,6 +916,7 @@ class FakeDriver:
     :meth:`fail_guest` and count commands across every guest this driver boots."""
 
     name = "fake"
+    needs_image = True
     DEFAULT_ERRORS = {"prepare": PreflightError, "boot": GuestError}
 
     def __init__(self, *, host: FakeHost | None = None, storage: FakeStorage | None = None, paths: HostPaths | None = None,

@@ -98,8 +98,8 @@ class Runner:
             self._preflight_storage(where)
             return
         # a driver whose hypervisor holds its own template (Proxmox) needs no local image
-        self.image = current_image(s.template, state=self.state) if getattr(self.driver, "needs_image", True) else None
-        if self.image is None and getattr(self.driver, "needs_image", True):
+        self.image = current_image(s.template, state=self.state) if self.driver.needs_image else None
+        if self.image is None and self.driver.needs_image:
             raise PreflightError(
                 f"the template image {s.template!r} is not built (or its recipe changed)",
                 f"run `vmbench images build {s.template}` (make demo does it)",

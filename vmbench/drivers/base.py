@@ -114,6 +114,9 @@ class HypervisorDriver(Protocol):
     storage: "HostStorage"
     #: vmbench's directory on that host (images, consoles, host fio work directories)
     paths: "HostPaths"
+    #: whether guests boot from vmbench's own template image (libvirt), or from a template
+    #: the hypervisor holds (Proxmox) or none at all (host only)
+    needs_image: bool
 
     def prepare(self, *, image: "Image", accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
                 progress: Progress) -> Accelerator:

@@ -23,6 +23,7 @@ from .leftover import Leftover, remove_work_leftover, work_leftovers
 
 class HostOnlyDriver:
     name = "none"
+    needs_image = False
 
     def __init__(self, hv: Hypervisor, storage: Storage, *, host: Transport, state: StatePaths, paths: HostPaths,
                  scratch_storage: HostStorage | None = None) -> None:

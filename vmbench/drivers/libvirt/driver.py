@@ -89,6 +89,7 @@ class LibvirtGuest:
 
 class LibvirtDriver:
     name = "libvirt"
+    needs_image = True
 
     def __init__(self, hv: Hypervisor, storage: Storage, *, host: Transport, state: StatePaths, paths: HostPaths,
                  scratch_storage: HostStorage | None = None) -> None:
