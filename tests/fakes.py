@@ -171,8 +171,8 @@ SAMPLED_DEVICES = ("sda", "sda2", "vda", "vda1", "vdb", "vdb1", "sdb", "sdb1", "
 
 
 def is_sampler(argv: Sequence[str]) -> bool:
-    """The telemetry sampler (vmbench.telemetry.sampler_argv)."""
-    from vmbench.telemetry import SAMPLER_SCRIPT
+    """The telemetry sampler (vmbench.telemetry.sampler.sampler_argv)."""
+    from vmbench.telemetry.sampler import SAMPLER_SCRIPT
 
     return len(argv) >= 7 and list(argv[:2]) == ["sh", "-c"] and argv[2] == SAMPLER_SCRIPT
 
@@ -231,7 +231,7 @@ def attach_fio_series(monkeypatch) -> None:
     has one, else as an attribute."""
     import dataclasses
 
-    import vmbench.measure as measure
+    import vmbench.run.measure as measure
     from vmbench.fio.runner import FioRun
 
     real = measure.run_fio
@@ -724,7 +724,7 @@ class FakeGuestTransport(_FakeSide):
         return {"blockdevices": disks}
 
     def _cmd_lsblk(self, argv, stdin):
-        if "-s" in argv:  # the device and every device under it (vmbench.telemetry)
+        if "-s" in argv:  # the device and every device under it (vmbench.telemetry.sampler)
             dev, disk = argv[-1], self.layout.scratch
             if dev == self.disk:
                 return f"{disk} disk\n"

@@ -8,7 +8,7 @@ from vmbench.scenario.model import Hypervisor, Storage
 from vmbench.transport.local import LocalTransport
 from vmbench.progress import RecordingProgress
 from vmbench.results.db import ResultsDB
-from vmbench.runner import Runner
+from vmbench.run.runner import Runner
 from vmbench.scenario import parse_scenario
 from tests.integration.conftest import URI, run_tag_resources
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 from tests.integration.test_end_to_end import QUICK as E2E_QUICK
 from tests.integration.conftest import URI, run_tag_resources
-from vmbench.drivers.leftover import Leftover
+from vmbench.storage.leftover import Leftover
 from vmbench.drivers.libvirt.driver import LibvirtDriver
 from vmbench.errors import HypervisorError
 from vmbench.paths import HostPaths, StatePaths
 from vmbench.progress import RecordingProgress
 from vmbench.results.db import ResultsDB
-from vmbench.runner import Runner
+from vmbench.run.runner import Runner
 from vmbench.scenario import parse_scenario
 from vmbench.scenario.model import Hypervisor
 from vmbench.settings import ImageFormat

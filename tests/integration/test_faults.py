@@ -15,7 +15,7 @@ import time
 import libvirt_qemu
 
 from tests.integration.conftest import ROOT, run_tag_resources, vmbench, write
-from vmbench.plan import make_plan
+from vmbench.run.plan import make_plan
 from vmbench.results.db import ResultsDB
 from vmbench.scenario import parse_scenario
 

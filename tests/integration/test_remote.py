@@ -16,7 +16,7 @@ import pytest
 
 from tests.integration.conftest import ROOT, run_tag_resources, vmbench, write
 from tests.sshd import TestSshd
-from vmbench.plan import make_plan
+from vmbench.run.plan import make_plan
 from vmbench.results.db import ResultsDB
 from vmbench.scenario import parse_scenario
 

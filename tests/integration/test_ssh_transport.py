@@ -299,7 +299,7 @@ def test_dropped_connection_then_reconnect(sshd):
 
 
 def _hosts_parser() -> argparse.ArgumentParser:
-    from vmbench.hosts_cmd import add_parser
+    from vmbench.cli.hosts import add_parser
 
     parser = argparse.ArgumentParser(prog="vmbench")
     add_parser(parser.add_subparsers(dest="command"))
@@ -307,7 +307,7 @@ def _hosts_parser() -> argparse.ArgumentParser:
 
 
 def _cli_has_hosts() -> bool:
-    from vmbench.cli import build_parser
+    from vmbench.cli.main import build_parser
 
     try:
         build_parser().parse_args(["hosts", "check", "x"])

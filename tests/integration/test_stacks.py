@@ -6,7 +6,7 @@ from __future__ import annotations
 from vmbench.guest.layers import leftovers_in_guest
 from vmbench.progress import RecordingProgress
 from vmbench.results.db import ResultsDB
-from vmbench.runner import Runner
+from vmbench.run.runner import Runner
 from vmbench.scenario import parse_scenario
 from tests.integration.conftest import run_tag_resources
 

@@ -10,7 +10,7 @@ import time
 from tests.integration.conftest import run_tag_resources, vmbench, write
 from tests.integration.test_ssh_transport import sshd  # noqa: F401 (fixture)
 from vmbench.results.db import ResultsDB
-from vmbench.telemetry import summary
+from vmbench.telemetry.sampler import summary
 
 QUICK = """
 name: it-telemetry
@@ -69,7 +69,7 @@ def test_device_and_cpu_telemetry_on_host_and_guest(machine, tmp_path):
 
 def test_sampler_over_ssh_spawns_and_kills_its_process_group(sshd, tmp_path):
     from tests.integration.test_ssh_transport import cfg_for, pids_of
-    from vmbench.telemetry import Sampler
+    from vmbench.telemetry.sampler import Sampler
     from vmbench.transport.ssh import SshTransport
 
     ssh = SshTransport(cfg_for(sshd))

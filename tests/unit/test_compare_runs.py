@@ -11,10 +11,10 @@ import sqlite3
 
 import pytest
 
-from vmbench.compare_cmd import add_parser, split_ref
+from vmbench.cli.compare import add_parser, split_ref
 from vmbench.errors import ResultsError, UsageError
 from vmbench.report.render import Format, render
-from vmbench.report.runs_compare import HOST_IDENTITY_KEYS, compare_runs, host_differences, param_differences
+from vmbench.report.across_runs import HOST_IDENTITY_KEYS, compare_runs, host_differences, param_differences
 from vmbench.results.db import ResultsDB, RunRow
 
 ENV = {"hostname": "kvm1", "host_kernel": "6.1.0-50", "host_cpu": "AMD EPYC", "qemu_version": "7.2.22", "host_fio": "fio-3.33",

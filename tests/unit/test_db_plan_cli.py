@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from vmbench.cli import main
+from vmbench.cli.main import main
 from vmbench.errors import ResultsError
-from vmbench.plan import estimate, make_plan
+from vmbench.run.plan import estimate, make_plan
 from vmbench.results.db import SCHEMA_VERSION, ResultsDB
 from vmbench.scenario import parse_scenario
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from vmbench.drivers.libvirt.evidence import applied_from_readings
-from vmbench.evidence import effective_settings, guest_view, problems
+from vmbench.run.evidence import effective_settings, guest_view, problems
 from vmbench.scenario.model import CpuConfig, VmConfig
 from vmbench.settings import Aio, Bus, Cache, CpuMode, Feature, ImageFormat
 

@@ -13,7 +13,7 @@ from vmbench.paths import HostPaths, StatePaths
 from vmbench.progress import RecordingProgress
 from vmbench.report.build import build_report
 from vmbench.results.db import ResultsDB
-from vmbench.runner import Runner
+from vmbench.run.runner import Runner
 from vmbench.scenario import parse_scenario
 
 SCENARIO = """

@@ -11,7 +11,7 @@ import pytest
 
 from vmbench.drivers.proxmox.errors import PveApiError, PveParameterError, PvePermissionError
 from vmbench.errors import CommandError, CommandTimeout, GuestError
-from vmbench.transport.pveagent import B64_INPUT_RAW_MAX, FILE_WRITE_RAW_MAX, PveAgentTransport
+from vmbench.drivers.proxmox.agent import B64_INPUT_RAW_MAX, FILE_WRITE_RAW_MAX, PveAgentTransport
 
 BASE = "/nodes/pve1/qemu/100/agent"
 

@@ -6,7 +6,7 @@ import shlex
 
 from vmbench.drivers.proxmox.evidence import (accelerator, applied_from_pve, disk_readings, parse_cmdline, qemu_cpu,
                                               split_opts)
-from vmbench.evidence import problems
+from vmbench.run.evidence import problems
 from vmbench.scenario.model import VmConfig
 from vmbench.settings import Aio, Bus, Cache
 

@@ -11,10 +11,10 @@ import pytest
 from tests.fakes import FakeDriver, IopsScript, attach_fio_series, fake_series, fio_run, install_fake_image, is_fio_run
 from vmbench.errors import CommandError, ScenarioError
 from vmbench.paths import StatePaths
-from vmbench.plan import estimate, make_plan
+from vmbench.run.plan import estimate, make_plan
 from vmbench.progress import RecordingProgress
 from vmbench.results.db import ResultsDB
-from vmbench.runner import Runner
+from vmbench.run.runner import Runner
 from vmbench.scenario import parse_scenario
 from vmbench.scenario.model import RepeatPolicy
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from vmbench.report.compare import aggregate, gap_rows, target_results
+from vmbench.report.rows import aggregate, gap_rows, target_results
 from vmbench.report.render import Format, render
 from vmbench.report.tables import gap_table, layer_table
 
@@ -153,7 +153,7 @@ def test_unmatched_target_is_shown_as_not_measured():
 
 
 def test_cache_honesty_notes():
-    from vmbench.report.compare import cache_notes
+    from vmbench.report.rows import cache_notes
 
     row = {"job_params": {"rw": "randread", "size": 256 << 20, "direct": True}, "settings": {"cache": "writeback", "memory_mib": 1024}}
     assert cache_notes(row, 24 << 30) == ["reads may come from the host page cache (cache=writeback)"]

@@ -14,7 +14,7 @@ import sqlite3
 
 import pytest
 
-from vmbench.cli import main
+from vmbench.cli.main import main
 from vmbench.errors import ResultsError
 from vmbench.report.build import build_report
 from vmbench.report.render import Format, render

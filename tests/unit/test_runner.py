@@ -13,12 +13,12 @@ import pytest
 from tests.fakes import (
     FakeDriver, FakeHost, FakeStorage, fio_run, install_fake_image, is_fio_run, is_precondition, without_target_and_output,
 )
-from vmbench.cleanup import find_leftovers, remove_leftovers
+from vmbench.cli.cleanup import find_leftovers, remove_leftovers
 from vmbench.errors import CommandError, GuestError, HypervisorError, Interrupted, PreflightError
 from vmbench.paths import StatePaths
 from vmbench.progress import RecordingProgress
 from vmbench.results.db import ResultsDB
-from vmbench.runner import Runner
+from vmbench.run.runner import Runner
 from vmbench.scenario import parse_scenario
 
 # one baseline and two cache values: three boots; a stack of two layers; two jobs

@@ -3,7 +3,7 @@
 import pytest
 
 from vmbench.errors import ScenarioError
-from vmbench.plan import make_plan
+from vmbench.run.plan import make_plan
 from vmbench.scenario import parse_scenario
 from vmbench.settings import DriverName, StorageType
 

@@ -13,7 +13,7 @@ import paramiko
 import pytest
 
 from vmbench.errors import PreflightError, UsageError
-from vmbench.hosts_cmd import parse_target
+from vmbench.cli.hosts import parse_target
 from vmbench.transport import hostkeys
 from vmbench.transport.ssh import HostConnectionError, remote_command
 

@@ -17,7 +17,7 @@ from vmbench.report.render import Format, render
 from vmbench.report.tables import gap_table
 from vmbench.transport.agent import GuestAgentTransport
 from vmbench.transport.local import LocalTransport
-from vmbench.telemetry import SAMPLER_SCRIPT, Sampler, parse_samples, sampler_argv, series, summary
+from vmbench.telemetry.sampler import SAMPLER_SCRIPT, Sampler, parse_samples, sampler_argv, series, summary
 
 SAMPLE = (Path(__file__).resolve().parents[1] / "data" / "telemetry-sample.txt").read_text()  # this sampler, a real machine
 

@@ -17,22 +17,22 @@ from tests.fakezfs import FakeZfsHost
 from tests.unit.test_host_only_run import SCENARIO as HOST_ONLY
 from tests.unit.test_html import Balance, section
 from tests.unit.test_telemetry_zfs import IOSTAT, ZfsHost
-from vmbench import measure
+from vmbench.run import measure
 from vmbench.drivers.hostonly import HostOnlyDriver
 from vmbench.fio.runner import run_fio
-from vmbench.measure import Measurer, Where
+from vmbench.run.measure import Measurer, Where
 from vmbench.paths import HostPaths, StatePaths
-from vmbench.plan import Step
+from vmbench.run.plan import Step
 from vmbench.progress import RecordingProgress
 from vmbench.report.build import SAMPLED, attach_telemetry, build_report
-from vmbench.report.compare import CPU_IDLE_MIN, Figures, aggregate, telemetry_notes
+from vmbench.report.rows import CPU_IDLE_MIN, Figures, aggregate, telemetry_notes
 from vmbench.report.html import _flatten, render_html
 from vmbench.report.render import Format, render
 from vmbench.report.tables import HOST_TELEMETRY_NOTE, gap_table, layer_table
 from vmbench.results.db import ResultsDB
-from vmbench.runner import Runner
+from vmbench.run.runner import Runner
 from vmbench.scenario import parse_scenario
-from vmbench.telemetry import HOST_SOURCES, as_host, sampler_argv, summary
+from vmbench.telemetry.sampler import HOST_SOURCES, as_host, sampler_argv, summary
 
 SCENARIO = """
 name: g

@@ -16,19 +16,19 @@ import pytest
 
 from tests.fakes import FakeHost
 from tests.unit.test_telemetry import _live_in_group
-from vmbench import measure
-from vmbench.measure import Measurer, Where
-from vmbench.plan import Step
+from vmbench.run import measure
+from vmbench.run.measure import Measurer, Where
+from vmbench.run.plan import Step
 from vmbench.progress import RecordingProgress
 from vmbench.report.build import attach_telemetry, build_report
-from vmbench.report.compare import (CACHE_SHARE, POOL_WRITE_SHARE, STEADY_TXGS, Figures, aggregate, telemetry_notes)
+from vmbench.report.rows import (CACHE_SHARE, POOL_WRITE_SHARE, STEADY_TXGS, Figures, aggregate, telemetry_notes)
 from vmbench.report.html import _flatten, render_html
 from vmbench.report.render import Format, render
 from vmbench.report.tables import gap_table, layer_table
 from vmbench.results.db import ResultsDB
 from vmbench.scenario import parse_scenario
-from vmbench.telemetry import SAMPLER_SCRIPT, Sampler, parse_samples, sampler_argv, series, summary
-from vmbench.telemetry_zfs import (arc_series, check_pool_name, parse_arc_line, parse_zfs_state, parse_zpool_iostat,
+from vmbench.telemetry.sampler import SAMPLER_SCRIPT, Sampler, parse_samples, sampler_argv, series, summary
+from vmbench.telemetry.zfs import (arc_series, check_pool_name, parse_arc_line, parse_zfs_state, parse_zpool_iostat,
                                    scan_of, valid_pool_name, zpool_series)
 from vmbench.transport.local import LocalTransport
 

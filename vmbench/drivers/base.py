@@ -13,7 +13,7 @@ from ..progress import Progress
 from ..scenario.model import VmConfig
 from ..settings import Accel, CpuMode
 from ..transport.base import Transport
-from .leftover import Leftover
+from ..storage.leftover import Leftover
 
 if TYPE_CHECKING:
     from ..images import Image

@@ -17,7 +17,7 @@ from ..storage import HostStorage, make_zfs_storage
 from ..transport import ops
 from ..transport.base import Transport
 from .base import VmRequest, VmResources, create_host_reference
-from .leftover import Leftover, remove_work_leftover, work_leftovers
+from ..storage.leftover import Leftover, remove_work_leftover, work_leftovers
 
 
 

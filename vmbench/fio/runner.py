@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from .. import telemetry as telemetry_
+from ..telemetry import sampler as telemetry_
 from ..errors import VmbenchError
 from ..progress import NullProgress, Progress
 from ..transport import ops
@@ -41,8 +41,8 @@ class FioRun:
     raw_json: str
     #: fio's own time series: "fio-iops", "fio-clat" (and "fio-iops-read"/"fio-iops-write" when
     #: both directions ran), each {"t_s": [...], "values": [...], "unit": "IOPS" | "ms"}; and
-    #: the sampler's "disk" and "cpu" (:mod:`vmbench.telemetry`), with a ZFS pool also
-    #: "zpool" and "arc" (:mod:`vmbench.telemetry_zfs`); with a host side (a guest run), the
+    #: the sampler's "disk" and "cpu" (:mod:`vmbench.telemetry.sampler`), with a ZFS pool also
+    #: "zpool" and "arc" (:mod:`vmbench.telemetry.zfs`); with a host side (a guest run), the
     #: host sampler's "host-disk" and "host-cpu" (and the host pool's "zpool" and "arc")
     series: dict = field(default_factory=dict)
     jobfile_text: str | None = None  # the rewritten copy of a job file that ran
@@ -77,14 +77,14 @@ def run_fio(
     runs as a copy rewritten for ``target`` in ``workdir``; fio's logs are read back, parsed
     into :attr:`FioRun.series` and removed with the copy and the output.  With ``telemetry``
     a sampler records the devices under ``target`` and the CPU while fio runs (the "disk"
-    and "cpu" series, :mod:`vmbench.telemetry`); with ``zfs_pool`` (the ZFS pool under
+    and "cpu" series, :mod:`vmbench.telemetry.sampler`); with ``zfs_pool`` (the ZFS pool under
     ``target`` on this side) also that pool's I/O, the ARC and the scrub state (the "zpool"
-    and "arc" series, :mod:`vmbench.telemetry_zfs`); it never fails the run.
+    and "arc" series, :mod:`vmbench.telemetry.zfs`); it never fails the run.
 
     With ``host_side`` (fio runs in a guest whose scratch disk is ``host_target`` on that host,
     a /dev/zvol/... device or a file; None: every whole disk) a second sampler runs on the
     host, in ``host_workdir``, from just before fio until just after: its series are stored as
-    "host-disk" and "host-cpu" (:func:`vmbench.telemetry.as_host`), and ``zfs_pool`` then names
+    "host-disk" and "host-cpu" (:func:`vmbench.telemetry.sampler.as_host`), and ``zfs_pool`` then names
     the host's pool, sampled there only ("zpool", "arc"): the guest's sampler gets no pool."""
     progress = progress or NullProgress()
     token = secrets.token_hex(4)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from .. import telemetry
+from ..telemetry import sampler as telemetry
 from ..results.db import ResultsDB, RunRow
 from .facts import RepeatPolicy
 from .hostonly import host_only_table, storage_cells_table
@@ -29,7 +29,7 @@ SAMPLED = ("disk", "cpu", "zpool", "arc", "host-disk", "host-cpu")
 
 def attach_telemetry(db: ResultsDB, run_id: int, measurements: list[dict]) -> None:
     """Each measurement with a sampler's series gets ``telemetry``: the means of
-    :func:`vmbench.telemetry.summary` (device MB/s read and written, CPU busy and idle %; with
+    :func:`vmbench.telemetry.sampler.summary` (device MB/s read and written, CPU busy and idle %; with
     ZFS the pool's MB/s, the ARC hit ratio and size, the scrub state, zfs_txg_timeout, whichever
     side recorded them; for a guest run sampled on the host too, the host's device MB/s and CPU:
     ``host_dev_read_mb_s``, ``host_dev_write_mb_s``, ``host_cpu_busy``, ``host_cpu_idle``)."""

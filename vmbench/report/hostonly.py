@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..scenario.axes import STORAGE_AXES
-from .compare import Row, aggregate, group, judge_change, telemetry_notes
+from .rows import Row, aggregate, group, judge_change, telemetry_notes
 from .facts import RepeatPolicy, admissibility
 from .tables import (FIGURE_COLUMNS, Column, Table, _figures, _job_label, _policy, _repeat_columns, _telemetry_columns,
                      _telemetry_notes, delta_fields, delta_pct, f_bool, f_text, verdict_notes)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from . import stats
-from .compare import Row, TargetResult, gap_rows, journey_rows, layer_rows, target_results
+from .rows import Row, TargetResult, gap_rows, journey_rows, layer_rows, target_results
 from .facts import RepeatPolicy, admissibility
 
 DELTA_SUFFIXES = ("_low", "_high", "_verdict", "_why")

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from ..drivers.leftover import Leftover
+from .leftover import Leftover
 from ..progress import Progress
 from ..settings import ImageFormat
 

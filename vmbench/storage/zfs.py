@@ -17,7 +17,7 @@ import logging
 import re
 import time
 
-from ..drivers.leftover import Leftover
+from .leftover import Leftover
 from ..errors import CommandError, HypervisorError, PreflightError
 from ..progress import Progress
 from ..scenario.model import Storage, ZfsSettings

@@ -16,7 +16,7 @@ import secrets
 import time
 from pathlib import Path
 
-from ...drivers.base import Accelerator
+from ..base import Accelerator
 from ...errors import PreflightError, VmbenchError
 from ...settings import Accel
 from ...transport import ops

@@ -17,8 +17,8 @@ import re
 import time
 import xml.etree.ElementTree as ET
 
-from ...drivers.base import Accelerator, Applied, Leftover, VmRequest, VmResources, create_host_reference, note_volume
-from ..leftover import remove_work_leftover, work_leftovers
+from ..base import Accelerator, Applied, Leftover, VmRequest, VmResources, create_host_reference, note_volume
+from ...storage.leftover import remove_work_leftover, work_leftovers
 from ...errors import GuestError, HypervisorError, PreflightError, VmbenchError
 from ...images import Image
 from ...images.placement import HostImage, place_image

@@ -17,7 +17,7 @@ from ...settings import ImageFormat
 from ...storage import VOLUME_RE, Volume
 from ...transport import ops
 from ...transport.base import Transport
-from ..leftover import Leftover
+from ...storage.leftover import Leftover
 from .connection import hypervisor_errors, libvirt
 from .xml import pool_xml, volume_xml
 

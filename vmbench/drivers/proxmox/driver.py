@@ -31,7 +31,7 @@ from ...settings import ImageFormat, StorageType
 from ...storage import make_zfs_storage
 from ...transport import ops
 from ...transport.base import Transport
-from ...transport.pveagent import PveAgentTransport
+from .agent import PveAgentTransport
 from ..base import Accelerator, Applied, VmRequest, VmResources
 from .api import PveApi, TaskResult, read_secret
 from .config import FILE_STORAGES, config_text, description, disk_option, free_disk_key, parse_disk, storage_of, tags, vm_options

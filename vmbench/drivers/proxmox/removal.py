@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ...errors import HypervisorError, VmbenchError
 
 from ..base import Leftover, VmResources
-from ..leftover import remove_work_leftover, work_leftovers
+from ...storage.leftover import remove_work_leftover, work_leftovers
 from .errors import PveApiError, PveLockedError
 from .storage import ENTRY_RE, delete_entry
 

@@ -23,7 +23,7 @@ from ...settings import ImageFormat, StorageType
 from ...storage.zfs import PROPERTY, ZfsStorage, destroy_owned, get_argv, parse_get, readback_problems, requested
 from ...transport.base import Transport
 from ...units import format_size
-from ..leftover import Leftover
+from ...storage.leftover import Leftover
 from .api import PveApi
 from .errors import PveApiError
 

@@ -1,6 +1,6 @@
 """What ZFS did while fio ran (METHOD rules 3, 6, 8): pool I/O, ARC counters, scrubs, txg timeout.
 
-Pure parsers of what the sampler (:data:`vmbench.telemetry.SAMPLER_SCRIPT`, given a pool)
+Pure parsers of what the sampler (:data:`vmbench.telemetry.sampler.SAMPLER_SCRIPT`, given a pool)
 records on a ZFS host, into the series stored beside "disk" and "cpu":
 
 * ``zpool``: ``{"t_s": [...], "read_mb_s": [...], "write_mb_s": [...], "read_ops": [...],

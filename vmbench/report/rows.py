@@ -31,12 +31,12 @@ class Figures:
     cv: float | None  # IOPS coefficient of variation across repeats; None for one repeat
     job_hash: str
     samples: tuple[float, ...] = ()  # each repeat's IOPS, in the order they ran (for intervals)
-    # the sampler's means over the run (vmbench.telemetry), averaged over the repeats that have them
+    # the sampler's means over the run (vmbench.telemetry.sampler), averaged over the repeats that have them
     dev_read_mb_s: float | None = None
     dev_write_mb_s: float | None = None
     cpu_busy: float | None = None  # 100 - idle, % of all CPUs of the side fio ran on
     cpu_idle: float | None = None
-    # ZFS (vmbench.telemetry_zfs), likewise averaged over the repeats that have them
+    # ZFS (vmbench.telemetry.zfs), likewise averaged over the repeats that have them
     pool_read_mb_s: float | None = None  # zpool iostat: the pool's MB/s read and written
     pool_write_mb_s: float | None = None
     arc_hit_ratio: float | None = None  # ARC hits / accesses over the run (0..1)
@@ -145,7 +145,7 @@ def _rw(row: dict) -> str | None:
 
 READ_MODES = ("read", "randread")
 WRITE_MODES = ("write", "randwrite")
-SCANS = ("none", "scrub", "resilver")  # as vmbench.telemetry_zfs.SCANS, least to most disturbing
+SCANS = ("none", "scrub", "resilver")  # as vmbench.telemetry.zfs.SCANS, least to most disturbing
 CACHE_SHARE = 0.10  # device (or pool) reads under this share of fio's MB/s: served from a cache
 CPU_IDLE_MIN = 10.0  # % idle under this: the side's CPUs (or, for a guest run, the host's) were the limit
 POOL_WRITE_SHARE = 0.50  # pool writes under this share of fio's MB/s: compressed, or still in RAM

@@ -22,10 +22,10 @@ Given a ZFS pool (the host's storage is a zvol or a dataset), the sampler also r
 ``zpool iostat -Hpv -T u POOL 1 COUNT`` beside it into ``<file>.zpool``, adds the ARC counters
 of ``/proc/spl/kstat/zfs/arcstats`` to each sample, and records ``zpool status POOL``'s scan
 line and ``zfs_txg_timeout`` at the start and at the end: the "zpool" and "arc" series of
-:mod:`vmbench.telemetry_zfs`.
+:mod:`vmbench.telemetry.zfs`.
 
 The sampler is a fixed shell script (:data:`SAMPLER_SCRIPT`, never built from data; the pool
-name, checked against :data:`vmbench.telemetry_zfs.POOL_NAME`, is one of its arguments) that
+name, checked against :data:`vmbench.telemetry.zfs.POOL_NAME`, is one of its arguments) that
 stops by itself after ``max_s`` seconds, and so does ``zpool iostat`` (its count), so nothing
 is left running even if the kill is lost.  Telemetry never fails a measurement: any error
 is a warning and no series.
@@ -38,8 +38,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from . import telemetry_zfs as zfs
-from .transport.base import Transport
+from . import zfs
+from ..transport.base import Transport
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,7 @@ def target_devices(transport: Transport, target: str) -> tuple[list[str], str | 
 
 class Sampler:
     """One sampler on a side: :meth:`start` before fio, :meth:`stop` after (both never raise).
-    With ``zfs_pool`` it also records that pool and the ARC (:mod:`vmbench.telemetry_zfs`).
+    With ``zfs_pool`` it also records that pool and the ARC (:mod:`vmbench.telemetry.zfs`).
     ``target`` None: every whole disk (the side's device of interest is not known)."""
 
     def __init__(self, transport: Transport, target: str | None, workdir: str, token: str, max_s: float,
@@ -323,7 +323,7 @@ def summary(disk: dict | None, cpu: dict | None, zpool: dict | None = None, arc:
     """Means over the run: ``read_mb_s``/``write_mb_s`` of the primary device (or the sum of
     all recorded), ``cpu_busy`` (100 - idle) and ``cpu_idle``; with ZFS series also
     ``pool_read_mb_s``, ``pool_write_mb_s``, ``scan``, ``txg_timeout_s``, ``arc_hit_ratio``
-    (None: no ARC accesses) and ``arc_size_mb`` (:func:`vmbench.telemetry_zfs.summary`);
+    (None: no ARC accesses) and ``arc_size_mb`` (:func:`vmbench.telemetry.zfs.summary`);
     with the host's series of a guest run ("host-disk", "host-cpu") also
     ``host_dev_read_mb_s``, ``host_dev_write_mb_s``, ``host_cpu_busy``, ``host_cpu_idle``;
     only what the series have."""

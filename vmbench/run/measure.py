@@ -16,14 +16,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .fio.job import job_hash
-from .fio.runner import precondition, run_fio
+from ..fio.job import job_hash
+from ..fio.runner import precondition, run_fio
 from .plan import Step, Stored
-from .progress import Progress
-from .results.db import ResultsDB
-from .scenario.model import Cell, RepeatPolicy, Scenario
-from .transport.base import Transport
-from .units import format_duration, format_size
+from ..progress import Progress
+from ..results.db import ResultsDB
+from ..scenario.model import Cell, RepeatPolicy, Scenario
+from ..transport.base import Transport
+from ..units import format_duration, format_size
 
 log = logging.getLogger(__name__)
 

@@ -14,29 +14,29 @@ import logging
 import secrets
 from dataclasses import asdict, dataclass, field, replace
 
-from . import __version__
-from .drivers import make_driver
-from .drivers.base import Accelerator, Guest, HypervisorDriver, VmRequest, VmResources
+from .. import __version__
+from ..drivers import make_driver
+from ..drivers.base import Accelerator, Guest, HypervisorDriver, VmRequest, VmResources
 from .environment import host_differences, host_environment
-from .errors import CommandError, GuestError, HypervisorError, Interrupted, PreflightError, VmbenchError
+from ..errors import CommandError, GuestError, HypervisorError, Interrupted, PreflightError, VmbenchError
 from .evidence import effective_settings, guest_view, problems
-from .guest.crypto import run_benchmarks
-from .guest.disk import ScratchDisk, find_scratch
-from .guest.facts import disk_evidence, guest_facts, root_disk_name
-from .guest.layers import StackBuilder
-from .images import Image, current_image
+from ..guest.crypto import run_benchmarks
+from ..guest.disk import ScratchDisk, find_scratch
+from ..guest.facts import disk_evidence, guest_facts, root_disk_name
+from ..guest.layers import StackBuilder
+from ..images import Image, current_image
 from .ledger import Ledger
 from .measure import Measurer, Where
-from .paths import StatePaths
+from ..paths import StatePaths
 from .plan import BootGroup, Plan, Step, make_plan
-from .progress import Progress
-from .results.db import ResultsDB, RunRow
-from .scenario.model import Cell, Scenario, Stack
-from .settings import CpuMode
+from ..progress import Progress
+from ..results.db import ResultsDB, RunRow
+from ..scenario.model import Cell, Scenario, Stack
+from ..settings import CpuMode
 from .signals import signals_deferred, signals_raise
-from .transport import ops
-from .transport.base import Transport
-from .units import human_size
+from ..transport import ops
+from ..transport.base import Transport
+from ..units import human_size
 
 log = logging.getLogger(__name__)
 GUEST_WORKDIR = "/run/vmbench"

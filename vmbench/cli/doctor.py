@@ -8,14 +8,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .drivers import make_driver
-from .settings import DriverName
-from .errors import VmbenchError
-from .images.placement import host_dir, on_host
-from .paths import StatePaths
-from .progress import NullProgress, Progress
-from .scenario.model import Hypervisor, Scenario, Storage
-from .transport import ops
+from ..drivers import make_driver
+from ..settings import DriverName
+from ..errors import VmbenchError
+from ..images.placement import host_dir, on_host
+from ..paths import StatePaths
+from ..progress import NullProgress, Progress
+from ..scenario.model import Hypervisor, Scenario, Storage
+from ..transport import ops
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def run_checks(scenario_path: str | None = None, *, uri: str | None = None, temp
     progress = progress or NullProgress()
     state = StatePaths.default()
     if scenario_path:
-        from .scenario import load_scenario
+        from ..scenario import load_scenario
 
         s: Scenario = load_scenario(scenario_path)
         hv, storage, template = s.hypervisor, s.storage, s.template
@@ -125,7 +125,7 @@ def run_checks(scenario_path: str | None = None, *, uri: str | None = None, temp
     except VmbenchError as exc:
         out.append(Check("libvirt", "FAIL", exc.message, exc.hint or ""))
 
-    from .images import current_image
+    from ..images import current_image
 
     image = None
     try:
@@ -159,7 +159,7 @@ def run_checks(scenario_path: str | None = None, *, uri: str | None = None, temp
         except VmbenchError as exc:
             out.append(Check("storage", "FAIL", exc.message, exc.hint or ""))
         if image is not None and image_there:
-            from .images.placement import place_image
+            from ..images.placement import place_image
 
             driver.image = place_image(image, host, driver.paths, progress)
             if reprobe:

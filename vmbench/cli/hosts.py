@@ -10,8 +10,8 @@ import argparse
 import sys
 from typing import Any
 
-from .errors import UsageError
-from .transport import hostkeys
+from ..errors import UsageError
+from ..transport import hostkeys
 
 
 def parse_target(text: str, port: int | None) -> tuple[str, int]:

@@ -7,7 +7,7 @@ import contextlib
 import signal
 from typing import Iterator
 
-from .progress import Progress
+from ..progress import Progress
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-from .fio.job import FioJob
-from .scenario.model import Cell, Scenario, Stack, VmConfig, layer_path
+from ..fio.job import FioJob
+from ..scenario.model import Cell, Scenario, Stack, VmConfig, layer_path
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ import traceback
 from pathlib import Path
 from typing import Sequence
 
-from . import __version__
-from .errors import Interrupted, UsageError, VmbenchError
-from .paths import StatePaths, default_db_path
-from .units import format_duration
+from .. import __version__
+from ..errors import Interrupted, UsageError, VmbenchError
+from ..paths import StatePaths, default_db_path
+from ..units import format_duration
 
 log = logging.getLogger("vmbench")
 
@@ -95,8 +95,8 @@ def _print_host_only_plan(plan, est) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from .plan import estimate, make_plan
-    from .scenario import load_scenario
+    from ..run.plan import estimate, make_plan
+    from ..scenario import load_scenario
 
     scenario = load_scenario(args.scenario)
     plan = make_plan(scenario)
@@ -108,7 +108,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                            "guest_fio_seconds": est.guest_fio, "host_fio_seconds": est.host_fio}
         print(json.dumps(doc, indent=2))
         return 0
-    from .plan import cell_layers
+    from ..run.plan import cell_layers
     from tabulate import tabulate
 
     s = scenario
@@ -133,7 +133,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print()
     jrows = [[j.name, j.describe(), format_duration(j.duration) if j.duration else "?", "sync" if j.is_sync else ""] for j in s.jobs]
     print(tabulate(jrows, headers=["job", "what", "runtime+ramp", ""], tablefmt="simple"))
-    from .fio.jobfile import describe_rewrites
+    from ..fio.jobfile import describe_rewrites
 
     for j in s.jobs:
         if j.jobfile is None:
@@ -165,8 +165,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _cached_accelerator(scenario) -> str | None:
     """What the last KVM probe found for this hypervisor (no probe, no connection)."""
-    from .drivers import make_driver
-    from .transport.local import LocalTransport
+    from ..drivers import make_driver
+    from ..transport.local import LocalTransport
 
     if scenario.hypervisor.accel.value != "auto":
         return scenario.hypervisor.accel.value
@@ -175,11 +175,11 @@ def _cached_accelerator(scenario) -> str | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .report.build import build_report
-    from .report.render import Format, render
-    from .results.db import ResultsDB
-    from .runner import Runner
-    from .scenario import load_scenario, parse_scenario
+    from ..report.build import build_report
+    from ..report.render import Format, render
+    from ..results.db import ResultsDB
+    from ..run.runner import Runner
+    from ..scenario import load_scenario, parse_scenario
 
     progress = ConsoleProgress(quiet=args.quiet)
     resume = None
@@ -222,20 +222,20 @@ def _say_migrated(db, progress) -> None:
 
 
 def _run_alive(run) -> bool:
-    from .ledger import live_run_ids
+    from ..run.ledger import live_run_ids
 
     return run.id in live_run_ids(StatePaths.default().runs)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report.build import build_report
-    from .report.render import Format, render
-    from .results.db import ResultsDB
+    from ..report.build import build_report
+    from ..report.render import Format, render
+    from ..results.db import ResultsDB
 
     if args.format == "html":
         if not args.output:
             raise UsageError("--format html writes a file: name it with -o report.html")
-        from .report.html import write_html
+        from ..report.html import write_html
 
         db = ResultsDB(args.db, create=False)
         _say_migrated(db, ConsoleProgress())
@@ -261,7 +261,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_runs(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from .results.db import ResultsDB
+    from ..results.db import ResultsDB
 
     db = ResultsDB(args.db, create=False)
     rows = [[r.id, r.tag, r.scenario_name, (r.environment.get("ssh_host") or "localhost"), r.status, r.attempts,
@@ -273,9 +273,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def _driver_for(args: argparse.Namespace):
     """The driver of ``args.scenario`` (its hypervisor, storage and SSH settings), or of
     ``--uri`` on this machine."""
-    from .drivers import make_driver
-    from .scenario import load_scenario
-    from .scenario.model import Hypervisor
+    from ..drivers import make_driver
+    from ..scenario import load_scenario
+    from ..scenario.model import Hypervisor
 
     if getattr(args, "scenario", None):
         s = load_scenario(args.scenario)
@@ -330,7 +330,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_images_build(args: argparse.Namespace) -> int:
-    from .images import ensure_image
+    from ..images import ensure_image
 
     image = ensure_image(args.name, force=args.force, progress=ConsoleProgress())
     print(f"{image.name}: {image.directory} (hash {image.hash[:12]})")
@@ -340,7 +340,7 @@ def cmd_images_build(args: argparse.Namespace) -> int:
 def cmd_images_list(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from .images import current_image, list_images, recipe_names
+    from ..images import current_image, list_images, recipe_names
 
     current = {}
     for n in recipe_names():
@@ -418,8 +418,8 @@ def build_parser() -> argparse.ArgumentParser:
     il = isub.add_parser("list", help="list built images")
     il.set_defaults(func=cmd_images_list)
 
-    from .compare_cmd import add_parser as add_compare_parser
-    from .hosts_cmd import add_parser as add_hosts_parser
+    from .compare import add_parser as add_compare_parser
+    from .hosts import add_parser as add_hosts_parser
 
     add_compare_parser(sub)
     add_hosts_parser(sub)

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
-from .paths import default_db_path
+from ..errors import UsageError
+from ..paths import default_db_path
 
 DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
@@ -49,10 +49,10 @@ def split_ref(ref: str, default_db: str) -> tuple[str, str]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .report.build import load_run
-    from .report.render import Format, render
-    from .report.runs_compare import compare_header, compare_runs
-    from .results.db import ResultsDB
+    from ..report.build import load_run
+    from ..report.render import Format, render
+    from ..report.across_runs import compare_header, compare_runs
+    from ..results.db import ResultsDB
 
     try:
         fmt = Format.parse(args.format)

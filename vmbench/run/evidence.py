@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .drivers.base import Applied
-from .scenario.model import VmConfig
-from .settings import Bus, Feature
+from ..drivers.base import Applied
+from ..scenario.model import VmConfig
+from ..settings import Bus, Feature
 
 GUEST_BUS = {"virtio_blk": Bus.VIRTIO_BLK, "virtio_scsi": Bus.VIRTIO_SCSI, "ahci": Bus.SATA}
 
@@ -67,7 +67,7 @@ def _write_cache(vm: VmConfig) -> str:
 def _checks() -> tuple[Check, ...]:
     """Every (setting, source) pair compared: one per ``verify`` entry of each VM axis
     (vmbench.scenario.axes), plus the guest's write cache, which follows from the cache mode."""
-    from .scenario.axes import AXES
+    from ..scenario.axes import AXES
 
     out = [Check(a.name, a.setting, key, source, required) for a in AXES for key, source, required in a.verify]
     cache = next(i for i, c in enumerate(out) if c.what == "cache") + 2

@@ -6,10 +6,10 @@ from __future__ import annotations
 import platform
 import socket
 
-from . import __version__
-from .guest.facts import cpu_flags, cpu_model_name
-from .transport import ops
-from .transport.base import Transport
+from .. import __version__
+from ..guest.facts import cpu_flags, cpu_model_name
+from ..transport import ops
+from ..transport.base import Transport
 
 #: facts that must be equal for a run to be resumed on "the same host"
 SAME_HOST_KEYS = ("hostname", "host_kernel", "host_cpu", "qemu_version", "libvirt_version", "host_fio",

@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from ..environment import SAME_HOST_KEYS
+from ..run.environment import SAME_HOST_KEYS
 from ..results.db import RunRow
 from . import stats
-from .compare import Figures, aggregate, group, judge_change
+from .rows import Figures, aggregate, group, judge_change
 from .facts import RepeatPolicy
 from .tables import Column, Table, delta_pct, f_int, f_mb, f_ms, f_text
 

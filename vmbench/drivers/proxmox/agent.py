@@ -27,9 +27,9 @@ import logging
 import time
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from ..command import Completed, format_argv, tail
-from ..errors import CommandError, GuestError, VmbenchError
-from .agent import is_true, wait_exited
+from ...command import Completed, format_argv, tail
+from ...errors import CommandError, GuestError, VmbenchError
+from ...transport.agent import is_true, wait_exited
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class PveAgentTransport:
     def _call(self, method: str, endpoint: str, params: Mapping[str, Any]) -> Any:
         """One agent call; the agent's own failures (PVE's 500s) become GuestError, the
         rest (permissions, token, unreachable API) stay what they are."""
-        from ..drivers.proxmox.errors import PveApiError
+        from .errors import PveApiError
 
         try:
             if method == "GET":
@@ -200,7 +200,7 @@ class PveAgentTransport:
 
     def _read_rest(self, path: str, offset: int) -> bytes:
         """Past file-read's 16 MiB: offset/count (qemu-server >= 9.1.5), else dd chunks."""
-        from ..drivers.proxmox.errors import PveParameterError
+        from .errors import PveParameterError
 
         chunks = []
         try:

@@ -8,10 +8,10 @@ skipped unless forced.
 
 from __future__ import annotations
 
-from .drivers.base import HypervisorDriver, Leftover
-from .errors import VmbenchError
-from .ledger import live_runs
-from .paths import StatePaths
+from ..drivers.base import HypervisorDriver, Leftover
+from ..errors import VmbenchError
+from ..run.ledger import live_runs
+from ..paths import StatePaths
 
 
 def find_leftovers(driver: HypervisorDriver, state: StatePaths, *, include_live: bool = False) -> tuple[list[Leftover], dict[str, int]]:

@@ -1,0 +1,8 @@
+"""The run engine: what a run does, step by step.
+
+``plan.py`` turns a scenario into boots and fio steps (pure); ``runner.py`` does preflight,
+provisions through a driver, executes the plan's pending steps and cleans up; ``measure.py``
+runs one fio step and stores it; ``evidence.py`` checks that every requested setting took
+effect; ``environment.py`` records the host; ``ledger.py`` and ``signals.py`` keep a run
+removable after Ctrl-C or ``kill -9``.
+"""
