@@ -48,6 +48,11 @@ class Bus(Choice):
 
 
 class Cache(Choice):
+    """QEMU's cache modes.  What each one means is written here once, as the three flags
+    QEMU reports (``query-block``'s ``cache``, a ``-blockdev``'s ``cache.direct`` and
+    ``cache.no-flush`` and the device's ``write-cache``), and used by the evidence readers,
+    the guest checks and the report."""
+
     NONE = "none"
     WRITETHROUGH = "writethrough"
     WRITEBACK = "writeback"
@@ -56,19 +61,77 @@ class Cache(Choice):
 
     @property
     def direct(self) -> bool:
-        """O_DIRECT on the host file (bypasses the host page cache)."""
+        """O_DIRECT on the host file (bypasses the host page cache): ``cache.direct``."""
         return self in (Cache.NONE, Cache.DIRECTSYNC)
 
     @property
     def writeback(self) -> bool:
-        """The guest sees a volatile write cache (and must flush)."""
+        """The guest sees a volatile write cache (and must flush): the device's ``write-cache``."""
         return self in (Cache.NONE, Cache.WRITEBACK, Cache.UNSAFE)
+
+    @property
+    def no_flush(self) -> bool:
+        """The guest's flushes are ignored: ``cache.no-flush``."""
+        return self is Cache.UNSAFE
+
+    @property
+    def host_page_cache(self) -> bool:
+        """Reads and writes go through the host page cache (so reads may come from host RAM)."""
+        return not self.direct
+
+    @property
+    def guest_write_cache(self) -> str:
+        """The guest kernel's ``/sys/block/*/queue/write_cache`` under this mode."""
+        return "write back" if self.writeback else "write through"
+
+    @property
+    def flags(self) -> tuple[bool, bool, bool]:
+        """(writeback, direct, no-flush), the way QEMU states a cache mode."""
+        return self.writeback, self.direct, self.no_flush
+
+    @classmethod
+    def from_flags(cls, writeback: bool, direct: bool, no_flush: bool) -> "Cache | None":
+        """The mode QEMU's three flags make; None for a combination no mode has."""
+        return next((m for m in cls if m.flags == (writeback, direct, no_flush)), None)
+
+    def with_write_cache(self, on: bool) -> "Cache | None":
+        """This mode with the device's ``write-cache`` set (a legacy ``-drive cache=`` plus
+        ``-device ...,write-cache=off`` is writethrough or directsync)."""
+        return Cache.from_flags(on, self.direct, self.no_flush)
 
 
 class Aio(Choice):
     NATIVE = "native"
     THREADS = "threads"
     IO_URING = "io_uring"
+
+
+class DetectZeroes(Choice):
+    """QEMU's ``detect-zeroes``: whether writes of zeroes become write-zeroes requests
+    (``on``) or discards (``unmap``, which needs ``discard: unmap``)."""
+
+    OFF = "off"
+    ON = "on"
+    UNMAP = "unmap"
+
+    @property
+    def rank(self) -> int:
+        """How far zero writes are turned into something else (off < on < unmap)."""
+        return (DetectZeroes.OFF, DetectZeroes.ON, DetectZeroes.UNMAP).index(self)
+
+
+class Discard(Choice):
+    """QEMU's ``discard``: whether the guest's discard (TRIM/UNMAP) requests reach the storage."""
+
+    IGNORE = "ignore"
+    UNMAP = "unmap"
+
+    @classmethod
+    def parse(cls, value: object) -> "Discard":
+        """``unmap``/``ignore``, also as libvirt and Proxmox spell them (``on``/``off``)."""
+        if isinstance(value, str) and value.strip().lower() in ("on", "off"):
+            return cls.UNMAP if value.strip().lower() == "on" else cls.IGNORE
+        return super().parse(value)
 
 
 class ImageFormat(Choice):

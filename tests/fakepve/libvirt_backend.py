@@ -6,7 +6,8 @@ overlay; the one other disk is vmbench's scratch disk: ``virtioN`` -> virtio-blk
 virtio-scsi (``scsihw: virtio-scsi-single``: one controller per disk, iothread honoured;
 ``virtio-scsi-pci``: one shared controller, iothread ignored as PVE does), ``sataN`` -> SATA;
 ``cache``/``aio``/``iothread``/``serial`` from the drive (PVE defaults: cache none, aio
-io_uring); ``cores``x``sockets`` vCPUs, ``memory`` MiB; ``cpu``: kvm64/qemu64/named models
+io_uring), ``detect_zeroes``/``discard`` as qemu-server turns them into QEMU's (:mod:`.qemu`:
+detect-zeroes on by default, unmap with ``discard=on``); ``cores``x``sockets`` vCPUs, ``memory`` MiB; ``cpu``: kvm64/qemu64/named models
 as libvirt models, ``max`` -> maximum, ``host`` -> host-passthrough, x86-64-v2(-AES)/v3/v4 ->
 qemu64 plus their flags, ``flags=+aes;-pcid`` -> features."""
 
@@ -23,7 +24,9 @@ from urllib.parse import unquote
 
 from vmbench.drivers.libvirt.xml import NS, DomainSpec, domain_xml
 from vmbench.scenario.model import CpuConfig, VmConfig
-from vmbench.settings import Aio, Bus, Cache, CpuMode, Feature, ImageFormat
+from vmbench.settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
+
+from . import qemu
 
 from .backends import AgentUnavailable, BackendError, DriveView, VmView, qemu_img, remove_file, sparse_file
 from .formats import BUILTIN_MODELS
@@ -93,6 +96,7 @@ def vm_config(vm: VmView) -> tuple[VmConfig, DriveView, DriveView | None, list[s
     warnings: list[str] = []
     scsihw = str(conf.get("scsihw", "lsi"))
     bus, iothread, cache, aio, fmt = Bus.VIRTIO_BLK, False, Cache.NONE, Aio.IO_URING, ImageFormat.RAW
+    zeroes, discard = DetectZeroes.ON, Discard.IGNORE
     if scratch is not None:
         opts = scratch.opts
         iothread = str(opts.get("iothread", 0)) == "1"
@@ -115,10 +119,11 @@ def vm_config(vm: VmView) -> tuple[VmConfig, DriveView, DriveView | None, list[s
         cache = Cache.parse(opts.get("cache", "none"))
         aio = Aio.parse(opts.get("aio", "io_uring"))
         fmt = ImageFormat.parse(scratch.fmt)
+        zeroes, discard = DetectZeroes.parse(qemu.detect_zeroes(opts)), Discard.parse(qemu.discard(opts))
     memory = int(str(conf.get("memory", "512")).split(",")[0].removeprefix("current="))
     vcpus = int(conf.get("cores", 1)) * int(conf.get("sockets", 1))
     cfg = VmConfig(vcpus=vcpus, memory_mib=memory, bus=bus, cache=cache, iothread=iothread, aio=aio,
-                   cpu=parse_cpu(conf.get("cpu")), format=fmt)
+                   cpu=parse_cpu(conf.get("cpu")), format=fmt, detect_zeroes=zeroes, discard=discard)
     return cfg, root, scratch, warnings
 
 

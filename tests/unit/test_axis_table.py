@@ -3,16 +3,21 @@ VmConfig.settings() (stored with every result row) keeps its keys, order and val
 
 import dataclasses
 import enum
+import sys
 import textwrap
 
 import pytest
 
+from vmbench.drivers.base import Applied
 from vmbench.errors import ScenarioError
+from vmbench.run import evidence
+from vmbench.scenario import axes as axes_module
 from vmbench.scenario import parse_scenario
-from vmbench.scenario.axes import AXES, AXIS_BY_NAME, STORAGE_AXES, VM_AXES, changed_axes
+from vmbench.scenario.axes import (AXES, AXIS_BY_NAME, HYPERVISOR_DEFAULT, STORAGE_AXES, VM_AXES, _field_axis, changed_axes,
+                                   setting_columns, stored_setting)
 from vmbench.scenario.model import CpuConfig, VmConfig
-from vmbench.scenario.reader import Context, LineDict, Section
-from vmbench.settings import Aio, Bus, Cache, CpuMode, Feature, ImageFormat
+from vmbench.scenario.reader import Context, LineDict, Section, as_int
+from vmbench.settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
 
 BASE = "name: t\njobs:\n  - name: j1\n    rw: randwrite\n    bs: 4k\n"
 
@@ -28,6 +33,8 @@ ROUND_TRIPS = {
     "format": ("qcow2", "qcow2", ImageFormat.QCOW2, "qcow2"),
     "vcpus": (4, 4, 4, "4"),
     "memory": ("2G", 2048, 2048, "2048M"),
+    "detect_zeroes": ("on", "on", DetectZeroes.ON, "on"),
+    "discard": ("unmap", "unmap", Discard.UNMAP, "unmap"),
     "volblocksize": ("64k", "64k", 65536, "64k"),
     "recordsize": ("1M", "1m", 1 << 20, "1m"),
     "compression": ("lz4", "lz4", "lz4", "lz4"),
@@ -63,7 +70,8 @@ def parse(text: str):
 
 
 def test_table_is_consistent():
-    assert VM_AXES == ("bus", "cache", "iothread", "aio", "cpu", "aes", "format", "vcpus", "memory", "volblocksize",
+    assert VM_AXES == ("bus", "cache", "iothread", "aio", "cpu", "aes", "format", "vcpus", "memory", "detect_zeroes",
+                       "discard", "volblocksize",
                        "recordsize", "compression", "sync", "primarycache", "secondarycache", "logbias", "atime", "dedup",
                        "checksum")
     assert tuple(AXIS_BY_NAME) == VM_AXES and list(AXIS_BY_NAME.values()) == list(AXES)
@@ -139,8 +147,11 @@ def test_changed_settings_keys_order_and_values():
     assert all(type(v) in (str, bool, int) for v in s.values())
 
 
-def _another(value):
-    """A value of the same kind as ``value`` but different."""
+def _another(value, field: str = ""):
+    """A value of the same kind as ``value`` but different (a setting left to the hypervisor:
+    one of its values)."""
+    if value is None:
+        return {"detect_zeroes": DetectZeroes.OFF, "discard": Discard.IGNORE}[field]
     if isinstance(value, enum.Enum):
         return next(m for m in type(value) if m is not value)
     if isinstance(value, bool):
@@ -155,10 +166,10 @@ def _another(value):
 @pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(VmConfig) if f.name != "zfs"])
 def test_each_vm_field_is_exactly_one_axis(field):
     default = VmConfig()
-    vm = dataclasses.replace(default, **{field: _another(getattr(default, field))})
+    vm = dataclasses.replace(default, **{field: _another(getattr(default, field), field)})
     changed = [a.name for a in AXES if a.value(vm) != a.value(default)]
     assert len(changed) == 1, f"VmConfig.{field} is seen by axes {changed}; add exactly one row to AXES"
-    stored = [k for k, v in vm.settings().items() if v != default.settings()[k]]
+    stored = [k for k, v in vm.settings().items() if v != default.settings().get(k)]
     assert len(stored) == 1, f"VmConfig.{field} changes settings() keys {stored}"
     assert vm.key() != default.key()
 
@@ -223,3 +234,72 @@ def test_empty_vary_axis_hints_at_its_values():
     assert "vary.cache: needs at least one value" in exc.value.message
     assert exc.value.hint == f"cache is {AXIS_BY_NAME['cache'].describe}"
     assert "writeback" in exc.value.hint
+
+
+# ---- a NEW axis: one row in the table and its VmConfig field, nothing else -------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class QueuesVm(VmConfig):
+    """VmConfig with the new axis's field (a test cannot add a field to VmConfig itself)."""
+
+    queues: int | None = None  # virtio queues; None: the hypervisor's default
+
+
+QUEUES = _field_axis("queues", as_int(1, 16), "a whole number from 1 to 16",
+                     verify=(("qemu_queues", "the QEMU command line", True),), unset=HYPERVISOR_DEFAULT)
+
+
+@pytest.fixture
+def queues_axis(monkeypatch):
+    """Register QUEUES as if its row had been added to AXES (after discard) and its field to
+    VmConfig: every vmbench module that holds the table, its views or VmConfig sees the new ones."""
+    new = AXES[:VM_AXES.index("discard") + 1] + (QUEUES,) + AXES[VM_AXES.index("discard") + 1:]
+    by_setting = {a.settings_key: a for a in new if a.settings_key is not None}
+    views = {
+        id(AXES): new,
+        id(AXIS_BY_NAME): {a.name: a for a in new},
+        id(VM_AXES): tuple(a.name for a in new),
+        id(axes_module.AXIS_BY_SETTING): by_setting,
+        id(axes_module.VM_SETTING_KEYS): tuple(k for k, a in by_setting.items() if a.name not in STORAGE_AXES),
+        id(VmConfig): QueuesVm,
+    }
+    for name, module in list(sys.modules.items()):
+        if name == "vmbench" or name.startswith("vmbench."):
+            for attr, value in list(vars(module).items()):
+                if id(value) in views:
+                    monkeypatch.setattr(module, attr, views[id(value)])
+    return QUEUES
+
+
+def test_a_new_axis_is_read_named_stored_shown_and_verified_from_its_row(queues_axis):
+    # read under vm: and vary:, named in cell names, recorded as changed
+    s = parse("vm:\n  queues: 4\nvary:\n  queues: [2, 8]\n")
+    assert [c.name for c in s.cells] == ["baseline", "queues=2", "queues=8"]
+    assert [c.changed for c in s.cells] == [(), ("queues",), ("queues",)]
+    assert "queues is a whole number from 1 to 16" in str(pytest.raises(ScenarioError, parse, "vary:\n  queues: []\n").value.hint)
+    # stored with each row when given; left to the hypervisor it is not stored, so old runs keep their keys
+    assert s.baseline.settings() == {**DEFAULT_SETTINGS, "queues": 4}
+    assert QueuesVm().settings() == DEFAULT_SETTINGS
+    assert QueuesVm().key() == "bus=virtio-blk;cache=none;iothread=False;aio=threads;cpu=kvm64;format=raw;vcpus=2;memory_mib=1024"
+    # report columns and old rows without it
+    assert setting_columns([c.vm.settings() for c in s.cells]) == (*DEFAULT_SETTINGS, "queues")
+    assert setting_columns([DEFAULT_SETTINGS]) == tuple(DEFAULT_SETTINGS)
+    assert stored_setting(DEFAULT_SETTINGS, "queues") == "hypervisor default" and stored_setting({"queues": 2}, "queues") == 2
+    # the run's checks that it took effect: from its verify entries; the reading travels in details
+    assert [(c.what, c.key, c.required) for c in evidence._checks() if c.what == "queues"] == [("queues", "qemu_queues", True)]
+    eff = evidence.effective_settings(Applied(details={"qemu_queues": 2, "opaque": 1}), {})
+    assert eff["qemu_queues"] == 2 and "opaque" not in eff
+    assert [p for p in evidence.problems(s.baseline, eff, "kvm") if "queues" in p] == [
+        "queues: asked 4, the QEMU command line reports 2"]
+    assert "queues (the QEMU command line) could not be verified" in evidence.problems(s.baseline, {}, "kvm")
+    assert not [p for p in evidence.problems(QueuesVm(), {}, "kvm") if "queues" in p]  # left to the hypervisor
+
+
+def test_report_columns_and_old_rows():
+    assert setting_columns([DEFAULT_SETTINGS]) == tuple(DEFAULT_SETTINGS)  # detect_zeroes, discard: shown once given
+    assert setting_columns([DEFAULT_SETTINGS, {**DEFAULT_SETTINGS, "discard": "unmap"}]) == (*DEFAULT_SETTINGS, "discard")
+    assert "compression" not in setting_columns([{"compression": "lz4"}])  # the host storage's, not the VM's
+    # a row stored before detect_zeroes existed reads as one that left it to the hypervisor
+    assert stored_setting(DEFAULT_SETTINGS, "detect_zeroes") == "hypervisor default"
+    assert stored_setting({}, "cache") == "not recorded" and stored_setting({}, "no-such-key") is None

@@ -100,3 +100,50 @@ def test_typed_applied_values(boots):
     assert all(x.volume == b["scratch_path"] for x, b in zip(a, boots))
     assert all(x.accelerator == "tcg" and x.native_config.startswith("<domain") and x.qemu_cmdline for x in a)
     assert "native_config" not in a[0].typed() and a[0].typed()["qemu_cache"] == "none"
+
+
+# ---- detect_zeroes and discard: the live XML and QEMU's -blockdev nodes ----------------------
+
+
+def _with_zeroes(b, xml_attrs: str, fmt_node: dict) -> dict:
+    """Boot ``b`` as if the scratch disk had been defined with ``xml_attrs`` on its <driver>
+    and QEMU's format node had ``fmt_node`` (libvirt puts detect-zeroes and discard there)."""
+    b = copy.deepcopy(b)
+    b["host"]["live_xml"] = b["host"]["live_xml"].replace("cache='none' io='native'/>", f"cache='none' io='native' {xml_attrs}/>")
+    argv = b["host"]["qemu_cmdline"]
+    i = next(i for i, a in enumerate(argv) if a.startswith('{"node-name":"libvirt-1-format"'))
+    argv[i] = json.dumps({**json.loads(argv[i]), **fmt_node}, separators=(",", ":"))
+    return b
+
+
+def test_detect_zeroes_and_discard_read_back(boots):
+    from dataclasses import replace
+
+    from vmbench.settings import DetectZeroes, Discard
+
+    e = eff(boots[0])  # left to libvirt: off and ignore (the storage node's discard=unmap does not make it through
+    assert (e["config_detect_zeroes"], e["qemu_detect_zeroes"], e["config_discard"], e["qemu_discard"]) == \
+        ("off", "off", "ignore", "ignore")  # the format node, which has none)
+    vm = replace(REQUESTED[0], detect_zeroes=DetectZeroes.UNMAP, discard=Discard.UNMAP)
+    assert problems(REQUESTED[0], e, "tcg") == []  # not asked: recorded, not compared
+    assert problems(vm, e, "tcg") == [
+        "detect_zeroes: asked unmap, the live domain XML reports off", "detect_zeroes: asked unmap, the QEMU command line reports off",
+        "discard: asked unmap, the live domain XML reports ignore", "discard: asked unmap, the QEMU command line reports ignore"]
+    applied = _with_zeroes(boots[0], "discard='unmap' detect_zeroes='unmap'", {"discard": "unmap", "detect-zeroes": "unmap"})
+    assert problems(vm, eff(applied), "tcg") == []
+    # libvirt quietly degrades unmap to on when discard is not unmap: QEMU's node says so
+    degraded = _with_zeroes(boots[0], "detect_zeroes='unmap'", {"detect-zeroes": "on"})
+    assert problems(replace(vm, discard=None), eff(degraded), "tcg") == [
+        "detect_zeroes: asked unmap, the QEMU command line reports on"]
+    on = _with_zeroes(boots[0], "detect_zeroes='on'", {"detect-zeroes": "on"})
+    assert problems(replace(REQUESTED[0], detect_zeroes=DetectZeroes.ON), eff(on), "tcg") == []
+    b = copy.deepcopy(boots[0])
+    b["host"]["qemu_cmdline"] = []
+    assert "detect_zeroes (the QEMU command line) could not be verified" in problems(vm, eff(b), "tcg")
+
+
+def test_axis_readings_without_a_field_of_their_own_travel_in_details(boots):
+    applied = applied_from_readings(boots[0]["host"], boots[0]["scratch_path"], boots[0]["serial"])
+    assert "qemu_detect_zeroes" not in applied.typed() or applied.typed()["qemu_detect_zeroes"] == "off"
+    assert effective_settings(applied, {})["qemu_detect_zeroes"] == "off"
+    assert "query_block" in applied.details and "query_block" not in effective_settings(applied, {})

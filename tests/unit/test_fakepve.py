@@ -123,6 +123,18 @@ def test_validation_errors_are_worded_like_pve(fake):
     assert fake.problems == []
 
 
+def test_detect_zeroes_and_discard_take_pve_spellings_only(fake):
+    """``detect_zeroes`` is a boolean (0/1) and ``discard`` ignore|on: vmbench's unmap is not PVE's word."""
+    linked_clone(fake)
+    r = call(fake, "POST", "/nodes/pve1/qemu/100/config", {"virtio1": "local:1,detect_zeroes=unmap"})
+    assert r.errors["virtio1"].startswith("invalid format - format error\nvirtio1.detect_zeroes: type check ('boolean') failed")
+    r = call(fake, "POST", "/nodes/pve1/qemu/100/config", {"virtio1": "local:1,discard=unmap"})
+    assert r.errors["virtio1"].startswith("invalid format - format error\nvirtio1.discard: value 'unmap' does not have")
+    wait(fake, ok(call(fake, "POST", "/nodes/pve1/qemu/100/config", {"virtio1": "local:1,discard=on,detect_zeroes=1"})))
+    assert ok(call(fake, "GET", "/nodes/pve1/qemu/100/config"))["virtio1"].endswith(",detect_zeroes=1,discard=on,size=1G")  # stored sorted, as PVE prints it
+    assert fake.problems == []
+
+
 def test_indexed_options_accept_their_documented_range_only(fake):
     linked_clone(fake)
     assert call(fake, "PUT", "/nodes/pve1/qemu/100/config", {"scsi30": "local:1"}).status == 200
@@ -370,5 +382,12 @@ def test_libvirt_backend_maps_pve_options_to_vmbench_settings():
     assert (cfg.bus, cfg.iothread) == (Bus.VIRTIO_SCSI, False) and warn
     cfg, *_ = vm_config(_view({}, "sata1", {"cache": "writeback"}))
     assert (cfg.bus, cfg.cache.value) == (Bus.SATA, "writeback")
+    # detect-zeroes and discard as qemu-server derives them (PVE's default: detect-zeroes on)
+    zeroes = {(): ("on", "ignore"), (("detect_zeroes", 0),): ("off", "ignore"), (("discard", "on"),): ("unmap", "unmap"),
+              (("discard", "on"), ("detect_zeroes", 1)): ("unmap", "unmap"),
+              (("discard", "on"), ("detect_zeroes", 0)): ("off", "unmap"), (("discard", "ignore"),): ("on", "ignore")}
+    for opts, want in zeroes.items():
+        cfg, *_ = vm_config(_view({}, "virtio1", dict(opts)))
+        assert (cfg.detect_zeroes.value, cfg.discard.value) == want, opts
     assert parse_cpu(None).model == "kvm64" and parse_cpu("max").mode is CpuMode.MAX
     assert parse_cpu("kvm64,flags=+aes;-pcid").features == (("pcid", Feature.OFF),)

@@ -3,12 +3,13 @@ libvirt's linked ``-blockdev`` nodes (a real command line from this machine's li
 
 import json
 import shlex
+from dataclasses import replace
 
-from vmbench.drivers.proxmox.evidence import (accelerator, applied_from_pve, disk_readings, parse_cmdline, qemu_cpu,
-                                              split_opts)
-from vmbench.run.evidence import problems
+from vmbench.drivers.proxmox.evidence import applied_from_pve
+from vmbench.drivers.qemu_cmdline import accelerator, disk_readings, parse_cmdline, qemu_cpu, split_opts
+from vmbench.run.evidence import effective_settings, problems
 from vmbench.scenario.model import VmConfig
-from vmbench.settings import Aio, Bus, Cache
+from vmbench.settings import Aio, Bus, Cache, DetectZeroes, Discard
 
 SERIAL = "VMB0a1b2c3dS001"
 ZVOL = "/dev/zvol/rpool/data/vm-100-disk-1"
@@ -28,14 +29,15 @@ PVE8 = [
 ]
 
 
-def pve9_blockdev(direct: bool = True, no_flush: bool = False, aio: str = "io_uring") -> str:
+def pve9_blockdev(direct: bool = True, no_flush: bool = False, aio: str = "io_uring", zeroes: str = "off",
+                  discard: str = "ignore") -> str:
     cache = {"direct": direct, "no-flush": no_flush}
     leaf = {"driver": "host_device", "filename": ZVOL, "node-name": "e3c1f0aa", "cache": cache, "aio": aio,
-            "detect-zeroes": "off", "discard": "ignore", "read-only": False}
-    fmt = {"driver": "raw", "node-name": "f3c1f0aa", "cache": cache, "file": leaf, "detect-zeroes": "off",
-           "discard": "ignore", "read-only": False}
+            "detect-zeroes": zeroes, "discard": discard, "read-only": False}
+    fmt = {"driver": "raw", "node-name": "f3c1f0aa", "cache": cache, "file": leaf, "detect-zeroes": zeroes,
+           "discard": discard, "read-only": False}
     return json.dumps({"driver": "throttle", "node-name": "drive-scsi1", "throttle-group": "throttle-drive-scsi1",
-                       "file": fmt, "detect-zeroes": "off", "discard": "ignore", "read-only": False}, separators=(",", ":"))
+                       "file": fmt, "detect-zeroes": zeroes, "discard": discard, "read-only": False}, separators=(",", ":"))
 
 
 def pve9(write_cache: str = "on", **kw) -> list[str]:
@@ -145,3 +147,48 @@ def test_applied_without_a_command_line_leaves_qemu_readings_unknown():
     assert applied.config_bus == "virtio-blk" and applied.qemu_cache is None and applied.accelerator is None
     assert "qemu_cache (QEMU's block layer) could not be verified" not in str(applied)
     assert "cache (QEMU's block layer) could not be verified" in problems(VmConfig(), {**applied.typed()}, "kvm")
+
+
+def test_cache_modes_are_three_flags_written_once():
+    """The one table: each mode's (writeback, direct, no-flush), read back the same way by both drivers."""
+    assert {m: m.flags for m in Cache} == {Cache.NONE: (True, True, False), Cache.WRITETHROUGH: (False, False, False),
+                                           Cache.WRITEBACK: (True, False, False), Cache.DIRECTSYNC: (False, True, False),
+                                           Cache.UNSAFE: (True, False, True)}
+    assert all(Cache.from_flags(*m.flags) is m for m in Cache) and Cache.from_flags(False, False, True) is None
+    assert [m.value for m in Cache if m.host_page_cache] == ["writethrough", "writeback", "unsafe"]
+    assert Cache.NONE.with_write_cache(False) is Cache.DIRECTSYNC and Cache.WRITETHROUGH.with_write_cache(True) is Cache.WRITEBACK
+    assert Cache.UNSAFE.guest_write_cache == "write back" and Cache.DIRECTSYNC.guest_write_cache == "write through"
+
+
+def test_detect_zeroes_and_discard_from_the_command_line():
+    args = parse_cmdline(PVE8)
+    assert (disk_readings(args, SERIAL, "virtio1")["qemu_detect_zeroes"], disk_readings(args, SERIAL, "virtio1")["qemu_discard"]) == \
+        ("off", "ignore")
+    assert disk_readings(args, "OTHER", "scsi2")["qemu_detect_zeroes"] == "off"  # not given: QEMU's default
+    legacy = [a.replace("detect-zeroes=off", "detect-zeroes=unmap,discard=on") for a in PVE8]
+    r = disk_readings(parse_cmdline(legacy), SERIAL, "virtio1")
+    assert (r["qemu_detect_zeroes"], r["qemu_discard"]) == ("unmap", "unmap")
+    r = disk_readings(parse_cmdline(pve9(zeroes="unmap", discard="unmap")), SERIAL, "scsi1")
+    assert (r["qemu_detect_zeroes"], r["qemu_discard"]) == ("unmap", "unmap")
+    r = disk_readings(parse_cmdline(pve9(zeroes="on")), SERIAL, "scsi1")
+    assert (r["qemu_detect_zeroes"], r["qemu_discard"]) == ("on", "ignore")
+    # libvirt: discard=unmap on the storage node only (libvirt always sets it there): the format node drops discards
+    r = disk_readings(parse_cmdline(LIBVIRT), "VMB151e2484S002")
+    assert (r["qemu_detect_zeroes"], r["qemu_discard"]) == ("off", "ignore")
+    # found by its file when no device names the serial
+    r = disk_readings(parse_cmdline(LIBVIRT), "NOSUCH", path="/var/lib/vmbench/pool/vmbench-r151e2484-2-scratch.raw")
+    assert (r["file"], r["qemu_aio"], r["qemu_format"], r["qemu_detect_zeroes"]) == \
+        ("/var/lib/vmbench/pool/vmbench-r151e2484-2-scratch.raw", "threads", "raw", "off")
+
+
+def test_applied_detect_zeroes_and_discard_from_config_and_cmdline():
+    config = {"scsi1": f"local-zfs:vm-100-disk-1,cache=none,aio=io_uring,iothread=1,serial={SERIAL},discard=on,size=8G",
+              "scsihw": "virtio-scsi-single", "cpu": "x86-64-v2-AES"}
+    applied = applied_from_pve(config, "scsi1", pve9(zeroes="unmap", discard="unmap"), SERIAL, ZVOL)
+    eff = {**effective_settings(applied, {}), "guest_bus": "virtio-scsi", "guest_write_cache": "write back"}
+    assert (eff["config_detect_zeroes"], eff["config_discard"], eff["qemu_detect_zeroes"], eff["qemu_discard"]) == \
+        ("unmap", "unmap", "unmap", "unmap")  # detect_zeroes unset with discard=on: qemu-server's unmap
+    vm = VmConfig(bus=Bus.VIRTIO_SCSI, cache=Cache.NONE, aio=Aio.IO_URING, iothread=True, discard=Discard.UNMAP)
+    assert problems(vm, eff, "tcg") == []
+    assert problems(replace(vm, detect_zeroes=DetectZeroes.OFF), eff, "tcg") == [
+        "detect_zeroes: asked off, the Proxmox VM config reports unmap", "detect_zeroes: asked off, the QEMU command line reports unmap"]

@@ -7,7 +7,7 @@ from vmbench.drivers.proxmox.api import encode_params
 from vmbench.drivers.proxmox.driver import scratch_serial
 from vmbench.errors import HypervisorError
 from vmbench.scenario.model import CpuConfig, VmConfig
-from vmbench.settings import Aio, Bus, Cache, CpuMode, Feature, ImageFormat
+from vmbench.settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
 
 SERIAL = "VMB0a1b2c3dS001"
 
@@ -17,13 +17,14 @@ def disk(vm: VmConfig, storage="local-zfs", kind="zfspool", size=8 << 30) -> str
 
 
 def test_disk_option_per_bus():
-    assert disk(VmConfig()) == "local-zfs:8,cache=none,aio=threads,serial=VMB0a1b2c3dS001,detect_zeroes=0"
+    # detect_zeroes and discard left to PVE (detect-zeroes on, discard ignore) unless the scenario sets them
+    assert disk(VmConfig()) == "local-zfs:8,cache=none,aio=threads,serial=VMB0a1b2c3dS001"
     assert disk(VmConfig(bus=Bus.VIRTIO_BLK, iothread=True, cache=Cache.WRITEBACK, aio=Aio.IO_URING)) == \
-        "local-zfs:8,cache=writeback,aio=io_uring,iothread=1,serial=VMB0a1b2c3dS001,detect_zeroes=0"
-    assert disk(VmConfig(bus=Bus.VIRTIO_SCSI, iothread=True, aio=Aio.NATIVE)) == \
+        "local-zfs:8,cache=writeback,aio=io_uring,iothread=1,serial=VMB0a1b2c3dS001"
+    assert disk(VmConfig(bus=Bus.VIRTIO_SCSI, iothread=True, aio=Aio.NATIVE, detect_zeroes=DetectZeroes.OFF)) == \
         "local-zfs:8,cache=none,aio=native,iothread=1,serial=VMB0a1b2c3dS001,detect_zeroes=0"
     assert disk(VmConfig(bus=Bus.SATA, cache=Cache.DIRECTSYNC)) == \
-        "local-zfs:8,cache=directsync,aio=threads,serial=VMB0a1b2c3dS001,detect_zeroes=0"
+        "local-zfs:8,cache=directsync,aio=threads,serial=VMB0a1b2c3dS001"
     with pytest.raises(HypervisorError, match="iothread is not possible on bus sata"):
         disk(VmConfig(bus=Bus.SATA, iothread=True))
 
@@ -44,12 +45,43 @@ def test_disk_keys_and_controllers():
 
 def test_format_only_on_file_storages():
     assert disk(VmConfig(format=ImageFormat.QCOW2), "local", "dir").endswith(",format=qcow2")
-    assert disk(VmConfig(), "local", "dir").endswith(",detect_zeroes=0,format=raw")  # a dir storage may default to qcow2
+    assert disk(VmConfig(), "local", "dir").endswith(",serial=VMB0a1b2c3dS001,format=raw")  # a dir storage may default to qcow2
+    assert disk(VmConfig(detect_zeroes=DetectZeroes.OFF), "local", "dir").endswith(",detect_zeroes=0,format=raw")
     assert "format=" not in disk(VmConfig(), "local-lvm", "lvmthin")
     with pytest.raises(HypervisorError, match="holds raw volumes only"):
         disk(VmConfig(format=ImageFormat.QCOW2), "local-lvm", "lvmthin")
     with pytest.raises(HypervisorError, match="cannot hold qcow2"):
         disk(VmConfig(format=ImageFormat.QCOW2), "b", "btrfs")
+
+
+def test_detect_zeroes_and_discard_options():
+    """qemu-server's grammar: ``discard=ignore|on``, ``detect_zeroes=0|1`` (1 with discard=on is unmap)."""
+    def opts(**kw):
+        return disk(VmConfig(**kw)).split(f"serial={SERIAL}")[1]
+
+    assert opts() == ""
+    assert opts(detect_zeroes=DetectZeroes.OFF) == ",detect_zeroes=0"
+    assert opts(detect_zeroes=DetectZeroes.ON) == ",detect_zeroes=1"
+    assert opts(discard=Discard.UNMAP) == ",discard=on"
+    assert opts(discard=Discard.IGNORE, detect_zeroes=DetectZeroes.ON) == ",discard=ignore,detect_zeroes=1"
+    assert opts(discard=Discard.UNMAP, detect_zeroes=DetectZeroes.UNMAP) == ",discard=on,detect_zeroes=1"
+    assert opts(discard=Discard.UNMAP, detect_zeroes=DetectZeroes.OFF) == ",discard=on,detect_zeroes=0"
+    with pytest.raises(HypervisorError, match="qemu-server makes it unmap"):
+        opts(discard=Discard.UNMAP, detect_zeroes=DetectZeroes.ON)
+    assert C.vm_problems(VmConfig(discard=Discard.UNMAP, detect_zeroes=DetectZeroes.ON))[0][0].startswith(
+        "detect_zeroes on with discard unmap is not possible on Proxmox")
+    assert C.vm_problems(VmConfig(discard=Discard.UNMAP, detect_zeroes=DetectZeroes.UNMAP)) == []
+
+
+def test_drive_zeroes_as_qemu_server_derives_them():
+    """Drive.pm detect_zeroes_cmdline_option and Blockdev.pm's discard."""
+    assert C.drive_zeroes({}) == ("on", "ignore")
+    assert C.drive_zeroes({"detect_zeroes": "0"}) == ("off", "ignore")
+    assert C.drive_zeroes({"detect_zeroes": "1"}) == ("on", "ignore")
+    assert C.drive_zeroes({"discard": "on"}) == ("unmap", "unmap")
+    assert C.drive_zeroes({"discard": "on", "detect_zeroes": "1"}) == ("unmap", "unmap")
+    assert C.drive_zeroes({"discard": "on", "detect_zeroes": "0"}) == ("off", "unmap")
+    assert C.drive_zeroes({"discard": "ignore"}) == ("on", "ignore")
 
 
 def test_size_in_gib_and_serial():

@@ -32,6 +32,7 @@ from vmbench.drivers.base import VmRequest
 from vmbench.drivers.proxmox.driver import ProxmoxDriver
 from vmbench.paths import HostPaths, StatePaths
 from vmbench.progress import RecordingProgress
+from vmbench.run.evidence import effective_settings
 from vmbench.scenario import parse_scenario
 from vmbench.settings import Bus
 
@@ -49,6 +50,7 @@ vm:
   aio: native
   iothread: true
   cpu: x86-64-v2-AES
+  detect_zeroes: off
 """
 JOBS = """
 jobs:
@@ -270,6 +272,10 @@ def test_one_vm_from_clone_to_destroy(version, tmp_path, monkeypatch, debug_logs
         assert (applied.qemu_cache, applied.qemu_aio, applied.qemu_format, applied.qemu_iothread) == \
             ("none", "native", "raw", True)
         assert applied.accelerator == ("kvm" if kvm else "tcg") and applied.controller == "virtio-scsi-single"
+        # detect_zeroes off as asked (detect_zeroes=0), discard left to PVE (ignore): config and QEMU agree
+        readings = effective_settings(applied, {})
+        assert (readings["config_detect_zeroes"], readings["qemu_detect_zeroes"]) == ("off", "off")
+        assert (readings["config_discard"], readings["qemu_discard"]) == ("ignore", "ignore")
         assert applied.volume == res.scratch_path and applied.details["qemu_disk"]["file"] == res.scratch_path
         assert ("-blockdev" in applied.qemu_cmdline) == (version == "9.1")  # PVE 9 -blockdev, PVE 8 -drive
         assert ("-drive" in applied.qemu_cmdline) == (version == "8.4")
@@ -472,7 +478,7 @@ def test_volblocksize_through_a_temporary_zfspool_entry_removed_after_the_destro
                                                         "blocksize": "16k", "sparse": "0", "content": "images",
                                                         "nodes": "pve1"}]
         assert params_of(fake, "POST", VM_CONFIG)[1] == {
-            "virtio1": f"{entry}:1,cache=none,aio=native,serial={SERIAL},detect_zeroes=0"}  # no format= on a zfspool
+            "virtio1": f"{entry}:1,cache=none,aio=native,serial={SERIAL}"}  # no format= on a zfspool; PVE's detect_zeroes
         # the entry goes only after the VM's destroy task ended (destroy needs it to find the zvol)
         paths = [(r.method, r.path) for r in fake.requests]
         destroy = paths.index(("DELETE", "/nodes/pve1/qemu/100"))

@@ -87,6 +87,9 @@ class Node:
     def describe(self):
         return {"ssh_host": "pve.test", "ssh_host_key": "SHA256:abc"}
 
+    def close(self) -> None:
+        pass
+
 
 def make(tmp_path: Path, pve: MiniPve | None = None, storage: Storage | None = None, node: Node | None = None,
          cfg: dict | None = None) -> tuple[ProxmoxDriver, MiniPve, Node]:
@@ -150,7 +153,7 @@ def test_one_vm_from_clone_to_destroy(tmp_path):
         "cores": "2", "sockets": "1", "memory": "1024", "cpu": "kvm64", "kvm": "1", "agent": "1",
         "scsihw": "virtio-scsi-single", "protection": "0", "onboot": "0"}
     assert f"vmbench run {TAG}, VM 1 (cells: baseline)" in options["description"]
-    assert disk == {"scsi1": "local-zfs:1,cache=none,aio=native,iothread=1,serial=VMB0a1b2c3dS001,detect_zeroes=0"}
+    assert disk == {"scsi1": "local-zfs:1,cache=none,aio=native,iothread=1,serial=VMB0a1b2c3dS001"}  # detect_zeroes: PVE's default (not set)
     assert res.volumes == ["local-zfs:vm-100-disk-1"]
     assert res.scratch_path == res.host_target == "/dev/zvol/rpool/data/vm-100-disk-1" and res.scratch_kind == "block"
     assert res.storage["pve"]["vmid"] == 100 and "tags: vmbench;vmbench-r0a1b2c3d" in res.native_config
@@ -190,7 +193,7 @@ def test_volblocksize_through_a_temporary_zfspool_storage(tmp_path):
     assert params(pve, "POST", "/storage") == [{"storage": f"vmbench-{TAG}-64k", "type": "zfspool", "pool": "rpool/data",
                                                 "blocksize": "64k", "sparse": "0", "content": "images", "nodes": "pve1"}]
     disk = params(pve, "POST", "/nodes/pve1/qemu/100/config")[1]
-    assert disk == {"virtio1": f"vmbench-{TAG}-64k:1,cache=none,aio=threads,serial=VMB0a1b2c3dS001,detect_zeroes=0"}
+    assert disk == {"virtio1": f"vmbench-{TAG}-64k:1,cache=none,aio=threads,serial=VMB0a1b2c3dS001"}
     assert ["zfs", "set", "compression=lz4", "sync=always", f"vmbench:run={TAG}", "rpool/data/vm-100-disk-1"] in node.commands
     assert res.storage["volumes"][f"vmbench-{TAG}-64k:vm-100-disk-1"]["readback"]["volblocksize"] == str(64 << 10)
     assert res.storage_problems == [] and res.host_target == "/dev/zvol/rpool/data/vm-100-disk-1"
@@ -228,7 +231,7 @@ def test_qcow2_on_a_dir_storage_with_a_raw_host_reference(tmp_path):
     res = drv.new_resources(TAG, req)
     drv.create_vm(TAG, req, res)
     assert params(pve, "POST", "/nodes/pve1/qemu/100/config")[1] == {
-        "virtio1": "local:0.5,cache=none,aio=threads,serial=VMB0a1b2c3dS001,detect_zeroes=0,format=qcow2"}
+        "virtio1": "local:0.5,cache=none,aio=threads,serial=VMB0a1b2c3dS001,format=qcow2"}
     assert res.scratch_path == "/var/lib/vz/images/100/vm-100-disk-0.qcow2" and res.host_target is None
     assert res.scratch_kind == "file"
     path = drv.create_host_reference(TAG, req, res)

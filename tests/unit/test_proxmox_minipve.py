@@ -27,6 +27,8 @@ DISK_RE = re.compile(r"^(virtio|scsi|sata|ide)(\d+)$")
 DISK_KEYS = {"virtio": {"file", "cache", "aio", "iothread", "serial", "detect_zeroes", "format", "size", "discard", "backup"},
              "scsi": {"file", "cache", "aio", "iothread", "serial", "detect_zeroes", "format", "size", "discard", "ssd", "backup"},
              "sata": {"file", "cache", "aio", "serial", "detect_zeroes", "format", "size", "discard", "ssd", "backup"}}
+#: disk options with a closed set of values (QS Drive.pm: detect_zeroes is a boolean, discard ignore|on)
+DISK_VALUES = {"detect_zeroes": ("0", "1"), "discard": ("ignore", "on"), "iothread": ("0", "1")}
 
 
 class PveFault(Exception):
@@ -236,6 +238,11 @@ class MiniPve(BaseAdapter):
                     if bad:
                         raise PveFault(400, "Parameter verification failed.",
                                        {key: f"invalid format - invalid key in comma-separated list property: {sorted(bad)[0]}"})
+                    wrong = sorted(o for o, v in opts.items() if o in DISK_VALUES and v not in DISK_VALUES[o])
+                    if wrong:
+                        raise PveFault(400, "Parameter verification failed.",
+                                       {key: f"invalid format - format error\n{key}.{wrong[0]}: value '{opts[wrong[0]]}' "
+                                             f"is not one of {', '.join(DISK_VALUES[wrong[0]])}"})
                     target = value.split(",")[0]
                     sid, _, size = target.partition(":")
                     if re.fullmatch(r"\d+(\.\d+)?", size):

@@ -8,7 +8,7 @@ import pytest
 
 from vmbench.errors import ScenarioError
 from vmbench.scenario import parse_scenario
-from vmbench.settings import Aio, Bus, Cache, CpuMode, Feature, Filesystem
+from vmbench.settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, Filesystem
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
@@ -74,6 +74,29 @@ def test_aio_native_needs_direct_cache():
     msg = error(BASE + "vm:\n  cache: writeback\n  aio: native\n")
     assert "aio=native needs a direct cache mode" in msg
     assert "cache=writeback" in msg
+
+
+def test_detect_zeroes_and_discard_left_to_the_hypervisor_unless_given():
+    s = parse(BASE)
+    assert (s.baseline.detect_zeroes, s.baseline.discard) == (None, None)
+    assert "detect_zeroes" not in s.baseline.settings() and "discard" not in s.baseline.settings()
+    vm = parse(BASE + "vm:\n  detect_zeroes: unmap\n  discard: on\n").baseline  # on/off: libvirt's and PVE's words
+    assert (vm.detect_zeroes, vm.discard) == (DetectZeroes.UNMAP, Discard.UNMAP)
+    assert list(vm.settings())[-2:] == ["detect_zeroes", "discard"] and vm.settings()["discard"] == "unmap"
+    vm = parse(BASE + "vm:\n  detect_zeroes: off\n  discard: ignore\n").baseline  # YAML off is false
+    assert (vm.detect_zeroes, vm.discard) == (DetectZeroes.OFF, Discard.IGNORE)
+    assert "is not one of: ignore, unmap" in error(BASE + "vm:\n  discard: trim\n")
+
+
+def test_detect_zeroes_unmap_needs_discard_unmap():
+    msg = error(BASE + "vm:\n  detect_zeroes: unmap\n")
+    assert "detect_zeroes unmap turns zero writes into discards, so it needs discard: unmap" in msg
+    assert "the hypervisor default ignore" in msg and "hint: add discard: unmap" in msg
+    s = parse(BASE + "mode: factorial\nvary:\n  detect_zeroes: [off, unmap]\n  discard: [ignore, unmap]\n")
+    assert [c.name for c in s.cells] == ["baseline", "detect_zeroes=off,discard=ignore", "detect_zeroes=off,discard=unmap",
+                                         "detect_zeroes=unmap,discard=unmap"]
+    assert s.skipped_cells[0][0] == "detect_zeroes=unmap,discard=ignore"
+    assert [c.changed for c in s.cells[1:]] == [("detect_zeroes", "discard")] * 3
 
 
 def test_iothread_refused_on_sata():

@@ -8,7 +8,7 @@ import pytest
 
 from vmbench.drivers.libvirt.xml import DomainSpec, cpu_xml, disk_elements, domain_xml, pool_xml, probe_xml, volume_xml
 from vmbench.scenario.model import CpuConfig, VmConfig
-from vmbench.settings import Aio, Bus, Cache, CpuMode, Feature, ImageFormat
+from vmbench.settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
 
 
 def spec(**vm_changes) -> DomainSpec:
@@ -108,6 +108,16 @@ def test_cache_modes(cache):
 def test_aio_modes(aio):
     scratch = render(disk_elements(spec(aio=aio)))
     assert f'<driver name="qemu" type="raw" cache="none" io="{aio.value}" />' in scratch
+
+
+@pytest.mark.parametrize("zeroes", [None, *DetectZeroes])
+@pytest.mark.parametrize("discard", [None, *Discard])
+def test_detect_zeroes_and_discard(zeroes, discard):
+    """Only where the scenario sets them (else libvirt's defaults: off, ignore), on the scratch disk only."""
+    scratch = render(disk_elements(spec(detect_zeroes=zeroes, discard=discard)))
+    attrs = (f' discard="{discard.value}"' if discard else "") + (f' detect_zeroes="{zeroes.value}"' if zeroes else "")
+    assert f'<driver name="qemu" type="raw" cache="none" io="threads"{attrs} />' in scratch
+    assert '<driver name="qemu" type="qcow2" cache="writeback" discard="unmap" />' in scratch  # the root disk as always
 
 
 @pytest.mark.parametrize("fmt", list(ImageFormat))

@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from ..scenario.model import RepeatPolicy
+from ..settings import Cache
 
-__all__ = ["RepeatPolicy", "admissibility"]
+__all__ = ["RepeatPolicy", "admissibility", "host_page_cache"]
 
 STEADY_RUNTIME_S = 10.0  # below this a run is too short to span several ZFS transaction groups
-HOST_CACHED_MODES = ("writeback", "writethrough", "unsafe")  # cache modes that use the host page cache
 
 
 def _n(n: int, word: str) -> str:
@@ -88,12 +88,26 @@ def _cache(jobs: dict[str, dict], cells: Sequence[dict], missing: list[str], job
         parts.append("every job O_DIRECT (guest page cache bypassed)")
     if undecided:
         missing.append(f"O_DIRECT or buffered for {_names(undecided)}")
-    host_cached = [m for m in modes if m in HOST_CACHED_MODES]
+    host_cached = [m for m in modes if host_page_cache(m)]
     if host_cached:
         parts.append(f"host page cache in use with cache={'/'.join(host_cached)}, not dropped before guest runs")
     elif modes:
         parts.append("host page cache bypassed")
     return "; ".join(parts) or "-"
+
+
+def _setting(cell: dict, key: str) -> str | None:
+    value = (cell.get("settings") or {}).get(key)
+    return None if value is None else str(value)
+
+
+def host_page_cache(mode: object) -> bool:
+    """Whether QEMU's cache mode ``mode`` (as stored) goes through the host page cache
+    (:attr:`Cache.host_page_cache`); an unknown or missing mode does not say so."""
+    try:
+        return Cache.parse(mode).host_page_cache
+    except ValueError:
+        return False
 
 
 def _working_set(jobs: dict[str, dict], cells: Sequence[dict], env: dict, missing: list[str], jobfiles: list[str]) -> str:
@@ -107,8 +121,8 @@ def _working_set(jobs: dict[str, dict], cells: Sequence[dict], env: dict, missin
     parts = [f"largest job {_mib(biggest)} ({_names(j for j, s in sizes.items() if s == biggest)})"]
     reads = [p for p in jobs.values() if p.get("rw") not in ("write", "randwrite")]  # reads or mixed
     buffered = any(p.get("direct") is False for p in reads)
-    host_cached = sorted({(c.get("settings") or {}).get("cache") for c in cells} & set(HOST_CACHED_MODES))
-    mems = sorted({(c.get("settings") or {}).get("memory_mib") for c in cells} - {None})
+    host_cached = sorted(m for m in {_setting(c, "cache") for c in cells} if m is not None and host_page_cache(m))
+    mems = sorted({int(m) for m in (_setting(c, "memory_mib") for c in cells) if m is not None})
     if mems:
         ram = _mib(mems[0] << 20) if len(mems) == 1 else f"{_mib(mems[0] << 20)}..{_mib(mems[-1] << 20)}"
         if biggest < mems[0] << 20:
@@ -134,7 +148,7 @@ def _steady(jobs: dict[str, dict], missing: list[str], jobfiles: list[str]) -> s
     unknown = [j for j, (rt, ramp) in times.items() if rt is None or ramp is None] + jobfiles
     if unknown:
         missing.append(f"runtime and ramp of {_names(unknown)}")
-    known = {j: t for j, t in times.items() if j not in unknown}
+    known = {j: (float(rt or 0), float(ramp or 0)) for j, (rt, ramp) in times.items() if j not in unknown}  # None: in unknown
     if not known:
         return "-"
     shapes: dict[tuple, list[str]] = {}

@@ -3,8 +3,10 @@
 The driver reports what the hypervisor applied as typed values
 (:class:`~vmbench.drivers.base.Applied`); the guest says how it sees its scratch disk and
 CPU (:func:`guest_view`).  :func:`problems` compares the request with both, one row
-per setting and source (each VM axis's ``verify`` entries), and lists every difference.  A cell with differences
-is marked invalid and not measured.  Pure functions, no hypervisor keys.
+per setting and source (each VM axis's ``verify`` entries), and lists every difference.  A
+setting the scenario leaves to the hypervisor (detect_zeroes, discard) is recorded, not
+compared.  A cell with differences is marked invalid and not measured.  Pure functions, no
+hypervisor keys.
 """
 
 from __future__ import annotations
@@ -45,8 +47,13 @@ def guest_view(guest_disk: dict, guest_facts: dict) -> dict:
 
 
 def effective_settings(applied: Applied, guest: dict) -> dict:
-    """Everything known about what took effect, flat (stored with each cell)."""
-    return {**applied.typed(), **guest}
+    """Everything known about what took effect, flat (stored with each cell): the typed
+    readings, those a driver reports in ``details`` under a key an axis verifies, and the
+    guest's view."""
+    from ..scenario.axes import AXES
+
+    keys = {key for a in AXES for key, _, _ in a.verify}
+    return {**applied.typed(), **{k: v for k, v in applied.details.items() if k in keys}, **guest}
 
 
 @dataclass(frozen=True)
@@ -61,7 +68,7 @@ class Check:
 
 
 def _write_cache(vm: VmConfig) -> str:
-    return "write back" if vm.cache.writeback else "write through"
+    return vm.cache.guest_write_cache
 
 
 def _checks() -> tuple[Check, ...]:
@@ -82,6 +89,8 @@ def problems(vm: VmConfig, eff: dict, accelerator: str) -> list[str]:
     unverified: list[str] = []
     for c in _checks():
         got, asked = eff.get(c.key), c.asked(vm)
+        if asked is None:
+            continue  # left to the hypervisor: what it chose is in eff, nothing to compare
         source = c.source.format(config=config)
         if got is None:
             if c.required:

@@ -1,8 +1,12 @@
-"""The VM axes, one row each: how a setting is read from YAML, compared, named, combined and stored.
+"""The VM axes, one row each: how a setting is read from YAML, compared, named, combined,
+stored, shown and verified.
 
 Every VM setting a scenario can give under ``vm:``, a cell, a journey step or ``vary:`` is an
-:class:`Axis` in :data:`AXES`. The loader, the matrix builder and :meth:`VmConfig.settings`
-all walk this table, so adding an axis is one row here plus its :class:`VmConfig` field.
+:class:`Axis` in :data:`AXES`. The loader, the matrix builder, :meth:`VmConfig.settings`, the
+report's columns (:func:`setting_columns`, :func:`stored_setting`) and the run's checks that
+a setting took effect (``verify``, walked by vmbench.run.evidence) all walk this table, so
+adding an axis is one row here plus its :class:`VmConfig` field, and the drivers' builders
+and readers (which read back the keys its ``verify`` names).
 
 The order of :data:`AXES` matters and is kept as it was before the table existed:
 
@@ -17,9 +21,9 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
-from ..settings import Aio, Bus, Cache, CpuMode, Feature, ImageFormat
+from ..settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
 from ..units import format_size, parse_size
 from .model import CpuConfig, VmConfig, ZfsSettings
 from .zfsprops import PROPERTIES, ZfsProperty, parse_property, parse_recordsize, parse_volblocksize
@@ -40,8 +44,14 @@ class Axis:
     setting: Callable[[VmConfig], object]  # the value stored under settings_key
     describe: str  # the allowed values, for help in error messages
     #: how a run verifies it took effect: (key in the effective settings, who reports it,
-    #: required) compared with setting(vm); "{config}" is the driver's configuration source
+    #: required) compared with setting(vm); "{config}" is the driver's configuration source.
+    #: The drivers' readers report each key (vmbench.drivers.base.Applied: a field of its
+    #: own, or an entry of ``details`` under that key).  A setting left to the hypervisor
+    #: (None) is recorded, not compared.
     verify: tuple[tuple[str, str, bool], ...] = ()
+    #: how a stored row without this setting reads in reports and comparisons: the setting
+    #: was left to the hypervisor's default, or the row was stored before the axis existed
+    unset: str = "not recorded"
 
 
 # ---- YAML values of the axes that need more than one parser -------------------------------
@@ -105,6 +115,21 @@ def _cpu_from_name(sec: Section, key: str, name: str, base: CpuConfig) -> CpuCon
     return replace(base, mode=CpuMode.MODEL, model=name)
 
 
+def _detect_zeroes(value: Any) -> DetectZeroes:
+    if isinstance(value, bool):
+        return DetectZeroes.ON if value else DetectZeroes.OFF
+    return DetectZeroes.parse(value)
+
+
+def _discard(value: Any) -> Discard:
+    if isinstance(value, bool):
+        return Discard.UNMAP if value else Discard.IGNORE
+    return Discard.parse(value)
+
+
+HYPERVISOR_DEFAULT = "hypervisor default"
+
+
 # ---- building rows -----------------------------------------------------------------------
 
 
@@ -121,7 +146,7 @@ def _stored(value: object) -> object:
 
 def _field_axis(name: str, parse: Callable[[Any], Any], describe: str, *, field: str | None = None,
                 label: Callable[[VmConfig, Any], str] = _as_written,
-                verify: tuple[tuple[str, str, bool], ...] = ()) -> Axis:
+                verify: tuple[tuple[str, str, bool], ...] = (), unset: str = "not recorded") -> Axis:
     """An axis that is one plain VmConfig field (an enum, a flag or a number)."""
     attr = field or name
     return Axis(
@@ -134,7 +159,14 @@ def _field_axis(name: str, parse: Callable[[Any], Any], describe: str, *, field:
         setting=lambda vm: _stored(getattr(vm, attr)),
         describe=describe,
         verify=verify,
+        unset=unset,
     )
+
+
+def _with_size(zfs: ZfsSettings, name: str, size: int | None) -> ZfsSettings:
+    if name == "volblocksize":
+        return replace(zfs, volblocksize=size)
+    return replace(zfs, recordsize=size)
 
 
 def _zfs_size_axis(name: str, parse: Callable[[Any], int], describe: str) -> Axis:
@@ -146,10 +178,11 @@ def _zfs_size_axis(name: str, parse: Callable[[Any], int], describe: str) -> Axi
     return Axis(
         name=name,
         settings_key=name,
-        parse=lambda sec, key, vm: replace(vm, zfs=replace(vm.zfs, **{name: sec.get(key, parse)})),
+        unset="ZFS default",
+        parse=lambda sec, key, vm: replace(vm, zfs=_with_size(vm.zfs, name, sec.get(key, parse))),
         value=get,
         label=lambda vm, raw: format_size(get(vm) or 0),
-        merge=lambda vm, other: replace(vm, zfs=replace(vm.zfs, **{name: get(other)})),
+        merge=lambda vm, other: replace(vm, zfs=_with_size(vm.zfs, name, get(other))),
         setting=lambda vm: None if get(vm) is None else format_size(get(vm) or 0),
         describe=describe,
     )
@@ -175,6 +208,7 @@ def _zfs_property_axis(prop: ZfsProperty) -> Axis:
         merge=merge,
         setting=lambda vm: vm.zfs.get(name),
         describe=f"one of: {prop.describe}",
+        unset="ZFS default",
     )
 
 
@@ -212,6 +246,14 @@ AXES: tuple[Axis, ...] = (
     _field_axis("memory", _memory, "a size (2G, 1536M) or a number of MiB, from 384 MiB to 1 TiB",
                 field="memory_mib", label=lambda vm, raw: f"{vm.memory_mib}M"),
     # the scratch storage's ZFS settings (storage.type zfs / zfs-dataset): read back with zfs get
+    # left to the hypervisor unless the scenario gives them (libvirt: off / ignore; Proxmox:
+    # on, or unmap with discard on / ignore): None, not stored
+    _field_axis("detect_zeroes", _detect_zeroes, f"one of: {DetectZeroes.allowed()} (true/false read as on/off)",
+                verify=(("config_detect_zeroes", "{config}", False), ("qemu_detect_zeroes", "the QEMU command line", True)),
+                unset=HYPERVISOR_DEFAULT),
+    _field_axis("discard", _discard, f"one of: {Discard.allowed()} (on/off and true/false read as unmap/ignore)",
+                verify=(("config_discard", "{config}", False), ("qemu_discard", "the QEMU command line", True)),
+                unset=HYPERVISOR_DEFAULT),
     _zfs_size_axis("volblocksize", parse_volblocksize, "a power of two from 512 to 128k (zvols: storage.type zfs)"),
     _zfs_size_axis("recordsize", parse_recordsize, "a power of two from 512 to 1m (datasets: storage.type zfs-dataset)"),
     *(_zfs_property_axis(p) for p in PROPERTIES),
@@ -222,6 +264,34 @@ VM_AXES: tuple[str, ...] = tuple(AXIS_BY_NAME)
 STORAGE_AXES: tuple[str, ...] = ("volblocksize", "recordsize", *(p.name for p in PROPERTIES))
 
 
-def changed_axes(vm: VmConfig, before: VmConfig, names: Iterable[str] = VM_AXES) -> tuple[str, ...]:
-    """The axes among ``names`` (in that order) on which ``vm`` differs from ``before``."""
-    return tuple(n for n in names if AXIS_BY_NAME[n].value(vm) != AXIS_BY_NAME[n].value(before))
+AXIS_BY_SETTING: dict[str, Axis] = {a.settings_key: a for a in AXES if a.settings_key is not None}
+#: the settings keys of the VM's own axes (not the host storage's), in table order
+VM_SETTING_KEYS: tuple[str, ...] = tuple(k for k, a in AXIS_BY_SETTING.items() if a.name not in STORAGE_AXES)
+
+
+def always_stored(axis: Axis) -> bool:
+    """Whether every VM states this setting (bus, cache...), rather than leaving it to the
+    hypervisor or ZFS unless the scenario gives it (detect_zeroes, compression...)."""
+    return axis.setting(VmConfig()) is not None
+
+
+def setting_columns(stored: Iterable[Mapping[str, object]]) -> tuple[str, ...]:
+    """The VM settings a report shows for these stored settings, in table order: every
+    setting each VM states, and those left to the hypervisor when any row gives one."""
+    rows = list(stored)
+    return tuple(k for k in VM_SETTING_KEYS
+                 if always_stored(AXIS_BY_SETTING[k]) or any(k in r for r in rows))
+
+
+def stored_setting(settings: Mapping[str, object], key: str) -> object:
+    """A stored row's value of ``key``; a row without it (the setting left to its default, or
+    stored before the axis existed) reads as the axis's ``unset``, so old runs compare."""
+    if key in settings:
+        return settings[key]
+    axis = AXIS_BY_SETTING.get(key)
+    return axis.unset if axis is not None else None
+
+
+def changed_axes(vm: VmConfig, before: VmConfig, names: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The axes among ``names`` (default: all, in table order) on which ``vm`` differs from ``before``."""
+    return tuple(n for n in (VM_AXES if names is None else names) if AXIS_BY_NAME[n].value(vm) != AXIS_BY_NAME[n].value(before))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import urllib.parse
 from pathlib import Path
@@ -332,7 +333,7 @@ def _storage(sec: Section) -> tuple[Storage, ZfsSettings]:
         for name in list(props.data):
             if name not in PROPERTY_BY_NAME:
                 continue  # refused by done() below, with a suggestion
-            zfs = zfs.with_property(str(name), props.get(name, lambda v, n=str(name): parse_property(n, v)))
+            zfs = zfs.with_property(str(name), props.get(name, functools.partial(parse_property, str(name))))
         props.done(PROPERTY_NAMES)
     storage = Storage(type=kind, pool=pool, scratch_size=scratch, dataset=dataset, sparse=sparse)
     problems = storage_problems(VmConfig(zfs=zfs), storage)

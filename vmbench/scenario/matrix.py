@@ -41,9 +41,9 @@ def _vary(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, all_st
             vary.done(VM_AXES)  # refuses the unknown axis, suggesting the closest
         values = []
         for path, line, value in items(ctx, vary.raw(axis), join(vary.path, axis), vary.line_of(axis)):
-            one = LineDict({axis: value})
-            one.line, one.key_lines = line, {axis: line}
-            vm = _vm(Section(ctx, one, vary.path, line), baseline)
+            given = LineDict({axis: value})
+            given.line, given.key_lines = line, {axis: line}
+            vm = _vm(Section(ctx, given, vary.path, line), baseline)
             values.append((AXIS_BY_NAME[axis].label(vm, value), vm, path, line))
         if not values:
             raise vary.fail(axis, "needs at least one value", f"{axis} is {AXIS_BY_NAME[axis].describe}")

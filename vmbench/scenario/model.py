@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Sequence, Union
 
 from ..fio.job import FioJob
-from ..settings import Accel, Aio, Bus, Cache, CpuMode, DriverName, Feature, Filesystem, ImageFormat, StorageType
+from ..settings import (Accel, Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, DriverName, Feature, Filesystem, ImageFormat,
+                        StorageType)
 from ..units import format_size
 
 MiB = 1 << 20
@@ -74,13 +75,18 @@ class VmConfig:
     cpu: CpuConfig = CpuConfig()
     format: ImageFormat = ImageFormat.RAW
     zfs: ZfsSettings = ZfsSettings()  # the scratch storage's ZFS settings (ZFS storage only)
+    detect_zeroes: DetectZeroes | None = None  # None: the hypervisor's default (libvirt off, Proxmox on/unmap)
+    discard: Discard | None = None  # None: the hypervisor's default (ignore)
 
     def settings(self) -> dict[str, object]:
         """Every setting, flat, as stored with each result row and shown in reports.
 
         One key per axis of :data:`~vmbench.scenario.axes.AXES`, in its order (aes is part of
         the cpu label): bus, cache, iothread, aio, cpu, format, vcpus, memory_mib; then the
-        ZFS settings that are set (volblocksize, recordsize, compression...), none on other storage."""
+        settings left to the hypervisor unless the scenario gives them (detect_zeroes,
+        discard), and the ZFS settings that are set (volblocksize, recordsize,
+        compression...), none on other storage.  A setting left to its default is not stored,
+        so runs stored before an axis existed have the same keys."""
         from .axes import AXES  # axes builds on this module
 
         out = {a.settings_key: a.setting(self) for a in AXES if a.settings_key is not None}

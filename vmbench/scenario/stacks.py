@@ -55,11 +55,11 @@ def _layer(ctx: Context, path: str, line: int, value: Any, below: list[Layer]) -
     if kind == "partition":
         if below:
             raise ctx.fail(path, line, "partition must be the first layer (on the raw scratch disk)")
-        layer: Layer = PartitionLayer(align=sec.get("align", _size(4096), 1 * MiB))
-        if layer.align % 4096:
+        part = PartitionLayer(align=sec.get("align", _size(4096), 1 * MiB))
+        if part.align % 4096:
             raise sec.fail("align", "must be a multiple of 4 KiB")
         sec.done()
-        return layer
+        return part
     if kind == "lvm":
         if any(isinstance(l, LvmLayer) for l in below):
             raise ctx.fail(path, line, "only one lvm layer per stack")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..settings import Accel, Aio, CpuMode
+from ..settings import Accel, Aio, CpuMode, DetectZeroes, Discard
 from .axes import AXES, VM_AXES
 from .model import Hypervisor, VmConfig
 from .reader import Context, Section
@@ -41,6 +41,10 @@ def vm_problems(vm: VmConfig, hv: Hypervisor) -> list[tuple[str, str]]:
         ))
     if vm.iothread and not vm.bus.takes_iothread:
         out.append((f"iothread is not possible on bus {vm.bus.value}", "use virtio-blk or virtio-scsi for an iothread"))
+    if vm.detect_zeroes is DetectZeroes.UNMAP and vm.discard is not Discard.UNMAP:
+        out.append(("detect_zeroes unmap turns zero writes into discards, so it needs discard: unmap "
+                     f"({'the hypervisor default ignore' if vm.discard is None else 'discard: ' + vm.discard.value} drops them; "
+                     "QEMU refuses it, libvirt quietly uses on)", "add discard: unmap, or use detect_zeroes: on"))
     if vm.cpu.mode is CpuMode.HOST_PASSTHROUGH and hv.accel is Accel.TCG:
         out.append(("cpu host-passthrough needs KVM; this scenario asks for accel: tcg", "use a named model (kvm64, qemu64, ...) or max"))
     return out

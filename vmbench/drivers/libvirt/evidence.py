@@ -1,26 +1,22 @@
 """libvirt and QEMU readings -> :class:`~vmbench.drivers.base.Applied` (pure).
 
 The live domain XML says what libvirt configured; QEMU's ``query-block`` says which cache
-mode and format its block layer uses, the command line which aio the scratch file's node
-has, the QOM ``iothread`` links whether an iothread serves the disk, ``query-kvm`` which
-accelerator runs.
+mode and format its block layer uses, the command line (read as for Proxmox, by
+:mod:`vmbench.drivers.qemu_cmdline`) which aio, detect-zeroes and discard the scratch disk's
+nodes have, the QOM ``iothread`` links whether an iothread serves the disk, ``query-kvm``
+which accelerator runs.
 """
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 
-from ...settings import Bus, Cache
+from ...settings import Bus, Cache, DetectZeroes, Discard
 from ..base import Applied
+from ..qemu_cmdline import disk_readings, parse_cmdline, to_applied
 
-CACHE_FLAGS = {  # (writeback, direct, no-flush) as QEMU's query-block reports them
-    (True, True, False): Cache.NONE,
-    (False, False, False): Cache.WRITETHROUGH,
-    (True, False, False): Cache.WRITEBACK,
-    (False, True, False): Cache.DIRECTSYNC,
-    (True, False, True): Cache.UNSAFE,
-}
+#: the command line's readings used (cache and format come from query-block)
+CMDLINE_READINGS = ("qemu_aio", "qemu_detect_zeroes", "qemu_discard")
 
 
 def _scratch_block(query_block: list, scratch_path: str) -> dict | None:
@@ -31,17 +27,6 @@ def _scratch_block(query_block: list, scratch_path: str) -> dict | None:
     return None
 
 
-def _blockdev_args(cmdline: list[str]) -> list[dict]:
-    out = []
-    for i, arg in enumerate(cmdline):
-        if arg == "-blockdev" and i + 1 < len(cmdline):
-            try:
-                out.append(json.loads(cmdline[i + 1]))
-            except ValueError:
-                pass
-    return out
-
-
 def _config_bus(root: ET.Element, disk: ET.Element) -> str | None:
     tgt = disk.find("target")
     bus = tgt.get("bus") if tgt is not None else None
@@ -50,8 +35,8 @@ def _config_bus(root: ET.Element, disk: ET.Element) -> str | None:
     if bus == "sata":
         return Bus.SATA.value
     if bus == "scsi":
-        others = [d for d in root.findall("./devices/disk") if d is not disk and d.find("target") is not None]
-        shared = any(d.find("target").get("bus") == "scsi" for d in others)
+        others = [d.find("target") for d in root.findall("./devices/disk") if d is not disk]
+        shared = any(t is not None and t.get("bus") == "scsi" for t in others)
         return (Bus.VIRTIO_SCSI_SHARED if shared else Bus.VIRTIO_SCSI).value
     return bus
 
@@ -67,7 +52,9 @@ def applied_from_readings(readings: dict, scratch_path: str, serial: str) -> App
     if disk is not None:
         drv = disk.find("driver")
         if drv is not None:
-            values.update(config_cache=drv.get("cache"), config_aio=drv.get("io"), config_format=drv.get("type"))
+            values.update(config_cache=drv.get("cache"), config_aio=drv.get("io"), config_format=drv.get("type"),
+                          config_detect_zeroes=drv.get("detect_zeroes") or DetectZeroes.OFF.value,  # libvirt's default
+                          config_discard=drv.get("discard") or Discard.IGNORE.value)
         values["config_bus"] = _config_bus(root, disk)
         src = disk.find("source")
         if src is not None:
@@ -91,11 +78,13 @@ def applied_from_readings(readings: dict, scratch_path: str, serial: str) -> App
         ins = block.get("inserted") or {}
         c = ins.get("cache") or {}
         key = (bool(c.get("writeback")), bool(c.get("direct")), bool(c.get("no-flush")))
-        values["qemu_cache"] = CACHE_FLAGS[key].value if key in CACHE_FLAGS else f"unknown {key}"
+        mode = Cache.from_flags(*key)
+        values["qemu_cache"] = mode.value if mode is not None else f"unknown {key}"
         values["qemu_format"] = ins.get("drv")
-    for node in _blockdev_args(readings.get("qemu_cmdline") or []):
-        if node.get("filename") == scratch_path:
-            values["qemu_aio"] = node.get("aio", "threads")
+    cmdline = readings.get("qemu_cmdline") or []
+    if cmdline:
+        qemu = disk_readings(parse_cmdline(list(cmdline)), serial, path=scratch_path)
+        values.update({k: qemu[k] for k in CMDLINE_READINGS if qemu.get(k) is not None})
     links = {k: v for k, v in (readings.get("qom_iothread") or {}).items() if isinstance(v, str) and not v.startswith("error:")}
     if links:
         values["qemu_iothread"] = any(v.startswith("/objects/") for v in links.values())
@@ -105,5 +94,4 @@ def applied_from_readings(readings: dict, scratch_path: str, serial: str) -> App
     if "enabled" in kvm:
         values["accelerator"] = "kvm" if kvm["enabled"] else "tcg"
     details = {k: readings.get(k) for k in ("query_block", "query_kvm", "qom_iothread", "query_iothreads", "scratch_alias")}
-    return Applied(native_config=readings.get("live_xml") or "", qemu_cmdline=tuple(readings.get("qemu_cmdline") or ()),
-                   details=details, **values)
+    return to_applied(values, native_config=readings.get("live_xml") or "", qemu_cmdline=tuple(cmdline), details=details)

@@ -111,7 +111,8 @@ def cpu_xml(vm: VmConfig) -> ET.Element:
 def disk_elements(spec: DomainSpec) -> list[ET.Element]:
     """The root disk, the scratch disk and any controller they need.
 
-    The scratch disk carries the scenario's bus, cache, aio, iothread and format.  The root
+    The scratch disk carries the scenario's bus, cache, aio, iothread and format, and
+    detect_zeroes and discard where the scenario sets them (else libvirt's defaults).  The root
     disk stays on virtio-blk, except with ``virtio-scsi-shared``, where it shares the single
     SCSI controller with the scratch disk (as in Proxmox's ``virtio-scsi-pci``).
     """
@@ -134,6 +135,10 @@ def disk_elements(spec: DomainSpec) -> list[ET.Element]:
     drv = {"name": "qemu", "type": vm.format.value, "cache": vm.cache.value, "io": vm.aio.value}
     if vm.iothread and vm.bus is Bus.VIRTIO_BLK:
         drv["iothread"] = "1"
+    if vm.discard is not None:
+        drv["discard"] = vm.discard.value
+    if vm.detect_zeroes is not None:
+        drv["detect_zeroes"] = vm.detect_zeroes.value
     _sub(scratch, "driver", **drv)
     if block:
         _sub(scratch, "source", dev=spec.scratch_path)

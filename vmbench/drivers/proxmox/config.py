@@ -1,7 +1,8 @@
 """A :class:`~vmbench.scenario.model.VmConfig` as Proxmox VE config options (pure).
 
 The option grammar is qemu-server's (``QemuServer/Drive.pm``, ``CPUConfig.pm``; NOTES.md
-section 1): a new disk is ``virtio1=STORAGE:GiB,cache=..,aio=..,iothread=1,serial=..``;
+section 1): a new disk is ``virtio1=STORAGE:GiB,cache=..,aio=..,iothread=1,serial=..``
+(plus ``discard=on|ignore`` and ``detect_zeroes=0|1`` where the scenario sets them);
 SCSI disks get ``scsihw: virtio-scsi-single`` (one controller per disk, the only one where
 an iothread works) or ``virtio-scsi-pci`` for ``virtio-scsi-shared``; the CPU is
 ``[cputype=]MODEL[,flags=+aes;-pcid]`` with flags from PVE's allow-list only.  Also the
@@ -17,7 +18,7 @@ from typing import Mapping
 
 from ...errors import HypervisorError
 from ...scenario.model import CpuConfig, VmConfig
-from ...settings import Bus, CpuMode, Feature, ImageFormat
+from ...settings import Bus, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -64,18 +65,48 @@ def serial_option(serial: str) -> str:
     return urllib.parse.quote(serial, safe="")
 
 
-def disk_option(vm: VmConfig, storage: str, storage_type: str, size: int, serial: str) -> str:
-    """The new scratch disk: ``STORAGE:GiB,cache=,aio=,[iothread=1,]serial=,detect_zeroes=0[,format=]``.
+ZEROES_ON_WITH_DISCARD = ("detect_zeroes on with discard unmap is not possible on Proxmox: qemu-server makes it unmap "
+                          "whenever discard=on", "use detect_zeroes: unmap (or leave it out) with discard: unmap, "
+                          "or discard: ignore with detect_zeroes: on")
 
-    ``detect_zeroes=0``: QEMU passes zero writes through as writes, as on libvirt (PVE's
-    default turns them into write-zeroes requests)."""
+
+def zeroes_options(vm: VmConfig) -> list[str]:
+    """``discard=on|ignore`` and ``detect_zeroes=0|1`` where the scenario sets them (else
+    qemu-server's defaults: discard ignore; detect-zeroes on, unmap with ``discard=on``).
+
+    qemu-server has no ``detect_zeroes=unmap``: ``detect_zeroes=1`` with ``discard=on`` is
+    unmap, and on with ``discard=on`` is not possible (:func:`vm_problems`)."""
+    out = []
+    if vm.discard is not None:
+        out.append(f"discard={'on' if vm.discard is Discard.UNMAP else 'ignore'}")
+    if vm.detect_zeroes is not None:
+        if vm.detect_zeroes is DetectZeroes.ON and vm.discard is Discard.UNMAP:
+            raise HypervisorError(ZEROES_ON_WITH_DISCARD[0], ZEROES_ON_WITH_DISCARD[1])
+        out.append(f"detect_zeroes={0 if vm.detect_zeroes is DetectZeroes.OFF else 1}")
+    return out
+
+
+def drive_zeroes(opts: Mapping[str, str]) -> tuple[str, str]:
+    """(detect-zeroes, discard) QEMU gets for a stored disk, as qemu-server derives them
+    (``Drive.pm`` detect_zeroes_cmdline_option; ``Blockdev.pm``)."""
+    discard = Discard.UNMAP if opts.get("discard") == "on" else Discard.IGNORE
+    flag = opts.get("detect_zeroes")
+    if flag is not None and flag.strip() in ("0", "off", "no", "false"):
+        zeroes = DetectZeroes.OFF
+    else:
+        zeroes = DetectZeroes.UNMAP if discard is Discard.UNMAP else DetectZeroes.ON
+    return zeroes.value, discard.value
+
+
+def disk_option(vm: VmConfig, storage: str, storage_type: str, size: int, serial: str) -> str:
+    """The new scratch disk: ``STORAGE:GiB,cache=,aio=,[iothread=1,]serial=[,discard=][,detect_zeroes=][,format=]``."""
     parts = [f"{storage}:{size_gib(size)}", f"cache={vm.cache.value}", f"aio={vm.aio.value}"]
     if vm.iothread:
         if not vm.bus.takes_iothread:
             raise HypervisorError(f"iothread is not possible on bus {vm.bus.value}")
         parts.append("iothread=1")
     parts.append(f"serial={serial_option(serial)}")
-    parts.append("detect_zeroes=0")
+    parts += zeroes_options(vm)
     if storage_type in FILE_STORAGES:
         if vm.format is ImageFormat.QCOW2 and storage_type not in QCOW2_STORAGES:
             raise HypervisorError(f"storage {storage} ({storage_type}) cannot hold qcow2 images")
@@ -162,6 +193,8 @@ def vm_problems(vm: VmConfig, storage_type: str | None = None, template_config: 
         if root is not None and not root.startswith("scsi"):
             out.append((f"bus virtio-scsi-shared puts the scratch disk on the controller of the root disk, but the "
                         f"template's root disk is {root}", "use a template whose root disk is SCSI (scsi0), or bus virtio-scsi"))
+    if vm.detect_zeroes is DetectZeroes.ON and vm.discard is Discard.UNMAP:
+        out.append(ZEROES_ON_WITH_DISCARD)
     if accelerator == "tcg" and vm.cpu.mode is CpuMode.HOST_PASSTHROUGH:
         out.append(("cpu host needs KVM; guests run under TCG here (kvm: 0)", "use a named model such as x86-64-v2-AES, or max"))
     return out

@@ -1,253 +1,18 @@
 """What a Proxmox VM really runs with, from its stored config and the QEMU command line (pure).
 
-Two command-line forms are read (NOTES.md section 3):
-
-- PVE 8 (and 9 with a machine version below 10.0): ``-drive file=PATH,if=none,id=drive-virtio1,
-  cache=none,aio=io_uring,format=raw`` plus ``-device virtio-blk-pci,drive=drive-virtio1,
-  iothread=iothread-virtio1,serial=...``;
-- PVE 9 and libvirt: ``-blockdev`` JSON nodes, nested in one chain (PVE: throttle ->
-  format -> file) or linked by node name (libvirt: ``"file":"libvirt-1-storage"``), and a
-  ``-device`` (``key=value`` or JSON) with ``drive=`` naming the top node and ``write-cache``.
-
-The scratch disk's device is found by its serial (both PVE and libvirt put it on the
-device), else by ``drive=drive-<disk key>``.  The cache mode comes from the protocol (file)
-node's ``cache.direct``/``no-flush`` and the device's ``write-cache`` (or ``cache=`` of a
-``-drive``), aio from that node (QEMU's default: threads), the format from the node above
-it, the iothread from the device or, for SCSI, its controller, the accelerator from
-``-accel``, ``-machine accel=`` or ``-enable-kvm`` (else a binary named ``kvm`` prefers KVM).
+The config is read as qemu-server reads it (:mod:`.config`: bus, cache, aio, format,
+detect-zeroes and discard as qemu-server derives them); the command line of the VM's QEMU
+through the reader both drivers share (:mod:`vmbench.drivers.qemu_cmdline`: PVE 8's
+``-drive`` and PVE 9's nested ``-blockdev`` chains).
 """
 
 from __future__ import annotations
 
-import json
-import posixpath
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ...settings import Cache
 from ..base import Applied
-from .config import config_bus, config_text, cpu_from_config, parse_disk, volume_format
-
-CACHE_FLAGS = {  # (writeback, direct, no-flush) -> the cache mode
-    (True, True, False): Cache.NONE,
-    (False, False, False): Cache.WRITETHROUGH,
-    (True, False, False): Cache.WRITEBACK,
-    (False, True, False): Cache.DIRECTSYNC,
-    (True, False, True): Cache.UNSAFE,
-}
-PROTOCOL_DRIVERS = ("file", "host_device", "host_cdrom", "rbd", "nbd", "iscsi", "nfs", "gluster")
-PASS_THROUGH = ("throttle", "copy-on-read", "zeroinit", "alloc-track", "preallocate", "compress")
-
-
-def split_opts(text: str) -> list[str]:
-    """QEMU's ``a=b,c=d`` with ``,,`` as an escaped comma."""
-    out, cur, i = [], [], 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "," and text[i + 1:i + 2] == ",":
-            cur.append(",")
-            i += 2
-            continue
-        if ch == ",":
-            out.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-        i += 1
-    out.append("".join(cur))
-    return out
-
-
-def qemu_opts(text: str, implied: str) -> dict[str, Any]:
-    """``-device``/``-object``/``-machine`` arguments: JSON or ``first,k=v,...`` (``first`` under ``implied``)."""
-    text = text.strip()
-    if text.startswith("{"):
-        try:
-            value = json.loads(text)
-            return value if isinstance(value, dict) else {}
-        except ValueError:
-            return {}
-    out: dict[str, Any] = {}
-    for i, item in enumerate(split_opts(text)):
-        key, eq, value = item.partition("=")
-        if not eq:
-            if i == 0:
-                out[implied] = item
-            else:
-                out[item] = "on"
-            continue
-        out[key] = value
-    return out
-
-
-@dataclass
-class QemuArgs:
-    """The parts of a QEMU command line vmbench reads."""
-
-    binary: str = ""
-    devices: list[dict] = field(default_factory=list)
-    drives: list[dict] = field(default_factory=list)  # legacy -drive
-    nodes: dict[str, dict] = field(default_factory=dict)  # blockdev node-name -> node (nested ones included)
-    objects: list[dict] = field(default_factory=list)
-    machine: dict = field(default_factory=dict)
-    accels: list[str] = field(default_factory=list)
-    enable_kvm: bool = False
-    cpu: str | None = None
-
-
-def parse_cmdline(argv: list[str] | tuple[str, ...]) -> QemuArgs:
-    out = QemuArgs(binary=argv[0] if argv else "")
-    i = 1
-    while i < len(argv):
-        opt = argv[i]
-        arg = argv[i + 1] if i + 1 < len(argv) else ""
-        takes = True
-        if opt == "-device":
-            out.devices.append(qemu_opts(arg, "driver"))
-        elif opt == "-drive":
-            out.drives.append(qemu_opts(arg, "file"))
-        elif opt == "-blockdev":
-            node = qemu_opts(arg, "driver")
-            _register(node, out.nodes)
-        elif opt == "-object":
-            out.objects.append(qemu_opts(arg, "qom-type"))
-        elif opt in ("-machine", "-M"):
-            out.machine.update(qemu_opts(arg, "type"))
-        elif opt == "-accel":
-            out.accels.append(str(qemu_opts(arg, "accel").get("accel", "")))
-        elif opt == "-cpu":
-            out.cpu = arg
-        elif opt == "-enable-kvm":
-            out.enable_kvm = True
-            takes = False
-        else:
-            takes = bool(arg) and not arg.startswith("-") and opt.startswith("-")
-        i += 2 if takes else 1
-    return out
-
-
-def _register(node: dict, nodes: dict[str, dict]) -> None:
-    """Index a blockdev node and the nodes nested in it by node-name."""
-    name = node.get("node-name")
-    if isinstance(name, str):
-        nodes[name] = node
-    for key in ("file", "backing", "image"):
-        child = node.get(key)
-        if isinstance(child, dict):
-            _register(child, nodes)
-
-
-def accelerator(args: QemuArgs) -> str | None:
-    """kvm or tcg, as the command line asks; None when it does not say."""
-    for acc in args.accels:
-        if acc in ("kvm", "tcg"):
-            return acc
-    accel = str(args.machine.get("accel") or "")
-    if accel:
-        return accel.split(":")[0] if accel.split(":")[0] in ("kvm", "tcg") else None
-    if args.enable_kvm:
-        return "kvm"
-    if posixpath.basename(args.binary).endswith("kvm"):
-        return "kvm"  # QEMU prefers KVM when its program name ends with kvm (PVE's /usr/bin/kvm)
-    return None
-
-
-def _child(node: dict, nodes: Mapping[str, dict]) -> dict | None:
-    child = node.get("file")
-    if isinstance(child, str):
-        return nodes.get(child)
-    return child if isinstance(child, dict) else None
-
-
-def _chain(top: str, nodes: Mapping[str, dict]) -> list[dict]:
-    """The nodes from ``top`` down its ``file`` links (bounded)."""
-    out: list[dict] = []
-    node = nodes.get(top)
-    while node is not None and len(out) < 16:
-        out.append(node)
-        node = _child(node, nodes)
-    return out
-
-
-def _truthy(value: Any, default: bool) -> bool:
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        return value
-    return str(value).strip().lower() in ("on", "true", "1", "yes")
-
-
-def find_device(args: QemuArgs, serial: str, disk_key: str | None) -> dict | None:
-    """The scratch disk's -device: by serial, else by PVE's drive id."""
-    for dev in args.devices:
-        if serial and str(dev.get("serial", "")) == serial:
-            return dev
-    if disk_key:
-        for dev in args.devices:
-            if dev.get("drive") == f"drive-{disk_key}" or dev.get("id") == disk_key:
-                return dev
-    return None
-
-
-def disk_readings(args: QemuArgs, serial: str, disk_key: str | None = None) -> dict[str, Any]:
-    """The scratch disk as QEMU runs it: qemu_cache/aio/format/iothread, its file and device."""
-    out: dict[str, Any] = {}
-    dev = find_device(args, serial, disk_key)
-    if dev is None:
-        return out
-    out["device"] = dev.get("driver")
-    drive_id = dev.get("drive")
-    write_cache = dev.get("write-cache")
-    legacy = next((d for d in args.drives if drive_id and d.get("id") == drive_id), None)
-    if legacy is not None:
-        out["file"] = legacy.get("file")
-        out["qemu_format"] = legacy.get("format")
-        out["qemu_aio"] = legacy.get("aio") or "threads"
-        cache = legacy.get("cache") or "writeback"  # QEMU's default
-        if write_cache is not None and cache in (Cache.NONE.value, Cache.WRITEBACK.value, Cache.UNSAFE.value):
-            cache = cache if _truthy(write_cache, True) else {"none": "directsync", "writeback": "writethrough"}.get(cache, cache)
-        out["qemu_cache"] = cache
-    elif drive_id:
-        chain = [n for n in _chain(str(drive_id), args.nodes) if n.get("driver") not in PASS_THROUGH]
-        proto = next((n for n in chain if n.get("driver") in PROTOCOL_DRIVERS or "filename" in n), None)
-        fmt = next((n for n in chain if n is not proto and n.get("driver") not in PROTOCOL_DRIVERS), None)
-        if proto is not None:
-            out["file"] = proto.get("filename")
-            out["qemu_aio"] = proto.get("aio") or "threads"
-            c = proto.get("cache") if isinstance(proto.get("cache"), dict) else (fmt or {}).get("cache") or {}
-            key = (_truthy(write_cache, True), _truthy(c.get("direct"), False), _truthy(c.get("no-flush"), False))
-            out["qemu_cache"] = CACHE_FLAGS[key].value if key in CACHE_FLAGS else f"unknown {key}"
-        if fmt is not None:
-            out["qemu_format"] = fmt.get("driver")
-        elif proto is not None:
-            out["qemu_format"] = "raw"
-    iothread = dev.get("iothread")
-    if not iothread and str(dev.get("driver", "")).startswith("scsi-"):
-        ctrl_id = str(dev.get("bus", "")).rsplit(".", 1)[0]
-        ctrl = next((d for d in args.devices if d.get("id") == ctrl_id), None)
-        if ctrl is not None:
-            out["controller"] = ctrl.get("driver")
-            iothread = ctrl.get("iothread")
-    out["qemu_iothread"] = bool(iothread)
-    if iothread:
-        out["iothread_object"] = any(o.get("qom-type") == "iothread" and o.get("id") == iothread for o in args.objects)
-    return out
-
-
-def qemu_cpu(args: QemuArgs) -> tuple[str | None, tuple[tuple[str, str], ...]]:
-    """``-cpu kvm64,enforce,+aes,-pcid`` / ``Westmere,aes=off`` -> (model, flags forced)."""
-    if not args.cpu:
-        return None, ()
-    items = split_opts(args.cpu)
-    flags = []
-    for item in items[1:]:
-        key, eq, value = item.partition("=")
-        if key[:1] in "+-" and not eq:
-            flags.append((key[1:], "on" if key[0] == "+" else "off"))
-        elif eq and value in ("on", "off", "true", "false"):
-            flags.append((key, "on" if value in ("on", "true") else "off"))
-    return items[0], tuple(flags)
-
+from ..qemu_cmdline import accelerator, disk_readings, parse_cmdline, to_applied
+from .config import config_bus, config_text, cpu_from_config, drive_zeroes, parse_disk, volume_format
 
 def applied_from_pve(config: Mapping[str, object], disk_key: str, cmdline: list[str] | tuple[str, ...],
                      serial: str, scratch_path: str, extra: Mapping[str, Any] | None = None) -> Applied:
@@ -256,8 +21,10 @@ def applied_from_pve(config: Mapping[str, object], disk_key: str, cmdline: list[
     raw = config.get(disk_key)
     if raw is not None:
         volid, opts = parse_disk(str(raw))
+        zeroes, discard = drive_zeroes(opts)
         values.update(config_bus=config_bus(disk_key, _str(config.get("scsihw"))), config_cache=opts.get("cache"),
-                      config_aio=opts.get("aio"), config_format=volume_format(volid, opts))
+                      config_aio=opts.get("aio"), config_format=volume_format(volid, opts),
+                      config_detect_zeroes=zeroes, config_discard=discard)
         if disk_key.startswith("scsi"):
             values["controller"] = _str(config.get("scsihw")) or "lsi"
         elif disk_key.startswith("sata"):
@@ -270,16 +37,14 @@ def applied_from_pve(config: Mapping[str, object], disk_key: str, cmdline: list[
     if cmdline:
         args = parse_cmdline(list(cmdline))
         readings = disk_readings(args, serial, disk_key)
-        for key in ("qemu_cache", "qemu_aio", "qemu_format", "qemu_iothread"):
-            if readings.get(key) is not None:
-                values[key] = readings[key]
+        values.update({k: v for k, v in readings.items() if k.startswith("qemu_") and v is not None})
         values["accelerator"] = accelerator(args)
         details.update(qemu_disk=readings, qemu_cpu=args.cpu, qemu_machine=args.machine)
         if readings.get("file") and scratch_path and readings["file"] != scratch_path:
             details["qemu_file_differs"] = f"QEMU opens {readings['file']}, the volume's path is {scratch_path}"
     kvm = str(config.get("kvm", "1")).strip()
     details["config_kvm"] = kvm
-    return Applied(native_config=config_text(config), qemu_cmdline=tuple(cmdline or ()), details=details, **values)
+    return to_applied(values, native_config=config_text(config), qemu_cmdline=tuple(cmdline or ()), details=details)
 
 
 def _str(value: object) -> str | None:

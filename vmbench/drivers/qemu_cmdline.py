@@ -1,0 +1,303 @@
+"""QEMU's command line read back (pure): which disk options QEMU really runs with.
+
+Both drivers' evidence reads it (libvirt from the domain's log or ``/proc``, Proxmox from
+``/proc/<pid>/cmdline`` on the node).  Two forms of disk (NOTES.md section 3):
+
+- legacy ``-drive file=PATH,if=none,id=drive-virtio1,cache=none,aio=io_uring,format=raw,
+  detect-zeroes=on,discard=on`` plus ``-device virtio-blk-pci,drive=drive-virtio1,
+  iothread=iothread-virtio1,serial=...`` (PVE 8, and 9 with a machine version below 10.0);
+- ``-blockdev`` JSON nodes, nested in one chain (PVE 9: throttle -> format -> file) or
+  linked by node name (libvirt: ``"file":"libvirt-1-storage"``), and a ``-device``
+  (``key=value`` or JSON) with ``drive=`` naming the top node and ``write-cache``.
+
+The scratch disk's device is found by its serial (PVE and libvirt both put it on the
+device), else by ``drive=drive-<disk key>`` (PVE), else as the chain holding the scratch
+file.  The cache mode comes from the protocol (file) node's ``cache.direct``/``no-flush`` and
+the device's ``write-cache`` (or a ``-drive``'s ``cache=``), through
+:meth:`~vmbench.settings.Cache.from_flags`; aio from that node (QEMU's default: threads);
+the format from the node above it; ``detect-zeroes`` as the chain applies it (the most any
+node does: off < on < unmap; QEMU's default off) and ``discard`` as it reaches the storage
+(unmap only if every node passes discards on; QEMU's default ignore); the iothread from the
+device or, for SCSI, its controller; the accelerator from ``-accel``, ``-machine accel=`` or
+``-enable-kvm`` (else a binary named ``kvm`` prefers KVM).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..settings import Cache, DetectZeroes, Discard
+from .base import Applied
+
+PROTOCOL_DRIVERS = ("file", "host_device", "host_cdrom", "rbd", "nbd", "iscsi", "nfs", "gluster")
+PASS_THROUGH = ("throttle", "copy-on-read", "zeroinit", "alloc-track", "preallocate", "compress")
+
+
+def split_opts(text: str) -> list[str]:
+    """QEMU's ``a=b,c=d`` with ``,,`` as an escaped comma."""
+    out, cur, i = [], [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "," and text[i + 1:i + 2] == ",":
+            cur.append(",")
+            i += 2
+            continue
+        if ch == ",":
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+        i += 1
+    out.append("".join(cur))
+    return out
+
+
+def qemu_opts(text: str, implied: str) -> dict[str, Any]:
+    """``-device``/``-object``/``-machine`` arguments: JSON or ``first,k=v,...`` (``first`` under ``implied``)."""
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+            return value if isinstance(value, dict) else {}
+        except ValueError:
+            return {}
+    out: dict[str, Any] = {}
+    for i, item in enumerate(split_opts(text)):
+        key, eq, value = item.partition("=")
+        if not eq:
+            if i == 0:
+                out[implied] = item
+            else:
+                out[item] = "on"
+            continue
+        out[key] = value
+    return out
+
+
+@dataclass
+class QemuArgs:
+    """The parts of a QEMU command line vmbench reads."""
+
+    binary: str = ""
+    devices: list[dict] = field(default_factory=list)
+    drives: list[dict] = field(default_factory=list)  # legacy -drive
+    nodes: dict[str, dict] = field(default_factory=dict)  # blockdev node-name -> node (nested ones included)
+    objects: list[dict] = field(default_factory=list)
+    machine: dict = field(default_factory=dict)
+    accels: list[str] = field(default_factory=list)
+    enable_kvm: bool = False
+    cpu: str | None = None
+
+
+def parse_cmdline(argv: list[str] | tuple[str, ...]) -> QemuArgs:
+    out = QemuArgs(binary=argv[0] if argv else "")
+    i = 1
+    while i < len(argv):
+        opt = argv[i]
+        arg = argv[i + 1] if i + 1 < len(argv) else ""
+        takes = True
+        if opt == "-device":
+            out.devices.append(qemu_opts(arg, "driver"))
+        elif opt == "-drive":
+            out.drives.append(qemu_opts(arg, "file"))
+        elif opt == "-blockdev":
+            node = qemu_opts(arg, "driver")
+            _register(node, out.nodes)
+        elif opt == "-object":
+            out.objects.append(qemu_opts(arg, "qom-type"))
+        elif opt in ("-machine", "-M"):
+            out.machine.update(qemu_opts(arg, "type"))
+        elif opt == "-accel":
+            out.accels.append(str(qemu_opts(arg, "accel").get("accel", "")))
+        elif opt == "-cpu":
+            out.cpu = arg
+        elif opt == "-enable-kvm":
+            out.enable_kvm = True
+            takes = False
+        else:
+            takes = bool(arg) and not arg.startswith("-") and opt.startswith("-")
+        i += 2 if takes else 1
+    return out
+
+
+def _register(node: dict, nodes: dict[str, dict]) -> None:
+    """Index a blockdev node and the nodes nested in it by node-name."""
+    name = node.get("node-name")
+    if isinstance(name, str):
+        nodes[name] = node
+    for key in ("file", "backing", "image"):
+        child = node.get(key)
+        if isinstance(child, dict):
+            _register(child, nodes)
+
+
+def accelerator(args: QemuArgs) -> str | None:
+    """kvm or tcg, as the command line asks; None when it does not say."""
+    for acc in args.accels:
+        if acc in ("kvm", "tcg"):
+            return acc
+    accel = str(args.machine.get("accel") or "")
+    if accel:
+        return accel.split(":")[0] if accel.split(":")[0] in ("kvm", "tcg") else None
+    if args.enable_kvm:
+        return "kvm"
+    if posixpath.basename(args.binary).endswith("kvm"):
+        return "kvm"  # QEMU prefers KVM when its program name ends with kvm (PVE's /usr/bin/kvm)
+    return None
+
+
+def _child(node: dict, nodes: Mapping[str, dict]) -> dict | None:
+    child = node.get("file")
+    if isinstance(child, str):
+        return nodes.get(child)
+    return child if isinstance(child, dict) else None
+
+
+def _chain(top: str, nodes: Mapping[str, dict]) -> list[dict]:
+    """The nodes from ``top`` down its ``file`` links (bounded)."""
+    out: list[dict] = []
+    node = nodes.get(top)
+    while node is not None and len(out) < 16:
+        out.append(node)
+        node = _child(node, nodes)
+    return out
+
+
+def _truthy(value: Any, default: bool) -> bool:
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in ("on", "true", "1", "yes")
+
+
+def find_device(args: QemuArgs, serial: str, disk_key: str | None) -> dict | None:
+    """The scratch disk's -device: by serial, else by PVE's drive id."""
+    for dev in args.devices:
+        if serial and str(dev.get("serial", "")) == serial:
+            return dev
+    if disk_key:
+        for dev in args.devices:
+            if dev.get("drive") == f"drive-{disk_key}" or dev.get("id") == disk_key:
+                return dev
+    return None
+
+
+def _top_node_of(args: QemuArgs, path: str) -> str | None:
+    """The top of the blockdev chain that opens ``path`` (no device named it)."""
+    for name in args.nodes:
+        chain = _chain(name, args.nodes)
+        referenced = any(_child(n, args.nodes) is args.nodes[name] for n in args.nodes.values())
+        if not referenced and any(n.get("filename") == path for n in chain):
+            return name
+    return None
+
+
+def _detect_zeroes(values: list[Any]) -> str:
+    """What a chain does with zero writes: the most any node does (QEMU's default off)."""
+    try:
+        parsed = [DetectZeroes.parse(v) for v in values]
+    except ValueError:
+        return "unknown " + "/".join(str(v) for v in values)
+    return max(parsed, key=lambda d: d.rank, default=DetectZeroes.OFF).value
+
+
+def _discard(values: list[Any]) -> str:
+    """Whether the guest's discards reach the storage: only if every node passes them
+    (``unmap``/``on``); QEMU's default ignore."""
+    try:
+        parsed = [Discard.parse(v) for v in values]
+    except ValueError:
+        return "unknown " + "/".join(str(v) for v in values)
+    return Discard.UNMAP.value if parsed and all(d is Discard.UNMAP for d in parsed) else Discard.IGNORE.value
+
+
+def disk_readings(args: QemuArgs, serial: str, disk_key: str | None = None, path: str | None = None) -> dict[str, Any]:
+    """The scratch disk as QEMU runs it: qemu_cache/aio/format/iothread/detect_zeroes/discard,
+    its file and device.  ``path`` finds its blockdev chain when no device names it."""
+    out: dict[str, Any] = {}
+    dev = find_device(args, serial, disk_key)
+    if dev is None and path:
+        top = _top_node_of(args, path)
+        dev = {"drive": top} if top else None
+    if dev is None:
+        return out
+    if dev.get("driver"):
+        out["device"] = dev.get("driver")
+    drive_id = dev.get("drive")
+    write_cache = dev.get("write-cache")
+    legacy = next((d for d in args.drives if drive_id and d.get("id") == drive_id), None)
+    if legacy is not None:
+        out["file"] = legacy.get("file")
+        out["qemu_format"] = legacy.get("format")
+        out["qemu_aio"] = legacy.get("aio") or "threads"
+        try:
+            mode: Cache | None = Cache.parse(legacy.get("cache") or Cache.WRITEBACK.value)  # QEMU's default
+        except ValueError:
+            mode = None
+        if mode is not None and write_cache is not None:
+            mode = mode.with_write_cache(_truthy(write_cache, True))
+        out["qemu_cache"] = mode.value if mode is not None else f"unknown {legacy.get('cache')}"
+        out["qemu_detect_zeroes"] = _detect_zeroes([legacy.get("detect-zeroes") or DetectZeroes.OFF.value])
+        out["qemu_discard"] = _discard([legacy.get("discard") or Discard.IGNORE.value])
+    elif drive_id:
+        whole = _chain(str(drive_id), args.nodes)
+        chain = [n for n in whole if n.get("driver") not in PASS_THROUGH]
+        proto = next((n for n in chain if n.get("driver") in PROTOCOL_DRIVERS or "filename" in n), None)
+        fmt = next((n for n in chain if n is not proto and n.get("driver") not in PROTOCOL_DRIVERS), None)
+        if proto is not None:
+            out["file"] = proto.get("filename")
+            out["qemu_aio"] = proto.get("aio") or "threads"
+            c: dict = proto["cache"] if isinstance(proto.get("cache"), dict) else (fmt or {}).get("cache") or {}
+            key = (_truthy(write_cache, True), _truthy(c.get("direct"), False), _truthy(c.get("no-flush"), False))
+            found = Cache.from_flags(*key)
+            out["qemu_cache"] = found.value if found is not None else f"unknown {key}"
+        if fmt is not None:
+            out["qemu_format"] = fmt.get("driver")
+        elif proto is not None:
+            out["qemu_format"] = "raw"
+        if whole:
+            out["qemu_detect_zeroes"] = _detect_zeroes([n.get("detect-zeroes") or DetectZeroes.OFF.value for n in whole])
+            out["qemu_discard"] = _discard([n.get("discard") or Discard.IGNORE.value for n in whole])
+    iothread = dev.get("iothread")
+    if not iothread and str(dev.get("driver", "")).startswith("scsi-"):
+        ctrl_id = str(dev.get("bus", "")).rsplit(".", 1)[0]
+        ctrl = next((d for d in args.devices if d.get("id") == ctrl_id), None)
+        if ctrl is not None:
+            out["controller"] = ctrl.get("driver")
+            iothread = ctrl.get("iothread")
+    if dev.get("driver"):
+        out["qemu_iothread"] = bool(iothread)
+    if iothread:
+        out["iothread_object"] = any(o.get("qom-type") == "iothread" and o.get("id") == iothread for o in args.objects)
+    return out
+
+
+def qemu_cpu(args: QemuArgs) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+    """``-cpu kvm64,enforce,+aes,-pcid`` / ``Westmere,aes=off`` -> (model, flags forced)."""
+    if not args.cpu:
+        return None, ()
+    items = split_opts(args.cpu)
+    flags = []
+    for item in items[1:]:
+        key, eq, value = item.partition("=")
+        if key[:1] in "+-" and not eq:
+            flags.append((key[1:], "on" if key[0] == "+" else "off"))
+        elif eq and value in ("on", "off", "true", "false"):
+            flags.append((key, "on" if value in ("on", "true") else "off"))
+    return items[0], tuple(flags)
+
+
+def to_applied(values: Mapping[str, Any], *, native_config: str, qemu_cmdline: tuple[str, ...] | list[str],
+               details: Mapping[str, Any]) -> Applied:
+    """A driver's typed readings as :class:`Applied`: each under its own field, and a reading
+    with no field of its own (a newer axis's, such as ``qemu_detect_zeroes``) in ``details``
+    under its key, where vmbench.run.evidence finds every key an axis's ``verify`` names."""
+    own = {f.name for f in dataclasses.fields(Applied)}
+    extra = {k: v for k, v in values.items() if k not in own}
+    return Applied(native_config=native_config, qemu_cmdline=tuple(qemu_cmdline), details={**details, **extra},
+                   **{k: v for k, v in values.items() if k in own})
