@@ -130,7 +130,7 @@ def test_libvirtd_restarted_while_fio_runs_in_the_guest(machine, tmp_path):
     db = ResultsDB(db_path, create=False)
     run = db.resolve_run("latest")
     assert run.status == "failed" and "measuring baseline: raw disk" in run.error
-    assert {k[0] for k in db.measurement_keys(run.id)} == {"host"}  # the host's runs finished and are kept
+    assert {k.side for k in db.measurement_keys(run.id)} == {"host"}  # the host's runs finished and are kept
 
 
 def _agent(dom, command: dict) -> dict:
@@ -152,7 +152,7 @@ def test_guest_agent_frozen(machine, tmp_path):
     db = ResultsDB(db_path, create=False)
     run = db.resolve_run("latest")
     assert run.status == "failed"
-    assert {k[0] for k in db.measurement_keys(run.id)} == {"host"}
+    assert {k.side for k in db.measurement_keys(run.id)} == {"host"}
 
 
 def test_domain_destroyed_underneath(machine, tmp_path):
@@ -168,7 +168,7 @@ def test_domain_destroyed_underneath(machine, tmp_path):
     db = ResultsDB(db_path, create=False)
     run = db.resolve_run("latest")
     assert run.status == "failed"
-    assert {k[0] for k in db.measurement_keys(run.id)} == {"host"}
+    assert {k.side for k in db.measurement_keys(run.id)} == {"host"}
     # and --resume finishes it
     resumed = vmbench("run", "--resume", "latest", "--db", str(db_path))
     assert resumed.returncode == 0, resumed.stderr

@@ -19,6 +19,7 @@ import pytest
 
 from tests.integration.conftest import ROOT, vmbench, write
 from vmbench.report.build import build_report
+from vmbench.report.load import load_run
 from vmbench.results.db import ResultsDB
 
 CHROMIUM = "/usr/bin/chromium"
@@ -72,7 +73,7 @@ def test_html_report_opens_offline_with_every_section_and_plot(machine, tmp_path
     r = vmbench("report", "latest", "--db", str(db_path), "--format", "html", "-o", str(report))
     assert r.returncode == 0, r.stderr
     db = ResultsDB(db_path, create=False)
-    header, tables = build_report(db, "latest")
+    header, tables = build_report(load_run(db, "latest"))
     run_id = db.resolve_run("latest").id
     fio_logs = db.conn.execute("SELECT COUNT(*) FROM telemetry WHERE run_id = ? AND source LIKE 'fio-%'", (run_id,)).fetchone()[0]
     db.close()

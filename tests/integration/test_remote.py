@@ -18,6 +18,7 @@ from tests.integration.conftest import ROOT, run_tag_resources, vmbench, write
 from tests.sshd import TestSshd
 from vmbench.run.plan import make_plan
 from vmbench.results.db import ResultsDB
+from vmbench.results.key import MeasurementKey
 from vmbench.scenario import parse_scenario
 
 REMOTE_DIR = "/var/lib/vmbench-remote-test"
@@ -150,7 +151,7 @@ def test_dropped_connection_then_resume(machine, sshd, tmp_path):
     db = ResultsDB(db_path, create=False)
     r = db.resolve_run("latest")
     assert r.status == "failed"
-    assert db.measurement_keys(r.id) == {("host", None, None, "host", "4k-randwrite", 1)}  # the finished one is kept
+    assert db.measurement_keys(r.id) == {MeasurementKey("host", None, None, "host", "4k-randwrite", 1)}  # the finished one is kept
     tag = next(l.split("vmbench-", 1)[1].split("-", 1)[0] for l in lines if "vmbench-r" in l)
     assert run_tag_resources(machine, tag) == [], out  # its own cleanup reconnected and removed everything
 

@@ -79,8 +79,9 @@ def test_stacks_layer_by_layer_in_one_boot(machine, tmp_path):
     assert len(host) == 1 and (host[0]["encrypt_mib_s"] or host[0]["error"])  # this host may lack the kernel crypto API
 
     from vmbench.report.build import build_report
+    from vmbench.report.load import load_run
 
-    header, tables = build_report(db, outcome.run_id)
+    header, tables = build_report(load_run(db, outcome.run_id))
     names = [t.name for t in tables]
     assert names[:4] == ["gaps", "layers", "crypto", "targets"]
     layer_rows = [r for r in tables[1].records if r["stack"] == "luks-xfs"]

@@ -12,6 +12,7 @@ from vmbench.errors import PreflightError
 from vmbench.paths import HostPaths, StatePaths
 from vmbench.progress import RecordingProgress
 from vmbench.report.build import build_report
+from vmbench.report.load import load_run
 from vmbench.results.db import ResultsDB
 from vmbench.run.runner import Runner
 from vmbench.scenario import parse_scenario
@@ -60,7 +61,7 @@ def test_each_variant_is_its_own_zvol_created_read_back_and_destroyed(env):
     # only the user's zvol is left, with its properties
     assert sorted(host.datasets) == ["tank", "tank/vmbench", "tank/vmbench/uservol"]
     assert host.datasets["tank/vmbench/uservol"]["props"] == {"volblocksize": "8192", "compression": "zstd"}
-    header, tables = build_report(db, out.run_id)
+    header, tables = build_report(load_run(db, out.run_id))
     assert header["accelerator"].startswith("none") and "OpenZFS zfs-2.1.11-1" in header["zfs"]
     table = tables[0]
     assert table.name == "host-only"

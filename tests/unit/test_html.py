@@ -16,6 +16,7 @@ import pytest
 from vmbench.report import html as report_html
 from vmbench.report import plots
 from vmbench.report.build import build_report
+from vmbench.report.load import load_run
 from vmbench.report.html import render_html, write_html
 from vmbench.results.db import ResultsDB
 
@@ -105,8 +106,8 @@ class Balance(HTMLParser):
 
 
 def test_every_table_every_plot_kind_and_the_environment(db):
-    page = render_html(db, "latest")
-    header, tables = build_report(db, "latest")
+    page = render_html(load_run(db, "latest"))
+    header, tables = build_report(load_run(db, "latest"))
     assert page.startswith("<!DOCTYPE html>")
     for t in tables:
         assert f"<caption>{html.escape(t.title)}</caption>" in page
@@ -132,7 +133,7 @@ def test_every_table_every_plot_kind_and_the_environment(db):
 
 
 def test_self_contained_no_network_reference(db, tmp_path):
-    out = write_html(db, "latest", tmp_path / "report.html")
+    out = write_html(load_run(db, "latest"), tmp_path / "report.html")
     page = out.read_text(encoding="utf-8")
     low = page.lower()
     for bad in ("<script", "<link", "<img", "<iframe", "<object", "<embed", "src=", "@import", "url(http", "url('http", 'url("http'):
@@ -151,7 +152,7 @@ def test_self_contained_no_network_reference(db, tmp_path):
 
 def test_everything_from_the_database_is_escaped(db):
     rid = copy_run(db, EVIL, cell_name=lambda n: f'{n} <img src=x onerror="alert(2)">&$x$')
-    page = render_html(db, rid)
+    page = render_html(load_run(db, rid))
     assert EVIL not in page and "<script" not in page.lower()
     assert html.escape(EVIL) in page
     assert "<img" not in page
@@ -174,7 +175,7 @@ def test_luks_crypto_targets_and_fio_logs(db):
             db.conn.execute("INSERT INTO telemetry (run_id, measurement_id, source, series_json) VALUES (?, ?, ?, ?)",
                             (rid, row["id"], source, json.dumps({"t_s": [1.0, 2.0, 3.0], "values": values, "unit": unit})))
     db.conn.commit()
-    page = render_html(db, rid)
+    page = render_html(load_run(db, rid))
     crypto = section(page, "plot-crypto")
     assert crypto.count("<svg") == 2  # one per job
     assert "ceiling encrypt 189 MB/s" in crypto  # 180.5 MiB/s in MB/s
@@ -222,10 +223,10 @@ def test_tolerates_tables_without_facts_or_row_formats(db, monkeypatch):
         records: list
         notes: list = field(default_factory=list)
 
-    header, tables = build_report(db, "latest")
+    header, tables = build_report(load_run(db, "latest"))
     old = [OldTable(t.name, t.title, [OldColumn(c.key, c.header, c.fmt) for c in t.columns], t.records, t.notes) for t in tables]
-    monkeypatch.setattr(report_html, "build_report", lambda _db, _ref: (header, old))
-    page = render_html(db, "latest")
+    monkeypatch.setattr(report_html, "build_report", lambda _data: (header, old))  # the run is loaded first
+    page = render_html(load_run(db, "latest"))
     assert all(f"<caption>{html.escape(t.title)}</caption>" in page for t in tables)
     assert "<svg" in section(page, "plot-layers")
 
@@ -234,7 +235,7 @@ def test_journey_steps_and_crypto_without_a_luks_layer(db):
     rid = copy_run(db, "journey", plan_extra={"mode": "journey"})
     db.add_crypto(rid, side="host", cpu="host", aes_flag=True, cipher="aes-xts-plain64", key_bits=512,
                   encrypt_mib_s=1500.0, decrypt_mib_s=None, error=None)
-    page = render_html(db, rid)
+    page = render_html(load_run(db, rid))
     assert "<caption>Tuning journey: each step&#x27;s top layer</caption>" in page
     cells = section(page, "plot-cells")
     assert cells.count("<svg") == 4 and "change per journey step" in cells  # 2 jobs x (cells, journey steps)
@@ -244,4 +245,4 @@ def test_journey_steps_and_crypto_without_a_luks_layer(db):
 
 
 def test_same_run_same_page(db):
-    assert render_html(db, "latest") == render_html(db, "latest")
+    assert render_html(load_run(db, "latest")) == render_html(load_run(db, "latest"))

@@ -14,6 +14,7 @@ from vmbench.paths import StatePaths
 from vmbench.run.plan import estimate, make_plan
 from vmbench.progress import RecordingProgress
 from vmbench.results.db import ResultsDB
+from vmbench.results.key import MeasurementKey as K
 from vmbench.run.runner import Runner
 from vmbench.scenario import parse_scenario
 from vmbench.scenario.model import RepeatPolicy
@@ -142,17 +143,17 @@ def test_estimate_uses_min_and_gives_max():
 
 def test_pending_steps_go_on_from_what_is_stored():
     plan = make_plan(scenario("{min: 2, max: 4, until_cv: 10%}"))
-    host_j1 = ("host", None, None, "host", "j1")
-    raw_j2 = ("guest", "baseline", None, "raw", "j2")
+    host_j1 = K("host", None, None, "host", "j1")
+    raw_j2 = K("guest", "baseline", None, "raw", "j2")
     stored = {
         host_j1: {1: 100.0, 2: 200.0, 3: 150.0},  # CV still high, below max: repeat 4 next
-        ("host", None, None, "host", "j2"): {1: 100.0, 2: 100.0},  # converged
-        ("guest", "baseline", None, "raw", "j1"): {1: 100.0, 2: 150.0, 3: 100.0, 4: 50.0},  # at max
+        K("host", None, None, "host", "j2"): {1: 100.0, 2: 100.0},  # converged
+        K("guest", "baseline", None, "raw", "j1"): {1: 100.0, 2: 150.0, 3: 100.0, 4: 50.0},  # at max
         raw_j2: {1: 100.0},  # repeat 2 is a plan step still to run
     }
     pending = plan.pending_steps(stored)
     assert [(st.group(), st.repeat) for st in pending] == [(host_j1, 4), (raw_j2, 2)]
-    assert [st.key() for st in make_plan(scenario("2")).pending_steps(stored)] == [(*raw_j2, 2)]  # fixed: no extras
+    assert [st.key() for st in make_plan(scenario("2")).pending_steps(stored)] == [raw_j2.with_repeat(2)]  # fixed: no extras
 
 
 # ---- the runner ------------------------------------------------------------------------------------
@@ -188,16 +189,16 @@ def env(tmp_path, monkeypatch, template):
     db.close()
 
 
-def counts(db: ResultsDB, run_id: int) -> dict[tuple, list[int]]:
+def counts(db: ResultsDB, run_id: int) -> dict[K, list[int]]:
     """Step.group() -> the repeats stored, in order."""
     return {g: sorted(reps) for g, reps in db.repeat_iops(run_id).items()}
 
 
-HOST_J1, HOST_J2 = ("host", None, None, "host", "j1"), ("host", None, None, "host", "j2")
-RAW_J1, RAW_J2 = ("guest", "baseline", None, "raw", "j1"), ("guest", "baseline", None, "raw", "j2")
+HOST_J1, HOST_J2 = K("host", None, None, "host", "j1"), K("host", None, None, "host", "j2")
+RAW_J1, RAW_J2 = K("guest", "baseline", None, "raw", "j1"), K("guest", "baseline", None, "raw", "j2")
 STACK = "stacks:\n  - {name: s, layers: [partition]}\n"
-PART_J1 = ("guest", "baseline", "s", "partition", "j1")
-PART_J2 = ("guest", "baseline", "s", "partition", "j2")
+PART_J1 = K("guest", "baseline", "s", "partition", "j1")
+PART_J2 = K("guest", "baseline", "s", "partition", "j2")
 
 
 def steps(runner) -> list[str]:

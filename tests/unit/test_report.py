@@ -133,7 +133,7 @@ def test_journey_compares_each_steps_top_layer_with_the_step_before():
 
 
 def test_cells_of_one_boot_share_the_raw_measurement():
-    from vmbench.report.build import shared_raw_rows
+    from vmbench.report.load import shared_raw_rows
 
     cells = [{"name": "a", "id": 1, "evidence": {"raw_measured_in": "a"}}, {"name": "b", "id": 2, "evidence": {"raw_measured_in": "a"}}]
     shared = shared_raw_rows(cells, [MEAS[0], dict(MEAS[1], cell="a")])

@@ -11,14 +11,19 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+from pathlib import Path
 
 import pytest
 
 from vmbench.cli.main import main
 from vmbench.errors import ResultsError
 from vmbench.report.build import build_report
+from vmbench.report.load import load_run
 from vmbench.report.render import Format, render
 from vmbench.results.db import SCHEMA_VERSION, ResultsDB
+from vmbench.results.key import MeasurementKey
+
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "results-v1.db"
 
 # SQLite's backup API writes its own file-change counter, schema cookie and
 # version-valid-for number into the copy's header; every other byte is the original's.
@@ -96,7 +101,7 @@ def test_v1_database_is_upgraded_in_place_with_a_backup(v1, data_dir, tmp_path):
     ResultsDB(tmp_path / "fresh.db").close()
     assert _columns(v1) == _columns(tmp_path / "fresh.db")
     # the same report, record for record, as the v1 release printed
-    header, tables = build_report(db, "latest")
+    header, tables = build_report(load_run(db, "latest"))
     _same_as_v1_report(json.loads(render(tables, Format.JSON, header)), json.loads((data_dir / "results-v1-report.json").read_text()))
     # guest measurements know their boot (their cell's); host rows have none; all attempt 1
     run = db.resolve_run("latest")
@@ -231,9 +236,9 @@ def test_queries_for_resumable_runs(tmp_path):
     assert [(m["boot_id"], m["attempt"]) for m in rows] == [(None, 1), (None, 1), (boot, 2)]
     assert db.rows("boots", rid)[0]["attempt"] == 1
     assert db.measurement_keys(rid) == {
-        ("host", None, None, "host", "4k", 1),
-        ("guest", "baseline", None, "raw", "4k", 1),
-        ("guest", "baseline", "ext4", "ext4", "4k", 2),
+        MeasurementKey("host", None, None, "host", "4k", 1),
+        MeasurementKey("guest", "baseline", None, "raw", "4k", 1),
+        MeasurementKey("guest", "baseline", "ext4", "ext4", "4k", 2),
     }
     assert db.measurement_keys(999) == set()
 
@@ -263,3 +268,63 @@ def test_queries_for_resumable_runs(tmp_path):
         db.start_attempt(999)
     assert db.rows("telemetry", rid) == []
     db.close()
+
+
+# ---- a measurement's identity ------------------------------------------------------------------
+
+
+def test_measurement_key_is_one_value_for_plan_database_and_report(tmp_path):
+    from dataclasses import FrozenInstanceError
+
+    from vmbench.report.rows import group
+    from vmbench.run.plan import Step
+
+    step = Step(side="guest", boot=1, cell="baseline", stack="ext4", layer="ext4", depth=1, job="4k", repeat=2)
+    key = step.key()
+    assert key == MeasurementKey("guest", "baseline", "ext4", "ext4", "4k", 2) and (key.vm, key.load_step) == (0, 0)
+    assert step.group() == key.group() == MeasurementKey("guest", "baseline", "ext4", "ext4", "4k")
+    assert key.group().repeat is None and key.group().with_repeat(2) == key
+    with pytest.raises(FrozenInstanceError):
+        key.repeat = 3  # type: ignore[misc]
+    # stored as it is planned: the database gives back the plan's key and group
+    db = ResultsDB(tmp_path / "r.db")
+    rid = db.start_run(tag="r00000001", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0")
+    boot = db.add_boot(rid, seq=1, vm_key="k", settings_json={}, domain_name="d", accelerator="tcg")
+    cell = db.add_cell(rid, boot_id=boot, seq=1, name="baseline", settings_json={}, changed_json={}, stacks_json=["ext4"], valid=True)
+    row = dict(cell_id=cell, depth=1, job_params_json={}, job_hash="h", sync=False, target="/t", argv_json=["fio"],
+               settings_json={}, accelerator="tcg", started_at="2026-01-01T00:00:00", iops=5.0, bw_bytes=1.0,
+               clat_bins_json={}, fio_json="{}")
+    db.add_measurement(rid, key, **row)
+    assert db.measurement_keys(rid) == {key} and db.repeat_iops(rid) == {step.group(): {2: 5.0}}
+    with pytest.raises(ValueError, match="VM 0 at load step 0"):
+        db.add_measurement(rid, MeasurementKey("guest", "baseline", None, "raw", "4k", 1, vm=1), **row)
+    # the report groups stored rows by the same key, without the repeat
+    stored = [dict(m, cell="baseline") for m in db.rows("measurements", rid)]
+    assert list(group(stored)) == [key.group()]
+    assert MeasurementKey.of(stored[0]) == key
+    assert key.describe() == "4k ext4 (baseline, stack ext4)" and MeasurementKey("host", None, None, "host", "4k").describe() == "4k host"
+
+
+def test_the_report_loads_the_run_once_into_plain_values(tmp_path):
+    """load_run is the report's one read: the rows, the telemetry summaries and series, the
+    scenario text; building the report and the page from it needs no database."""
+    from vmbench.report.html import render_html
+    from vmbench.report.load import RunData, load_run
+
+    shutil.copy(FIXTURE, tmp_path / "r.db")
+    db = ResultsDB(tmp_path / "r.db")
+    first = db.rows("measurements", 1)[0]
+    db.add_telemetry(1, measurement_id=first["id"], source="fio-iops", series={"t_s": [1.0], "values": [5.0], "unit": "IOPS"})
+    db.add_telemetry(1, measurement_id=first["id"], source="cpu", series={"t_s": [1.0], "idle": [40.0]})
+    data = load_run(db, "latest")
+    text = db.conn.execute("SELECT scenario_text FROM runs WHERE id = 1").fetchone()[0]
+    db.close()  # nothing below reads the database
+    assert isinstance(data, RunData) and data.run.id == 1 and data.scenario_text == text
+    assert [c["seq"] for c in data.cells] == sorted(c["seq"] for c in data.cells) and all("host_cell" in c for c in data.cells)
+    assert all(m["cell"] == next((c["name"] for c in data.cells if c["id"] == m["cell_id"]), None) for m in data.measured)
+    assert [s.source for s in data.series] == ["fio-iops", "cpu"]
+    assert data.series[0].key == MeasurementKey.of(dict(first, cell=None))
+    assert data.measurements[0]["telemetry"]["cpu_idle"] == 40.0
+    header, tables = build_report(data)
+    assert header["run"].startswith("1 (") and tables[0].name == "gaps"
+    assert "fio-iops host: 1 point" in render_html(data)

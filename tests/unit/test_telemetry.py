@@ -13,6 +13,7 @@ import pytest
 from tests.fakes import FakeAgent, FakeDriver, FakeHost, ScriptedTransport
 from tests.unit.test_repeats import STACK, env, scenario, template  # noqa: F401 (fixtures)
 from vmbench.report.build import build_report
+from vmbench.report.load import load_run
 from vmbench.report.render import Format, render
 from vmbench.report.tables import gap_table
 from vmbench.transport.agent import GuestAgentTransport
@@ -145,7 +146,7 @@ def test_every_measurement_stores_disk_and_cpu_and_the_report_shows_them(env):  
     assert primary == {("host", "host"): "sda", ("guest", "raw"): "vdb", ("guest", "partition"): "vdb"}
     assert driver.host.left_running == [] and all(g.transport.left_running == [] for g in driver.guests)
     assert driver.host.spawned and all(g.transport.spawned for g in driver.guests)
-    header, tables = build_report(env, outcome.run_id)
+    header, tables = build_report(load_run(env, outcome.run_id))
     gaps, layers = tables[0], next(t for t in tables if t.name == "layers")
     for t in (gaps, layers):
         assert [c.header for c in t.columns if c.header in ("dev MB/s r/w", "CPU %")] == ["dev MB/s r/w", "CPU %"]

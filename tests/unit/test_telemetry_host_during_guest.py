@@ -24,9 +24,11 @@ from vmbench.run.measure import Measurer, Where
 from vmbench.paths import HostPaths, StatePaths
 from vmbench.run.plan import Step
 from vmbench.progress import RecordingProgress
-from vmbench.report.build import SAMPLED, attach_telemetry, build_report
+from vmbench.report.build import build_report
+from vmbench.report.load import SAMPLED, attach_telemetry, load_run
 from vmbench.report.rows import CPU_IDLE_MIN, Figures, aggregate, telemetry_notes
-from vmbench.report.html import _flatten, render_html
+from vmbench.report.html import render_html
+from vmbench.report.sections import _flatten
 from vmbench.report.render import Format, render
 from vmbench.report.tables import HOST_TELEMETRY_NOTE, gap_table, layer_table
 from vmbench.results.db import ResultsDB
@@ -301,14 +303,14 @@ def test_host_sources_on_guest_rows_reach_the_report_and_the_timelines(db):
     for r in guests:
         for source, s in (("host-disk", host_disk), ("host-cpu", host_cpu), ("zpool", zpool), ("arc", arc)):
             db.add_telemetry(1, measurement_id=r["id"], source=source, series=s)
-    header, tables = build_report(db, 1)
+    header, tables = build_report(load_run(db, 1))
     gaps = tables[0]
     assert {"host CPU %", "pool MB/s r/w", "ARC hit %"} <= {c.header for c in gaps.columns}
     guest_recs = [r for r in gaps.records if r["side"] == "guest"]
     assert guest_recs and all(r["host_cpu_pct"] == 93.0 for r in guest_recs)
     assert all("host CPU-bound? (7% idle)" in r["note"] for r in guest_recs)
     assert all("host_cpu_pct" not in r for r in gaps.records if r["side"] == "host")
-    page = render_html(db, 1)
+    page = render_html(load_run(db, 1))
     timeline = section(page, "plot-timeline")
     assert re.search(r"host-cpu-busy [^:;]*raw: 2 points", timeline) and re.search(r"host-dev-write [^:;]*raw: 2 points", timeline)
     assert re.search(r"pool-write [^:;]*raw: 2 points", timeline)
@@ -336,7 +338,7 @@ def test_a_host_only_runs_html_report(tmp_path):
     assert out.status == "ok" and not out.invalid_cells
     assert {r["source"] for r in db.telemetry(out.run_id)} >= {"disk", "cpu"}
     assert not {r["source"] for r in db.telemetry(out.run_id)} & {"host-disk", "host-cpu"}  # the host is the side itself
-    page = render_html(db, out.run_id)
+    page = render_html(load_run(db, out.run_id))
     assert page.startswith("<!DOCTYPE html>")
     for variant in ("volblocksize=16k, compression=lz4", "volblocksize=8k, compression=off", "volblocksize=64k, compression=off"):
         assert variant in page

@@ -20,9 +20,11 @@ from vmbench.run import measure
 from vmbench.run.measure import Measurer, Where
 from vmbench.run.plan import Step
 from vmbench.progress import RecordingProgress
-from vmbench.report.build import attach_telemetry, build_report
+from vmbench.report.build import build_report
+from vmbench.report.load import attach_telemetry, load_run
 from vmbench.report.rows import (CACHE_SHARE, POOL_WRITE_SHARE, STEADY_TXGS, Figures, aggregate, telemetry_notes)
-from vmbench.report.html import _flatten, render_html
+from vmbench.report.html import render_html
+from vmbench.report.sections import _flatten
 from vmbench.report.render import Format, render
 from vmbench.report.tables import gap_table, layer_table
 from vmbench.results.db import ResultsDB
@@ -524,11 +526,11 @@ def test_stored_zfs_series_reach_the_report_and_the_timelines(db):
     tel = next(x for x in measurements if x["side"] == "host")["telemetry"]
     assert tel == {"pool_read_mb_s": 2.0, "pool_write_mb_s": 150.0, "scan": "scrub", "txg_timeout_s": 5,
                    "arc_hit_ratio": pytest.approx(100 / 110), "arc_size_mb": 4000.0}
-    header, tables = build_report(db, 1)
+    header, tables = build_report(load_run(db, 1))
     gaps = tables[0]
     assert {"pool MB/s r/w", "ARC hit %"} <= {c.header for c in gaps.columns}
     assert all("scrub running during the run" in r["note"] for r in gaps.records if r["side"] == "host")
-    page = render_html(db, 1)
+    page = render_html(load_run(db, 1))
     timeline = re.search(r'<section id="plot-timeline">(.*?)</section>', page, re.S).group(1)
     assert "pool-write host: 2 points" in timeline and "arc-hit host: 2 points" in timeline
     assert _flatten("zpool", {"t_s": [], "read_mb_s": [], "write_mb_s": []})[0][1]["values"] == []

@@ -49,7 +49,7 @@ def split_ref(ref: str, default_db: str) -> tuple[str, str]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ..report.build import load_run
+    from ..report.load import load_run
     from ..report.render import Format, render
     from ..report.across_runs import compare_header, compare_runs
     from ..results.db import ResultsDB
@@ -74,13 +74,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 note = dbs[key].migration_note()
                 if note:
                     print(f"note: {note}", file=sys.stderr)
-            run, cells, measurements, _, _ = load_run(dbs[key], run_ref)
-            stored = [m for m in measurements if not m.get("shared_from")]  # as measured, not the report's copies
+            data = load_run(dbs[key], run_ref)
+            run = data.run
             if args.baseline and n == 0:
                 seen_baseline = (key, run.id)
             elif args.baseline and seen_baseline == (key, run.id) and n > 0:
                 continue  # the baseline named again among the others
-            loaded.append((run, stored, cells))
+            loaded.append((run, data.measured, list(data.cells)))  # as measured, not the report's shared copies
     finally:
         for db in dbs.values():
             db.close()

@@ -112,12 +112,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
     s = scenario
+    policy = s.repeat_policy
+    assert policy is not None  # a loaded scenario always has one
     print(f"scenario: {s.name} ({s.path})" + (f"\n  {s.description}" if s.description else ""))
     if s.host_only:
         return _print_host_only_plan(plan, est)
     print(f"driver:   {s.hypervisor.driver} {s.hypervisor.uri}, accelerator {s.hypervisor.accel.value}"
           + (f" (this host: {accel})" if accel else " (not yet probed on this host; assuming tcg for the estimate)"))
-    print(f"template: {s.template}; {s.storage.describe()}; plan: {s.plan_mode}; repeats: {s.repeat_policy.describe()}")
+    print(f"template: {s.template}; {s.storage.describe()}; plan: {s.plan_mode}; repeats: {policy.describe()}")
     print()
     rows = []
     refs = {b.seq: name for b, name in plan.host_references()}
@@ -158,8 +160,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(f"estimated duration: {format_duration(est.total)} with {est.accelerator} "
           f"(boots {format_duration(est.boots)}, guest fio {format_duration(est.guest_fio)}, host fio {format_duration(est.host_fio)}"
           + (f", layers {format_duration(est.layers)}" if est.layers else "") + (f", crypto {format_duration(est.crypto)}" if est.crypto else "") + ")"
-          + (f"; up to {format_duration(est.total_max)} if every group needs {s.repeat_policy.max} repeats"
-             if s.repeat_policy.adaptive else ""))
+          + (f"; up to {format_duration(est.total_max)} if every group needs {policy.max} repeats"
+             if policy.adaptive else ""))
     return 0
 
 
@@ -176,6 +178,7 @@ def _cached_accelerator(scenario) -> str | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ..report.build import build_report
+    from ..report.load import load_run
     from ..report.render import Format, render
     from ..results.db import ResultsDB
     from ..run.runner import Runner
@@ -192,8 +195,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                              "`vmbench runs` lists runs; failed and interrupted ones can be resumed")
         if resume.status == "running" and _run_alive(resume):
             raise UsageError(f"run {resume.id} is still running", "wait for it, or stop it first")
-        text = db.conn.execute("SELECT scenario_text FROM runs WHERE id = ?", (resume.id,)).fetchone()[0]
-        scenario = parse_scenario(text, resume.scenario_path, base_dir=Path(resume.scenario_path).parent)
+        scenario = parse_scenario(db.scenario_text(resume.id), resume.scenario_path, base_dir=Path(resume.scenario_path).parent)
         if args.scenario and Path(args.scenario).resolve() != Path(resume.scenario_path).resolve():
             raise UsageError(f"run {resume.id} ran {resume.scenario_path}, not {args.scenario}",
                              "leave the scenario out with --resume: the run's own scenario is used")
@@ -211,7 +213,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if outcome.invalid_cells:
         progress.warn(f"{len(outcome.invalid_cells)} cell(s) not measured because a setting did not take effect: {', '.join(outcome.invalid_cells)}")
     if args.report:
-        header, tables = build_report(db, outcome.run_id)
+        header, tables = build_report(load_run(db, outcome.run_id))
         sys.stdout.write(render(tables, Format.TABLE, header))
     return 0 if not outcome.invalid_cells else 6
 
@@ -229,6 +231,7 @@ def _run_alive(run) -> bool:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from ..report.build import build_report
+    from ..report.load import load_run
     from ..report.render import Format, render
     from ..results.db import ResultsDB
 
@@ -239,7 +242,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         db = ResultsDB(args.db, create=False)
         _say_migrated(db, ConsoleProgress())
-        path = write_html(db, args.run, args.output)
+        data = load_run(db, args.run)
+        path = write_html(data, args.output)
         print(f"wrote {path}")
         return 0
     try:
@@ -248,7 +252,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"--format: {exc} (or html with -o FILE)") from None
     db = ResultsDB(args.db, create=False)
     _say_migrated(db, ConsoleProgress())
-    header, tables = build_report(db, args.run)
+    header, tables = build_report(load_run(db, args.run))
     text = render(tables, fmt, header)
     if args.output:
         Path(args.output).write_text(text)

@@ -1,7 +1,8 @@
 """Several stored runs side by side, each against a baseline run (``vmbench compare``).
 
-Pure: runs in, table models and refusals out.  The same (side, cell, stack, layer, job) of
-each run is put in one row with its median IOPS, MB/s and p99, and each run's change from
+Pure: runs in, table models and refusals out.  The same group
+(:meth:`~vmbench.results.key.MeasurementKey.group`: side, cell, stack, layer, job) of each
+run is put in one row with its median IOPS, MB/s and p99, and each run's change from
 the baseline run with its bootstrap interval and verdict (:mod:`vmbench.report.stats`).
 
 A pair is compared only when it is the same experiment (METHOD rule 2): equal fio
@@ -18,6 +19,7 @@ from typing import Sequence
 
 from ..run.environment import SAME_HOST_KEYS
 from ..results.db import RunRow
+from ..results.key import MeasurementKey
 from . import stats
 from .rows import Figures, aggregate, group, judge_change
 from .facts import RepeatPolicy
@@ -77,16 +79,8 @@ def _p(value) -> str:
     return str(value)
 
 
-def _where(key: tuple) -> str:
-    side, cell, stack, layer, job = key
-    if side == "host":
-        return f"{job} host"
-    inside = ", ".join(filter(None, [cell, f"stack {stack}" if stack else None]))
-    return f"{job} {layer} ({inside})" if inside else f"{job} {layer}"
-
-
-def _groups(measurements: Sequence[dict], cells: Sequence[dict]) -> dict[tuple, list[dict]]:
-    """The run's measurements by (side, cell, stack, layer, job); invalid cells left out."""
+def _groups(measurements: Sequence[dict], cells: Sequence[dict]) -> dict[MeasurementKey, list[dict]]:
+    """The run's measurements by group; invalid cells left out."""
     names = {c["id"]: c["name"] for c in cells if "id" in c}
     valid = {c["name"] for c in cells if c.get("valid", True)}
     rows = []
@@ -98,9 +92,9 @@ def _groups(measurements: Sequence[dict], cells: Sequence[dict]) -> dict[tuple, 
     return group(rows)
 
 
-def _check(key: tuple, a_rows: list[dict], b_rows: list[dict], a_fig: Figures, b_fig: Figures, la: str, lb: str) -> str | None:
+def _check(key: MeasurementKey, a_rows: list[dict], b_rows: list[dict], a_fig: Figures, b_fig: Figures, la: str, lb: str) -> str | None:
     """Why two groups must not be compared (None when they may)."""
-    what = f"{_where(key)}: run {lb} vs {la}"
+    what = f"{key.describe()}: run {lb} vs {la}"
     for fig, lab in ((a_fig, la), (b_fig, lb)):
         if fig.job_hash == "mixed":
             return f"{what}: fio parameters differ between the repeats of run {lab}"
@@ -122,25 +116,25 @@ def _settings_note(a_rows: list[dict], b_rows: list[dict], la: str, lb: str) -> 
     return f"VM settings differ: {', '.join(diffs)}" if diffs else ""
 
 
-def _layer_refusals(groups: list[dict], baseline_index: int, excluded: set[int], labels: list[str],
-                    refusals: list[str]) -> set[tuple]:
+def _layer_refusals(groups: list[dict[MeasurementKey, list[dict]]], baseline_index: int, excluded: set[int], labels: list[str],
+                    refusals: list[str]) -> set[tuple[int, MeasurementKey]]:
     """A stack layer of the baseline that another run measured at the same depth of the same
     stack under another name (its stack was built differently) is refused, by name; returns
     the (run index, baseline key) pairs refused so."""
-    by_depth: dict[tuple, dict[int, tuple]] = {}
+    by_depth: dict[tuple, dict[int, MeasurementKey]] = {}
     for i, g in enumerate(groups):
         for k, rows in g.items():
-            if k[0] == "guest" and k[2] is not None:
-                by_depth.setdefault((k[1], k[2], k[4], rows[0].get("depth")), {})[i] = k
-    out: set[tuple] = set()
+            if k.side == "guest" and k.stack is not None:
+                by_depth.setdefault((k.cell, k.stack, k.job, k.vm, k.load_step, rows[0].get("depth")), {})[i] = k
+    out: set[tuple[int, MeasurementKey]] = set()
     la = labels[baseline_index]
     for seen in by_depth.values():
         base_key = seen.get(baseline_index)
         for i, k in seen.items():
-            if base_key is None or i in excluded or i == baseline_index or k[3] == base_key[3]:
+            if base_key is None or i in excluded or i == baseline_index or k.layer == base_key.layer:
                 continue
             if k not in groups[baseline_index] and base_key not in groups[i]:
-                refusals.append(f"{_where(base_key)}: run {labels[i]} vs {la}: layers differ: {k[3]} vs {base_key[3]}")
+                refusals.append(f"{base_key.describe()}: run {labels[i]} vs {la}: layers differ: {k.layer} vs {base_key.layer}")
                 out.add((i, base_key))
     return out
 
@@ -165,7 +159,7 @@ def compare_runs(runs: Sequence[RunInput], baseline_index: int = 0, *,
             excluded.add(i)
             refusals.append(f"run {labels[i]} ({run.id}, {run.tag}): another host than baseline run {la} ({base_run.id}, {base_run.tag}): "
                             f"{'; '.join(diffs)} (--allow-other-host compares them anyway)")
-    keys: list[tuple] = []
+    keys: list[MeasurementKey] = []
     for i, g in enumerate(groups):
         if i not in excluded:
             keys += [k for k in g if k not in keys]
@@ -173,8 +167,7 @@ def compare_runs(runs: Sequence[RunInput], baseline_index: int = 0, *,
 
     records = []
     for key in keys:
-        side, cell, stack, layer, job = key
-        rec: dict = {"job": job, "side": side, "cell": cell or "", "stack": stack or "", "layer": layer}
+        rec: dict = {"job": key.job, "side": key.side, "cell": key.cell or "", "stack": key.stack or "", "layer": key.layer}
         notes: list[str] = []
         base_rows = groups[baseline_index].get(key)
         base_fig = aggregate(base_rows) if base_rows else None
@@ -186,7 +179,7 @@ def compare_runs(runs: Sequence[RunInput], baseline_index: int = 0, *,
                 pass
             elif rows is None:
                 notes.append(f"{lab}: layers differ (see below)" if (i, key) in layer_refused else f"not in {lab}")
-            elif i != baseline_index and base_fig is not None:
+            elif i != baseline_index and base_rows and base_fig is not None and fig is not None:
                 why = _check(key, base_rows, rows, base_fig, fig, la, lab)
                 if why:
                     refusals.append(why)

@@ -1,76 +1,25 @@
-"""A stored run -> the report's header and tables."""
+"""A loaded run -> the report's header and tables.
+
+:func:`build_report` is pure: a :class:`~vmbench.report.load.RunData` in (loaded once by
+:func:`~vmbench.report.load.load_run`, the only report code that reads the database), the
+header lines and the table models out, each table laid out by :mod:`.tables` or
+:mod:`.hostonly` from the rows of :mod:`.rows`.
+"""
 
 from __future__ import annotations
 
-import logging
+from typing import Sequence
 
-from ..telemetry import sampler as telemetry
-from ..results.db import ResultsDB, RunRow
 from .facts import RepeatPolicy
 from .hostonly import host_only_table, storage_cells_table
+from .load import RunData
 from .tables import Table, cells_table, crypto_table, gap_table, journey_table, layer_table, targets_table
 
 
-def load_run(db: ResultsDB, ref: str | int | None) -> tuple[RunRow, list[dict], list[dict], list[dict], list[dict]]:
-    run = db.resolve_run(ref)
-    cells = sorted(db.rows("cells", run.id), key=lambda c: c["seq"])  # scenario order (journey steps), not boot order
-    names = {c["id"]: c["name"] for c in cells}
-    measurements = db.rows("measurements", run.id)
-    for m in measurements:
-        m["cell"] = names.get(m["cell_id"])
-    attach_telemetry(db, run.id, measurements)
-    return run, cells, measurements + shared_raw_rows(cells, measurements), db.rows("crypto", run.id), db.rows("boots", run.id)
-
-
-#: the samplers' series (fio's own are "fio-*"): the side fio ran on, the pool's (always the host's)
-#: and, for a guest run, the host's own device and CPU
-SAMPLED = ("disk", "cpu", "zpool", "arc", "host-disk", "host-cpu")
-
-
-def attach_telemetry(db: ResultsDB, run_id: int, measurements: list[dict]) -> None:
-    """Each measurement with a sampler's series gets ``telemetry``: the means of
-    :func:`vmbench.telemetry.sampler.summary` (device MB/s read and written, CPU busy and idle %; with
-    ZFS the pool's MB/s, the ARC hit ratio and size, the scrub state, zfs_txg_timeout, whichever
-    side recorded them; for a guest run sampled on the host too, the host's device MB/s and CPU:
-    ``host_dev_read_mb_s``, ``host_dev_write_mb_s``, ``host_cpu_busy``, ``host_cpu_idle``)."""
-    try:
-        rows = db.telemetry(run_id)
-    except Exception as exc:  # an old database without the table: nothing sampled
-        logging.getLogger(__name__).debug("no telemetry: %s", exc)
-        return
-    by_m: dict[int, dict[str, dict]] = {}
-    for r in rows:
-        if r.get("measurement_id") is not None and r.get("source") in SAMPLED:
-            by_m.setdefault(r["measurement_id"], {})[r["source"]] = r.get("series")
-    for m in measurements:
-        got = by_m.get(m["id"])
-        if got:
-            summ = telemetry.summary(got.get("disk"), got.get("cpu"), got.get("zpool"), got.get("arc"),
-                                     host_disk=got.get("host-disk"), host_cpu=got.get("host-cpu"))
-            if summ:
-                m["telemetry"] = summ
-
-
-def shared_raw_rows(cells: list[dict], measurements: list[dict]) -> list[dict]:
-    """Cells of one boot share the VM, so its raw disk is measured once, in the first of
-    them; the others show those same rows (marked) in the report."""
-    out = []
-    by_name = {c["name"]: c for c in cells}
-    for cell in cells:
-        source = (cell.get("evidence") or {}).get("raw_measured_in")
-        if not source or source == cell["name"] or source not in by_name:
-            continue
-        for m in measurements:
-            if m["cell"] == source and m["layer"] == "raw" and m["side"] == "guest":
-                out.append(dict(m, cell=cell["name"], cell_id=cell["id"], shared_from=source))
-    return out
-
-
-def build_report(db: ResultsDB, ref: str | int | None = "latest") -> tuple[dict, list[Table]]:
-    run, cells, measurements, crypto, boots = load_run(db, ref)
-    plan = run.plan
-    jobs = [j["name"] for j in plan.get("jobs", [])]
-    env = run.environment
+def build_report(data: RunData) -> tuple[dict, list[Table]]:
+    """The header lines and the tables of a loaded run."""
+    run, env, plan, boots = data.run, data.environment, data.plan, data.boots
+    cells, measurements, jobs = list(data.cells), list(data.measurements), data.jobs
     accels = sorted({b["accelerator"] for b in boots}) or [env.get("accelerator", "?")]
     header = {
         "run": f"{run.id} ({run.tag})",
@@ -97,30 +46,27 @@ def build_report(db: ResultsDB, ref: str | int | None = "latest") -> tuple[dict,
         header["zfs"] = zfs_header(env)
         if env.get("zfs_scan"):
             header["warning"] = f"a {env['zfs_scan']} was running on pool {env['zfs_pool']} when the run started: results are suspect"
-    host_cells = {c["name"]: c.get("host_cell") for c in plan.get("cells", [])}
-    for c in cells:  # which host reference each cell is compared with (one per storage setting)
-        c["host_cell"] = host_cells.get(c["name"])
-    valid_cells = [c for c in cells if c["valid"]]
+    valid_cells = data.valid_cells
     policy = RepeatPolicy.from_plan(plan)
     if plan.get("host_only"):
         header["accelerator"] = "none (host only: no VM)"
         header["versions"] = f"fio {env.get('host_fio', '?')} (host)"
         del header["boots"]
-        tables = [host_only_table(measurements, valid_cells, jobs, policy, env=env, storage=plan.get("storage", ""))]
+        host_only = [host_only_table(measurements, valid_cells, jobs, policy, env=env, storage=plan.get("storage", ""))]
         if len(cells) > 1 or any(not c["valid"] for c in cells):
-            tables.append(storage_cells_table(cells))
-        return header, tables
+            host_only.append(storage_cells_table(cells))
+        return header, host_only
     tables: list[Table] = [gap_table(measurements, valid_cells, jobs, policy,
                                      host_memory_bytes=(env.get("host_memory_mib") or 0) << 20 or None, env=env)]
     if plan.get("mode") == "journey":
         tables.append(journey_table(measurements, valid_cells, jobs, repeats=policy, env=env))
-    lt = layer_table(measurements, valid_cells, jobs, crypto, plan.get("stacks", []), repeats=policy, env=env)
+    lt = layer_table(measurements, valid_cells, jobs, data.crypto, plan.get("stacks", []), repeats=policy, env=env)
     if lt:
         tables.append(lt)
-    ct = crypto_table(crypto)
+    ct = crypto_table(data.crypto)
     if ct:
         tables.append(ct)
-    tt = targets_table(measurements, _targets(run))
+    tt = targets_table(measurements, data.targets)
     if tt:
         tables.append(tt)
     if len(cells) > 1 or any(not c["valid"] for c in cells):
@@ -142,10 +88,7 @@ def zfs_header(env: dict) -> str:
     return ", ".join(parts)
 
 
-def _guest_fio(boots: list[dict]) -> str:
+def _guest_fio(boots: Sequence[dict]) -> str:
     versions = sorted({(b.get("guest") or {}).get("fio_version", "?") for b in boots})
     return ", ".join(versions) or "?"
 
-
-def _targets(run: RunRow) -> list[dict]:
-    return list(run.plan.get("targets", []))

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..scenario.axes import STORAGE_AXES
-from .rows import Row, aggregate, group, judge_change, telemetry_notes
+from .rows import Row, aggregate, group, host_group, judge_change, telemetry_notes
 from .facts import RepeatPolicy, admissibility
-from .tables import (FIGURE_COLUMNS, Column, Table, _figures, _job_label, _policy, _repeat_columns, _telemetry_columns,
-                     _telemetry_notes, delta_fields, delta_pct, f_bool, f_text, verdict_notes)
+from .tables import (FIGURE_COLUMNS, Column, Table, as_policy, delta_fields, delta_pct, f_bool, f_text, figure_fields, job_label,
+                     repeat_columns, telemetry_columns, telemetry_table_notes, verdict_notes)
 
 
 def host_only_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str]) -> list[Row]:
@@ -23,7 +23,7 @@ def host_only_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Se
     for job in jobs:
         base = None
         for i, cell in enumerate(cells):
-            rows = groups.get(("host", cell["name"], None, "host", job))
+            rows = groups.get(host_group(cell["name"], job))
             if not rows:
                 continue
             fig = aggregate(rows)
@@ -42,7 +42,7 @@ def host_only_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Se
 
 def host_only_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str],
                     repeats: int | RepeatPolicy, *, env: dict | None = None, storage: str = "") -> Table:
-    policy = _policy(repeats)
+    policy = as_policy(repeats)
     rows = host_only_rows(measurements, cells, jobs)
     keys = ("vs_baseline",)
     records = []
@@ -57,11 +57,11 @@ def host_only_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: S
 
     for r in rows:
         settings = shown(r.settings)
-        records.append({"job": _job_label(r), "cell": r.cell or "", "storage": settings, **_figures(r),
+        records.append({"job": job_label(r), "cell": r.cell or "", "storage": settings, **figure_fields(r),
                         "vs_baseline": r.vs_baseline, "note": r.note,
                         "repeat_stop": policy.stop(r.figures.repeats, r.figures.cv), **delta_fields(r, keys)})
     cols = [Column("job", "job"), Column("storage", "storage settings")]
-    cols += FIGURE_COLUMNS + _telemetry_columns(records) + _repeat_columns(records, policy)
+    cols += FIGURE_COLUMNS + telemetry_columns(records) + repeat_columns(records, policy)
     cols += [Column("vs_baseline", "vs baseline", row_fmt=delta_pct("vs_baseline")), Column("note", "note", f_text)]
     notes = [f"host only: no VM; fio on the host, on a new zvol or dataset per variant ({storage})." if storage
              else "host only: no VM; fio on the host, on a new zvol or dataset per variant.",
@@ -70,7 +70,7 @@ def host_only_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: S
         notes.append("every variant: " + ", ".join(f"{k}={v}" for k, v in sorted(common.items(), key=lambda kv: order.get(kv[0], 99))) + ".")
     if any(r.sync for r in rows):
         notes.append("(sync) jobs issue synchronous writes: compare them only with each other.")
-    notes += _telemetry_notes(records)
+    notes += telemetry_table_notes(records)
     notes += verdict_notes(records, keys)
     facts, missing = admissibility(measurements, [], env, policy)  # no guests: no QEMU cache mode, no guest RAM
     arc_max = ((env or {}).get("arc") or {}).get("c_max_bytes")

@@ -15,7 +15,7 @@ import io
 import math
 import re
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import matplotlib
 import numpy as np
@@ -29,7 +29,7 @@ MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 LINESTYLES = ["-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1, 2)), (0, (8, 2))]
 NINES = (50.0, 90.0, 99.0, 99.9, 99.99)
 
-RC = {
+RC: dict[Any, Any] = {  # matplotlib's rcParams (its stubs name every key in a Literal)
     "svg.fonttype": "none", "font.size": 8.5, "axes.titlesize": 9.5, "axes.titley": 1.0, "axes.titlepad": 5.0,
     "axes.spines.top": False, "axes.spines.right": False, "hatch.linewidth": 0.8, "legend.fontsize": 7.5,
     "legend.frameon": False, "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.5,
@@ -75,7 +75,7 @@ def _new(width: float, height: float, *, left: float = 0.7, right: float = 0.15,
     return fig
 
 
-def _chars(labels: Sequence[object]) -> int:
+def _chars(labels: Iterable[object]) -> int:
     return max((len(str(x)) for x in labels), default=0)
 
 
@@ -180,7 +180,7 @@ def waterfall(title: str, jobs: Sequence[tuple[str, Sequence[Mapping]]], rc: Map
 # ---- latency percentile curves ----------------------------------------------------------------
 
 
-def percentile_curve(bins: Mapping[int, int], points: Sequence[float]) -> np.ndarray | None:
+def percentile_curve(bins: Mapping[int, int], points: Sequence[float] | np.ndarray) -> np.ndarray | None:
     """Latency (ms) at each percentile, exactly as Histogram.percentile (fio's rule: the
     first bucket whose cumulative count reaches p% of all samples)."""
     if not bins:
@@ -194,7 +194,8 @@ def percentile_curve(bins: Mapping[int, int], points: Sequence[float]) -> np.nda
     return values[np.minimum(idx, len(values) - 1)] / 1e6
 
 
-def _nines(p: np.ndarray | float) -> np.ndarray | float:
+def _nines(p: np.ndarray | float) -> Any:
+    """The "nines" axis: 1 / (1 - p/100), for a percentile or an array of them."""
     return 1.0 / (1.0 - np.asarray(p) / 100.0)
 
 
@@ -216,6 +217,7 @@ def latency(title: str, lines: Sequence[tuple[str, Mapping[int, int]]]) -> Plot:
                     markevery=[int(np.argmin(np.abs(points - p))) for p in NINES],
                     markersize=4, linewidth=1.3)
             key = percentile_curve(bins, [50.0, 99.0, 99.99])
+            assert key is not None  # the same bins as ys
             alt.append(f"{label}: p50 {fmt_num(key[0])} ms, p99 {fmt_num(key[1])} ms, p99.99 {fmt_num(key[2])} ms")
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -252,7 +254,7 @@ def cell_bars(title: str, recs: Sequence[Mapping], key: str, label_key: str = "c
         loss = [v is not None and (v < ref if pct else v > ref) for v in vals]
         bars = ax.barh(ys, [0.0 if v is None else v for v in vals], color=[COLOURS[5] if lo else COLOURS[0] for lo in loss],
                        hatch=None, edgecolor="#222222", linewidth=0.5, height=0.7)
-        lo_all = [ref] + [v for v in vals if v is not None]
+        lo_all: list[float] = [ref] + [v for v in vals if v is not None]
         hi_all = list(lo_all)
         alt, labels = [], []
         for y, r, v, b, lost in zip(ys, recs, vals, bars, loss):
@@ -275,8 +277,11 @@ def cell_bars(title: str, recs: Sequence[Mapping], key: str, label_key: str = "c
         width = max(hi - lo, 1e-9)
         pad = width * 0.02
         for y, v, iv, text in labels:
-            right = v is None or v >= ref or not pct  # a gap's bar starts at 0: text after its end
-            end = (0.0 if v is None else max(v, iv[1] if iv else v)) if right else min(v, iv[0] if iv else v)
+            if v is None:
+                right, end = True, 0.0
+            else:
+                right = v >= ref or not pct  # a gap's bar starts at 0: text after its end
+                end = max(v, iv[1] if iv else v) if right else min(v, iv[0] if iv else v)
             ax.text(end + (pad if right else -pad), y, _txt(text, 60), va="center", ha="left" if right else "right", fontsize=7)
         ax.set_yticks(ys, [_txt(r.get(label_key) or "") for r in recs])
         ax.axvline(ref, color="#000000", linewidth=0.8)

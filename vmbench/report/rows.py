@@ -1,5 +1,7 @@
-"""From stored measurements to comparisons: gaps to the host, to the baseline, between
-layers; crypto ceilings; targets.  Pure: data in, table models out.
+"""From a run's loaded measurements to comparisons: gaps to the host, to the baseline,
+between layers; journey steps; targets.  Pure: measurements (grouped by their
+:class:`~vmbench.results.key.MeasurementKey`) in, :class:`Row` and :class:`TargetResult` out;
+:mod:`vmbench.report.tables` lays them out as tables (it imports this module, never the reverse).
 
 Repeats are combined the honest way: the median of IOPS and bandwidth, with their spread
 (coefficient of variation), and percentiles from the merged latency histograms.  Every delta
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from ..fio.result import Histogram
+from ..results.key import MeasurementKey
 from . import stats
 from .stats import Delta
 
@@ -73,7 +76,7 @@ class Row:
 
 
 def aggregate(rows: Sequence[dict]) -> Figures:
-    """Combine the repeats of one (side, cell, stack, layer, job)."""
+    """Combine the repeats of one group (:meth:`MeasurementKey.group`)."""
     iops = [r["iops"] for r in rows]
     bws = [r["bw_bytes"] for r in rows]
     hist = Histogram()
@@ -191,13 +194,23 @@ def telemetry_notes(row: dict, fig: Figures) -> list[str]:
     return notes
 
 
-def group(measurements: Iterable[dict]) -> "OrderedDict[tuple, list[dict]]":
-    """Measurements keyed by (side, cell, stack, layer, job), in the order they ran."""
-    out: OrderedDict[tuple, list[dict]] = OrderedDict()
+def group(measurements: Iterable[dict]) -> "OrderedDict[MeasurementKey, list[dict]]":
+    """Measurements by their group's key (every repeat of one job on one target), in the
+    order they ran."""
+    out: OrderedDict[MeasurementKey, list[dict]] = OrderedDict()
     for m in measurements:
-        key = (m["side"], m.get("cell"), m.get("stack"), m["layer"], m["job"])
-        out.setdefault(key, []).append(m)
+        out.setdefault(MeasurementKey.of(m, repeat=False), []).append(m)
     return out
+
+
+def host_group(cell: str | None, job: str) -> MeasurementKey:
+    """The key of the host's rows of ``job`` stored under ``cell`` (None: the one host reference)."""
+    return MeasurementKey("host", cell, None, "host", job)
+
+
+def raw_group(cell: str, job: str) -> MeasurementKey:
+    """The key of a guest's raw-disk rows of ``job`` in ``cell``."""
+    return MeasurementKey("guest", cell, None, "raw", job)
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -259,14 +272,14 @@ def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence
         base = None
         for cell in order:
             hkey = host_key(by_name[cell])
-            host_rows = groups.get(("host", hkey, None, "host", job))
+            host_rows = groups.get(host_group(hkey, job))
             host = aggregate(host_rows) if host_rows else None
-            if host is not None and hkey not in shown:
+            if host_rows and host is not None and hkey not in shown:
                 shown.add(hkey)
                 out.append(Row(job=job, sync=bool(host_rows[0].get("sync")), side="host", cell=hkey, stack=None, layer="host",
                                figures=host, gap=1.0, note="; ".join(telemetry_notes(host_rows[0], host)),
                                settings=host_rows[0].get("settings") or {}))
-            rows = groups.get(("guest", cell, None, "raw", job))
+            rows = groups.get(raw_group(cell, job))
             if not rows:
                 continue
             sync = bool(rows[0]["sync"])
@@ -304,31 +317,31 @@ def layer_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequen
     for cell in cells:
         for stack in cell.get("stacks") or []:
             for job in jobs:
-                host_rows = groups.get(("host", host_key(cell), None, "host", job))
+                host_rows = groups.get(host_group(host_key(cell), job))
                 host = aggregate(host_rows) if host_rows else None
-                chain = [("raw", groups.get(("guest", cell["name"], None, "raw", job)))]
-                for (side, c, st, layer, j), rows in groups.items():
-                    if side == "guest" and c == cell["name"] and st == stack and j == job:
-                        chain.append((layer, rows))
+                chain: list[tuple[str, list[dict] | None]] = [("raw", groups.get(raw_group(cell["name"], job)))]
+                for k, rows in groups.items():
+                    if k.side == "guest" and k.cell == cell["name"] and k.stack == stack and k.job == job:
+                        chain.append((k.layer, rows))
                 if all(rows is None for _, rows in chain):
                     continue
-                if host is not None:
+                if host_rows and host is not None:
                     out.append(Row(job=job, sync=bool(host_rows[0]["sync"]), side="host", cell=cell["name"], stack=stack,
                                    layer="host", figures=host, gap=1.0, note="; ".join(telemetry_notes(host_rows[0], host))))
                 below = host
-                for layer, rows in chain:
-                    if not rows:
+                for layer, lrows in chain:
+                    if not lrows:
                         continue
-                    fig = aggregate(rows)
+                    fig = aggregate(lrows)
                     same_as_host = host is not None and host.job_hash == fig.job_hash
                     out.append(Row(
-                        job=job, sync=bool(rows[0]["sync"]), side="guest", cell=cell["name"], stack=stack, layer=layer,
+                        job=job, sync=bool(lrows[0]["sync"]), side="guest", cell=cell["name"], stack=stack, layer=layer,
                         figures=fig,
-                        gap=_ratio(host.iops, fig.iops) if same_as_host else None,
+                        gap=_ratio(host.iops, fig.iops) if host is not None and same_as_host else None,
                         vs_below=_change(fig.iops, below.iops) if below is not None else None,
-                        deltas=_deltas(gap=judge_gap(host, fig) if same_as_host else None,
+                        deltas=_deltas(gap=judge_gap(host, fig) if host is not None and same_as_host else None,
                                        vs_below=judge_change(fig, below) if below is not None else None),
-                        note="; ".join(telemetry_notes(rows[0], fig)),
+                        note="; ".join(telemetry_notes(lrows[0], fig)),
                     ))
                     below = fig
     return out
@@ -340,26 +353,26 @@ def journey_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequ
     groups = group(measurements)
     out = []
     for job in jobs:
-        prev = None
+        prev: Figures | None = None
         for cell in cells:
-            host_rows = groups.get(("host", host_key(cell), None, "host", job))
+            host_rows = groups.get(host_group(host_key(cell), job))
             host = aggregate(host_rows) if host_rows else None
             stacks = cell.get("stacks") or []
+            first = stacks[0] if stacks else None
             candidates = [(k, rows) for k, rows in groups.items()
-                          if k[0] == "guest" and k[1] == cell["name"] and k[4] == job and k[2] == (stacks[0] if stacks else None)]
+                          if k.side == "guest" and k.cell == cell["name"] and k.job == job and k.stack == first]
             if not candidates:
                 prev = None
                 continue
-            (_, _, stack, layer, _), rows = max(candidates, key=lambda kv: kv[1][0]["depth"])
+            key, rows = max(candidates, key=lambda kv: kv[1][0]["depth"])
             fig = aggregate(rows)
-            same_as_host = host is not None and host.job_hash == fig.job_hash
-            same_as_prev = prev is not None and prev.job_hash == fig.job_hash
+            gap = judge_gap(host, fig) if host is not None and host.job_hash == fig.job_hash else None
+            change = judge_change(fig, prev) if prev is not None and prev.job_hash == fig.job_hash else None
             out.append(Row(
-                job=job, sync=bool(rows[0]["sync"]), side="guest", cell=cell["name"], stack=stack, layer=layer, figures=fig,
-                gap=_ratio(host.iops, fig.iops) if same_as_host else None,
-                vs_previous=_change(fig.iops, prev.iops) if same_as_prev else None,
-                deltas=_deltas(gap=judge_gap(host, fig) if same_as_host else None,
-                               vs_previous=judge_change(fig, prev) if same_as_prev else None),
+                job=job, sync=bool(rows[0]["sync"]), side="guest", cell=cell["name"], stack=key.stack, layer=key.layer, figures=fig,
+                gap=_ratio(host.iops, fig.iops) if host is not None and gap is not None else None,
+                vs_previous=_change(fig.iops, prev.iops) if prev is not None and change is not None else None,
+                deltas=_deltas(gap=gap, vs_previous=change),
             ))
             prev = fig
     return out
@@ -368,7 +381,7 @@ def journey_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequ
 @dataclass(frozen=True)
 class TargetResult:
     target: dict
-    cell: str
+    cell: str | None
     stack: str | None
     layer: str
     job: str
@@ -381,17 +394,17 @@ def target_results(measurements: Sequence[dict], targets: Sequence[dict]) -> lis
     groups = group(measurements)
     out = []
     for t in targets:
-        for (side, cell, stack, layer, job), rows in groups.items():
-            if side != "guest" or job != t["job"]:
+        for k, rows in groups.items():
+            if k.side != "guest" or k.job != t["job"]:
                 continue
-            if t.get("cell") and cell != t["cell"]:
+            if t.get("cell") and k.cell != t["cell"]:
                 continue
-            if t.get("stack") and stack != t["stack"]:
+            if t.get("stack") and k.stack != t["stack"]:
                 continue
             if t.get("layer"):
-                if layer != t["layer"]:
+                if k.layer != t["layer"]:
                     continue
-            elif stack is None and any(k[2] is not None for k in groups if k[1] == cell and k[4] == job):
+            elif k.stack is None and any(o.stack is not None for o in groups if o.cell == k.cell and o.job == k.job):
                 continue  # without a layer, targets judge the stacks' layers, not the raw disk
             fig = aggregate(rows)
             failures = []
@@ -404,5 +417,5 @@ def target_results(measurements: Sequence[dict], targets: Sequence[dict]) -> lis
                     failures.append("no latency histogram to judge p99")
                 elif fig.p99_ms > t["max_p99_ms"]:
                     failures.append(f"p99 {fig.p99_ms:.2f} ms > {t['max_p99_ms']:g}")
-            out.append(TargetResult(t, cell, stack, layer, job, fig, not failures, tuple(failures)))
+            out.append(TargetResult(t, k.cell, k.stack, k.layer, k.job, fig, not failures, tuple(failures)))
     return out

@@ -1,4 +1,6 @@
-"""Table models for a run's report (pure), rendered by :mod:`vmbench.report.render`.
+"""Table models for a run's report (pure): the rows of :mod:`vmbench.report.rows` laid out
+as columns, records, notes and facts, rendered by :mod:`vmbench.report.render` (text, JSON)
+and :mod:`vmbench.report.html`.  This module calls into rows, never the reverse.
 
 Each delta column X (gap, vs_baseline, vs_below, vs_previous) keeps its point figure under X
 and adds X_low, X_high, X_verdict and X_why (the bootstrap interval, the verdict and, when
@@ -131,13 +133,13 @@ def verdict_notes(records: Sequence[dict], keys: Sequence[str]) -> list[str]:
     return notes
 
 
-def _policy(repeats: int | RepeatPolicy | None) -> RepeatPolicy:
+def as_policy(repeats: int | RepeatPolicy | None) -> RepeatPolicy:
     if isinstance(repeats, RepeatPolicy):
         return repeats
     return RepeatPolicy(int(repeats or 1), int(repeats or 1))
 
 
-def _repeat_columns(records: list[dict], policy: RepeatPolicy) -> list[Column]:
+def repeat_columns(records: list[dict], policy: RepeatPolicy) -> list[Column]:
     """The CV, and why each group has its repeats, when anything was repeated."""
     if policy.max <= 1 and not any((r.get("repeats") or 1) > 1 for r in records):
         return []
@@ -154,7 +156,7 @@ def _table_facts(measurements: Sequence[dict], cells: Sequence[dict], env: dict 
 # ---- tables -----------------------------------------------------------------------------------
 
 
-def _figures(row: Row) -> dict:
+def figure_fields(row: Row) -> dict:
     f = row.figures
     out = {
         "iops": f.iops, "mb_s": f.mb_s, "p50_ms": f.p50_ms, "p95_ms": f.p95_ms, "p99_ms": f.p99_ms,
@@ -188,7 +190,7 @@ def _has(records: list[dict], *keys: str) -> bool:
     return any(r.get(k) is not None for r in records for k in keys)
 
 
-def _telemetry_columns(records: list[dict]) -> list[Column]:
+def telemetry_columns(records: list[dict]) -> list[Column]:
     """Device MB/s and CPU % beside fio's figures, when the run sampled them; the host's CPU %
     while fio ran in a guest, when some guest record has it; the pool's MB/s, the write
     amplification and the ARC hit ratio, when some record has them (ZFS)."""
@@ -206,9 +208,9 @@ def _telemetry_columns(records: list[dict]) -> list[Column]:
     return cols
 
 
-def _telemetry_notes(records: list[dict]) -> list[str]:
+def telemetry_table_notes(records: list[dict]) -> list[str]:
     """What the telemetry columns shown mean."""
-    shown = {c.header for c in _telemetry_columns(records)}
+    shown = {c.header for c in telemetry_columns(records)}
     return ([TELEMETRY_NOTE] if "dev MB/s r/w" in shown else []) + ([HOST_TELEMETRY_NOTE] if "host CPU %" in shown else []) + (
         [ZFS_TELEMETRY_NOTE] if shown & {"pool MB/s r/w", "write ampl.", "ARC hit %"} else [])
 
@@ -239,7 +241,7 @@ FIGURE_COLUMNS = [
 ]
 
 
-def _job_label(row: Row) -> str:
+def job_label(row: Row) -> str:
     return f"{row.job} (sync)" if row.sync else row.job
 
 
@@ -247,13 +249,13 @@ def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
               host_memory_bytes: int | None = None, *, env: dict | None = None) -> Table:
     """``repeats``: the run's repeat policy (an int for a fixed count); ``env`` the run's
     recorded environment, for the admissibility facts."""
-    policy = _policy(repeats)
+    policy = as_policy(repeats)
     rows = gap_rows(measurements, cells, jobs, host_memory_bytes)
     multi_cell = len(cells) > 1
     keys = ("gap", "vs_baseline")
     records = []
     for r in rows:
-        rec = {"job": _job_label(r), "side": r.side, "cell": r.cell or "", "layer": r.layer, **_figures(r),
+        rec = {"job": job_label(r), "side": r.side, "cell": r.cell or "", "layer": r.layer, **figure_fields(r),
                "gap": r.gap, "vs_baseline": r.vs_baseline, "note": r.note,
                "repeat_stop": policy.stop(r.figures.repeats, r.figures.cv), **delta_fields(r, keys)}
         records.append(rec)
@@ -261,8 +263,8 @@ def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
     if multi_cell:
         cols.append(Column("cell", "cell"))
     cols += FIGURE_COLUMNS
-    cols += _telemetry_columns(records)
-    cols += _repeat_columns(records, policy)
+    cols += telemetry_columns(records)
+    cols += repeat_columns(records, policy)
     cols.append(Column("gap", "gap (host/guest)", row_fmt=delta_ratio("gap")))
     if multi_cell:
         cols.append(Column("vs_baseline", "vs baseline", row_fmt=delta_pct("vs_baseline")))
@@ -277,7 +279,7 @@ def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
         notes.append("(sync) jobs issue synchronous writes: compare them only with each other.")
     if multi_cell:
         notes.append(f"vs baseline = change in IOPS from the first cell ({cells[0]['name']}).")
-    notes += _telemetry_notes(records)
+    notes += telemetry_table_notes(records)
     notes += verdict_notes(records, keys)
     env = dict(env or {})
     if host_memory_bytes and not env.get("host_memory_mib"):
@@ -292,27 +294,26 @@ def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Seque
     rows = layer_rows(measurements, cells, jobs)
     if not rows:
         return None
-    policy = _policy(repeats)
+    policy = as_policy(repeats)
     keys = ("vs_below", "gap")
     cpu_of = {c["name"]: c["settings"].get("cpu") for c in cells}
     luks_of = {st["name"]: st.get("luks") for st in stacks}
     records = []
     for r in rows:
         top = r.layer.split("+")[-1]
-        ceiling = None
-        if top.startswith("luks") and luks_of.get(r.stack):
-            ceiling = _ceiling(crypto, cpu_of.get(r.cell), luks_of[r.stack])
-        records.append({"cell": r.cell, "stack": r.stack, "job": _job_label(r),
+        luks = luks_of.get(r.stack)
+        ceiling = _ceiling(crypto, cpu_of.get(r.cell), luks) if top.startswith("luks") and luks else None
+        records.append({"cell": r.cell, "stack": r.stack, "job": job_label(r),
                         "layer": r.layer if r.layer in ("host", "raw") else "+" + top,
-                        "layer_path": r.layer, **_figures(r), "vs_below": r.vs_below, "gap": r.gap, "crypto_ceiling": ceiling,
+                        "layer_path": r.layer, **figure_fields(r), "vs_below": r.vs_below, "gap": r.gap, "crypto_ceiling": ceiling,
                         **({"note": r.note} if r.note else {}),
                         "repeat_stop": policy.stop(r.figures.repeats, r.figures.cv), **delta_fields(r, keys)})
     cols = [Column("cell", "cell"), Column("stack", "stack"), Column("job", "job"), Column("layer", "layer")]
-    cols += FIGURE_COLUMNS + _telemetry_columns(records) + _repeat_columns(records, policy)
+    cols += FIGURE_COLUMNS + telemetry_columns(records) + repeat_columns(records, policy)
     cols += [Column("vs_below", "vs layer below", row_fmt=delta_pct("vs_below")),
              Column("gap", "gap (host/layer)", row_fmt=delta_ratio("gap"))]
     notes = ["vs layer below = change in IOPS that layer costs (or gains); gap = host IOPS / IOPS at that layer."]
-    notes += _telemetry_notes(records)
+    notes += telemetry_table_notes(records)
     if any(r["crypto_ceiling"] for r in records):
         cols.append(Column("crypto_ceiling", "crypto ceiling", f_text))
         notes.append("crypto ceiling = cryptsetup benchmark in that guest for the stack's cipher (one CPU), encrypt/decrypt MiB/s, and whether the guest has the aes flag.")
@@ -336,14 +337,14 @@ def _ceiling(crypto: Sequence[dict], cpu: str | None, luks: dict) -> str | None:
 
 def journey_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], *,
                   repeats: int | RepeatPolicy | None = None, env: dict | None = None) -> Table:
-    policy = _policy(repeats)
+    policy = as_policy(repeats)
     keys = ("gap", "vs_previous")
     records = []
     for r in journey_rows(measurements, cells, jobs):
-        records.append({"job": _job_label(r), "step": r.cell, "layer": r.layer, **_figures(r), "gap": r.gap, "vs_previous": r.vs_previous,
+        records.append({"job": job_label(r), "step": r.cell, "layer": r.layer, **figure_fields(r), "gap": r.gap, "vs_previous": r.vs_previous,
                         "repeat_stop": policy.stop(r.figures.repeats, r.figures.cv), **delta_fields(r, keys)})
     cols = [Column("job", "job"), Column("step", "step"), Column("layer", "layer measured")] + FIGURE_COLUMNS
-    cols += _repeat_columns(records, policy)
+    cols += repeat_columns(records, policy)
     cols += [Column("gap", "gap (host/step)", row_fmt=delta_ratio("gap")),
              Column("vs_previous", "vs previous step", row_fmt=delta_pct("vs_previous"))]
     notes = ["Each step's figure is the top measured layer of its first stack (the raw disk without stacks)."]

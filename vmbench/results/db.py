@@ -1,8 +1,9 @@
 """The results database (SQLite): runs, boots, cells, measurements, crypto benchmarks,
 telemetry (time series, such as fio's IOPS and latency over a measurement).
 
-One ``runs`` row per ``vmbench run``; one ``measurements`` row per (cell, stack, layer,
-job, repeat) and per host measurement, keeping fio's raw json+ output.  A resumed run keeps
+One ``runs`` row per ``vmbench run``; one ``measurements`` row per
+:class:`~vmbench.results.key.MeasurementKey` (side, cell, stack, layer, job, repeat; the
+cell by its row id), keeping fio's raw json+ output.  A resumed run keeps
 its row: ``runs.attempts`` counts its starts and every boot, measurement and crypto row
 records the attempt that wrote it.  The schema carries a version: an older database is
 upgraded in place after a backup copy (``migrate.py``); a newer one is refused rather than
@@ -20,6 +21,7 @@ from typing import Any
 
 from ..errors import ResultsError
 from . import migrate
+from .key import MeasurementKey
 
 SCHEMA_VERSION = 2
 
@@ -205,7 +207,8 @@ class ResultsDB:
         marks = ", ".join("?" for _ in values)
         with self.conn:
             cur = self.conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", [_cell(v) for v in values.values()])
-        return int(cur.lastrowid)
+        assert cur.lastrowid is not None  # an INSERT into a rowid table
+        return cur.lastrowid
 
     def _update(self, table: str, row_id: int, values: dict[str, Any]) -> None:
         sets = ", ".join(f"{k} = ?" for k in values)
@@ -236,7 +239,13 @@ class ResultsDB:
     def update_cell(self, cell_id: int, **values: Any) -> None:
         self._update("cells", cell_id, values)
 
-    def add_measurement(self, run_id: int, **values: Any) -> int:
+    def add_measurement(self, run_id: int, key: MeasurementKey | None = None, **values: Any) -> int:
+        """One measurement row; ``key`` gives its side, stack, layer, job and repeat (its cell
+        is ``cell_id`` among ``values``).  The schema stores VM 0 at load step 0 only."""
+        if key is not None:
+            if key.vm or key.load_step or key.repeat is None:
+                raise ValueError(f"cannot store {key}: one repeat of VM 0 at load step 0 only in schema v{SCHEMA_VERSION}")
+            values = dict(values, side=key.side, stack=key.stack, layer=key.layer, job=key.job, repeat=key.repeat)
         return self._insert("measurements", dict(run_id=run_id, **values))
 
     def add_crypto(self, run_id: int, **values: Any) -> int:
@@ -287,21 +296,28 @@ class ResultsDB:
             raise ValueError(table)
         return [_decode(dict(r)) for r in self.conn.execute(f"SELECT * FROM {table} WHERE run_id = ? ORDER BY id", (run_id,))]
 
-    def measurement_keys(self, run_id: int) -> set[tuple]:
-        """What a run has measured: (side, cell name or None, stack or None, layer, job, repeat)."""
-        return {tuple(r) for r in self.conn.execute(
-            "SELECT m.side, c.name, m.stack, m.layer, m.job, m.repeat FROM measurements m "
-            "LEFT JOIN cells c ON c.id = m.cell_id WHERE m.run_id = ?", (run_id,))}
+    def measurement_keys(self, run_id: int) -> set[MeasurementKey]:
+        """What a run has measured: the key of every stored measurement."""
+        return {MeasurementKey.of(r) for r in self._keyed(run_id)}
 
-    def repeat_iops(self, run_id: int) -> dict[tuple, dict[int, float]]:
-        """Each stored repeat's IOPS: (side, cell name or None, stack or None, layer, job) ->
-        {repeat: IOPS}, the groups whose repeats an adaptive repeat policy compares."""
-        out: dict[tuple, dict[int, float]] = {}
-        for side, cell, stack, layer, job, repeat, iops in self.conn.execute(
-                "SELECT m.side, c.name, m.stack, m.layer, m.job, m.repeat, m.iops FROM measurements m "
-                "LEFT JOIN cells c ON c.id = m.cell_id WHERE m.run_id = ? ORDER BY m.id", (run_id,)):
-            out.setdefault((side, cell, stack, layer, job), {})[int(repeat)] = float(iops)
+    def repeat_iops(self, run_id: int) -> dict[MeasurementKey, dict[int, float]]:
+        """Each stored repeat's IOPS: group key -> {repeat: IOPS}, the groups whose repeats an
+        adaptive repeat policy compares."""
+        out: dict[MeasurementKey, dict[int, float]] = {}
+        for r in self._keyed(run_id):
+            out.setdefault(MeasurementKey.of(r, repeat=False), {})[int(r["repeat"])] = float(r["iops"])
         return out
+
+    def _keyed(self, run_id: int) -> list[dict]:
+        """A run's measurements with what their keys are made of (the cell by name), in order."""
+        return [dict(r) for r in self.conn.execute(
+            "SELECT m.side, c.name AS cell, m.stack, m.layer, m.job, m.repeat, m.iops FROM measurements m "
+            "LEFT JOIN cells c ON c.id = m.cell_id WHERE m.run_id = ? ORDER BY m.id", (run_id,))]
+
+    def scenario_text(self, run_id: int) -> str:
+        """The scenario file as the run ran it ("" for no such run)."""
+        row = self.conn.execute("SELECT scenario_text FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return str(row[0]) if row else ""
 
     def telemetry(self, run_id: int) -> list[dict]:
         """A run's telemetry rows in the order stored: id, run_id, measurement_id, source and

@@ -21,6 +21,7 @@ from ..fio.runner import precondition, run_fio
 from .plan import Step, Stored
 from ..progress import Progress
 from ..results.db import ResultsDB
+from ..results.key import MeasurementKey
 from ..scenario.model import Cell, RepeatPolicy, Scenario
 from ..transport.base import Transport
 from ..units import format_duration, format_size
@@ -83,7 +84,7 @@ class Measurer:
         #: job -> the host's fio argv, which the guest's must match but for target and output
         self.host_argv: dict[str, tuple[str, ...]] = dict(host_argv or {})
         #: Step.group() -> {repeat: IOPS} of every stored measurement (earlier attempts' too)
-        self.iops: dict[tuple, dict[int, float]] = {k: dict(v) for k, v in (stored or {}).items()}
+        self.iops: dict[MeasurementKey, dict[int, float]] = {k: dict(v) for k, v in (stored or {}).items()}
         assert scenario.repeat_policy is not None
         self.policy: RepeatPolicy = scenario.repeat_policy
 
@@ -153,9 +154,8 @@ class Measurer:
             self.host_argv[job.name] = run.argv
         pcts = run.result.percentiles()
         measurement_id = self.db.add_measurement(
-            self.run_id, cell_id=where.cell_id, boot_id=where.boot_id, attempt=self.attempt, side=where.side_name,
-            stack=where.stack, layer=where.layer, depth=where.depth, job=job.name, job_params_json=job.params(),
-            job_hash=job_hash(job), sync=job.is_sync, repeat=step.repeat, target=where.target, argv_json=list(run.argv),
+            self.run_id, step.key(), cell_id=where.cell_id, boot_id=where.boot_id, attempt=self.attempt, depth=where.depth,
+            job_params_json=job.params(), job_hash=job_hash(job), sync=job.is_sync, target=where.target, argv_json=list(run.argv),
             settings_json=where.settings, accelerator=where.accelerator, started_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
             iops=run.result.iops, bw_bytes=run.result.bw_bytes, p50_ns=pcts[50.0], p95_ns=pcts[95.0], p99_ns=pcts[99.0],
             p999_ns=pcts[99.9], clat_bins_json=run.result.clat.to_json(), fio_json=run.raw_json,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Mapping
 
 from ..fio.job import FioJob
+from ..results.key import MeasurementKey
 from ..scenario.model import Cell, Scenario, Stack, VmConfig, layer_path
 
 
@@ -50,21 +51,24 @@ class Step:
     depth: int
     job: str
     repeat: int
+    vm: int = 0  # the VM within a group of VMs run at once (MeasurementKey.vm)
+    load_step: int = 0
 
-    def key(self) -> tuple:
-        return (self.side, self.cell, self.stack, self.layer, self.job, self.repeat)
+    def key(self) -> MeasurementKey:
+        """What this step measures: the key its stored measurement has."""
+        return MeasurementKey(self.side, self.cell, self.stack, self.layer, self.job, self.repeat, self.vm, self.load_step)
 
-    def group(self) -> tuple:
+    def group(self) -> MeasurementKey:
         """The key without the repeat: one job on one target, whose repeats are compared."""
-        return (self.side, self.cell, self.stack, self.layer, self.job)
+        return self.key().group()
 
     def next(self, repeat: int) -> "Step":
         """This step with another repeat number (an adaptive extra)."""
         return replace(self, repeat=repeat)
 
 
-#: (side, cell, stack, layer, job) -> {repeat: IOPS}: what a run has stored (ResultsDB.repeat_iops)
-Stored = Mapping[tuple, Mapping[int, float]]
+#: a group's key (MeasurementKey.group()) -> {repeat: IOPS}: what a run has stored (ResultsDB.repeat_iops)
+Stored = Mapping[MeasurementKey, Mapping[int, float]]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,149 @@
+"""A stored run -> plain values: the report's one read of the results database.
+
+:func:`load_run` reads everything the report, its tables, plots and the HTML page need, once,
+into a :class:`RunData`; nothing after it touches the database.  The flow is one way:
+``load_run`` (here) -> rows (:mod:`.rows`) -> tables (:mod:`.tables`, :mod:`.hostonly`,
+put together by :mod:`.build`) -> text, JSON (:mod:`.render`) or HTML (:mod:`.html`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ..results.db import ResultsDB, RunRow
+from ..results.key import MeasurementKey
+from ..telemetry import sampler as telemetry
+
+#: the samplers' series (fio's own are "fio-*"): the side fio ran on, the pool's (always the host's)
+#: and, for a guest run, the host's own device and CPU
+SAMPLED = ("disk", "cpu", "zpool", "arc", "host-disk", "host-cpu")
+
+
+@dataclass(frozen=True)
+class Series:
+    """One stored time series: its source ("fio-iops", "disk", "zpool"...), the series as
+    stored, and the key of the measurement it was recorded in (None: of the whole run)."""
+
+    source: str
+    series: Any
+    key: MeasurementKey | None
+
+
+@dataclass(frozen=True)
+class RunData:
+    """One run as the report reads it.
+
+    ``cells`` in scenario order (journey steps), each with ``host_cell`` (the cell its host
+    reference is stored under, from the plan); ``measurements`` in the order stored, each with
+    its cell's name as ``cell`` and, where a sampler recorded series, their means as
+    ``telemetry``; then, for cells that share a boot, the raw-disk rows measured once in the
+    first of them, copied under each other cell and marked ``shared_from``.  ``series``: every
+    time series of fio's logs and the samplers, in the order stored.
+    """
+
+    run: RunRow
+    scenario_text: str
+    cells: tuple[dict, ...]
+    measurements: tuple[dict, ...]
+    crypto: tuple[dict, ...] = ()
+    boots: tuple[dict, ...] = ()
+    series: tuple[Series, ...] = ()
+
+    @property
+    def plan(self) -> dict:
+        return self.run.plan
+
+    @property
+    def environment(self) -> dict:
+        return self.run.environment
+
+    @property
+    def jobs(self) -> list[str]:
+        """The plan's job names, in order."""
+        return [j["name"] for j in self.plan.get("jobs", [])]
+
+    @property
+    def targets(self) -> list[dict]:
+        return list(self.plan.get("targets", []))
+
+    @property
+    def valid_cells(self) -> list[dict]:
+        return [c for c in self.cells if c["valid"]]
+
+    @property
+    def measured(self) -> list[dict]:
+        """The measurements as stored (without the shared raw-disk copies)."""
+        return [m for m in self.measurements if not m.get("shared_from")]
+
+
+def load_run(db: ResultsDB, ref: str | int | None = "latest") -> RunData:
+    """The run ``ref`` (an id, a tag, or "latest") of ``db``, read once."""
+    run = db.resolve_run(ref)
+    host_cells = {c["name"]: c.get("host_cell") for c in run.plan.get("cells", [])}
+    cells = [dict(c, host_cell=host_cells.get(c["name"]))  # which host reference each cell is compared with
+             for c in sorted(db.rows("cells", run.id), key=lambda c: c["seq"])]  # scenario order, not boot order
+    names = {c["id"]: c["name"] for c in cells}
+    measurements = [dict(m, cell=names.get(m["cell_id"])) for m in db.rows("measurements", run.id)]
+    rows = _telemetry_rows(db, run.id)
+    summarize_telemetry(measurements, rows)
+    by_id = {m["id"]: m for m in measurements}
+    series = tuple(Series(r["source"], r.get("series"), _key(by_id.get(r.get("measurement_id")))) for r in rows)
+    return RunData(run=run, scenario_text=db.scenario_text(run.id), cells=tuple(cells),
+                   measurements=tuple(measurements + shared_raw_rows(cells, measurements)),
+                   crypto=tuple(db.rows("crypto", run.id)), boots=tuple(db.rows("boots", run.id)), series=series)
+
+
+
+def _key(m: Mapping | None) -> MeasurementKey | None:
+    return None if m is None else MeasurementKey.of(m)
+
+
+def _telemetry_rows(db: ResultsDB, run_id: int) -> list[dict]:
+    try:
+        return db.telemetry(run_id)
+    except Exception as exc:  # an old database without the table, or an unreadable series: nothing sampled
+        logging.getLogger(__name__).debug("no telemetry: %s", exc)
+        return []
+
+
+def attach_telemetry(db: ResultsDB, run_id: int, measurements: list[dict]) -> None:
+    """:func:`summarize_telemetry` with the run's telemetry rows read from ``db``."""
+    summarize_telemetry(measurements, _telemetry_rows(db, run_id))
+
+
+def summarize_telemetry(measurements: Sequence[dict], rows: Sequence[Mapping]) -> None:
+    """Each measurement with a sampler's series among ``rows`` gets ``telemetry``: the means
+    of :func:`vmbench.telemetry.sampler.summary` (device MB/s read and written, CPU busy and
+    idle %; with ZFS the pool's MB/s, the ARC hit ratio and size, the scrub state,
+    zfs_txg_timeout, whichever side recorded them; for a guest run sampled on the host too,
+    the host's device MB/s and CPU: ``host_dev_read_mb_s``, ``host_dev_write_mb_s``,
+    ``host_cpu_busy``, ``host_cpu_idle``)."""
+    by_m: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        if r.get("measurement_id") is not None and r.get("source") in SAMPLED:
+            by_m.setdefault(r["measurement_id"], {})[r["source"]] = r.get("series")
+    for m in measurements:
+        got = by_m.get(m["id"])
+        if got:
+            summ = telemetry.summary(got.get("disk"), got.get("cpu"), got.get("zpool"), got.get("arc"),
+                                     host_disk=got.get("host-disk"), host_cpu=got.get("host-cpu"))
+            if summ:
+                m["telemetry"] = summ
+
+
+def shared_raw_rows(cells: Sequence[dict], measurements: Sequence[dict]) -> list[dict]:
+    """Cells of one boot share the VM, so its raw disk is measured once, in the first of
+    them; the others show those same rows (marked) in the report."""
+    out = []
+    by_name = {c["name"]: c for c in cells}
+    for cell in cells:
+        source = (cell.get("evidence") or {}).get("raw_measured_in")
+        if not source or source == cell["name"] or source not in by_name:
+            continue
+        for m in measurements:
+            if m["cell"] == source and m["layer"] == "raw" and m["side"] == "guest":
+                out.append(dict(m, cell=cell["name"], cell_id=cell.get("id"), shared_from=source))
+    return out
+

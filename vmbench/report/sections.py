@@ -1,0 +1,298 @@
+"""The plot sections of the HTML page: which plots a run gets, drawn from its tables and its
+loaded values (pure: :class:`~vmbench.report.load.RunData` and tables in, sections out).
+
+Each :class:`PlotSection` holds its plots (inline SVG from :mod:`vmbench.report.plots`),
+what it left out, or why it has none; ``templates/page.html.j2`` lays it out.  Plots per kind
+are capped so that a 100-cell run renders in about a second; the tables always hold every
+row, and each section says what it left out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..fio.result import Histogram
+from ..results.key import MeasurementKey
+from . import plots
+from .load import SAMPLED, RunData
+from .tables import Table
+
+MAX_WATERFALLS = 4  # (cell, stack) figures, each with one panel per job
+MAX_LATENCY = 4  # figures
+MAX_LATENCY_LINES = 8  # lines per figure
+MAX_BAR_FIGURES = 4  # jobs
+MAX_BAR_ROWS = 30  # cells per figure
+MAX_CRYPTO = 4  # jobs
+MAX_TIMELINES = 4  # jobs
+MAX_TIMELINE_LINES = 6  # measurements per panel
+MIB_TO_MB = 1.048576
+
+
+@dataclass(frozen=True)
+class Figure:
+    plot: plots.Plot
+    max_width_px: str | None  # the SVG's own width (px), so the page never scales it up
+
+
+@dataclass(frozen=True)
+class Capped:
+    """Only the first ``shown`` of ``total`` ``what`` are drawn."""
+
+    shown: int
+    total: int
+    what: str
+
+
+@dataclass(frozen=True)
+class PlotSection:
+    anchor: str  # the section's id: "plot-layers", "plot-latency", "plot-cells", "plot-crypto", "plot-timeline"
+    heading: str
+    figures: tuple[Figure, ...] = ()
+    empty: str | None = None  # why there is no plot (the section shows only this)
+    notes: tuple[str, ...] = ()  # said before the plots
+    capped: tuple[Capped, ...] = ()  # what was left out
+    no_intervals: bool = False  # the bars show point figures only
+
+
+def plot_sections(data: RunData, tables: Sequence[Table]) -> list[PlotSection]:
+    by_name = {t.name: t for t in tables}
+    return [
+        waterfalls(by_name.get("layers")),
+        latency(data),
+        cell_bars(by_name.get("gaps"), by_name.get("journey")),
+        crypto(data, by_name.get("layers")),
+        timelines(data),
+    ]
+
+
+def _figures(made: Iterable[plots.Plot]) -> tuple[Figure, ...]:
+    out = []
+    for p in made:
+        size = re.search(r'width="([0-9.]+)pt"', p.svg[:400])
+        out.append(Figure(p, f"{float(size.group(1)) * 4 / 3:.0f}" if size else None))
+    return tuple(out)
+
+
+def _capped(*parts: tuple[int, int, str]) -> tuple[Capped, ...]:
+    return tuple(Capped(shown, total, what) for shown, total, what in parts if total > shown)
+
+
+def waterfalls(layers: Table | None) -> PlotSection:
+    anchor, heading = "plot-layers", "Layer by layer (IOPS)"
+    if layers is None or not layers.records:
+        return PlotSection(anchor, heading, empty="no stacks in this run: nothing to show layer by layer")
+    groups: "OrderedDict[tuple, OrderedDict[str, list[dict]]]" = OrderedDict()
+    for r in layers.records:
+        groups.setdefault((r.get("cell"), r.get("stack")), OrderedDict()).setdefault(str(r.get("job")), []).append(r)
+    made = [plots.waterfall(f"{cell} / {stack}: IOPS per layer", list(jobs.items()))
+            for (cell, stack), jobs in list(groups.items())[:MAX_WATERFALLS]]
+    return PlotSection(anchor, heading, _figures(made), capped=_capped((len(made), len(groups), "(cell, stack) waterfalls")))
+
+
+def histograms(data: RunData) -> "OrderedDict[MeasurementKey, Histogram]":
+    """Merged clat histograms per group, in run order, the host's under no cell (one host
+    line per job); cells of one boot share their raw disk rows as in the tables."""
+    out: "OrderedDict[MeasurementKey, Histogram]" = OrderedDict()
+    for m in data.measurements:
+        key = MeasurementKey.of(m, repeat=False)
+        if key.side == "host":
+            key = replace(key, cell=None)
+        out[key] = out.get(key, Histogram()).merge(Histogram.from_json(m["clat_bins"]))
+    return out
+
+
+def latency(data: RunData) -> PlotSection:
+    anchor, heading = "plot-latency", "Latency percentiles"
+    hists = histograms(data)
+    if not any(h.count for h in hists.values()):
+        return PlotSection(anchor, heading, empty="no latency histograms in this run")
+    jobs = data.jobs or list(OrderedDict.fromkeys(k.job for k in hists))
+    valid = [c["name"] for c in data.valid_cells]
+    specs: list[tuple[str, list[tuple[str, Any]]]] = []
+    with_stacks = any(k.stack for k in hists)
+    for job in jobs:
+        host = hists.get(MeasurementKey("host", None, None, "host", job))
+        base = [("host", host.bins)] if host is not None and host.count else []
+        if with_stacks:
+            for cell in valid:
+                lines = list(base)
+                multi = len({k.stack for k in hists if k.cell == cell and k.stack}) > 1
+                for k, h in hists.items():
+                    if k.side == "guest" and k.cell == cell and k.job == job and h.count:
+                        lines.append((k.layer if k.stack is None or not multi else f"{k.stack}: {k.layer}", h.bins))
+                if len(lines) > len(base):
+                    specs.append((f"{job}, {cell}: host vs each layer", lines[:MAX_LATENCY_LINES]))
+        else:
+            raw = [(c, hists.get(MeasurementKey("guest", c, None, "raw", job))) for c in valid]
+            lines = list(base) + [(f"guest {c}", h.bins) for c, h in raw if h is not None]
+            if len(lines) > len(base):
+                specs.append((f"{job}: host vs guest raw disk", lines[:MAX_LATENCY_LINES]))
+    made = [plots.latency(title, lines) for title, lines in specs[:MAX_LATENCY]]
+    return PlotSection(anchor, heading, _figures(made), capped=_capped((len(made), len(specs), "latency plots")))
+
+
+def cell_bars(gaps: Table | None, journey: Table | None) -> PlotSection:
+    anchor, heading = "plot-cells", "Per cell: change and verdict"
+    made: list[plots.Plot] = []
+    capped: list[tuple[int, int, str]] = []
+    total = 0
+    no_intervals = False
+    if gaps is not None:
+        guest = [r for r in gaps.records if r.get("side") == "guest"]
+        multi = len({r.get("cell") for r in guest}) > 1
+        key = "vs_baseline" if multi else "gap"
+        by_job: "OrderedDict[str, list[dict]]" = OrderedDict()
+        for r in guest:
+            by_job.setdefault(str(r.get("job")), []).append(r)
+        total += len(by_job)
+        what = "change from the baseline" if multi else "gap to the host"
+        for job, recs in list(by_job.items())[:MAX_BAR_FIGURES]:
+            made.append(plots.cell_bars(f"{job}: {what} per cell", recs[:MAX_BAR_ROWS], key))
+            capped.append((min(len(recs), MAX_BAR_ROWS), len(recs), f"cells of {job}"))
+        no_intervals = bool(guest) and not any(r.get(f"{key}_low") is not None for r in guest)
+    if journey is not None and journey.records:
+        steps: "OrderedDict[str, list[dict]]" = OrderedDict()
+        for r in journey.records:
+            steps.setdefault(str(r.get("job")), []).append(r)
+        total += len(steps)
+        for job, recs in list(steps.items())[:MAX_BAR_FIGURES]:
+            made.append(plots.cell_bars(f"{job}: change per journey step", recs[:MAX_BAR_ROWS], "vs_previous", "step"))
+            capped.append((min(len(recs), MAX_BAR_ROWS), len(recs), f"steps of {job}"))
+    if not made:
+        return PlotSection(anchor, heading, empty="no guest measurements in this run")
+    return PlotSection(anchor, heading, _figures(made), capped=_capped(*capped, (len(made), total, "per-job bar plots")),
+                       no_intervals=no_intervals)
+
+
+def crypto(data: RunData, layers: Table | None) -> PlotSection:
+    anchor, heading = "plot-crypto", "Crypto ceiling and LUKS throughput"
+    benches = data.crypto
+    luks_of = {s["name"]: s.get("luks") for s in data.plan.get("stacks", []) if s.get("luks")}
+    cpu_of = {c["name"]: (c.get("settings") or {}).get("cpu") for c in data.cells}
+    luks_recs = [r for r in (layers.records if layers else [])
+                 if r.get("stack") in luks_of and any(p.startswith("luks") for p in str(r.get("layer_path", "")).split("+"))]
+    if not luks_recs and not benches:
+        return PlotSection(anchor, heading, empty="no LUKS layer and no crypto benchmark in this run")
+
+    def measured(c: Mapping) -> list[tuple[str, float | None]]:
+        return [(f"ceiling {k}", c[f"{k}_mib_s"] * MIB_TO_MB) for k in ("encrypt", "decrypt") if c.get(f"{k}_mib_s") is not None]
+
+    def ceiling(side: str, cpu: Any, luks: Mapping) -> list[tuple[str, float | None]]:
+        for c in benches:
+            if c["side"] == side and (side == "host" or c["cpu"] == cpu) and c["cipher"] == luks.get("cipher") \
+                    and c["key_bits"] == luks.get("key_bits") and measured(c):
+                return measured(c)
+        return []
+
+    specs: list[tuple[str, list, float | None]] = []
+    by_job: "OrderedDict[str, list[dict]]" = OrderedDict()
+    for r in luks_recs:
+        by_job.setdefault(str(r.get("job")), []).append(r)
+    for job, recs in by_job.items():
+        groups: "OrderedDict[tuple, list]" = OrderedDict()
+        for r in recs:
+            groups.setdefault((r["cell"], r["stack"]), []).append((f"layer {r['layer_path']}", r.get("mb_s")))
+        out = []
+        for (cell, stack), bars in groups.items():
+            out.append((f"{cell} ({cpu_of.get(cell)})", bars + ceiling("guest", cpu_of.get(cell), luks_of[stack])))
+        host = ceiling("host", None, next(iter(luks_of.values())))
+        if host:
+            out.append(("host (cryptsetup)", host))
+        name = job.replace(" (sync)", "")
+        targets = [t["min_mb_s"] for t in data.targets if t.get("job") == name and t.get("min_mb_s") is not None]
+        specs.append((f"{job}: LUKS throughput and crypto ceiling", out[:12], targets[0] if targets else None))
+    if not specs:  # crypto rows without a LUKS layer measured: the ceilings alone
+        alone = [(f"{c['side']} {c['cpu']} {c['cipher']}/{c['key_bits']}", measured(c)) for c in benches if measured(c)]
+        if alone:
+            specs.append(("Crypto ceilings (no LUKS layer measured)", alone[:12], None))
+    made = [plots.crypto(title, groups_, target) for title, groups_, target in specs[:MAX_CRYPTO]]
+    if not made:
+        return PlotSection(anchor, heading, empty="the crypto benchmark gave no figures in this run (see the crypto table)")
+    return PlotSection(anchor, heading, _figures(made), capped=_capped((len(made), len(specs), "crypto plots")))
+
+
+# ---- over the run: fio's logs and the samplers' series ------------------------------------------
+
+#: the samplers' panels of a timeline, in order (each where it saw anything)
+SAMPLED_PANELS = ("dev-read", "dev-write", "pool-read", "pool-write", "arc-hit", "cpu-busy",
+                  "host-dev-read", "host-dev-write", "host-cpu-busy")
+
+
+def timeline_lines(data: RunData) -> list[dict]:
+    """Every plain (t_s, values) line of fio's logs and the samplers, with its job, repeat and
+    label (where it was measured, and its repeat when the run repeats)."""
+    out = []
+    repeats = int(data.plan.get("repeats", 1)) > 1
+    for s in data.series:
+        if not (s.source.startswith("fio-") or s.source in SAMPLED):
+            continue
+        k = s.key
+        where = "" if k is None else "host" if k.side == "host" else " ".join(str(x) for x in (k.cell, k.stack, k.layer) if x)
+        repeat = k.repeat if k is not None else None
+        label = (where or "?") + (f" #{repeat}" if repeat and repeats else "")
+        for flat_source, flat in _flatten(s.source, s.series):
+            if not isinstance(flat, dict) or not flat.get("t_s") or not flat.get("values"):
+                continue
+            out.append({"source": flat_source, "series": flat, "job": (k.job if k else None) or "?", "repeat": repeat, "label": label})
+    return out
+
+
+def _flatten(source: str, s: Any) -> list[tuple[str, dict]]:
+    """The sampler's series as plain (t_s, values) lines: the device under the target's MB/s
+    read and written, the CPUs' busy share, a ZFS pool's MB/s read and written and the ARC's
+    hit ratio; the host's own device and CPU under a guest run ("host-disk", "host-cpu") as
+    "host-dev-read", "host-dev-write", "host-cpu-busy"; fio's logs as they are."""
+    if not isinstance(s, dict):
+        return []
+    if source in ("host-disk", "host-cpu"):
+        return [("host-" + name, line) for name, line in _flatten(source[len("host-"):], s)]
+    if source == "zpool":
+        return [("pool-read", {"t_s": s.get("t_s"), "values": s.get("read_mb_s"), "unit": "MB/s"}),
+                ("pool-write", {"t_s": s.get("t_s"), "values": s.get("write_mb_s"), "unit": "MB/s"})]
+    if source == "arc":
+        ratio = s.get("hit_ratio") or []
+        return [("arc-hit", {"t_s": s.get("t_s"), "values": [None if v is None else 100.0 * v for v in ratio], "unit": "%"})]
+    if source == "disk":
+        dev = (s.get("devices") or {}).get(s.get("primary") or "") or {}
+        return [("dev-read", {"t_s": s.get("t_s"), "values": dev.get("read_mb_s"), "unit": "MB/s"}),
+                ("dev-write", {"t_s": s.get("t_s"), "values": dev.get("write_mb_s"), "unit": "MB/s"})]
+    if source == "cpu":
+        idle = s.get("idle") or []
+        return [("cpu-busy", {"t_s": s.get("t_s"), "values": [None if v is None else 100.0 - v for v in idle], "unit": "%"})]
+    return [(source, s)]
+
+
+def timelines(data: RunData) -> PlotSection:
+    anchor, heading = "plot-timeline", "Over the run: fio logs and telemetry"
+    rows = timeline_lines(data)
+    if not rows:
+        return PlotSection(anchor, heading, empty="no fio logs or telemetry in this run")
+    order = {"fio-iops": 0, "fio-bw": 1, "fio-clat": 2, "fio-lat": 3, "fio-slat": 4}
+    by_job: "OrderedDict[str, OrderedDict[str, list[dict]]]" = OrderedDict()
+    for r in rows:
+        by_job.setdefault(r["job"], OrderedDict()).setdefault(r["source"], []).append(r)
+    made, notes = [], set()
+    for job, sources in list(by_job.items())[:MAX_TIMELINES]:
+        panels = []
+        # IOPS and completion latency; fio's per-direction IOPS only when there is no total
+        fio = [s for s in sources if s.startswith("fio-")]
+        chosen = [s for s in ("fio-iops", "fio-clat") if s in sources] or sorted(fio, key=lambda s: (order.get(s, 9), s))[:2]
+        chosen += [s for s in SAMPLED_PANELS if s in sources and any(
+            v for r in sources[s] for v in r["series"]["values"] if v)]  # the sampler's, where it saw anything
+        for source in chosen:
+            lines = sources[source]
+            if len(lines) > MAX_TIMELINE_LINES:  # many repeats: the first repeat of each measurement
+                first = min((r["repeat"] or 1) for r in lines)
+                lines = [r for r in lines if (r["repeat"] or 1) == first] or lines
+                notes.add(f"Where a panel would have more than {MAX_TIMELINE_LINES} lines, it shows the first repeat "
+                          "of each measurement (#1); the tables combine all repeats.")
+            lines = lines[:MAX_TIMELINE_LINES]
+            unit = str(lines[0]["series"].get("unit") or "")
+            panels.append((source, unit, [(r["label"], r["series"]["t_s"], r["series"]["values"]) for r in lines]))
+        made.append(plots.timeline(f"{job}: over the run", panels))
+    return PlotSection(anchor, heading, _figures(made), notes=tuple(sorted(notes)),
+                       capped=_capped((len(made), len(by_job), "jobs with fio logs")))
+
