@@ -10,14 +10,15 @@ import posixpath
 import secrets
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
 
 from vmbench.command import Completed
-from vmbench.drivers.base import Accelerator, Applied, Leftover, VmRequest, VmResources
+from vmbench.drivers.base import Accelerator, Applied, Check, HostChecks, Leftover, VmRequest, VmResources
 from vmbench.errors import CommandError, GuestError, HypervisorError, PreflightError, VmbenchError
 from vmbench.paths import HostPaths, StatePaths
 from vmbench.scenario.model import VmConfig
-from vmbench.settings import Bus, CpuMode, Feature, ImageFormat
+from vmbench.progress import Progress
+from vmbench.settings import Accel, Bus, CpuMode, Feature, ImageFormat
 from vmbench.storage import VOLUME_RE, Volume, VolumeRole, volume_name
 
 if TYPE_CHECKING:
@@ -109,6 +110,13 @@ class ScriptedTransport:
             if tuple(argv[: len(prefix)]) == prefix and (best is None or len(prefix) > len(best[0])):
                 best = (prefix, out)
         return Completed(tuple(argv), 0, best[1] if best else "", "")
+
+    def spawn(self, argv: Sequence[str]) -> object:
+        """A side that cannot start background commands (as one whose ``sh`` is missing)."""
+        raise CommandError(f"{argv[0]}: not scripted to run in the background", argv=list(argv), returncode=127)
+
+    def kill(self, handle: object) -> None:  # pragma: no cover - spawn() never hands out a handle
+        raise AssertionError(f"nothing was spawned: {handle!r}")
 
     def read_file(self, path: str) -> bytes:
         return self.files[path]
@@ -285,7 +293,9 @@ def _error(error: BaseException | type | None, message: str, argv: Sequence[str]
         return error(message, argv=list(argv), returncode=1)
     if issubclass(error, VmbenchError):
         return error(message)
-    return error()
+    instance = error()
+    assert isinstance(instance, BaseException), error
+    return instance
 
 
 class _FakeSide:
@@ -347,7 +357,8 @@ class _FakeSide:
         self._sample(argv[4], 2)
         return len(self.spawned)
 
-    def kill(self, handle: int) -> None:
+    def kill(self, handle: object) -> None:
+        assert isinstance(handle, int), handle
         self.killed.append(handle)
 
     def _sample(self, path: str, count: int = 1) -> None:
@@ -518,12 +529,19 @@ class FakeHost(_FakeSide):
         self.kvm = kvm
         self.free = free
         self.template_size = template_size
+        self.closes = 0  # close() calls
         flags = "fpu sse sse2 ssse3 sse4_1 sse4_2 pclmulqdq" + (" aes" if aes else "")
         self.files["/proc/cpuinfo"] = "".join(
             f"processor\t: {i}\nmodel name\t: {cpu_model}\nflags\t\t: {flags}\n\n" for i in range(4)).encode()
         self.files["/etc/os-release"] = b'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n'
         if kvm:
             self.files["/dev/kvm"] = b""
+
+    def describe(self) -> dict[str, object]:
+        return {}  # as this machine: nothing about how it is reached
+
+    def close(self) -> None:
+        self.closes += 1
 
     def _cmd_uname(self, argv, stdin):
         return self.kernel + "\n" if argv[1:] == ["-r"] else "Linux\n"
@@ -564,7 +582,7 @@ class FakeHost(_FakeSide):
 
 
 class FakeStorage:
-    """HostStorage: volumes in a dict.  ``free`` is what free_bytes() says; ``fail_on_create``
+    """VolumeStorage: volumes in a dict.  ``free`` is what free_bytes() says; ``fail_on_create``
     (True, or a substring of a volume name such as "scratch") makes create_volume raise
     HypervisorError; every create and delete is recorded."""
 
@@ -583,7 +601,7 @@ class FakeStorage:
         self.deleted: list[str] = []  # every delete_volume call, the volume there or not
         self.prepared = 0
 
-    def prepare(self, progress) -> None:
+    def prepare(self, progress: Progress) -> None:
         self.prepared += 1
 
     def free_bytes(self) -> int:
@@ -614,10 +632,20 @@ class FakeStorage:
             self.host.files.pop(vol.path, None)
 
     def leftovers(self) -> list[Leftover]:
-        return [Leftover("volume", v.path, VOLUME_RE.match(v.name).group(1), "fake pool") for v in self.volumes.values()]
+        return [Leftover("volume", v.path, _run_tag(v.name), "fake pool") for v in self.volumes.values()]
+
+    def delete_path(self, path: str) -> None:
+        """A leftover's path: the volume of that path (as :meth:`leftovers` lists them)."""
+        self.delete_volume(posixpath.basename(path))
 
     def facts(self) -> dict:
         return {"storage_type": "fake", "pool": "fake", "pool_free_bytes": self.free}
+
+
+def _run_tag(volume: str) -> str:
+    m = VOLUME_RE.match(volume)
+    assert m is not None, volume
+    return m.group(1)
 
 
 @dataclass(frozen=True)
@@ -708,13 +736,13 @@ class FakeGuestTransport(_FakeSide):
         return 1, "", ""
 
     def _tree(self) -> dict:
-        root_children = [{"name": self.layout.root + "1", "path": self.root_source, "serial": None, "type": "part",
+        root_children: list[dict[str, Any]] = [{"name": self.layout.root + "1", "path": self.root_source, "serial": None, "type": "part",
                           "size": 2147483648 - 1048576, "mountpoints": ["/"], "pkname": self.layout.root}]
-        scratch_children = [{"name": posixpath.basename(p), "path": p, "serial": None, "type": "part",
+        scratch_children: list[dict[str, Any]] = [{"name": posixpath.basename(p), "path": p, "serial": None, "type": "part",
                              "size": self.scratch_size - (1 << 20),
                              "mountpoints": [m for m, d in self.mounts.items() if d == p] or [None],
                              "pkname": self.layout.scratch} for p in self.partitions]
-        disks = [
+        disks: list[dict[str, Any]] = [
             {"name": self.layout.root, "path": f"/dev/{self.layout.root}", "serial": None, "type": "disk",
              "size": 2147483648, "mountpoints": [None], "pkname": None, "children": root_children},
             {"name": self.layout.scratch, "path": self.disk, "serial": self.serial, "type": "disk",
@@ -969,7 +997,8 @@ class FakeDriver:
 
     # -- HypervisorDriver ---------------------------------------------------------------------
 
-    def prepare(self, *, image, accel, cpu_models, cpu_modes, progress, vms=None) -> Accelerator:
+    def prepare(self, *, image: "Image | None" = None, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
+                progress: Progress, vms: Sequence[VmConfig] = ()) -> Accelerator:
         self._fault("prepare")
         self.storage.prepare(progress)
         return self.accel
@@ -980,6 +1009,15 @@ class FakeDriver:
     def describe_host(self) -> dict:
         return {"driver": self.name, "hostname": self.hostname, "qemu_version": "7.2.11", "host_state_dir": self.paths.root,
                 **self.storage.facts()}
+
+    def doctor_checks(self, *, template: str, reprobe: bool, progress: Progress) -> HostChecks:
+        try:
+            accel = self.prepare(accel=Accel.AUTO, cpu_models=set(), cpu_modes=set(), progress=progress)
+        except VmbenchError as exc:
+            return HostChecks((Check("fake", "FAIL", exc.message, exc.hint or ""),), answered=False)
+        return HostChecks((Check("fake", "ok", f"{self.hostname}: fake hypervisor"),
+                           Check("accelerator", "ok" if accel.name == "kvm" else "warn", f"{accel.name}: {accel.reason}")),
+                          answered=True)
 
     def new_resources(self, run_tag: str, request: VmRequest) -> VmResources:
         return VmResources(name=f"vmbench-{run_tag}-{request.seq}", scratch_path="",
@@ -1013,7 +1051,8 @@ class FakeDriver:
         res.host_target = vol.path
         return vol.path
 
-    def boot(self, run_tag: str, request: VmRequest, res: VmResources, progress=None, timeout=None) -> FakeGuest:
+    def boot(self, run_tag: str, request: VmRequest, res: VmResources, progress: Progress | None = None,
+             timeout: float | None = None) -> FakeGuest:
         self.boots += 1
         missing = [v for v in res.volumes if v not in self.storage.volumes]
         if missing or not res.scratch_path:
@@ -1197,7 +1236,7 @@ class FakePveNode(FakeHost):
                                              "writethrough": ("off", False, False), "directsync": ("off", True, False),
                                              "unsafe": ("on", False, True)}[cache]
             if pve9:
-                node = {"driver": "host_device" if path.startswith("/dev/") else "file", "filename": path,
+                node: dict[str, Any] = {"driver": "host_device" if path.startswith("/dev/") else "file", "filename": path,
                         "node-name": "e" + secrets.token_hex(10)[:19], "cache": {"direct": direct, "no-flush": no_flush},
                         "aio": aio, "detect-zeroes": zeroes, "discard": "ignore", "read-only": False}
                 node = {"driver": fmt, "node-name": "f" + secrets.token_hex(10)[:19],

@@ -101,13 +101,13 @@ def run(
             pending = None  # communicate() keeps feeding stdin across calls
             elapsed = time.monotonic() - started
             if timeout is not None and elapsed >= timeout:
-                out, err = _kill(proc)
+                killed_out, killed_err = _kill(proc)
                 log.error("command timed out after %ss: %s", timeout, format_argv(argv))
                 raise CommandTimeout(
                     f"command timed out after {timeout:g}s: {format_argv(argv)}",
                     argv=argv,
-                    stdout=_decode(out),
-                    stderr=_decode(err),
+                    stdout=_decode(killed_out),
+                    stderr=_decode(killed_err),
                 ) from None
             if on_wait:
                 on_wait(elapsed)

@@ -18,6 +18,7 @@ from vmbench.errors import CommandError, GuestError, HypervisorError, Interrupte
 from vmbench.paths import StatePaths
 from vmbench.progress import RecordingProgress
 from vmbench.results.db import ResultsDB
+from vmbench.results.key import MeasurementKey
 from vmbench.run.runner import Runner
 from vmbench.scenario import parse_scenario
 
@@ -101,7 +102,7 @@ def env(tmp_path, monkeypatch, template):
     db.close()
 
 
-def keys(env: Env, run_id: int) -> set[tuple]:
+def keys(env: Env, run_id: int) -> set[MeasurementKey]:
     return env.db.measurement_keys(run_id)
 
 
@@ -387,8 +388,8 @@ def test_resume_runs_exactly_the_missing_steps(env, side, nth):
     rows = env.db.rows("measurements", run_id)
     assert keys(env, run_id) == {s.key() for s in steps} and len(rows) == len(steps)
     assert {r["id"]: r for r in rows if r["id"] in before} == before  # earlier rows kept as they were
-    assert {(r["side"], r["cell_id"] and env.db.conn.execute("SELECT name FROM cells WHERE id = ?", (r["cell_id"],)).fetchone()[0],
-             r["stack"], r["layer"], r["job"], r["repeat"]) for r in rows if r["attempt"] == 2} == {s.key() for s in missing}
+    assert {MeasurementKey(r["side"], r["cell_id"] and env.db.conn.execute("SELECT name FROM cells WHERE id = ?", (r["cell_id"],)).fetchone()[0],
+                           r["stack"], r["layer"], r["job"], r["repeat"]) for r in rows if r["attempt"] == 2} == {s.key() for s in missing}
     assert len({c["name"] for c in env.db.rows("cells", run_id)}) == len(env.db.rows("cells", run_id))  # no duplicate cells
     assert env.db.conn.execute("SELECT attempts FROM runs WHERE id = ?", (run_id,)).fetchone()[0] == 2
     row = env.run_row(run_id)

@@ -1,8 +1,10 @@
 """Hypervisor drivers, picked by name (``hypervisor.driver``), and the host transport that
 goes with a scenario's hypervisor.
 
-Runner, CLI, doctor and cleanup get their driver from :func:`make_driver`; nothing else
-imports a driver module.
+:mod:`.base` holds the Protocols every driver satisfies (checked by mypy: see
+tests/unit/test_protocols_typecheck.py); :mod:`.libvirt`, :mod:`.proxmox` and
+:mod:`.hostonly` are the drivers.  Runner, CLI, doctor and cleanup get their driver from
+:func:`make_driver`; nothing else imports a driver module.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING
 from ..paths import HostPaths, StatePaths
 from ..scenario.model import Hypervisor, Storage
 from ..settings import DriverName
-from ..transport.base import Transport
+from ..transport.base import HostTransport
 
 if TYPE_CHECKING:
     from .base import HypervisorDriver
@@ -26,7 +28,7 @@ DRIVERS = {
 }
 
 
-def make_host(hv: Hypervisor) -> Transport:
+def make_host(hv: Hypervisor) -> HostTransport:
     """Where the hypervisor host's commands run: this machine, or SSH to the host."""
     if hv.ssh is None:
         from ..transport.local import LocalTransport
@@ -37,10 +39,12 @@ def make_host(hv: Hypervisor) -> Transport:
     return SshTransport(hv.ssh)
 
 
-def make_driver(hv: Hypervisor, storage: Storage | None = None, *, host: Transport | None = None,
+def make_driver(hv: Hypervisor, storage: Storage | None = None, *, host: HostTransport | None = None,
                 state: StatePaths | None = None) -> "HypervisorDriver":
+    """The driver of ``hv.driver``; every driver class takes these arguments."""
     state = state or StatePaths.default()
     module, _, cls = DRIVERS[hv.driver].partition(":")
     driver_cls = getattr(importlib.import_module(module), cls)
-    return driver_cls(hv, storage or Storage(), host=host or make_host(hv), state=state,
-                      paths=HostPaths.for_host(hv.state_dir, state))
+    driver: HypervisorDriver = driver_cls(hv, storage or Storage(), host=host or make_host(hv), state=state,
+                                          paths=HostPaths.for_host(hv.state_dir, state))
+    return driver

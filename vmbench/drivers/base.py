@@ -1,26 +1,29 @@
-"""What the orchestrator needs from a hypervisor (libvirt today, Proxmox next).
+"""What the orchestrator needs from a hypervisor: the :class:`HypervisorDriver` and
+:class:`Guest` Protocols, exactly what the runner, ``vmbench doctor`` and ``vmbench
+cleanup`` call.
 
-One small Protocol; each driver keeps its own API details (libvirt XML, PVE REST) inside and
-reports what it applied as typed values (:class:`Applied`).
+Each driver (libvirt, Proxmox, host only) keeps its own API details (libvirt XML, PVE REST)
+inside and reports what it applied as typed values (:class:`Applied`).  Code outside a
+driver never asks which driver it has: what differs is a method or an attribute here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 from ..progress import Progress
 from ..scenario.model import VmConfig
 from ..settings import Accel, CpuMode
-from ..transport.base import Transport
+from ..transport.base import HostTransport, Transport
 from ..storage.leftover import Leftover
 
 if TYPE_CHECKING:
     from ..images import Image
     from ..paths import HostPaths
-    from ..storage import HostStorage, Volume
+    from ..storage import HostStorage, Volume, VolumeStorage
 
-__all__ = ["Accelerator", "Applied", "Guest", "HypervisorDriver", "Leftover", "VmRequest", "VmResources"]
+__all__ = ["Accelerator", "Applied", "Check", "Guest", "HypervisorDriver", "Leftover", "VmRequest", "VmResources"]
 
 
 @dataclass(frozen=True)
@@ -90,13 +93,45 @@ class Applied:
         return {k: v for k, v in self.__dict__.items() if k not in ("native_config", "qemu_cmdline", "details")}
 
 
+@dataclass(frozen=True)
+class Check:
+    """One line of ``vmbench doctor``: what was checked, ``ok``/``warn``/``FAIL``, and what to
+    do about it."""
+
+    name: str
+    status: str  # ok, warn, FAIL
+    detail: str
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class HostChecks:
+    """A driver's own ``vmbench doctor`` lines, and whether its hypervisor (or storage)
+    answered: only then can doctor list the leftovers of earlier runs there."""
+
+    checks: tuple[Check, ...]
+    answered: bool
+
+
+def version_check(host: HostTransport, where: str, name: str, argv: list[str], hint: str) -> Check:
+    """A doctor line for a tool on the host: its version line, or FAIL with ``hint``."""
+    from ..transport import ops
+
+    line = ops.first_line(host, argv)
+    return Check(name, "ok", line) if line else Check(name, "FAIL", f"{argv[0]} not found or not working on {where}", hint)
+
+
 class Guest(Protocol):
     """A running VM: its guest transport and the hypervisor's view of it."""
 
     name: str
-    transport: Transport
     resources: VmResources
     boot_seconds: float
+
+    @property
+    def transport(self) -> Transport:
+        """Where the guest's commands run (its agent)."""
+        ...
 
     def applied(self) -> Applied:
         """What the hypervisor says it applied to this VM and its scratch disk."""
@@ -104,24 +139,37 @@ class Guest(Protocol):
 
 
 class HypervisorDriver(Protocol):
-    """What the runner needs from a hypervisor.  Everything a driver creates is named
-    ``vmbench-<run tag>-...`` and tagged, so :meth:`leftovers` finds only its own things."""
+    """What the runner, ``vmbench doctor`` and ``vmbench cleanup`` need from a hypervisor.
+    Everything a driver creates is named ``vmbench-<run tag>-...`` and tagged, so
+    :meth:`leftovers` finds only its own things."""
 
+    #: "libvirt", "proxmox", "none": recorded with runs, never branched on
     name: str
-    #: where the hypervisor host's commands run (this machine, or SSH)
-    host: Transport
-    #: where scratch disks live on that host
-    storage: "HostStorage"
-    #: vmbench's directory on that host (images, consoles, host fio work directories)
-    paths: "HostPaths"
     #: whether guests boot from vmbench's own template image (libvirt), or from a template
     #: the hypervisor holds (Proxmox) or none at all (host only)
     needs_image: bool
 
-    def prepare(self, *, image: "Image", accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
-                progress: Progress) -> Accelerator:
+    @property
+    def host(self) -> HostTransport:
+        """Where the hypervisor host's commands run (this machine, or SSH)."""
+        ...
+
+    @property
+    def storage(self) -> "HostStorage":
+        """Where scratch disks live on that host (label, preflight, free space, facts)."""
+        ...
+
+    @property
+    def paths(self) -> "HostPaths":
+        """vmbench's directory on that host (images, consoles, host fio work directories)."""
+        ...
+
+    def prepare(self, *, image: "Image | None" = None, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
+                progress: Progress, vms: Sequence[VmConfig] = ()) -> Accelerator:
         """Preflight, before anything is created: reachable, storage usable, template on the
-        host, accelerator decided, CPU models available.  Raises PreflightError."""
+        host (``image`` when :attr:`needs_image`), accelerator decided, CPU models available,
+        and each of ``vms`` (the cells' settings) possible on this setup.  The host-only
+        driver checks its storage and answers accelerator "none".  Raises PreflightError."""
         ...
 
     def cached_accelerator(self) -> str | None:
@@ -130,6 +178,12 @@ class HypervisorDriver(Protocol):
 
     def describe_host(self) -> dict:
         """Versions and facts recorded with every run (and compared when a run resumes)."""
+        ...
+
+    def doctor_checks(self, *, template: str, reprobe: bool, progress: Progress) -> HostChecks:
+        """``vmbench doctor``'s lines for this hypervisor (reachable, template, storage,
+        accelerator), checked as a run's preflight checks them; ``template`` names the image
+        recipe (drivers that need one), ``reprobe`` forgets a cached accelerator probe."""
         ...
 
     def new_resources(self, run_tag: str, request: VmRequest) -> VmResources:
@@ -143,7 +197,7 @@ class HypervisorDriver(Protocol):
 
     def create_host_reference(self, run_tag: str, request: VmRequest, res: VmResources) -> str:
         """A raw volume on the scratch disks' storage, for host fio when the scratch isn't
-        raw; recorded in ``res`` (removed with the VM)."""
+        raw (or there is no VM: host only); recorded in ``res`` (removed with the VM)."""
         ...
 
     def boot(self, run_tag: str, request: VmRequest, res: VmResources, progress: Progress | None = None,
@@ -173,7 +227,7 @@ def note_volume(res: VmResources, vol: "Volume") -> None:
     res.storage_problems += [p for p in vol.problems if p not in res.storage_problems]
 
 
-def create_host_reference(storage: "HostStorage", run_tag: str, request: VmRequest, res: VmResources) -> str:
+def create_host_reference(storage: "VolumeStorage", run_tag: str, request: VmRequest, res: VmResources) -> str:
     """A raw volume on the scratch disk's storage (with its ZFS settings) for host fio, when the
     scratch itself is not raw or there is no VM; recorded in ``res`` before and after it exists."""
     from ..settings import ImageFormat

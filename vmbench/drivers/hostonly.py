@@ -8,38 +8,42 @@ the host transport: no hypervisor, no image, no accelerator.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, NoReturn, Sequence
 
-from ..errors import HypervisorError
+from ..errors import HypervisorError, VmbenchError
 from ..paths import HostPaths, StatePaths
 from ..progress import Progress
-from ..scenario.model import Hypervisor, Storage
-from ..storage import HostStorage, make_zfs_storage
+from ..scenario.model import Hypervisor, Storage, VmConfig
+from ..settings import Accel, CpuMode
+from ..storage import VolumeStorage, make_zfs_storage
 from ..transport import ops
-from ..transport.base import Transport
-from .base import VmRequest, VmResources, create_host_reference
+from ..transport.base import HostTransport
+from .base import Accelerator, Check, HostChecks, VmRequest, VmResources, create_host_reference
 from ..storage.leftover import Leftover, remove_work_leftover, work_leftovers
 
+if TYPE_CHECKING:
+    from ..images import Image
 
 
 class HostOnlyDriver:
     name = "none"
     needs_image = False
 
-    def __init__(self, hv: Hypervisor, storage: Storage, *, host: Transport, state: StatePaths, paths: HostPaths,
-                 scratch_storage: HostStorage | None = None) -> None:
+    def __init__(self, hv: Hypervisor, storage: Storage, *, host: HostTransport, state: StatePaths, paths: HostPaths,
+                 scratch_storage: VolumeStorage | None = None) -> None:
         self.hv = hv
         self.host = host
         self.state = state
         self.paths = paths
         if scratch_storage is None and not storage.type.zfs:
             raise HypervisorError("a host-only scenario needs ZFS storage (storage.type zfs or zfs-dataset)")
-        self.storage: HostStorage = scratch_storage or make_zfs_storage(storage, host)
+        self.storage: VolumeStorage = scratch_storage or make_zfs_storage(storage, host)
 
-    def prepare_storage(self, progress: Progress) -> None:
+    def prepare(self, *, image: "Image | None" = None, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
+                progress: Progress, vms: Sequence[VmConfig] = ()) -> Accelerator:
+        """The storage is usable; no image, no accelerator, no VM settings to check."""
         self.storage.prepare(progress)
-
-    def prepare(self, **_: object) -> None:  # pragma: no cover - the runner never asks a host-only driver
-        raise HypervisorError("a host-only scenario boots no VM")
+        return Accelerator("none", "host only: no VM")
 
     def cached_accelerator(self) -> str | None:
         return None
@@ -50,19 +54,35 @@ class HostOnlyDriver:
         m = re.search(r"^MemTotal:\s+(\d+) kB", memory, re.M)
         if m:
             out["host_memory_mib"] = int(m.group(1)) // 1024
-        describe = getattr(self.host, "describe", None)
-        if describe is not None:
-            out.update(describe())
+        out.update(self.host.describe())
         out.update(self.storage.facts())
         return out
+
+    def doctor_checks(self, *, template: str, reprobe: bool, progress: Progress) -> HostChecks:
+        """The storage a host-only scenario measures and its recorded ZFS facts."""
+        out = []
+        try:
+            self.storage.prepare(progress)
+            out.append(Check("storage", "ok", f"{self.storage.label}: {self.storage.free_bytes() >> 30} GiB free"))
+            facts = self.storage.facts()
+            scan = facts.get("zfs_scan")
+            out.append(Check("zfs", "warn" if scan else "ok",
+                             f"{facts.get('zfs_userland', '?')} / {facts.get('zfs_kmod', '?')}, ashift {facts.get('zpool_ashift', '?')}, "
+                             f"zfs_txg_timeout {facts.get('zfs_txg_timeout_s', '?')} s" + (f"; a {scan} is running" if scan else ""),
+                             "results taken during a scrub or resilver are flagged" if scan else ""))
+        except VmbenchError as exc:
+            out.append(Check("storage", "FAIL", exc.message, exc.hint or ""))
+            return HostChecks(tuple(out), answered=False)
+        return HostChecks(tuple(out), answered=True)
 
     def new_resources(self, run_tag: str, request: VmRequest) -> VmResources:
         return VmResources(name=f"vmbench-{run_tag}-{request.seq}", scratch_path="", scratch_serial="", host_target=None)
 
-    def create_vm(self, run_tag: str, request: VmRequest, res: VmResources) -> VmResources:  # pragma: no cover
+    def create_vm(self, run_tag: str, request: VmRequest, res: VmResources) -> NoReturn:  # pragma: no cover
         raise HypervisorError("a host-only scenario boots no VM")
 
-    def boot(self, *args: object, **kwargs: object) -> object:  # pragma: no cover
+    def boot(self, run_tag: str, request: VmRequest, res: VmResources, progress: Progress | None = None,
+             timeout: float | None = None) -> NoReturn:  # pragma: no cover
         raise HypervisorError("a host-only scenario boots no VM")
 
     def create_host_reference(self, run_tag: str, request: VmRequest, res: VmResources) -> str:
@@ -88,6 +108,4 @@ class HostOnlyDriver:
             remove_work_leftover(self.host, self.paths.work, item)
 
     def close(self) -> None:
-        close = getattr(self.host, "close", None)
-        if close is not None:
-            close()
+        self.host.close()

@@ -125,7 +125,9 @@ def parse(data: str | bytes, path: str) -> ParsedJobFile:
         raise JobFileError(path, None, "is a binary file, not a fio job file (expected text with section headers)")
     text = data.lstrip("\ufeff")
     sections: list[Section] = []
-    name, start, opts = None, 0, []
+    name: str | None = None
+    start = 0
+    opts: list[Option] = []
     for n, raw in enumerate(text.splitlines(), 1):
         s = raw.strip()
         if not s or s[0] in ";#":

@@ -89,7 +89,9 @@ def run_fio(
     progress = progress or NullProgress()
     token = secrets.token_hex(4)
     output = f"{workdir}/fio-{token}.json"
-    jobfile_path, text, rewrites = None, None, ()
+    jobfile_path: str | None = None
+    text: str | None = None
+    rewrites: tuple[str, ...] = ()
     if job.jobfile is not None:
         text, lines = jobfile.rewrite(job.jobfile.text, target, workdir, token)
         rewrites = tuple(lines)

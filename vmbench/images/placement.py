@@ -10,7 +10,7 @@ from pathlib import Path
 from ..paths import HostPaths
 from ..progress import Progress
 from ..transport import ops
-from ..transport.base import Transport
+from ..transport.base import HostTransport, Transport
 from ..units import human_size
 from . import build as _build
 from .store import Image
@@ -37,13 +37,15 @@ def host_dir(image: Image, paths: HostPaths) -> str:
 def on_host(image: Image, host: Transport, paths: HostPaths) -> bool:
     """Whether the host already has this image, complete (its manifest, written last, has the hash)."""
     manifest = ops.read_text(host, f"{host_dir(image, paths)}/{_build.MANIFEST}")
+    if not manifest:
+        return False
     try:
-        return bool(manifest) and json.loads(manifest).get("hash") == image.hash
+        return bool(json.loads(manifest).get("hash") == image.hash)
     except (ValueError, AttributeError):
         return False
 
 
-def place_image(image: Image, host: Transport, paths: HostPaths, progress: Progress) -> HostImage:
+def place_image(image: Image, host: HostTransport, paths: HostPaths, progress: Progress) -> HostImage:
     dest = host_dir(image, paths)
     files = {_build.ROOT_IMAGE: image.root, _build.KERNEL: image.kernel, _build.INITRD: image.initrd}
 

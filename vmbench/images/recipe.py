@@ -21,7 +21,7 @@ from ..paths import recipes_dir
 RECIPE_FILE = "recipe.yaml"
 MIRROR_ENV = "VMBENCH_DEBIAN_MIRROR"
 
-_REQUIRED = {
+_REQUIRED: dict[str, type] = {
     "name": str,
     "suite": str,
     "packages": list,
@@ -157,7 +157,7 @@ def parse_recipe(data: object, directory: Path) -> Recipe:
 def _typed(where: Path, key: str, value: Any, typ: type) -> Any:
     if not isinstance(value, typ) or isinstance(value, bool):
         raise RecipeError(f"{where}: {key!r} must be a {typ.__name__}, got {value!r}")
-    if typ is list:
+    if isinstance(value, list):  # typ is list
         if not all(isinstance(v, str) and v for v in value):
             raise RecipeError(f"{where}: {key!r} must be a list of non-empty strings")
         return tuple(value)

@@ -31,6 +31,7 @@ from ..paths import StatePaths
 from .plan import BootGroup, Plan, Step, make_plan
 from ..progress import Progress
 from ..results.db import ResultsDB, RunRow
+from ..results.key import MeasurementKey
 from ..scenario.model import Cell, Scenario, Stack
 from ..settings import CpuMode
 from .signals import signals_deferred, signals_raise
@@ -117,8 +118,8 @@ class Runner:
         """A host-only run: the storage is usable and big enough; no image, no accelerator."""
         if self.resume is not None:
             self._check_same_host()
-        self.driver.prepare_storage(self.progress)  # type: ignore[attr-defined]
-        self.accel = Accelerator("none", "host only: no VM")
+        self.accel = self.driver.prepare(accel=self.scenario.hypervisor.accel, cpu_models=set(), cpu_modes=set(),
+                                         progress=self.progress)
         self._check_free(where, self.scenario.storage.scratch_size * 2)
 
     def _check_free(self, where: str, need: int) -> None:
@@ -147,10 +148,12 @@ class Runner:
                 raise Interrupted("interrupted before anything was created") from None
             return self._run()
 
-    def _start(self) -> dict[tuple, dict[int, float]]:
+    def _start(self) -> dict[MeasurementKey, dict[int, float]]:
         """Open (or reopen) the run's row; the measurements already stored (Step.group() ->
         {repeat: IOPS})."""
         s = self.scenario
+        stored: dict[MeasurementKey, dict[int, float]]
+        host_argv: dict[str, tuple[str, ...]]
         if self.resume is not None:
             self.run_id = self.resume.id
             self.attempt = self.db.start_attempt(self.run_id)
@@ -281,7 +284,7 @@ class Runner:
         request = VmRequest(seq=group.seq, vm=group.vm, scratch_size=s.storage.scratch_size, cells=tuple(c.name for c in group.cells))
         res = self.driver.new_resources(self.tag, request)
         self.created.append(res)  # tracked before anything exists, so cleanup always sees it
-        assert self.ledger is not None and self.accel is not None and self.measurer is not None
+        assert self.ledger is not None and self.accel is not None and self.measurer is not None and self.outcome is not None
         if not s.host_only:
             self.ledger.add("domain", res.name)
         host_steps = [st for st in steps if st.side == "host"]
@@ -298,7 +301,7 @@ class Runner:
             for cell in group.cells:
                 self._cell_row(cell, None, res.storage_problems, {"storage": res.storage})
                 self.progress.warn(f"cell {cell.name} is INVALID, not measured: " + "; ".join(res.storage_problems))
-                self.outcome.invalid_cells.append(cell.name)  # type: ignore[union-attr]
+                self.outcome.invalid_cells.append(cell.name)
             host_steps = guest_steps = []
         if host_steps:
             target = res.host_target or self.driver.create_host_reference(self.tag, request, res)

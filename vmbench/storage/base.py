@@ -1,4 +1,4 @@
-"""The host storage Protocol and the names of what it creates."""
+"""The host storage Protocols and the names of what they create."""
 
 from __future__ import annotations
 
@@ -43,8 +43,8 @@ class Volume:
 
 
 class HostStorage(Protocol):
-    """Where scratch disks live on the hypervisor host.  Everything it creates is named by
-    :func:`volume_name`; :meth:`leftovers` lists only such volumes."""
+    """Where scratch disks live on the hypervisor host, as the runner and ``vmbench doctor``
+    see it: every driver's storage (dir pool, ZFS, a Proxmox storage) is one."""
 
     #: for messages: "dir pool vmbench"
     label: str
@@ -55,6 +55,17 @@ class HostStorage(Protocol):
 
     def free_bytes(self) -> int:
         ...
+
+    def facts(self) -> dict:
+        """What is recorded with the run about this storage."""
+        ...
+
+
+class VolumeStorage(HostStorage, Protocol):
+    """Host storage on which vmbench itself creates and deletes volumes by name (dir pool,
+    ZFS).  Everything it creates is named by :func:`volume_name`; :meth:`leftovers` lists
+    only such volumes.  (A Proxmox storage is not one: Proxmox allocates, names and frees a
+    VM's disks itself, through the VM's configuration.)"""
 
     def create_volume(self, name: str, size: int, fmt: ImageFormat, backing: str | None = None,
                       zfs: "ZfsSettings | None" = None) -> Volume:
@@ -71,8 +82,4 @@ class HostStorage(Protocol):
 
     def delete_path(self, path: str) -> None:
         """Remove a leftover :meth:`leftovers` listed (its ``name``), if it is vmbench's."""
-        ...
-
-    def facts(self) -> dict:
-        """What is recorded with the run about this storage."""
         ...

@@ -99,9 +99,11 @@ class GuestAgentTransport:
         reply = self.channel({"execute": "guest-exec", "arguments": {"path": argv[0], "arg": argv[1:], "capture-output": False}}, 30)
         return int(reply["pid"])
 
-    def kill(self, handle: int) -> None:
+    def kill(self, handle: object) -> None:
         """Kill what :meth:`spawn` started, then collect its status (so the agent forgets it)."""
-        pid = int(handle)
+        if not isinstance(handle, int):
+            raise TypeError(f"not a pid from spawn: {handle!r}")
+        pid = handle
         self._kill(pid)
         for _ in range(20):
             try:

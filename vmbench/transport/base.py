@@ -1,7 +1,10 @@
-"""Where commands run: the host (local, later SSH) or a guest (QEMU guest agent).
+"""Where commands run: the host (this machine or SSH) or a guest (QEMU guest agent, the
+Proxmox agent API).
 
-Drivers, fio runners and layer builders only see this Protocol, so a fake transport
-makes them testable without a machine.
+Drivers, fio runners and layer builders only see these Protocols, so a fake transport
+makes them testable without a machine.  :class:`Transport` is what every side has;
+:class:`HostTransport` adds what only the hypervisor host has (uploads, its connection
+facts, a connection to close).
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ class Transport(Protocol):
     def spawn(self, argv: Sequence[str]) -> object:
         """Start argv in the background (no stdin, output discarded) and return a handle at
         once, for :meth:`kill`.  Only for commands that stop by themselves after a bounded
-        time (the telemetry sampler), so a lost handle never leaves anything running."""
+        time (the telemetry sampler), so a lost handle never leaves anything running.  The
+        handle is opaque to callers (a process, a pid, a channel and process group)."""
         ...
 
     def kill(self, handle: object) -> None:
@@ -45,6 +49,10 @@ class Transport(Protocol):
         """Write a file; ``mode=None`` keeps an existing file's mode (for /proc, /sys)."""
         ...
 
+
+class HostTransport(Transport, Protocol):
+    """The hypervisor host: this machine, or a host reached over SSH."""
+
     def put_file(
         self,
         local_path: str,
@@ -54,4 +62,13 @@ class Transport(Protocol):
     ) -> None:
         """Copy a local file to ``remote_path`` (via ``.part`` and a rename: never half a file);
         ``progress(bytes_done, total)`` is called as it goes."""
+        ...
+
+    def describe(self) -> dict[str, object]:
+        """How the host was reached, recorded with a run (SSH: host, port, user, host key;
+        nothing for this machine)."""
+        ...
+
+    def close(self) -> None:
+        """Close the connection (reopened on the next call); nothing for this machine."""
         ...

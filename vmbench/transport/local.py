@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -12,6 +13,8 @@ from ..command import Completed
 
 
 class LocalTransport:
+    """The :class:`~vmbench.transport.base.HostTransport` of this machine."""
+
     name = "host"
 
     def run(
@@ -26,11 +29,13 @@ class LocalTransport:
     ) -> Completed:
         return command.run(argv, input=input, timeout=timeout, env=env, check=check, on_wait=on_wait)
 
-    def spawn(self, argv: Sequence[str]) -> object:
+    def spawn(self, argv: Sequence[str]) -> subprocess.Popen:
         return command.spawn(argv)
 
     def kill(self, handle: object) -> None:
-        command.kill_spawned(handle)  # type: ignore[arg-type]
+        if not isinstance(handle, subprocess.Popen):
+            raise TypeError(f"not a handle from LocalTransport.spawn: {handle!r}")
+        command.kill_spawned(handle)
 
     def read_file(self, path: str) -> bytes:
         return Path(path).read_bytes()
@@ -72,3 +77,9 @@ class LocalTransport:
                 raise
         if progress and total == 0:
             progress(0, 0)
+
+    def describe(self) -> dict[str, object]:
+        return {}  # this machine: nothing about how it is reached
+
+    def close(self) -> None:
+        pass

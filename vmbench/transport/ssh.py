@@ -76,9 +76,10 @@ class SshTransport:
 
     def close(self) -> None:
         with self._lock:
-            for thing in filter(None, (self._sftp, self._ssh)):
-                with contextlib.suppress(Exception):  # closing a dead connection may raise anything
-                    thing.close()
+            for thing in (self._sftp, self._ssh):
+                if thing is not None:
+                    with contextlib.suppress(Exception):  # closing a dead connection may raise anything
+                        thing.close()
             self._sftp = self._ssh = None
 
     def reconnect(self) -> None:
@@ -324,9 +325,13 @@ class SshTransport:
         self.running_pgids.add(pgid)
         return chan, pgid
 
-    def kill(self, handle: tuple[paramiko.Channel, int]) -> None:
+    def kill(self, handle: object) -> None:
         """Kill the process group of what :meth:`spawn` started and close its channel."""
-        chan, pgid = handle
+        match handle:
+            case (paramiko.Channel() as chan, int() as pgid):
+                pass
+            case _:
+                raise TypeError(f"not a handle from SshTransport.spawn: {handle!r}")
         try:
             self._kill(pgid, "stopping a background command")
         finally:

@@ -15,6 +15,7 @@ import os
 import secrets
 import time
 from pathlib import Path
+from typing import Callable
 
 from ..base import Accelerator
 from ...errors import PreflightError, VmbenchError
@@ -39,7 +40,7 @@ def cached_answer(cache_file: Path, uri: str) -> bool | None:
     return bool(hits[-1]["kvm"]) if hits else None
 
 
-def choose_accelerator(requested: Accel, probe: "callable[[], tuple[bool, str]]") -> Accelerator:
+def choose_accelerator(requested: Accel, probe: Callable[[], tuple[bool, str]]) -> Accelerator:
     """Pure decision: what was asked, and what the (cached) probe said."""
     if requested is Accel.TCG:
         return Accelerator("tcg", "the scenario asks for tcg")

@@ -16,20 +16,21 @@ import logging
 import re
 import time
 import xml.etree.ElementTree as ET
+from typing import Sequence
 
-from ..base import Accelerator, Applied, Leftover, VmRequest, VmResources, create_host_reference, note_volume
+from ..base import Accelerator, Applied, HostChecks, Leftover, VmRequest, VmResources, create_host_reference, note_volume
 from ...storage.leftover import remove_work_leftover, work_leftovers
 from ...errors import GuestError, HypervisorError, PreflightError, VmbenchError
 from ...images import Image
 from ...images.placement import HostImage, place_image
 from ...paths import HostPaths, StatePaths
 from ...progress import NullProgress, Progress
-from ...scenario.model import Hypervisor, Storage
+from ...scenario.model import Hypervisor, Storage, VmConfig
 from ...settings import Accel, CpuMode, ImageFormat
-from ...storage import VOLUME_RE, HostStorage, VolumeRole, make_zfs_storage, volume_name
+from ...storage import VOLUME_RE, VolumeRole, VolumeStorage, make_zfs_storage, volume_name
 from ...transport import ops
 from ...transport.agent import GuestAgentTransport
-from ...transport.base import Transport
+from ...transport.base import HostTransport
 from .accel import KvmProbe, cached_answer, choose_accelerator
 from .bridge import LibvirtBridge
 from .connection import agent_command, hypervisor_errors, libvirt, monitor_command, open_connection
@@ -91,8 +92,8 @@ class LibvirtDriver:
     name = "libvirt"
     needs_image = True
 
-    def __init__(self, hv: Hypervisor, storage: Storage, *, host: Transport, state: StatePaths, paths: HostPaths,
-                 scratch_storage: HostStorage | None = None) -> None:
+    def __init__(self, hv: Hypervisor, storage: Storage, *, host: HostTransport, state: StatePaths, paths: HostPaths,
+                 scratch_storage: VolumeStorage | None = None) -> None:
         self.hv = hv
         self.uri = hv.uri
         self.host = host
@@ -106,7 +107,7 @@ class LibvirtDriver:
         #: root disks (linked clones of the template) always live in a libvirt dir pool
         self.pool_storage = DirPoolStorage(lambda: self.conn, storage.pool, host, paths.pool)
         #: scratch disks and the host reference: that pool, or ZFS (zvols, datasets)
-        self.storage: HostStorage = scratch_storage or (
+        self.storage: VolumeStorage = scratch_storage or (
             make_zfs_storage(storage, host) if storage.type.zfs else self.pool_storage)
 
     # ---- connection ------------------------------------------------------------------------
@@ -180,9 +181,7 @@ class LibvirtDriver:
             "host_cpus": info[2],
             "host_state_dir": self.paths.root,
         }
-        describe = getattr(self.host, "describe", None)
-        if describe is not None:
-            out.update(describe())
+        out.update(self.host.describe())
         out.update(self.pool_storage.facts())
         if self.storage is not self.pool_storage:
             out.update(self.storage.facts())
@@ -190,10 +189,14 @@ class LibvirtDriver:
 
     # ---- preflight ------------------------------------------------------------------------
 
-    def prepare(self, *, image: Image, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode], progress: Progress,
-                vms: object = None) -> Accelerator:
+    def prepare(self, *, image: Image | None = None, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
+                progress: Progress, vms: Sequence[VmConfig] = ()) -> Accelerator:
         """Everything checked before a VM is created: libvirt reachable, storage usable,
-        the template on the host, accelerator decided, CPU models known."""
+        the template on the host, accelerator decided, CPU models known.  (The cells' other
+        settings need no check here: libvirt takes every value the scenario allows.)"""
+        if image is None:
+            raise PreflightError("the libvirt driver boots vmbench's template image, and none was given",
+                                 "run `vmbench images build` for the scenario's template")
         self.conn  # noqa: B018 - raises PreflightError when unreachable
         self.pool_storage.prepare(progress)
         if self.storage is not self.pool_storage:
@@ -219,6 +222,11 @@ class LibvirtDriver:
                 "models usable here: " + ", ".join(usable),
             )
         return self.accelerator
+
+    def doctor_checks(self, *, template: str, reprobe: bool, progress: Progress) -> HostChecks:
+        from .doctor import libvirt_checks
+
+        return libvirt_checks(self, template=template, reprobe=reprobe, progress=progress)
 
     def kvm_probe(self) -> KvmProbe:
         assert self.image is not None
@@ -381,7 +389,7 @@ class LibvirtDriver:
         if errors:
             raise HypervisorError("cleanup incomplete: " + "; ".join(errors), "run `vmbench cleanup` to retry")
 
-    def _storage_of(self, volume: str) -> HostStorage:
+    def _storage_of(self, volume: str) -> VolumeStorage:
         """Root disks are in the dir pool; scratch and host reference volumes in the storage."""
         m = VOLUME_RE.match(volume)
         return self.pool_storage if m and m.group(2) == VolumeRole.ROOT.value else self.storage
@@ -478,7 +486,8 @@ def _iothread_owners(live_xml: str, scratch_alias: str | None) -> list[str]:
     out = []
     for disk in root.findall("./devices/disk"):
         alias = disk.find("alias")
-        if alias is not None and alias.get("name") == scratch_alias and disk.find("target").get("bus") == "virtio":
+        target = disk.find("target")
+        if alias is not None and alias.get("name") == scratch_alias and target is not None and target.get("bus") == "virtio":
             out.append(f"/machine/peripheral/{scratch_alias}")
     for ctrl in root.findall("./devices/controller[@type='scsi']"):
         alias = ctrl.find("alias")

@@ -116,8 +116,12 @@ class PveAgentTransport:
         """Start, poll until exited (read once), return (exit code, stdout, stderr)."""
         started = self.clock()
         pid = self._start(command, input_data)
+        def kill() -> None:
+            self._kill(pid)
+            self._collect(pid)
+
         try:
-            status = wait_exited(self.name, argv, lambda: self._status(pid), lambda: (self._kill(pid), self._collect(pid)),
+            status = wait_exited(self.name, argv, lambda: self._status(pid), kill,
                                  started=started, clock=self.clock, sleep=self.sleep, poll_interval=self.poll_interval,
                                  timeout=timeout, on_wait=on_wait)
         except (KeyboardInterrupt, SystemExit):  # Ctrl-C, SIGTERM: do not leave fio running in the guest
@@ -162,7 +166,9 @@ class PveAgentTransport:
     def kill(self, handle: object) -> None:
         """Kill what :meth:`spawn` started (its process group), then collect its status once
         (so the agent forgets it)."""
-        pid = int(handle)  # type: ignore[call-overload]
+        if not isinstance(handle, int):
+            raise TypeError(f"not a pid from spawn: {handle!r}")
+        pid = handle
         self._kill(pid)
         self._collect(pid)
 

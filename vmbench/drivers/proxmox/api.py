@@ -22,7 +22,7 @@ import re
 import stat
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypedDict
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -39,6 +39,16 @@ SENSITIVE_PARAMS = frozenset({"input-data", "content", "password", "token_value"
 UPID_RE = re.compile(r"^UPID:([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?):[0-9A-Fa-f]{8,}:[0-9A-Fa-f]{8,}:[0-9A-Fa-f]{8,}:[^:]*:[^:]*:[^:]+:$")
 WARNINGS_RE = re.compile(r"^WARNINGS: (\d+)$")
 NODE_UNREACHABLE = (595, 596, 599)  # pveproxy could not reach the node that serves the path
+
+
+class _Failed(TypedDict, total=False):
+    """What every :class:`~.errors.PveApiError` is told about the request that failed."""
+
+    method: str
+    path: str
+    status: int | None
+    reason: str
+    errors: dict
 
 
 class _QuietProxmoxer(logging.Filter):
@@ -251,7 +261,7 @@ class PveApi:
         reason = self._secret.redact(str(exc.content or exc.status_message or "").strip())
         errors = exc.errors if isinstance(exc.errors, dict) else {}
         errors = {str(k): self._secret.redact(str(v).strip()) for k, v in errors.items() if k != "errors"}
-        kw = dict(method=method, path=path, status=status, reason=reason, errors=errors)
+        kw = _Failed(method=method, path=path, status=status, reason=reason, errors=errors)
         where = f"{method} {path}"
         token = self.cfg.token_id
         if status == 401:
@@ -283,7 +293,7 @@ class PveApi:
 
     def _tls_error(self, method: str, path: str, exc: Exception) -> PveTlsError:
         text = str(exc)
-        kw = dict(method=method, path=path)
+        kw = _Failed(method=method, path=path)
         m = re.search(r'Fingerprints did not match\. Expected "([0-9a-fA-F:]+)", got "([0-9a-fA-F:]+)"', text)
         if m or "Fingerprints did not match" in text:
             got = _colons(m.group(2)) if m else "?"

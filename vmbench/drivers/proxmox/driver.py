@@ -19,27 +19,22 @@ import json
 import logging
 import re
 import time
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from dataclasses import replace
+from typing import Any
 
 from ... import __version__
 from ...errors import GuestError, HypervisorError, VmbenchError
-from ...paths import HostPaths, StatePaths
 from ...progress import NullProgress, Progress
-from ...scenario.model import Hypervisor, Storage
-from ...settings import ImageFormat, StorageType
-from ...storage import make_zfs_storage
+from ...settings import ImageFormat
 from ...transport import ops
-from ...transport.base import Transport
 from .agent import PveAgentTransport
-from ..base import Accelerator, Applied, VmRequest, VmResources
-from .api import PveApi, TaskResult, read_secret
+from ..base import Applied, Check, HostChecks, VmRequest, VmResources
 from .config import FILE_STORAGES, config_text, description, disk_option, free_disk_key, parse_disk, storage_of, tags, vm_options
 from .errors import PveApiError, PveLockedError
 from .evidence import applied_from_pve
 from .preflight import Preflight
+from .node import VmRecord
 from .removal import Removal
-from .storage import PveStorage, ZfsEntries
 
 log = logging.getLogger(__name__)
 
@@ -58,21 +53,6 @@ def vm_name(run_tag: str, seq: int) -> str:
 def scratch_serial(run_tag: str, seq: int) -> str:
     """At most 20 characters (virtio-blk and ATA serial limits); as the libvirt driver's."""
     return f"VMB{run_tag[1:]}S{seq:03d}"
-
-
-@dataclass
-class VmRecord:
-    """What this driver made for one VM (kept until it is removed)."""
-
-    name: str
-    node: str
-    run_tag: str
-    vmid: int | None = None
-    disk_key: str | None = None
-    scratch_volid: str | None = None
-    entry: str | None = None  # the temporary zfspool storage holding the scratch disk
-    storages: set[str] = field(default_factory=set)  # where its disks were allocated
-    warnings: list[str] = field(default_factory=list)
 
 
 class PveGuest:
@@ -108,63 +88,12 @@ class PveGuest:
 
 
 class ProxmoxDriver(Preflight, Removal):
+    """The :class:`~vmbench.drivers.base.HypervisorDriver` of a Proxmox VE node (its state and
+    connection: :class:`~.node.PveNode`)."""
+
     name = "proxmox"
     #: the node holds its own template VM: the runner builds and uploads no image
     needs_image = False
-
-    def __init__(self, hv: Hypervisor, storage: Storage, *, host: Transport, state: StatePaths, paths: HostPaths,
-                 api: PveApi | None = None, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        if hv.proxmox is None:
-            raise HypervisorError("the proxmox driver needs hypervisor settings for driver: proxmox")
-        self.hv = hv
-        self.cfg = hv.proxmox
-        self.node = self.cfg.node
-        self.host = host
-        self.state = state
-        self.paths = paths
-        self.scenario_storage = storage
-        self.clock = clock
-        self.sleep = sleep
-        self._api = api
-        self.zfs = make_zfs_storage(storage, host) if storage.type is StorageType.ZFS and storage.dataset else None
-        self.storage = PveStorage(self.api, self.node, self.cfg.storage, self.zfs)
-        self.entries = ZfsEntries(self.api, host, self.node, storage.dataset, storage.sparse) if self.zfs else None
-        self.accelerator: Accelerator | None = None
-        self.template_vmid: int | None = None
-        self.template_config: dict = {}
-        self.progress: Progress = NullProgress()
-        self.vms: dict[str, VmRecord] = {}
-
-    def __repr__(self) -> str:
-        return f"ProxmoxDriver({self.cfg.url}, node {self.node})"
-
-    # ---- connection ---------------------------------------------------------------------------
-
-    def api(self) -> PveApi:
-        """The API client, made on first use (the secret is read then)."""
-        if self._api is None:
-            self._api = PveApi(self.cfg, read_secret(self.cfg), clock=self.clock, sleep=self.sleep)
-        return self._api
-
-    def close(self) -> None:
-        if self._api is not None:
-            try:
-                self._api.session.close()
-            except Exception:  # noqa: BLE001 - closing is best effort
-                pass
-        close = getattr(self.host, "close", None)
-        if close is not None:
-            close()
-
-    def _task(self, upid: str | None, timeout: float, what: str, rec: VmRecord | None = None) -> TaskResult:
-        result = self.api().wait_task(upid, timeout, what)
-        if result.warnings:
-            text = f"{what}: Proxmox finished with {result.exitstatus}: " + "; ".join(result.warnings)
-            self.progress.warn(text)
-            if rec is not None:
-                rec.warnings.append(text)
-        return result
 
     # ---- host facts ---------------------------------------------------------------------------
 
@@ -190,13 +119,26 @@ class ProxmoxDriver(Preflight, Removal):
         out["pveversion"] = pveversion
         m = re.search(r"^pve-qemu-kvm:\s*(\S+)", pveversion or "", re.M)
         out["qemu_version"] = m.group(1) if m else None
-        describe = getattr(self.host, "describe", None)
-        if describe is not None:
-            out.update(describe())
+        out.update(self.host.describe())
         out.update(self.storage.facts())
         if self.zfs is None and out.get("pve_storage_type") == "zfspool":
             out["zfs_version"] = self._text(["zfs", "version"])
         return out
+
+    def doctor_checks(self, *, template: str, reprobe: bool, progress: Progress) -> HostChecks:
+        """The Proxmox API (TLS, token), node, template, storage and accelerator, as a run's
+        preflight checks them (``template`` is the scenario's hypervisor.template, already set)."""
+        try:
+            accel = self.prepare(accel=self.hv.accel, cpu_models=set(), cpu_modes=set(), progress=progress)
+            facts = self.describe_host()
+        except VmbenchError as exc:
+            return HostChecks((Check("proxmox", "FAIL", exc.message, exc.hint or ""),), answered=False)
+        return HostChecks((
+            Check("proxmox", "ok", f"{facts.get('pve_api')}: Proxmox VE {facts.get('pve_version', '?')}, node {facts.get('pve_node')}, "
+                                   f"template {facts.get('pve_template')}, TLS {facts.get('pve_tls')}",
+                  "TLS verification is off" if facts.get("tls_verify_off") else ""),
+            Check("accelerator", "ok" if accel.name == "kvm" else "warn", f"{accel.name}: {accel.reason}"),
+        ), answered=True)
 
     def _text(self, argv: list[str]) -> str | None:
         try:

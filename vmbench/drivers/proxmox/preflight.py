@@ -15,17 +15,18 @@ from ...transport import ops
 from ..base import Accelerator
 from .config import NO_LINKED_CLONE, agent_enabled, disk_volumes, storage_of, vm_problems
 from .errors import PveApiError
+from .node import PveNode
 
 if TYPE_CHECKING:
-    from .driver import ProxmoxDriver
+    from ...images import Image
 
 log = logging.getLogger(__name__)
 
 
-class Preflight:
+class Preflight(PveNode):
     """The preflight half of :class:`~vmbench.drivers.proxmox.driver.ProxmoxDriver`."""
 
-    def prepare(self: "ProxmoxDriver", *, image: object = None, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
+    def prepare(self, *, image: "Image | None" = None, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
                 progress: Progress, vms: Sequence[VmConfig] = ()) -> Accelerator:
         """Everything checked before a VM is created: token and TLS, node, template, storage,
         accelerator, CPU models (and, given ``vms``, every cell's settings on this setup)."""
@@ -35,7 +36,7 @@ class Preflight:
         except PveApiError as exc:
             raise PreflightError(exc.message, exc.hint) from None
 
-    def _prepare(self: "ProxmoxDriver", accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode], progress: Progress,
+    def _prepare(self, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode], progress: Progress,
                  vms: Sequence[VmConfig]) -> Accelerator:
         cfg = self.cfg
         if self.scenario_storage.type is StorageType.ZFS_DATASET:
@@ -55,19 +56,19 @@ class Preflight:
         self._find_template()
         self._check_clone_storage()
         self.storage.prepare(progress)
-        self.accelerator = self._choose_accelerator(accel)
-        if CpuMode.HOST_PASSTHROUGH in cpu_modes and self.accelerator.name != "kvm":
-            raise PreflightError(f"cpu host (host-passthrough) needs KVM, but guests run under TCG here ({self.accelerator.reason})",
+        self.accelerator = accelerator = self._choose_accelerator(accel)
+        if CpuMode.HOST_PASSTHROUGH in cpu_modes and accelerator.name != "kvm":
+            raise PreflightError(f"cpu host (host-passthrough) needs KVM, but guests run under TCG here ({accelerator.reason})",
                                  "use a named CPU model such as x86-64-v2-AES, or max")
         self._check_cpu_models(cpu_models)
         storage_type = "zfspool" if self.zfs else self.storage.type
         for vm in vms:
-            problems = vm_problems(vm, storage_type, self.template_config, self.accelerator.name)
+            problems = vm_problems(vm, storage_type, self.template_config, accelerator.name)
             if problems:
                 raise PreflightError(problems[0][0], problems[0][1])
-        return self.accelerator
+        return accelerator
 
-    def _check_ssh_node(self: "ProxmoxDriver") -> None:
+    def _check_ssh_node(self) -> None:
         """Host fio and evidence run over SSH: it must reach the node the VMs run on."""
         hostname = ops.first_line(self.host, ["hostname"])
         if hostname and hostname.split(".")[0].lower() != self.node.lower():
@@ -75,7 +76,7 @@ class Preflight:
                                  "evidence would be read on the wrong machine",
                                  f"set hypervisor.host (or hypervisor.ssh.host) to node {self.node}'s address")
 
-    def _find_template(self: "ProxmoxDriver") -> None:
+    def _find_template(self) -> None:
         want = self.cfg.template
         rows = [r for r in (self.api().get("/cluster/resources", {"type": "vm"}) or []) if r.get("type") == "qemu"]
         if isinstance(want, int):
@@ -103,7 +104,7 @@ class Preflight:
                                  f"qm set {vmid} --agent enabled=1, with qemu-guest-agent installed and enabled in the guest")
         self.template_vmid, self.template_config = vmid, config
 
-    def _check_clone_storage(self: "ProxmoxDriver") -> None:
+    def _check_clone_storage(self) -> None:
         """Linked clones need storage that can make them (not LVM-thick, not iSCSI)."""
         if self.cfg.clone != "linked":
             return
@@ -122,7 +123,7 @@ class Preflight:
                                      "move the template's disks to zfspool, lvmthin, rbd or a directory storage, "
                                      "or set hypervisor.clone: full (a full copy per VM: slower)")
 
-    def _choose_accelerator(self: "ProxmoxDriver", accel: Accel) -> Accelerator:
+    def _choose_accelerator(self, accel: Accel) -> Accelerator:
         kvm_dev = ops.exists(self.host, "/dev/kvm")
         if accel is Accel.TCG:
             return Accelerator("tcg", "hypervisor.accel: tcg (config kvm: 0)")
@@ -135,7 +136,7 @@ class Preflight:
             return Accelerator("kvm", f"node {self.node} has /dev/kvm")
         return Accelerator("tcg", f"node {self.node} has no /dev/kvm (config kvm: 0)")
 
-    def _check_cpu_models(self: "ProxmoxDriver", models: set[str]) -> None:
+    def _check_cpu_models(self, models: set[str]) -> None:
         if not models:
             return
         try:
@@ -148,5 +149,5 @@ class Preflight:
             raise PreflightError(f"Proxmox does not know the CPU model(s) {', '.join(unknown)}",
                                  "models on this node: " + ", ".join(sorted(known)))
 
-    def cached_accelerator(self: "ProxmoxDriver") -> str | None:
+    def cached_accelerator(self) -> str | None:
         return self.accelerator.name if self.accelerator else None

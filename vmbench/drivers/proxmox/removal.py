@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING
-
 from ...errors import HypervisorError, VmbenchError
 
 from ..base import Leftover, VmResources
 from ...storage.leftover import remove_work_leftover, work_leftovers
 from .errors import PveApiError, PveLockedError
+from .node import PveNode
 from .storage import ENTRY_RE, delete_entry
-
-if TYPE_CHECKING:
-    from .driver import ProxmoxDriver
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +27,10 @@ def split_tags(value: object) -> set[str]:
     return {t for t in re.split(r"[;, ]+", str(value or "")) if t}
 
 
-class Removal:
+class Removal(PveNode):
     """The removal half of :class:`~vmbench.drivers.proxmox.driver.ProxmoxDriver`."""
 
-    def remove_vm(self: "ProxmoxDriver", res: VmResources) -> None:
+    def remove_vm(self, res: VmResources) -> None:
         """Stop, destroy (purge, destroy-unreferenced-disks), check no disk is left, then drop
         a temporary storage entry no VM uses.  Idempotent; never touches another VM."""
         errors: list[str] = []
@@ -62,7 +58,7 @@ class Removal:
             raise HypervisorError("cleanup incomplete: " + "; ".join(errors), "; ".join([*hints, "run `vmbench cleanup` to retry"]))
         self.vms.pop(res.name, None)
 
-    def _find_own(self: "ProxmoxDriver", name: str) -> tuple[int | None, str]:
+    def _find_own(self, name: str) -> tuple[int | None, str]:
         """The VM named ``name`` (a name with this run's random tag) if it is vmbench's."""
         for row in self.api().get("/cluster/resources", {"type": "vm"}) or []:
             if row.get("type") == "qemu" and row.get("name") == name:
@@ -75,7 +71,7 @@ class Removal:
                 raise HypervisorError(f"VM {row['vmid']} is named {name} but has no vmbench tag; left alone")
         return None, self.node
 
-    def _status(self: "ProxmoxDriver", node: str, vmid: int) -> dict | None:
+    def _status(self, node: str, vmid: int) -> dict | None:
         try:
             return self.api().get(f"/nodes/{node}/qemu/{vmid}/status/current") or {}
         except PveApiError as exc:
@@ -83,7 +79,7 @@ class Removal:
                 return None
             raise
 
-    def _destroy(self: "ProxmoxDriver", vmid: int, node: str, name: str) -> None:
+    def _destroy(self, vmid: int, node: str, name: str) -> None:
         """Stop and destroy VM ``vmid`` if it is still ``name``; waits (bounded) for a lock."""
         status = self._status(node, vmid)
         if status is None:
@@ -113,7 +109,7 @@ class Removal:
             raise
         self._task(upid, 600, f"destroying {name} (VMID {vmid})")
 
-    def _disks_left(self: "ProxmoxDriver", node: str, sid: str, vmid: int) -> list[str]:
+    def _disks_left(self, node: str, sid: str, vmid: int) -> list[str]:
         try:
             rows = self.api().get(f"/nodes/{node}/storage/{sid}/content", {"vmid": vmid}) or []
         except PveApiError as exc:
@@ -124,7 +120,7 @@ class Removal:
 
     # ---- leftovers ----------------------------------------------------------------------------
 
-    def leftovers(self: "ProxmoxDriver") -> list[Leftover]:
+    def leftovers(self) -> list[Leftover]:
         """vmbench's VMs (name and tag), temporary storage entries, zvols and work directories."""
         out: list[Leftover] = []
         rows = [r for r in (self.api().get("/cluster/resources", {"type": "vm"}) or []) if r.get("type") == "qemu"]
@@ -143,7 +139,7 @@ class Removal:
                     out.append(Leftover("zvol", zvol, tag, f"vmbench:run={tag}; VM {vmid} is gone"))
         return out + work_leftovers(self.host, self.paths.work)
 
-    def remove_leftover(self: "ProxmoxDriver", item: Leftover) -> None:
+    def remove_leftover(self, item: Leftover) -> None:
         if item.kind == "vm":
             self._remove_leftover_vm(item.name)
         elif item.kind == "storage":
@@ -156,13 +152,13 @@ class Removal:
         elif item.kind == "directory":
             remove_work_leftover(self.host, self.paths.work, item)
 
-    def _vm_row(self: "ProxmoxDriver", name: str) -> dict | None:
+    def _vm_row(self, name: str) -> dict | None:
         for row in self.api().get("/cluster/resources", {"type": "vm"}) or []:
             if row.get("type") == "qemu" and row.get("name") == name:
                 return row
         return None
 
-    def _remove_leftover_vm(self: "ProxmoxDriver", name: str) -> None:
+    def _remove_leftover_vm(self, name: str) -> None:
         row = self._vm_row(name)
         if row is None:
             return
@@ -171,7 +167,7 @@ class Removal:
             raise HypervisorError(f"VM {row.get('vmid')} ({name}) has no vmbench tag; left alone")
         self._destroy(int(row["vmid"]), str(row.get("node") or self.node), name)
 
-    def _remove_leftover_entry(self: "ProxmoxDriver", sid: str, run_tag: str) -> None:
+    def _remove_leftover_entry(self, sid: str, run_tag: str) -> None:
         """A temporary storage entry: first the run's VMs and orphan volumes on it, then the entry."""
         m = ENTRY_RE.match(sid)
         if not m or m.group(1) != run_tag:

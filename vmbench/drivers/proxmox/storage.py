@@ -19,11 +19,10 @@ from typing import Callable
 from ...errors import CommandError, HypervisorError, PreflightError
 from ...progress import Progress
 from ...scenario.model import ZfsSettings
-from ...settings import ImageFormat, StorageType
+from ...settings import StorageType
 from ...storage.zfs import PROPERTY, ZfsStorage, destroy_owned, get_argv, parse_get, readback_problems, requested
 from ...transport.base import Transport
 from ...units import format_size
-from ...storage.leftover import Leftover
 from .api import PveApi
 from .errors import PveApiError
 
@@ -71,8 +70,11 @@ def parse_zvols(text: str, dataset: str) -> list[tuple[str, int, str]]:
 
 
 class PveStorage:
-    """The scenario's PVE storage as vmbench's host storage: its label, free space and
-    facts.  Disks are never made here: they are allocated through the VM config."""
+    """The scenario's PVE storage as vmbench's :class:`~vmbench.storage.HostStorage`: its
+    label, preflight, free space and facts.  It is not a
+    :class:`~vmbench.storage.VolumeStorage`: Proxmox allocates, names and frees a VM's disks
+    itself (through the VM's config and ``destroy-unreferenced-disks``), so the driver asks
+    the API for disks and the driver lists the leftovers (VMs, storage entries, zvols)."""
 
     def __init__(self, api: Callable[[], PveApi], node: str, storage_id: str, zfs: ZfsStorage | None = None) -> None:
         self._api = api
@@ -116,18 +118,6 @@ class PveStorage:
         if self.zfs is not None:
             return self.zfs.free_bytes()
         return int(self.status(fresh=True).get("avail") or 0)
-
-    def create_volume(self, name: str, size: int, fmt: ImageFormat, backing: str | None = None, zfs=None):  # noqa: ANN001
-        raise HypervisorError("on Proxmox, scratch disks are allocated through the VM config, not by vmbench's storage")
-
-    def delete_volume(self, name: str) -> None:
-        """Volumes go with their VM (destroy-unreferenced-disks)."""
-
-    def leftovers(self) -> list[Leftover]:
-        return []  # the driver lists VMs, storage entries and zvols
-
-    def delete_path(self, path: str) -> None:  # pragma: no cover - leftovers() lists nothing
-        raise HypervisorError(f"{path}: not a leftover of this storage")
 
     def facts(self) -> dict:
         out: dict = {"pool": self.id, "pve_storage": self.id}
