@@ -1,9 +1,10 @@
 # vmbench: `make demo` runs the quick scenario, `make test` the whole test suite.
 # Both bootstrap the machine first (Debian 12, as root): see scripts/bootstrap.
+# `make test-fast` runs only the unit tests and the type check (no guests; about a minute).
 
 VENV := .venv
 
-.PHONY: bootstrap demo test clean
+.PHONY: bootstrap demo test test-fast clean
 
 bootstrap:
 	scripts/bootstrap
@@ -13,7 +14,11 @@ demo: bootstrap
 	$(VENV)/bin/vmbench report latest
 
 test: bootstrap
-	$(VENV)/bin/pytest -v tests
+	$(VENV)/bin/pytest -v --durations=15 tests
+
+test-fast:
+	scripts/bootstrap --venv-only
+	$(VENV)/bin/pytest -q tests/unit
 
 clean:
 	rm -rf $(VENV) .bootstrap
