@@ -8,17 +8,18 @@ import errno
 import json
 import posixpath
 import secrets
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
 
 from vmbench.command import Completed
 from vmbench.drivers.base import Accelerator, Applied, Check, HostChecks, Leftover, VmRequest, VmResources
+from vmbench.drivers.qemu_cmdline import to_applied
 from vmbench.errors import CommandError, GuestError, HypervisorError, PreflightError, VmbenchError
 from vmbench.paths import HostPaths, StatePaths
 from vmbench.scenario.model import VmConfig
 from vmbench.progress import Progress
-from vmbench.settings import Accel, Bus, CpuMode, Feature, ImageFormat
+from vmbench.settings import Accel, Bus, Cache, CpuMode, Feature, ImageFormat
 from vmbench.storage import VOLUME_RE, Volume, VolumeRole, volume_name
 
 if TYPE_CHECKING:
@@ -917,21 +918,30 @@ class FakeGuest:
         self.boot_seconds = 0.5
 
     def applied(self) -> Applied:
-        """Exactly what was asked (plus FakeDriver.applied_changes), so cells are valid."""
+        """Exactly what was asked (plus FakeDriver.applied_changes), so cells are valid: every
+        reading an axis's ``verify`` names (the guest's own come from FakeGuestTransport) is
+        the axis's setting, so a new axis needs no edit here; a setting left to the hypervisor
+        (None) is not reported.  ``applied_changes`` overrides readings by key (an Applied
+        field, or a newer axis's key, which travels in ``details``)."""
+        from vmbench.scenario import axes  # the module, so a test that adds an axis is seen
+
         self.driver._fault("applied")
         vm = self.request.vm
-        applied = Applied(
-            config_source="the fake configuration", config_bus=vm.bus.value, config_cache=vm.cache.value,
-            config_aio=vm.aio.value, config_format=vm.format.value, qemu_cache=vm.cache.value, qemu_format=vm.format.value,
-            qemu_aio=vm.aio.value, qemu_iothread=vm.iothread,
+        readings: dict[str, Any] = {key: a.setting(vm) for a in axes.AXES for key, _, _ in a.verify
+                                    if not key.startswith("guest_") and a.setting(vm) is not None}
+        readings.update(
+            config_source="the fake configuration",
             controller="virtio-scsi" if vm.bus.is_scsi else ("ahci" if vm.bus is Bus.SATA else None),
             cpu_model=vm.cpu.model if vm.cpu.mode is CpuMode.MODEL else vm.cpu.mode.value,
             cpu_flags=tuple((f, state.value) for f, state in vm.cpu.all_features()),
             accelerator=self.driver.accel.name, volume=self.resources.scratch_path,
-            native_config=f"<vm name='{self.name}'/>", qemu_cmdline=("qemu-system-x86_64", "-name", self.name),
-            details={"fake": True},
         )
-        return replace(applied, **self.driver.applied_changes) if self.driver.applied_changes else applied
+        changes = dict(self.driver.applied_changes)
+        opaque = {k: changes.pop(k) for k in ("native_config", "qemu_cmdline", "details") if k in changes}
+        readings.update(changes)
+        return to_applied(readings, native_config=opaque.get("native_config", f"<vm name='{self.name}'/>"),
+                          qemu_cmdline=opaque.get("qemu_cmdline", ("qemu-system-x86_64", "-name", self.name)),
+                          details=opaque.get("details", {"fake": True}))
 
 
 class FakeDriver:
@@ -1153,6 +1163,8 @@ class FakePveNode(FakeHost):
 
     def _cmd_perl(self, argv, stdin):
         """PVE's QMP client: ``perl -MJSON -MPVE::QemuServer::Monitor=mon_cmd -e CODE VMID``."""
+        from tests.fakepve import qemu as pve_qemu
+
         try:
             vmid = int(argv[-1])
         except ValueError:
@@ -1167,7 +1179,7 @@ class FakePveNode(FakeHost):
                   "locked": False, "removable": False, "type": "unknown",
                   "inserted": {"file": path, "node-name": f"drive-{key}", "drv": "throttle" if self.pve.version != "8.4" else fmt,
                                "ro": False, "cache": _cache_flags(opts.get("cache")),
-                               "detect_zeroes": "off" if str(opts.get("detect_zeroes", "1")) == "0" else "on"}}
+                               "detect_zeroes": pve_qemu.detect_zeroes(opts)}}
                  for key, opts, path, fmt in drives]
         return json.dumps({"block": block, "kvm": {"enabled": kvm, "present": self.kvm}}, sort_keys=True)
 
@@ -1205,6 +1217,7 @@ class FakePveNode(FakeHost):
         """The QEMU command line qemu-server builds for ``vm`` (abridged to what matters)."""
         import urllib.parse
 
+        from tests.fakepve import qemu as pve_qemu
         from tests.fakepve.handlers import QEMU
 
         config = dict(vm.run_config or vm.config)
@@ -1231,25 +1244,24 @@ class FakePveNode(FakeHost):
             aio = str(opts.get("aio") or "io_uring")  # qemu-server's default where io_uring works
             iothread = str(opts.get("iothread", "0")) == "1"
             serial = urllib.parse.unquote(str(opts.get("serial") or ""))
-            zeroes = "off" if str(opts.get("detect_zeroes", "1")) == "0" else "on"
-            write_cache, direct, no_flush = {"none": ("on", True, False), "writeback": ("on", False, False),
-                                             "writethrough": ("off", False, False), "directsync": ("off", True, False),
-                                             "unsafe": ("on", False, True)}[cache]
+            zeroes, discard = pve_qemu.detect_zeroes(opts), pve_qemu.discard(opts)
+            mode = Cache.parse(cache)
+            write_cache, direct, no_flush = "on" if mode.writeback else "off", mode.direct, mode.no_flush
             if pve9:
                 node: dict[str, Any] = {"driver": "host_device" if path.startswith("/dev/") else "file", "filename": path,
                         "node-name": "e" + secrets.token_hex(10)[:19], "cache": {"direct": direct, "no-flush": no_flush},
-                        "aio": aio, "detect-zeroes": zeroes, "discard": "ignore", "read-only": False}
+                        "aio": aio, "detect-zeroes": zeroes, "discard": discard, "read-only": False}
                 node = {"driver": fmt, "node-name": "f" + secrets.token_hex(10)[:19],
                         "cache": {"direct": direct, "no-flush": no_flush}, "file": node, "detect-zeroes": zeroes,
-                        "discard": "ignore", "read-only": False}
+                        "discard": discard, "read-only": False}
                 blocks += ["-blockdev", json.dumps({"driver": "throttle", "node-name": f"drive-{key}",
                                                     "throttle-group": f"throttle-drive-{key}", "file": node,
-                                                    "detect-zeroes": zeroes, "discard": "ignore", "read-only": False},
+                                                    "detect-zeroes": zeroes, "discard": discard, "read-only": False},
                                                    separators=(",", ":"))]
                 devtail = f",write-cache={write_cache}"
             else:
                 blocks += ["-drive", f"file={path},if=none,id=drive-{key},cache={cache},aio={aio},format={fmt},"
-                                     f"detect-zeroes={zeroes}"]
+                                     f"detect-zeroes={zeroes}" + (f",discard={opts['discard']}" if opts.get("discard") else "")]
                 devtail = ""
             serial_opt = f",serial={serial}" if serial else ""
             if bus == "virtio":
@@ -1295,7 +1307,5 @@ class FakePveNode(FakeHost):
 
 def _cache_flags(cache: object) -> dict:
     """QMP's ``cache`` of a block node for a PVE cache mode (default none)."""
-    writeback, direct, no_flush = {"none": (True, True, False), "writeback": (True, False, False),
-                                   "writethrough": (False, False, False), "directsync": (False, True, False),
-                                   "unsafe": (True, False, True)}[str(cache or "none")]
-    return {"writeback": writeback, "direct": direct, "no-flush": no_flush}
+    mode = Cache.parse(cache or "none")
+    return {"writeback": mode.writeback, "direct": mode.direct, "no-flush": mode.no_flush}

@@ -15,11 +15,13 @@ whole unless ``allow_other_host``.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Sequence
 
 from ..run.environment import SAME_HOST_KEYS
 from ..results.db import RunRow
 from ..results.key import MeasurementKey
+from ..scenario.axes import stored_setting
 from . import stats
 from .rows import Figures, aggregate, group, judge_change
 from .facts import RepeatPolicy
@@ -110,9 +112,18 @@ def _check(key: MeasurementKey, a_rows: list[dict], b_rows: list[dict], a_fig: F
     return None
 
 
+def _setting(settings: dict, key: str) -> object:
+    """A stored setting as compared across runs: a row without it reads as its axis's
+    ``unset`` (left to the hypervisor, or stored before the axis existed), so an old and a
+    new run that both leave it to the hypervisor are equal; else the :data:`_MISSING` marker."""
+    value = stored_setting(settings, key)
+    return _MISSING if value is None else value
+
+
 def _settings_note(a_rows: list[dict], b_rows: list[dict], la: str, lb: str) -> str:
     a, b = a_rows[0].get("settings") or {}, b_rows[0].get("settings") or {}
-    diffs = [f"{k} {_p(b.get(k, _MISSING))} ({lb}) vs {_p(a.get(k, _MISSING))} ({la})" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    pairs = [(k, _setting(a, k), _setting(b, k)) for k in sorted(set(a) | set(b))]
+    diffs = [f"{k} {_p(vb)} ({lb}) vs {_p(va)} ({la})" for k, va, vb in pairs if va != vb]
     return f"VM settings differ: {', '.join(diffs)}" if diffs else ""
 
 
@@ -121,11 +132,11 @@ def _layer_refusals(groups: list[dict[MeasurementKey, list[dict]]], baseline_ind
     """A stack layer of the baseline that another run measured at the same depth of the same
     stack under another name (its stack was built differently) is refused, by name; returns
     the (run index, baseline key) pairs refused so."""
-    by_depth: dict[tuple, dict[int, MeasurementKey]] = {}
+    by_depth: dict[tuple[MeasurementKey, object], dict[int, MeasurementKey]] = {}
     for i, g in enumerate(groups):
         for k, rows in g.items():
-            if k.side == "guest" and k.stack is not None:
-                by_depth.setdefault((k.cell, k.stack, k.job, k.vm, k.load_step, rows[0].get("depth")), {})[i] = k
+            if k.side == "guest" and k.stack is not None:  # the group's key but its layer, and the layer's depth
+                by_depth.setdefault((replace(k, layer=""), rows[0].get("depth")), {})[i] = k
     out: set[tuple[int, MeasurementKey]] = set()
     la = labels[baseline_index]
     for seen in by_depth.values():

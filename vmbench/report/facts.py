@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from ..results.key import MeasurementKey
 from ..scenario.model import RepeatPolicy
 from ..settings import Cache
 
@@ -37,11 +38,11 @@ def admissibility(measurements: Sequence[dict], cells: Sequence[dict], env: dict
     env = env or {}
     jobs: dict[str, dict] = {}
     sync: dict[str, bool] = {}
-    counts: dict[tuple, int] = {}
+    counts: dict[MeasurementKey, int] = {}
     for m in measurements:
         jobs.setdefault(m["job"], m.get("job_params") or {})
         sync.setdefault(m["job"], bool(m.get("sync")))
-        key = (m["side"], m.get("cell"), m.get("stack"), m["layer"], m["job"])
+        key = MeasurementKey.of(m, repeat=False)  # the group whose repeats are counted
         counts[key] = counts.get(key, 0) + 1
     facts: dict[str, str] = {}
     missing: list[str] = []

@@ -19,6 +19,7 @@ from typing import Iterable, Sequence
 from ..fio.result import Histogram
 from ..results.key import MeasurementKey
 from . import stats
+from .facts import host_page_cache
 from .stats import Delta
 
 
@@ -244,7 +245,7 @@ def cache_notes(row: dict, host_memory_bytes: int | None) -> list[str]:
     reads = params.get("jobfile") is not None or params.get("rw") not in ("write", "randwrite")
     notes = []
     cache = settings.get("cache")
-    if reads and cache in ("writeback", "writethrough", "unsafe") and host_memory_bytes and size < host_memory_bytes:
+    if reads and host_page_cache(cache) and host_memory_bytes and size < host_memory_bytes:
         notes.append(f"reads may come from the host page cache (cache={cache})")
     memory = settings.get("memory_mib")
     if params.get("direct") is False and memory and size < memory << 20:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from ..scenario.axes import setting_columns, stored_setting
 from . import stats
 from .rows import Row, TargetResult, gap_rows, journey_rows, layer_rows, target_results
 from .facts import RepeatPolicy, admissibility
@@ -397,10 +398,13 @@ def targets_table(measurements: Sequence[dict], targets: Sequence[dict]) -> Tabl
 
 
 def cells_table(cells: Sequence[dict]) -> Table:
-    keys = ["bus", "cache", "iothread", "aio", "cpu", "format", "vcpus", "memory_mib"]
+    """Every cell with its VM settings, one column per axis (:func:`setting_columns`): those
+    every VM states, and those left to the hypervisor when some cell gives one (a cell that
+    does not reads as the axis's ``unset``)."""
+    keys = list(setting_columns(c.get("settings") or {} for c in cells))
     records = []
     for c in cells:
-        rec = {"cell": c["name"], **{k: c["settings"].get(k) for k in keys},
+        rec = {"cell": c["name"], **{k: stored_setting(c.get("settings") or {}, k) for k in keys},
                "changed": ", ".join(c.get("changed") or []) or "-",
                "stacks": ", ".join(c.get("stacks") or []) or "-",
                "valid": c["valid"], "problems": "; ".join(c.get("problems") or [])}
