@@ -342,6 +342,42 @@ def test_every_shipped_scenario_validates():
         load_scenario(f)
 
 
+@pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.name)
+def test_vmbench_plan_accepts_every_shipped_scenario_as_shipped(path, tmp_path, monkeypatch, capsys):
+    """``vmbench plan`` on each file in scenarios/, untouched: no host is contacted, no
+    secret is needed (the Proxmox token is read when the API is first used, not at plan)."""
+    import socket
+
+    from vmbench.cli.main import main
+
+    def no_network(*args, **kwargs):
+        raise AssertionError(f"vmbench plan tried to reach a host: {args}")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("VMBENCH_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("VMBENCH_PVE_TOKEN", raising=False)
+    assert main(["plan", str(path)]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert f"scenario: {path.stem}" in out and "estimated duration:" in out
+
+
+def test_shipped_proxmox_and_remote_libvirt_scenarios():
+    from vmbench.scenario import load_scenario
+    from vmbench.settings import DriverName
+
+    pve = load_scenario(SCENARIOS / "proxmox.yaml")
+    assert pve.hypervisor.driver is DriverName.PROXMOX and pve.hypervisor.proxmox is not None
+    cfg = pve.hypervisor.proxmox
+    assert (cfg.secret_env, cfg.secret_file) == ("VMBENCH_PVE_TOKEN", None)  # never a secret in the file
+    assert [c.name for c in pve.cells][:3] == ["baseline", "aio=native", "aio=threads"]
+    assert pve.baseline.aio is Aio.IO_URING and pve.baseline.bus is Bus.VIRTIO_SCSI and pve.baseline.iothread
+    remote = load_scenario(SCENARIOS / "remote-libvirt.yaml")
+    assert remote.hypervisor.driver is DriverName.LIBVIRT and remote.hypervisor.uri.startswith("qemu+ssh://root@")
+    assert remote.hypervisor.ssh is not None and remote.hypervisor.state_dir == "/var/lib/vmbench"
+
+
 def test_factorial_cpu_and_aes_keeps_both():
     s = parse(BASE + "mode: factorial\nvary:\n  aes: [on, off]\n  cpu: [kvm64, Westmere]\n")
     assert [(c.name, c.vm.cpu.label) for c in s.cells] == [
@@ -444,3 +480,38 @@ def test_unknown_storage_type_lists_allowed_values():
     msg = error(BASE + "storage:\n  type: lvm\n")
     assert msg == "t.yaml:8: storage.type: 'lvm' is not one of: dir, zfs, zfs-dataset"
     assert "did you mean 'pool'?" in error(BASE + "storage:\n  pools: x\n")
+
+
+def test_a_value_given_twice_under_vary_is_refused_naming_the_axis_and_the_value():
+    msg = error(BASE + "vary:\n  cache: [none, none]\n")
+    assert "t.yaml:8: vary.cache: the value none is given twice" in msg and "give each value once" in msg
+    msg = error(BASE + "vary:\n  cache:\n    - writeback\n    - unsafe\n    - writeback\n")
+    assert "t.yaml:11: vary.cache: the value writeback is given twice (lines 9 and 11)" in msg
+    # two spellings of one value are one value
+    assert "vary.memory: 1024 is the same value as 1G" in error(BASE + "vary:\n  memory: [1G, 1024]\n")
+    assert "vary.cpu: host-passthrough is the same value as host" in error(
+        BASE + "hypervisor: {accel: kvm}\nvary:\n  cpu: [host, host-passthrough]\n")
+    assert "vary.aes: the value on is given twice" in error(BASE + "vary:\n  aes: [on, true]\n")
+    assert "vary.cpu: the value {model: Westmere, aes: on} is given twice" in error(
+        BASE + "vary:\n  cpu: [{model: Westmere, aes: on}, {model: Westmere, aes: on}]\n")
+    # in a factorial too
+    assert "vary.bus: the value virtio-scsi is given twice" in error(
+        BASE + "mode: factorial\nvary:\n  bus: [virtio-scsi, virtio-scsi]\n  cache: [writeback]\n")
+    # the baseline's own value is still welcome (it is the baseline cell), and distinct values run
+    s = parse(BASE + "vary:\n  cache: [none, writeback]\n  aes: [on, off]\n")
+    assert [c.name for c in s.cells] == ["baseline", "cache=writeback", "aes=on", "aes=off"]
+
+
+def test_two_factorial_combinations_that_make_the_same_vm_are_refused():
+    msg = error(BASE + "mode: factorial\nvary:\n  cpu: [{model: kvm64, aes: on}, kvm64]\n  aes: [on, off]\n")
+    assert "vary: cells 'cpu=kvm64+aes,aes=on' and 'cpu=kvm64,aes=on' are the same VM" in msg
+    assert "give each setting on one axis only" in msg
+
+
+def test_two_explicit_cells_with_the_same_settings_are_refused():
+    msg = error(BASE + "cells:\n  - {name: a, cache: writeback, aio: threads}\n  - {name: b, aio: threads, cache: writeback}\n")
+    assert "t.yaml:9: cells[1]: cell 'b' is the same VM with the same stacks as cell 'a'" in msg
+    assert "the name 'a' is used twice" in error(BASE + "cells:\n  - {name: a}\n  - {name: a}\n")
+    stacks = "stacks:\n  - {name: s, layers: [ext4]}\n"
+    s = parse(BASE + stacks + "cells:\n  - {name: a, stacks: []}\n  - {name: b, stacks: [s]}\n")  # same VM, other stacks
+    assert [c.name for c in s.cells] == ["a", "b"]

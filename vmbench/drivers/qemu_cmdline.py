@@ -14,12 +14,22 @@ The scratch disk's device is found by its serial (PVE and libvirt both put it on
 device), else by ``drive=drive-<disk key>`` (PVE), else as the chain holding the scratch
 file.  The cache mode comes from the protocol (file) node's ``cache.direct``/``no-flush`` and
 the device's ``write-cache`` (or a ``-drive``'s ``cache=``), through
-:meth:`~vmbench.settings.Cache.from_flags`; aio from that node (QEMU's default: threads);
+:meth:`~vmbench.settings.Cache.from_flags`; aio from that node (QEMU's default: threads),
+or :data:`NOT_APPLICABLE` when the protocol driver has no aio setting (librbd, libiscsi,
+NBD...: only file-posix's ``file``/``host_device``/``host_cdrom`` have one, and qemu-server
+gives ``aio`` to those only, ``Blockdev.pm`` generate_file_blockdev; a ``-drive`` carries
+``aio=`` whatever the protocol, ``QemuServer.pm`` print_drive_commandline_full, and QEMU
+ignores it for the others);
 the format from the node above it; ``detect-zeroes`` as the chain applies it (the most any
 node does: off < on < unmap; QEMU's default off) and ``discard`` as it reaches the storage
 (unmap only if every node passes discards on; QEMU's default ignore); the iothread from the
 device or, for SCSI, its controller; the accelerator from ``-accel``, ``-machine accel=`` or
 ``-enable-kvm`` (else a binary named ``kvm`` prefers KVM).
+
+The CPU as QEMU runs it (:func:`cpu_readings`): the ``-cpu`` model, which is not always the
+configured one (Proxmox passes its built-in x86-64-v2-AES as ``qemu64,+aes,...`` and maps
+deprecated models such as Icelake-Client to others, ``CPUConfig.pm`` get_cpu_options), its
+forced flags, and whether it has AES-NI: from a flag, else from the model itself.
 """
 
 from __future__ import annotations
@@ -27,13 +37,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import posixpath
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..settings import Cache, DetectZeroes, Discard
 from .base import Applied
 
-PROTOCOL_DRIVERS = ("file", "host_device", "host_cdrom", "rbd", "nbd", "iscsi", "nfs", "gluster")
+PROTOCOL_DRIVERS = ("file", "host_device", "host_cdrom", "rbd", "nbd", "iscsi", "nfs", "gluster", "nvme", "ssh",
+                    "http", "https")
+#: the protocol drivers that have an ``aio`` option (QEMU's file-posix); the others do their
+#: own I/O (librbd, libiscsi, libnfs, libgfapi, NBD, userspace NVMe...)
+AIO_DRIVERS = ("file", "host_device", "host_cdrom")
+#: a setting the disk's QEMU block driver does not have (aio on librbd or libiscsi)
+NOT_APPLICABLE = "not applicable"
 PASS_THROUGH = ("throttle", "copy-on-read", "zeroinit", "alloc-track", "preallocate", "compress")
 
 
@@ -216,6 +233,29 @@ def _discard(values: list[Any]) -> str:
     return Discard.UNMAP.value if parsed and all(d is Discard.UNMAP for d in parsed) else Discard.IGNORE.value
 
 
+def drive_protocol(drive: Mapping[str, Any]) -> str | None:
+    """The protocol driver of a legacy ``-drive``: ``file.driver=``, else the ``file=``
+    prefix QEMU reads (``rbd:pool/image:...``, ``iscsi://portal/target/lun``,
+    ``gluster+tcp://...``, ``nbd:...``, ``file:``, ``host_device:``); a plain path is opened
+    by file-posix (host_device for a device node, as QEMU's probe picks it)."""
+    explicit = drive.get("file.driver")
+    if explicit:
+        return str(explicit)
+    name = str(drive.get("file") or "")
+    if not name:
+        return None
+    if name.startswith("/"):
+        return "host_device" if name.startswith("/dev/") else "file"
+    m = re.match(r"([a-z][a-z0-9_]*)(?:\+[a-z0-9]+)?:", name)
+    return m.group(1) if m else None
+
+
+def has_aio(protocol: str | None) -> bool:
+    """Whether QEMU's ``aio`` means anything for a disk opened with this protocol driver:
+    file-posix's, or one vmbench does not know (then the command line's value is taken)."""
+    return protocol is None or protocol in AIO_DRIVERS or protocol not in PROTOCOL_DRIVERS
+
+
 def disk_readings(args: QemuArgs, serial: str, disk_key: str | None = None, path: str | None = None) -> dict[str, Any]:
     """The scratch disk as QEMU runs it: qemu_cache/aio/format/iothread/detect_zeroes/discard,
     its file and device.  ``path`` finds its blockdev chain when no device names it."""
@@ -233,8 +273,9 @@ def disk_readings(args: QemuArgs, serial: str, disk_key: str | None = None, path
     legacy = next((d for d in args.drives if drive_id and d.get("id") == drive_id), None)
     if legacy is not None:
         out["file"] = legacy.get("file")
+        out["protocol"] = drive_protocol(legacy)
         out["qemu_format"] = legacy.get("format")
-        out["qemu_aio"] = legacy.get("aio") or "threads"
+        out["qemu_aio"] = (legacy.get("aio") or "threads") if has_aio(out["protocol"]) else NOT_APPLICABLE
         try:
             mode: Cache | None = Cache.parse(legacy.get("cache") or Cache.WRITEBACK.value)  # QEMU's default
         except ValueError:
@@ -251,7 +292,8 @@ def disk_readings(args: QemuArgs, serial: str, disk_key: str | None = None, path
         fmt = next((n for n in chain if n is not proto and n.get("driver") not in PROTOCOL_DRIVERS), None)
         if proto is not None:
             out["file"] = proto.get("filename")
-            out["qemu_aio"] = proto.get("aio") or "threads"
+            out["protocol"] = proto.get("driver")
+            out["qemu_aio"] = (proto.get("aio") or "threads") if has_aio(out["protocol"]) else NOT_APPLICABLE
             c: dict = proto["cache"] if isinstance(proto.get("cache"), dict) else (fmt or {}).get("cache") or {}
             key = (_truthy(write_cache, True), _truthy(c.get("direct"), False), _truthy(c.get("no-flush"), False))
             found = Cache.from_flags(*key)
@@ -290,6 +332,60 @@ def qemu_cpu(args: QemuArgs) -> tuple[str | None, tuple[tuple[str, str], ...]]:
         elif eq and value in ("on", "off", "true", "false"):
             flags.append((key, "on" if value in ("on", "true") else "off"))
     return items[0], tuple(flags)
+
+
+#: QEMU's x86 CPU models and their variants (``-v2``, ``-IBRS``, ``-noTSX``...) by whether
+#: they have AES-NI, as ``query-cpu-model-expansion`` of QEMU 7.2 reports them (Proxmox's
+#: built-in x86-64-v* models as Proxmox defines them, CPUConfig.pm); host and max follow
+#: the host (max under TCG has AES-NI), and a model not listed here is not judged
+AES_MODELS = ("Westmere", "SandyBridge", "IvyBridge", "Haswell", "Broadwell", "Skylake-Client", "Skylake-Server",
+              "Cascadelake-Server", "Cooperlake", "Icelake-Server", "Icelake-Client", "KnightsMill", "Denverton",
+              "Snowridge", "EPYC", "Opteron_G4", "Opteron_G5", "x86-64-v2-AES", "x86-64-v3", "x86-64-v4")
+NO_AES_MODELS = ("qemu64", "qemu32", "kvm64", "kvm32", "486", "pentium", "pentium2", "pentium3", "coreduo", "core2duo",
+                 "n270", "Conroe", "Penryn", "Nehalem", "athlon", "phenom", "Opteron_G1", "Opteron_G2", "Opteron_G3",
+                 "Dhyana", "base")
+
+
+def _in_family(model: str, families: tuple[str, ...]) -> bool:
+    """``model`` is one of ``families`` or a variant of one (Westmere-IBRS, EPYC-Rome-v4)."""
+    return model in families or any(model.startswith(f + "-") for f in families)
+
+
+def model_has_aes(model: str, accel: str | None = None) -> bool | None:
+    """Whether a ``-cpu`` model has AES-NI by itself; None when that depends on the host or
+    the model is not known here."""
+    if model == "x86-64-v2":  # Proxmox's, without AES (x86-64-v2-AES is the one with it)
+        return False
+    if _in_family(model, AES_MODELS):
+        return True
+    if _in_family(model, NO_AES_MODELS):
+        return False
+    if model == "max" and accel == "tcg":
+        return True  # TCG emulates AES-NI; max under KVM is the host's CPU
+    return None
+
+
+def cpu_readings(args: QemuArgs) -> dict[str, Any]:
+    """The CPU as QEMU runs it: ``qemu_cpu_model``, ``qemu_cpu_flags`` (forced, as
+    :func:`qemu_cpu`) and ``qemu_cpu_aes``: "on"/"off" from an ``aes`` flag (the last one
+    wins, as in QEMU), else from the model (:func:`model_has_aes`), else None."""
+    model, flags = qemu_cpu(args)
+    if model is None:
+        return {}
+    aes: bool | None = None
+    for item in split_opts(args.cpu or "")[1:]:
+        key, eq, value = item.partition("=")
+        if key in ("+aes", "-aes") and not eq:
+            aes = key == "+aes"
+        elif key == "aes":
+            aes = value.strip().lower() in ("on", "true", "yes") if eq else True
+    if aes is None:
+        aes = model_has_aes(model, accelerator(args))
+    return {"qemu_cpu_model": model, "qemu_cpu_flags": flags, "qemu_cpu_aes": None if aes is None else ("on" if aes else "off")}
+
+
+#: the CPU readings a driver reports from the command line (kept with the effective settings)
+CPU_READINGS = ("qemu_cpu_model", "qemu_cpu_flags", "qemu_cpu_aes")
 
 
 def to_applied(values: Mapping[str, Any], *, native_config: str, qemu_cmdline: tuple[str, ...] | list[str],

@@ -5,7 +5,10 @@ The driver reports what the hypervisor applied as typed values
 CPU (:func:`guest_view`).  :func:`problems` compares the request with both, one row
 per setting and source (each VM axis's ``verify`` entries), and lists every difference.  A
 setting the scenario leaves to the hypervisor (detect_zeroes, discard) is recorded, not
-compared.  A cell with differences is marked invalid and not measured.  Pure functions, no
+compared; so is a setting the disk's QEMU driver does not have (aio on librbd or libiscsi
+reads "not applicable").  ``aes`` is checked where the guest and QEMU's ``-cpu`` can tell: a
+model that has AES-NI by itself (x86-64-v2-AES, Westmere, host on an AES-NI host) counts as
+aes on.  A cell with differences is marked invalid and not measured.  Pure functions, no
 hypervisor keys.
 """
 
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..drivers.base import Applied
+from ..drivers.qemu_cmdline import CPU_READINGS, NOT_APPLICABLE
 from ..scenario.model import VmConfig
 from ..settings import Bus, Feature
 
@@ -52,7 +56,7 @@ def effective_settings(applied: Applied, guest: dict) -> dict:
     guest's view."""
     from ..scenario.axes import AXES
 
-    keys = {key for a in AXES for key, _, _ in a.verify}
+    keys = {key for a in AXES for key, _, _ in a.verify} | set(CPU_READINGS)
     return {**applied.typed(), **{k: v for k, v in applied.details.items() if k in keys}, **guest}
 
 
@@ -96,8 +100,15 @@ def problems(vm: VmConfig, eff: dict, accelerator: str) -> list[str]:
             if c.required:
                 unverified.append(f"{c.what} ({source}) could not be verified")
             continue
+        if got == NOT_APPLICABLE:
+            continue  # the disk's QEMU driver has no such setting: recorded, nothing to compare
         if str(got) != str(asked):
             out.append(f"{c.what}: asked {asked}, {source} reports {got}")
+    qemu_aes, qemu_model = eff.get("qemu_cpu_aes"), eff.get("qemu_cpu_model")
+    if vm.cpu.aes is Feature.ON and qemu_aes == "off":
+        out.append(f"cpu aes: asked on, QEMU runs -cpu {qemu_model} without aes")
+    if vm.cpu.aes is Feature.OFF and qemu_aes == "on":
+        out.append(f"cpu aes: asked off, QEMU runs -cpu {qemu_model} with aes")
     if vm.cpu.aes is Feature.ON and eff.get("guest_aes") is False:
         out.append("cpu aes: asked on, the guest has no aes flag")
     if vm.cpu.aes is Feature.OFF and eff.get("guest_aes") is True:

@@ -40,11 +40,14 @@ def _vary(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, all_st
         if axis not in AXIS_BY_NAME:
             vary.done(VM_AXES)  # refuses the unknown axis, suggesting the closest
         values = []
+        raws: list[tuple[object, int]] = []
         for path, line, value in items(ctx, vary.raw(axis), join(vary.path, axis), vary.line_of(axis)):
             given = LineDict({axis: value})
             given.line, given.key_lines = line, {axis: line}
             vm = _vm(Section(ctx, given, vary.path, line), baseline)
             values.append((AXIS_BY_NAME[axis].label(vm, value), vm, path, line))
+            raws.append((value, line))
+            _refuse_repeated_value(ctx, path, line, raws, values)
         if not values:
             raise vary.fail(axis, "needs at least one value", f"{axis} is {AXIS_BY_NAME[axis].describe}")
         axes.append((axis, values))
@@ -67,9 +70,12 @@ def _vary(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, all_st
         # merged in table order (cpu replaces the whole CPU, so it goes before aes); named in vary order
         for axis, (_, one, _, _) in sorted(picked, key=lambda p: VM_AXES.index(p[0])):
             vm = AXIS_BY_NAME[axis].merge(vm, one)
-        if vm.key() in seen:
-            continue
         name = ",".join(f"{axis}={label}" for axis, (label, _, _, _) in picked)
+        if vm.key() in seen:
+            if seen[vm.key()] != "baseline":  # the baseline's own combination is its cell: nothing is lost
+                raise top.fail("vary", f"cells {seen[vm.key()]!r} and {name!r} are the same VM",
+                               "give each setting on one axis only (cpu: {model:, aes:} and an aes axis both set aes)")
+            continue
         impossible = vm_problems(vm, hv)
         if impossible:  # a factorial may cross incompatible values: leave those out, and say so
             skipped.append((name, impossible[0][0]))
@@ -81,15 +87,45 @@ def _vary(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, all_st
     return tuple(cells), mode.value, tuple(skipped)
 
 
+def _refuse_repeated_value(ctx: Context, path: str, line: int, raws: list[tuple[object, int]],
+                           values: list[tuple[str, VmConfig, str, int]]) -> None:
+    """A value given twice under one ``vary:`` axis, or two spellings of one value (``1G`` and
+    ``1024``, ``host`` and ``host-passthrough``), is refused naming the axis and the value."""
+    vm = values[-1][1]
+    shown = _shown(raws[-1][0])
+    for (other_raw, other_line), (_, other_vm, _, _) in zip(raws[:-1], values[:-1]):
+        if other_vm.key() != vm.key():
+            continue
+        other = _shown(other_raw)
+        lines = f" (lines {other_line} and {line})" if other_line != line else ""
+        message = (f"the value {shown} is given twice{lines}" if other == shown
+                   else f"{shown} is the same value as {other}" + (f" (line {other_line})" if other_line != line else ""))
+        raise ctx.fail(path.rpartition("[")[0], line, message, "give each value once")
+
+
+def _shown(raw: object) -> str:
+    """A vary value as the scenario wrote it (true/false read as on/off)."""
+    if isinstance(raw, bool):
+        return "on" if raw else "off"
+    if isinstance(raw, dict):
+        return "{" + ", ".join(f"{k}: {_shown(v)}" for k, v in raw.items()) + "}"
+    return str(raw)
+
+
 def _explicit_cells(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, by_name: dict[str, Stack],
                     all_stacks: tuple[Stack, ...]) -> Cells:
     cells = []
+    same: dict[tuple[str, tuple[Stack, ...]], str] = {}
     for path, line, value in items(ctx, top.raw("cells"), "cells", top.line_of("cells")):
         sec = Section(ctx, value, path, line)
         name = sec.get("name", as_name)
         cell_stacks = _cell_stacks(sec, by_name, all_stacks)
         vm = _vm(sec, baseline, allow=("name", "stacks"))
         _check_cell_vm(ctx, path, line, vm, hv, name)
+        first = same.setdefault((vm.key(), cell_stacks), name)
+        if first != name and name not in same.values():  # a repeated name is refused below, as such
+            raise ctx.fail(path, line, f"cell {name!r} is the same VM with the same stacks as cell {first!r}",
+                           "change a setting in one of them, or remove one (repeats: N measures a cell again)")
         cells.append(Cell(name=name, vm=vm, stacks=cell_stacks, changed=changed_axes(vm, baseline)))
     if not cells:
         raise top.fail("cells", "needs at least one cell")

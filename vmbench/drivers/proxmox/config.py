@@ -14,11 +14,12 @@ from __future__ import annotations
 import re
 import urllib.parse
 from decimal import Decimal
-from typing import Mapping
+from typing import Collection, Mapping
 
 from ...errors import HypervisorError
 from ...scenario.model import CpuConfig, VmConfig
 from ...settings import Bus, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
+from ..qemu_cmdline import AIO_DRIVERS
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -36,6 +37,15 @@ QCOW2_STORAGES = ("dir", "nfs", "cifs", "glusterfs")
 #: storage types that cannot make linked clones (NOTES section 7: LVM-thick and iSCSI LUNs)
 NO_LINKED_CLONE = ("lvm", "iscsi", "iscsidirect")
 SERIAL_MAX = 20  # bytes (virtio-blk and ATA)
+#: the QEMU protocol driver each storage type's disks are opened with (pve-storage: each
+#: plugin's ``path`` and ``qemu_blockdev_options``; PVE 8's GlusterFS as gluster://, dropped
+#: in PVE 9); rbd is librbd unless the storage says ``krbd`` (then /dev/rbd*: host_device)
+STORAGE_BLOCK_DRIVER = {
+    "dir": "file", "nfs": "file", "cifs": "file", "cephfs": "file", "btrfs": "file",
+    "lvm": "host_device", "lvmthin": "host_device", "zfspool": "host_device", "iscsi": "host_device",
+    "rbd": "rbd", "iscsidirect": "iscsi", "zfs": "iscsi", "glusterfs": "gluster",
+}
+BLOCK_DRIVER_LIBRARY = {"rbd": "librbd", "iscsi": "libiscsi", "gluster": "libgfapi"}
 
 
 def disk_prefix(bus: Bus) -> str:
@@ -198,6 +208,29 @@ def vm_problems(vm: VmConfig, storage_type: str | None = None, template_config: 
     if accelerator == "tcg" and vm.cpu.mode is CpuMode.HOST_PASSTHROUGH:
         out.append(("cpu host needs KVM; guests run under TCG here (kvm: 0)", "use a named model such as x86-64-v2-AES, or max"))
     return out
+
+
+def storage_block_driver(storage_type: str, krbd: bool | None = False) -> str | None:
+    """The QEMU driver that opens a disk of this storage type (None: not known, or an rbd
+    storage whose ``krbd`` could not be read)."""
+    if storage_type == "rbd":
+        return None if krbd is None else "host_device" if krbd else "rbd"
+    return STORAGE_BLOCK_DRIVER.get(storage_type)
+
+
+def aio_axis_problem(storage_id: str, storage_type: str, driver: str | None,
+                     aios: Collection[str]) -> tuple[str, str] | None:
+    """An aio axis (two or more aio values among the cells) on a storage whose QEMU driver has
+    no aio setting: qemu-server gives ``aio`` to file-posix's drivers only (``Blockdev.pm``
+    generate_file_blockdev), so every cell would run the same."""
+    if len(set(aios)) < 2 or driver is None or driver in AIO_DRIVERS:
+        return None
+    lib = BLOCK_DRIVER_LIBRARY.get(driver)
+    return (f"aio is varied ({', '.join(sorted(set(aios)))}), but QEMU opens the disks of Proxmox storage {storage_id} "
+            f"({storage_type}) with its {driver} driver{f' ({lib})' if lib else ''}, which has no aio setting: "
+            "every aio cell would run the same",
+            "remove aio from the cells, or measure it on a storage whose disks are files or block devices "
+            "(dir, nfs, lvm, lvmthin, zfspool, or rbd with krbd)")
 
 
 # ---- reading a stored config back -----------------------------------------------------------

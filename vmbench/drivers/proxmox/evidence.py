@@ -3,7 +3,12 @@
 The config is read as qemu-server reads it (:mod:`.config`: bus, cache, aio, format,
 detect-zeroes and discard as qemu-server derives them); the command line of the VM's QEMU
 through the reader both drivers share (:mod:`vmbench.drivers.qemu_cmdline`: PVE 8's
-``-drive`` and PVE 9's nested ``-blockdev`` chains).
+``-drive`` and PVE 9's nested ``-blockdev`` chains).  A disk whose storage QEMU opens with a
+driver that has no aio (librbd, libiscsi) reads ``qemu_aio`` "not applicable", whatever the
+config or a ``-drive`` says.  The CPU is kept twice: ``cpu_model``/``cpu_flags`` as
+configured, ``qemu_cpu_model``/``qemu_cpu_flags``/``qemu_cpu_aes`` as QEMU runs it (the
+``-cpu`` qemu-server made from the config: built-in models become ``qemu64`` with flags,
+deprecated ones their replacement).
 """
 
 from __future__ import annotations
@@ -11,8 +16,9 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..base import Applied
-from ..qemu_cmdline import accelerator, disk_readings, parse_cmdline, to_applied
+from ..qemu_cmdline import accelerator, cpu_readings, disk_readings, parse_cmdline, to_applied
 from .config import config_bus, config_text, cpu_from_config, drive_zeroes, parse_disk, volume_format
+
 
 def applied_from_pve(config: Mapping[str, object], disk_key: str, cmdline: list[str] | tuple[str, ...],
                      serial: str, scratch_path: str, extra: Mapping[str, Any] | None = None) -> Applied:
@@ -39,6 +45,7 @@ def applied_from_pve(config: Mapping[str, object], disk_key: str, cmdline: list[
         readings = disk_readings(args, serial, disk_key)
         values.update({k: v for k, v in readings.items() if k.startswith("qemu_") and v is not None})
         values["accelerator"] = accelerator(args)
+        values.update(cpu_readings(args))
         details.update(qemu_disk=readings, qemu_cpu=args.cpu, qemu_machine=args.machine)
         if readings.get("file") and scratch_path and readings["file"] != scratch_path:
             details["qemu_file_differs"] = f"QEMU opens {readings['file']}, the volume's path is {scratch_path}"

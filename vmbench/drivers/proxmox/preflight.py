@@ -1,6 +1,7 @@
 """Preflight of the Proxmox driver: everything checked before a VM is created (token and
 TLS, node, SSH reaching that node, the template, its storage's linked clones, the scratch
-storage, accelerator, CPU models and, when given, every cell's settings on this setup)."""
+storage, accelerator, CPU models and, when given, every cell's settings on this setup, an
+aio axis included: refused on a storage whose QEMU driver has no aio, such as librbd)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from ...scenario.model import VmConfig
 from ...settings import Accel, CpuMode, StorageType
 from ...transport import ops
 from ..base import Accelerator
-from .config import NO_LINKED_CLONE, agent_enabled, disk_volumes, storage_of, vm_problems
+from .config import (NO_LINKED_CLONE, agent_enabled, aio_axis_problem, disk_volumes, storage_block_driver, storage_of,
+                     vm_problems)
 from .errors import PveApiError
 from .node import PveNode
 
@@ -66,7 +68,39 @@ class Preflight(PveNode):
             problems = vm_problems(vm, storage_type, self.template_config, accelerator.name)
             if problems:
                 raise PreflightError(problems[0][0], problems[0][1])
+        self._check_aio_axis(storage_type, {vm.aio.value for vm in vms})
         return accelerator
+
+    def _check_aio_axis(self, storage_type: str, aios: set[str]) -> None:
+        """An aio axis needs a storage whose disks QEMU opens with an aio setting (not librbd
+        or libiscsi): refused here, naming the storage.  An rbd storage's ``krbd`` is read from
+        the storage configuration (GET /storage, which lists what the token may allocate on)."""
+        if len(aios) < 2:
+            return
+        storage_id = self.cfg.storage
+        krbd: bool | None = False
+        if storage_type == "rbd":
+            krbd = self._krbd(storage_id)
+        driver = storage_block_driver(storage_type, krbd)
+        if driver is None:
+            self.progress.warn(f"cannot tell whether Proxmox storage {storage_id} ({storage_type}) gives QEMU an aio "
+                               "setting; cells whose aio reads back 'not applicable' differ in nothing")
+            return
+        problem = aio_axis_problem(storage_id, storage_type, driver, aios)
+        if problem:
+            raise PreflightError(problem[0], problem[1])
+
+    def _krbd(self, storage_id: str) -> bool | None:
+        """Whether an rbd storage maps its images through the kernel (krbd); None if unknown."""
+        try:
+            entries = self.api().get("/storage") or []
+        except PveApiError as exc:
+            log.warning("cannot read the storage configuration: %s", exc.message)
+            return None
+        entry = next((e for e in entries if isinstance(e, dict) and e.get("storage") == storage_id), None)
+        if entry is None:
+            return None
+        return str(entry.get("krbd", 0)).strip().lower() in ("1", "true", "on", "yes")
 
     def _check_ssh_node(self) -> None:
         """Host fio and evidence run over SSH: it must reach the node the VMs run on."""
