@@ -3,7 +3,7 @@
 The live domain XML says what libvirt configured; QEMU's ``query-block`` says which cache
 mode and format its block layer uses, the command line (read as for Proxmox, by
 :mod:`vmbench.drivers.qemu_cmdline`) which aio, detect-zeroes and discard the scratch disk's
-nodes have, the QOM ``iothread`` links whether an iothread serves the disk, ``query-kvm``
+nodes have and which CPU model and flags QEMU runs, the QOM ``iothread`` links whether an iothread serves the disk, ``query-kvm``
 which accelerator runs.
 """
 
@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 
 from ...settings import Bus, Cache, DetectZeroes, Discard
 from ..base import Applied
-from ..qemu_cmdline import disk_readings, parse_cmdline, to_applied
+from ..qemu_cmdline import cpu_readings, disk_readings, parse_cmdline, to_applied
 
 #: the command line's readings used (cache and format come from query-block)
 CMDLINE_READINGS = ("qemu_aio", "qemu_detect_zeroes", "qemu_discard")
@@ -83,8 +83,10 @@ def applied_from_readings(readings: dict, scratch_path: str, serial: str) -> App
         values["qemu_format"] = ins.get("drv")
     cmdline = readings.get("qemu_cmdline") or []
     if cmdline:
-        qemu = disk_readings(parse_cmdline(list(cmdline)), serial, path=scratch_path)
+        args = parse_cmdline(list(cmdline))
+        qemu = disk_readings(args, serial, path=scratch_path)
         values.update({k: qemu[k] for k in CMDLINE_READINGS if qemu.get(k) is not None})
+        values.update(cpu_readings(args))  # the CPU as QEMU runs it, as for Proxmox
     links = {k: v for k, v in (readings.get("qom_iothread") or {}).items() if isinstance(v, str) and not v.startswith("error:")}
     if links:
         values["qemu_iothread"] = any(v.startswith("/objects/") for v in links.values())
