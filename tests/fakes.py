@@ -16,6 +16,7 @@ from vmbench.command import Completed
 from vmbench.drivers.base import Accelerator, Applied, Check, HostChecks, Leftover, VmRequest, VmResources
 from vmbench.drivers.qemu_cmdline import to_applied
 from vmbench.errors import CommandError, GuestError, HypervisorError, PreflightError, VmbenchError
+from vmbench.guest.needs import GuestNeeds
 from vmbench.paths import HostPaths, StatePaths
 from vmbench.scenario.model import VmConfig
 from vmbench.progress import Progress
@@ -1008,7 +1009,7 @@ class FakeDriver:
     # -- HypervisorDriver ---------------------------------------------------------------------
 
     def prepare(self, *, image: "Image | None" = None, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
-                progress: Progress, vms: Sequence[VmConfig] = ()) -> Accelerator:
+                progress: Progress, vms: Sequence[VmConfig] = (), guest_needs: "GuestNeeds | None" = None) -> Accelerator:
         self._fault("prepare")
         self.storage.prepare(progress)
         return self.accel

@@ -34,6 +34,7 @@ class DriveView:
     path: str  # the volume's file
     fmt: str  # raw | qcow2
     size: int
+    boots_itself: bool = False  # its content came from an import: boot it from the disk (BIOS), not a given kernel
 
 
 @dataclass
@@ -49,6 +50,8 @@ class Backend(Protocol):
     def setup(self, root: Path) -> None: ...
     def template_volume(self, path: str, fmt: str) -> int: ...  # creates the template's base disk; its size
     def create_volume(self, path: str, size: int, fmt: str, backing: str | None = None) -> None: ...
+    def import_volume(self, source: str, path: str, fmt: str) -> int: ...  # a copy of source's content; its virtual size
+    def rename_volume(self, old: str, new: str) -> None: ...
     def remove_volume(self, path: str) -> None: ...
     def start(self, vm: VmView) -> int: ...  # pid
     def stop(self, vm: VmView) -> None: ...
@@ -61,6 +64,16 @@ def sparse_file(path: str, size: int) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "xb") as f:
         f.truncate(size)
+
+
+def virtual_size(path: str) -> int:
+    """A disk image's virtual size: the qcow2 header's (big-endian u64 at byte 24), else the
+    file's size (raw)."""
+    with open(path, "rb") as f:
+        head = f.read(32)
+    if head[:4] == b"QFI\xfb" and len(head) >= 32:
+        return int.from_bytes(head[24:32], "big")
+    return os.path.getsize(path)
 
 
 def remove_file(path: str) -> None:
@@ -107,6 +120,15 @@ class NullBackend:
 
     def create_volume(self, path: str, size: int, fmt: str, backing: str | None = None) -> None:
         sparse_file(path, size)
+
+    def import_volume(self, source: str, path: str, fmt: str) -> int:
+        """A sparse file of the source's virtual size (no content: nothing boots it)."""
+        size = virtual_size(source)
+        sparse_file(path, size)
+        return size
+
+    def rename_volume(self, old: str, new: str) -> None:
+        os.rename(old, new)
 
     def remove_volume(self, path: str) -> None:
         remove_file(path)

@@ -21,7 +21,8 @@ class FakePve:
     def __init__(self, version: str = "9.1", backend: Any = None, node: str = "pve1",
                  token: tuple[str, str] = ("vmbench@pve!bench", "SECRET"), missing_privileges: Any = (),
                  task_polls: int = 2, agent_pings: int = 2, task_outcomes: dict | None = None,
-                 root_dir: str | None = None, local_path: str | None = None, strict: bool = True) -> None:
+                 root_dir: str | None = None, local_path: str | None = None, strict: bool = True,
+                 local_content: str = "images,rootdir,vztmpl,iso,backup,snippets") -> None:
         self.version = version
         self.backend = backend if backend is not None else NullBackend()
         self.node = node
@@ -34,6 +35,7 @@ class FakePve:
         self._opts = dict(task_polls=task_polls, agent_pings=agent_pings, task_outcomes=task_outcomes)
         self._root_dir = root_dir
         self._local_path = local_path
+        self._local_content = local_content
         self.root: Path | None = None
         self.state: State | None = None
         self.dispatcher: Dispatcher | None = None
@@ -58,7 +60,7 @@ class FakePve:
             self.state.fingerprint = fp
             self.state.missing_privileges = self._missing
             self.add_storage("local", "dir", path=self._local_path or str(self.root / "local"),
-                             content="images,rootdir,vztmpl,iso,backup,snippets")
+                             content=self._local_content)
             self.dispatcher = Dispatcher(version=self.version, state=self.state, api=self.api, checker=self.checker,
                                          token=self.token, missing_privileges=self._missing)
             self._server, self._thread = serve(self.dispatcher, cert, key)

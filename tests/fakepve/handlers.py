@@ -210,6 +210,8 @@ def normalize_tags(value: str) -> str:
 
 
 def update_config(s: State, p: dict, sync: bool) -> str | None:
+    from .create import check_new_disk, make_disk
+
     check_node(s, p)
     vm = s.vm(p["vmid"])
     vmid = vm.vmid
@@ -229,16 +231,7 @@ def update_config(s: State, p: dict, sync: bool) -> str | None:
             continue
         if vm.running:
             raise SchemaError("hotplugging drives into a running VM is not modelled by the fake")
-        drive = s.parse_drive(key, str(value))
-        m = NEW_DISK_RE.match(drive["file"])
-        if m:
-            if not m.group(2):
-                raise die("no storage ID specified (and no default storage)")
-            st = s.storage(m.group(2))
-            if "images" not in st.content:
-                raise param_exc({"storage": f"storage '{st.id}' does not support vm images"})
-        elif s.is_disk(drive):
-            s.resolve(drive["file"])
+        check_new_disk(s, key, s.parse_drive(key, str(value)))
     if p.get("digest") and p["digest"] != s.digest(vm.config):
         raise die("checksum mismatch (file change by other user?)")
     if vm.config.get("lock"):
@@ -256,15 +249,8 @@ def update_config(s: State, p: dict, sync: bool) -> str | None:
         for key, value in changes.items():
             if DRIVE_RE.match(key):
                 drive = s.parse_drive(key, str(value))
-                m = NEW_DISK_RE.match(drive["file"])
-                if m:
-                    st = s.storage(m.group(2))
-                    size = int(float(m.group(3)) * (1 << 30))
-                    fmt = drive.pop("format", None) or st.default_format()
-                    vol = s.allocate(st, vmid, size, fmt)
-                    drive.update(file=s.volid(st, vol), size=size)
-                    value = s.print_drive(key, drive)
-                    t.log.append(f"{key}: successfully created disk '{value}'")
+                if NEW_DISK_RE.match(drive["file"]):
+                    value = make_disk(s, t, key, drive, vmid)
                 conf[key] = str(value)
             elif key == "tags":
                 conf[key] = normalize_tags(str(value))
@@ -447,6 +433,6 @@ def task_log(s: State, p: dict) -> list:
     return [{"n": i + 1, "t": line} for i, line in enumerate(lines)][start:start + limit if limit else None]
 
 
-from . import agent, nodeinfo, storage  # noqa: E402  (they register their endpoints in H)
+from . import agent, create, nodeinfo, storage  # noqa: E402  (they register their endpoints in H)
 
-__all__ = ["H", "agent", "nodeinfo", "storage"]
+__all__ = ["H", "agent", "create", "nodeinfo", "storage"]

@@ -7,7 +7,9 @@ virtio-scsi (``scsihw: virtio-scsi-single``: one controller per disk, iothread h
 ``virtio-scsi-pci``: one shared controller, iothread ignored as PVE does), ``sataN`` -> SATA;
 ``cache``/``aio``/``iothread``/``serial`` from the drive (PVE defaults: cache none, aio
 io_uring), ``detect_zeroes``/``discard`` as qemu-server turns them into QEMU's (:mod:`.qemu`:
-detect-zeroes on by default, unmap with ``discard=on``); ``cores``x``sockets`` vCPUs, ``memory`` MiB; ``cpu``: kvm64/qemu64/named models
+detect-zeroes on by default, unmap with ``discard=on``); a boot disk whose content was imported (``import-from``: vmbench's own pushed template)
+boots from itself through SeaBIOS, as on PVE, any other with the image's kernel;
+``cores``x``sockets`` vCPUs, ``memory`` MiB; ``cpu``: kvm64/qemu64/named models
 as libvirt models, ``max`` -> maximum, ``host`` -> host-passthrough, x86-64-v2(-AES)/v3/v4 ->
 qemu64 plus their flags, ``flags=+aes;-pcid`` -> features."""
 
@@ -232,6 +234,15 @@ class LibvirtBackend:
         else:
             sparse_file(path, size)
 
+    def import_volume(self, source: str, path: str, fmt: str) -> int:
+        """qemu-server's import: the source's content converted into the new volume."""
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        qemu_img("convert", "-q", "-O", fmt, source, path)
+        return self._virtual_size(path)
+
+    def rename_volume(self, old: str, new: str) -> None:
+        os.rename(old, new)
+
     def remove_volume(self, path: str) -> None:
         remove_file(path)
 
@@ -263,6 +274,15 @@ class LibvirtBackend:
         if scratch is None:
             for ctrl in devices.findall("controller"):
                 devices.remove(ctrl)
+        if root.boots_itself:  # a disk imported into PVE boots as PVE boots it: SeaBIOS, then the disk's own loader
+            os_ = dom.find("os")
+            for tag in ("kernel", "initrd", "cmdline"):
+                for el in os_.findall(tag):
+                    os_.remove(el)
+            for disk in devices.findall("disk"):
+                src = disk.find("source")
+                if src is not None and src.get("file") == root.path:
+                    ET.SubElement(disk, "boot", order="1")
         return ET.tostring(dom, encoding="unicode"), warnings
 
     def start(self, vm: VmView) -> int:

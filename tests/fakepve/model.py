@@ -18,6 +18,7 @@ DIR_TYPES = {"dir", "nfs", "cifs", "btrfs", "cephfs", "glusterfs"}  # volumes ar
 LINKED_CLONE_TYPES = DIR_TYPES | {"zfspool", "lvmthin", "rbd"}
 DRIVE_RE = re.compile(r"^(ide|sata|scsi|virtio)(\d+)$")
 NEW_DISK_RE = re.compile(r"^(([^/:\s]+):)?(\d+(\.\d+)?)$")
+IMPORT_RE = re.compile(r"^import/([^/\s]+\.(ova|ovf|qcow2|raw|vmdk))$")  # pve-storage Plugin.pm parse_volname
 CONTENT = {"dir": {"images", "rootdir", "vztmpl", "iso", "backup", "snippets", "none", "import"},
            "zfspool": {"images", "rootdir"}}
 STORAGE_OPTIONS = {  # pve-storage <Plugin>::options (required ones without 'optional')
@@ -84,8 +85,14 @@ class Volume:
     base: bool = False
     parent: "Volume | None" = None
     ctime: int = field(default_factory=lambda: int(time.time()))
+    #: where the content came from: "image" (the backend's guest image, booted with its own
+    #: kernel), "import" (a copy of an imported file: it boots by itself), "blank"
+    origin: str = "blank"
+    vtype: str = "images"  # or "import": a file in the storage's import/ directory
 
     def volname(self, storage: Storage) -> str:
+        if self.vtype in ("import", "iso"):
+            return f"{self.vtype}/{self.name}"
         own = f"{self.vmid}/{self.name}" if storage.path_based else self.name
         if self.parent is None:
             return own
@@ -208,6 +215,14 @@ class State:
         if not m:
             raise die(f"unable to parse volume ID '{volid}'")
         st = self.storage(m.group(1))
+        if IMPORT_RE.match(m.group(2)):
+            return st, self.import_volume(st, m.group(2).split("/", 1)[1])
+        if st.path_based and re.fullmatch(r"iso/[^/\s]+\.(iso|img)", m.group(2)):
+            name = m.group(2).split("/", 1)[1]
+            path = st.files / "template" / "iso" / name
+            if not path.is_file():
+                raise die(f"volume '{volid}' does not exist")
+            return st, Volume(path, name, 0, "iso", path.stat().st_size, vtype="iso")
         parts = m.group(2).split("/")
         if st.path_based:
             if len(parts) < 2 or not parts[-2].isdigit():
@@ -219,6 +234,23 @@ class State:
         if vol is None:
             raise die(f"volume '{volid}' does not exist")
         return st, vol
+
+    def import_volume(self, st: Storage, name: str) -> Volume:
+        """``STORAGE:import/NAME``: a file in a directory storage's ``import/`` (PVE lists
+        and imports it whatever its size; the volume's size is the file's virtual size)."""
+        if not st.path_based:
+            raise die(f"unable to parse volume name 'import/{name}'")
+        path = st.files / "import" / name
+        if not path.is_file():
+            raise die(f"volume '{st.id}:import/{name}' does not exist")
+        fmt = name.rsplit(".", 1)[-1]
+        return Volume(path, name, 0, fmt, path.stat().st_size, ctime=int(path.stat().st_mtime), vtype="import")
+
+    def import_files(self, st: Storage) -> list[Volume]:
+        d = st.files / "import"
+        if not st.path_based or not d.is_dir():
+            return []
+        return [self.import_volume(st, p.name) for p in sorted(d.iterdir()) if IMPORT_RE.match(f"import/{p.name}")]
 
     def storage_volumes(self, st: Storage) -> list[Volume]:
         return [v for p, v in self.volumes.items() if p.is_relative_to(st.files) and (
@@ -238,11 +270,34 @@ class State:
         """A new volume file; ``image``: the backend's template disk (a guest image)."""
         name = self.next_disk_name(st, vmid, fmt, base)
         path = st.volume_file(vmid, name)
+        origin = "image" if image else parent.origin if parent else "blank"
         if image:
             size = self.backend.template_volume(str(path), fmt)
         else:
             self.backend.create_volume(str(path), size, fmt, str(parent.path) if parent else None)
-        vol = Volume(path, name, vmid, fmt, size, base=base, parent=parent)
+        vol = Volume(path, name, vmid, fmt, size, base=base, parent=parent, origin=origin)
+        self.volumes[path] = vol
+        return vol
+
+    def import_into(self, st: Storage, vmid: int, fmt: str, source: Path) -> Volume:
+        """A new disk with the content of ``source`` (qemu-server ImportDisk::do_import:
+        vdisk_alloc of the source's virtual size, then qemu-img convert into it)."""
+        name = self.next_disk_name(st, vmid, fmt)
+        path = st.volume_file(vmid, name)
+        size = self.backend.import_volume(str(source), str(path), fmt)
+        vol = Volume(path, name, vmid, fmt, size, origin="import")
+        self.volumes[path] = vol
+        return vol
+
+    def make_base(self, st: Storage, vol: Volume) -> Volume:
+        """vdisk_create_base: ``vm-N-disk-M`` becomes ``base-N-disk-M`` (the file renamed)."""
+        if vol.base:
+            return vol
+        name = vol.name.replace(f"vm-{vol.vmid}-", f"base-{vol.vmid}-", 1)
+        path = st.volume_file(vol.vmid, name)
+        self.backend.rename_volume(str(vol.path), str(path))
+        self.volumes.pop(vol.path, None)
+        vol.path, vol.name, vol.base = path, name, True
         self.volumes[path] = vol
         return vol
 
@@ -305,7 +360,8 @@ class State:
                 continue
             st, vol = self.resolve(drive["file"])
             bus, index = DRIVE_RE.match(key).groups()
-            out.drives.append(DriveView(key, bus, int(index), drive, drive["file"], str(vol.path), vol.fmt, vol.size))
+            out.drives.append(DriveView(key, bus, int(index), drive, drive["file"], str(vol.path), vol.fmt, vol.size,
+                                        boots_itself=vol.origin == "import"))
         if out.drives:
             out.root = out.drives[0]
         return out

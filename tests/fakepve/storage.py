@@ -78,6 +78,8 @@ def node_storage(s: State, p: dict) -> list:
         usage = shutil.disk_usage(st.files)
         if p.get("storage") not in (None, st.id) or (p.get("content") and p["content"] not in st.content):
             continue
+        if truthy(p.get("enabled") or 0) and truthy(st.config.get("disable") or 0):
+            continue
         out.append({"storage": st.id, "type": st.type, "content": ",".join(sorted(st.content)), "active": 1, "enabled": 1,
                     "shared": 0, "total": usage.total, "used": usage.used, "avail": usage.free,
                     "used_fraction": usage.used / usage.total if usage.total else 0})
@@ -97,17 +99,27 @@ def volume_entry(s: State, st, vol) -> dict:
 def content_list(s: State, p: dict) -> list:
     check_node(s, p)
     st = s.storage(p["storage"])
-    if p.get("content") not in (None, "images"):
-        return []
-    vols = [v for v in s.storage_volumes(st) if p.get("vmid") is None or v.vmid == int(p["vmid"])]
-    return [volume_entry(s, st, v) for v in sorted(vols, key=lambda v: v.name)]
+    out = []
+    if p.get("content") in (None, "images"):
+        vols = [v for v in s.storage_volumes(st) if p.get("vmid") is None or v.vmid == int(p["vmid"])]
+        out += [volume_entry(s, st, v) for v in sorted(vols, key=lambda v: v.name)]
+    if p.get("content") in (None, "import") and p.get("vmid") is None and "import" in st.content:
+        out += [import_entry(s, st, v) for v in s.import_files(st)]
+    return out
+
+
+def import_entry(s: State, st, vol) -> dict:
+    """A file in import/: PVE lists its file size and format (the extension)."""
+    return {"volid": s.volid(st, vol), "format": vol.fmt, "size": vol.size, "content": "import", "ctime": vol.ctime}
 
 
 @api("GET", "/nodes/{node}/storage/{storage}/content/{volume}")
 def content_info(s: State, p: dict) -> dict:
     check_node(s, p)
     st, vol = s.resolve(real_volume_id(p.get("storage"), p["volume"]))
-    e = volume_entry(s, st, vol)
+    e = import_entry(s, st, vol) if vol.vtype == "import" else volume_entry(s, st, vol)
+    if vol.vtype == "import":
+        e["used"] = vol.size
     return {"path": str(vol.path), "size": e["size"], "used": e["used"], "format": e["format"]}
 
 

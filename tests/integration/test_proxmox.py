@@ -1,14 +1,22 @@
 """The Proxmox driver end to end (issue 9): `vmbench run` against the fake PVE server (a real
 HTTPS server with its own CA, validating every request and response against the PVE 9.1
-schema), whose VMs are real libvirt guests from the template image on this machine, with
-the node's SSH side the test sshd: a whole scenario produces real fio numbers through the
-API, the guest agent endpoints and SSH; nothing is left behind and the token never shows."""
+schema), whose VMs are real libvirt guests, with the node's SSH side the test sshd: a whole
+scenario produces real fio numbers through the API, the guest agent endpoints and SSH;
+nothing is left behind and the token never shows.
+
+The template is vmbench's own (issue 15): `vmbench images push` uploads vmbench's image, as
+a disk that boots by itself, over SFTP into the node's import storage and makes the template
+with ``virtio0=local:0,import-from=local:import/...``; the fake copies the file's content into
+the new disk as qemu-server does, so the run's linked clones boot from that very content
+(SeaBIOS, then the disk's SYSLINUX), as they would on a real node.  `vmbench doctor` then
+calls the template vmbench's and current, and a second push keeps it."""
 
 from __future__ import annotations
 
 import json
 import os
 import socket
+from pathlib import Path
 
 
 from tests.fakepve import FakePve, LibvirtBackend
@@ -26,7 +34,7 @@ hypervisor:
   host: 127.0.0.1
   port: {port}
   node: {node}
-  template: debian12-tmpl
+  template: vmbench-debian12
   storage: local
   token: {{id: "{token_id}", secret_env: VMBENCH_IT_PVE_TOKEN}}
   tls: {{ca_file: {ca}}}
@@ -46,13 +54,27 @@ jobs:
 def test_a_scenario_through_the_proxmox_driver(machine, tmp_path):
     node = socket.gethostname().split(".")[0]
     with TestSshd() as sshd, FakePve(version="9.1", backend=LibvirtBackend(), node=node, token=(TOKEN_ID, SECRET),
-                                     task_polls=1, agent_pings=3) as fake:
-        fake.add_template(vmid=9000, name="debian12-tmpl")
+                                     task_polls=1, agent_pings=3,
+                                     local_content="images,rootdir,vztmpl,iso,backup,snippets,import") as fake:
         path = write(tmp_path, "pve.yaml", SCENARIO.format(
             port=fake.port, node=node, token_id=TOKEN_ID, ca=fake.ca_file, ssh_port=sshd.port, key=sshd.client_key,
             known_hosts=sshd.known_hosts))
         env = dict(os.environ, VMBENCH_IT_PVE_TOKEN=SECRET)
         db_path = tmp_path / "r.db"
+        pushed = vmbench("images", "push", str(path), env=env)
+        assert pushed.returncode == 0, pushed.stderr[-4000:]
+        assert "template 100 (vmbench-debian12)" in pushed.stdout and "made" in pushed.stdout, pushed.stdout
+        tmpl = fake.vms[100].config
+        assert tmpl["template"] == 1 and tmpl["virtio0"].startswith("local:100/base-100-disk-0.qcow2,") and "import-from" not in tmpl["virtio0"]
+        assert tmpl["tags"] == "vmbench;vmbench-template" and "vmbench-template: debian12 " in tmpl["description"]
+        create = [r.params for r in fake.requests if (r.method, r.template) == ("POST", "/nodes/{node}/qemu")]
+        assert len(create) == 1 and create[0]["virtio0"].startswith("local:0,import-from=local:import/vmbench-debian12-")
+        assert ("POST", "/nodes/{node}/qemu/{vmid}/template") in fake.calls()
+        assert not list((Path(fake.storages["local"].config["path"]) / "import").iterdir())  # the upload is removed
+        again = vmbench("images", "push", str(path), env=env)
+        assert again.returncode == 0 and "kept (current)" in again.stdout, again.stdout + again.stderr
+        doctor = vmbench("doctor", str(path), env=env)
+        assert "vmbench's debian12" in doctor.stdout and "current" in doctor.stdout, doctor.stdout + doctor.stderr
         run = vmbench("--debug", "-v", "run", str(path), "--db", str(db_path), env=env)
         assert run.returncode == 0, run.stderr[-4000:]
         assert SECRET not in run.stdout + run.stderr
@@ -86,7 +108,7 @@ def test_a_scenario_through_the_proxmox_driver(machine, tmp_path):
         assert SECRET not in json.dumps([vars(q) for q in fake.requests], default=str)
         assert SECRET.encode() not in db_path.read_bytes()
         # nothing left: only the template, no guest domain of the fake
-        assert sorted(fake.vms) == [9000]
+        assert sorted(fake.vms) == [100]
         left = vmbench("cleanup", "--dry-run", str(path), env=env)
         assert left.returncode == 0 and "nothing to clean up" in left.stdout, left.stdout + left.stderr
     assert not [d for d in machine.conn.listAllDomains(0) if d.name().startswith("vmbtest-pve-")]

@@ -333,33 +333,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 3 if any(c.status == "FAIL" for c in checks) else 0
 
 
-def cmd_images_build(args: argparse.Namespace) -> int:
-    from ..images import ensure_image
-
-    image = ensure_image(args.name, force=args.force, progress=ConsoleProgress())
-    print(f"{image.name}: {image.directory} (hash {image.hash[:12]})")
-    return 0
-
-
-def cmd_images_list(args: argparse.Namespace) -> int:
-    from tabulate import tabulate
-
-    from ..images import current_image, list_images, recipe_names
-
-    current = {}
-    for n in recipe_names():
-        img = current_image(n)
-        if img:
-            current[n] = img.hash
-    rows = [[i.name, i.hash[:12], "current" if current.get(i.name) == i.hash else "outdated", i.manifest.get("built_at", "?"),
-             i.manifest.get("kernel_version", "?"), str(i.directory)] for i in list_images()]
-    print(tabulate(rows, headers=["recipe", "hash", "state", "built", "kernel", "directory"], tablefmt="simple"))
-    missing = [n for n in recipe_names() if n not in current]
-    for n in missing:
-        print(f"{n}: not built for its current recipe (vmbench images build {n})")
-    return 0
-
-
 # ---- wiring ----------------------------------------------------------------------------------
 
 
@@ -412,18 +385,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--probe", action="store_true", help="probe KVM again instead of using the cached answer")
     sp.set_defaults(func=cmd_doctor)
 
-    sp = sub.add_parser("images", help="guest template images")
-    isub = sp.add_subparsers(dest="images_command", metavar="ACTION")
-    isub.required = True
-    ib = isub.add_parser("build", help="build a template image if missing or its recipe changed")
-    ib.add_argument("name", nargs="?", default="debian12")
-    ib.add_argument("--force", action="store_true", help="rebuild even if current")
-    ib.set_defaults(func=cmd_images_build)
-    il = isub.add_parser("list", help="list built images")
-    il.set_defaults(func=cmd_images_list)
-
     from .compare import add_parser as add_compare_parser
     from .hosts import add_parser as add_hosts_parser
+    from .images import add_parser as add_images_parser
+
+    add_images_parser(sub)
 
     add_compare_parser(sub)
     add_hosts_parser(sub)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, Sequence
 
 from ..progress import Progress
+from ..guest.needs import GuestNeeds
 from ..scenario.model import VmConfig
 from ..settings import Accel, CpuMode
 from ..transport.base import HostTransport, Transport
@@ -165,10 +166,12 @@ class HypervisorDriver(Protocol):
         ...
 
     def prepare(self, *, image: "Image | None" = None, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
-                progress: Progress, vms: Sequence[VmConfig] = ()) -> Accelerator:
+                progress: Progress, vms: Sequence[VmConfig] = (), guest_needs: "GuestNeeds | None" = None) -> Accelerator:
         """Preflight, before anything is created: reachable, storage usable, template on the
         host (``image`` when :attr:`needs_image`), accelerator decided, CPU models available,
-        and each of ``vms`` (the cells' settings) possible on this setup.  The host-only
+        and each of ``vms`` (the cells' settings) possible on this setup.  ``guest_needs``: the
+        commands and fio version the scenario needs in the guest, for a driver whose template
+        vmbench did not make (Proxmox checks it at the first boot).  The host-only
         driver checks its storage and answers accelerator "none".  Raises PreflightError."""
         ...
 

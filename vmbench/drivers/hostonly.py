@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, NoReturn, Sequence
 from ..errors import HypervisorError, VmbenchError
 from ..paths import HostPaths, StatePaths
 from ..progress import Progress
+from ..guest.needs import GuestNeeds
 from ..scenario.model import Hypervisor, Storage, VmConfig
 from ..settings import Accel, CpuMode
 from ..storage import VolumeStorage, make_zfs_storage
@@ -40,7 +41,7 @@ class HostOnlyDriver:
         self.storage: VolumeStorage = scratch_storage or make_zfs_storage(storage, host)
 
     def prepare(self, *, image: "Image | None" = None, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
-                progress: Progress, vms: Sequence[VmConfig] = ()) -> Accelerator:
+                progress: Progress, vms: Sequence[VmConfig] = (), guest_needs: "GuestNeeds | None" = None) -> Accelerator:
         """The storage is usable; no image, no accelerator, no VM settings to check."""
         self.storage.prepare(progress)
         return Accelerator("none", "host only: no VM")

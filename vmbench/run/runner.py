@@ -32,6 +32,7 @@ from .plan import BootGroup, Plan, Step, make_plan
 from ..progress import Progress
 from ..results.db import ResultsDB, RunRow
 from ..results.key import MeasurementKey
+from ..guest.needs import guest_needs
 from ..scenario.model import Cell, Scenario, Stack
 from ..settings import CpuMode
 from .signals import signals_deferred, signals_raise
@@ -110,7 +111,8 @@ class Runner:
         cpu_models = {c.vm.cpu.model for c in s.cells if c.vm.cpu.mode is CpuMode.MODEL and c.vm.cpu.model}
         cpu_modes = {c.vm.cpu.mode for c in s.cells}
         self.accel = self.driver.prepare(image=self.image, accel=s.hypervisor.accel, cpu_models=cpu_models,
-                                         cpu_modes=cpu_modes, progress=self.progress, vms=[c.vm for c in s.cells])
+                                         cpu_modes=cpu_modes, progress=self.progress, vms=[c.vm for c in s.cells],
+                                         guest_needs=guest_needs(s))
         self.progress.step(f"accelerator: {self.accel.name} ({self.accel.reason})")
         self._check_free(where, s.storage.scratch_size * 2 + (2 << 30))
 

@@ -25,6 +25,7 @@ from ...images import Image
 from ...images.placement import HostImage, place_image
 from ...paths import HostPaths, StatePaths
 from ...progress import NullProgress, Progress
+from ...guest.needs import GuestNeeds
 from ...scenario.model import Hypervisor, Storage, VmConfig
 from ...settings import Accel, CpuMode, ImageFormat
 from ...storage import VOLUME_RE, VolumeRole, VolumeStorage, make_zfs_storage, volume_name
@@ -190,7 +191,7 @@ class LibvirtDriver:
     # ---- preflight ------------------------------------------------------------------------
 
     def prepare(self, *, image: Image | None = None, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
-                progress: Progress, vms: Sequence[VmConfig] = ()) -> Accelerator:
+                progress: Progress, vms: Sequence[VmConfig] = (), guest_needs: "GuestNeeds | None" = None) -> Accelerator:
         """Everything checked before a VM is created: libvirt reachable, storage usable,
         the template on the host, accelerator decided, CPU models known.  (The cells' other
         settings need no check here: libvirt takes every value the scenario allows.)"""

@@ -20,12 +20,14 @@ import logging
 import re
 import time
 from dataclasses import replace
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ... import __version__
-from ...errors import GuestError, HypervisorError, VmbenchError
+from ...errors import GuestError, HypervisorError, PreflightError, VmbenchError
 from ...progress import NullProgress, Progress
-from ...settings import ImageFormat
+from ...scenario.model import VmConfig
+from ...settings import Accel, CpuMode, ImageFormat
 from ...transport import ops
 from .agent import PveAgentTransport
 from ..base import Applied, Check, HostChecks, VmRequest, VmResources
@@ -35,6 +37,12 @@ from .evidence import applied_from_pve
 from .preflight import Preflight
 from .node import VmRecord
 from .removal import Removal
+from ...guest.needs import GuestNeeds, check_guest
+from .template import PushResult, TemplateIdentity, TemplatePush, read_identity, template_check_line
+from ..base import Accelerator
+
+if TYPE_CHECKING:
+    from ...images import Image
 
 log = logging.getLogger(__name__)
 
@@ -133,12 +141,48 @@ class ProxmoxDriver(Preflight, Removal):
             facts = self.describe_host()
         except VmbenchError as exc:
             return HostChecks((Check("proxmox", "FAIL", exc.message, exc.hint or ""),), answered=False)
+        status, detail, hint = template_check_line(self.template_config, self.template_vmid, template)
         return HostChecks((
             Check("proxmox", "ok", f"{facts.get('pve_api')}: Proxmox VE {facts.get('pve_version', '?')}, node {facts.get('pve_node')}, "
                                    f"template {facts.get('pve_template')}, TLS {facts.get('pve_tls')}",
                   "TLS verification is off" if facts.get("tls_verify_off") else ""),
+            Check("template", status, detail, hint),
             Check("accelerator", "ok" if accel.name == "kvm" else "warn", f"{accel.name}: {accel.reason}"),
         ), answered=True)
+
+    # ---- the template -------------------------------------------------------------------------
+
+    def prepare(self, *, image: "Image | None" = None, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
+                progress: Progress, vms: Sequence[VmConfig] = (), guest_needs: GuestNeeds | None = None) -> Accelerator:
+        """:meth:`Preflight.prepare`; ``guest_needs`` (the scenario's, from
+        :func:`~vmbench.guest.needs.guest_needs`; the runner gives it) is what a template vmbench did
+        not make is checked for at the first boot (no check when not given)."""
+        self.guest_needs, self.guest_checked = guest_needs, False
+        return super().prepare(image=image, accel=accel, cpu_models=cpu_models, cpu_modes=cpu_modes, progress=progress, vms=vms)
+
+    def push_template(self, identity: TemplateIdentity, disk: Path, *, replace: bool = False,
+                      import_storage: str | None = None, progress: Progress | None = None) -> PushResult:
+        """``vmbench images push``: vmbench's template on the scenario's node and storage (:mod:`.template`)."""
+        progress = progress or NullProgress()
+        self.progress = progress
+        return TemplatePush(self, progress).run(identity, disk, replace=replace, import_storage=import_storage)
+
+    def _check_foreign_template(self, guest: "PveGuest", res: VmResources) -> None:
+        """The first boot of a template vmbench did not make: the scenario's tools and fio's
+        version in the guest, or the clone is removed and the run stops naming what is missing."""
+        if self.guest_needs is None or self.guest_checked or read_identity(self.template_config) is not None:
+            return
+        missing = check_guest(guest.transport, self.guest_needs)
+        if not missing:
+            self.guest_checked = True
+            return
+        try:
+            self.remove_vm(res)
+        except VmbenchError as exc:
+            log.warning("removing %s after the template check: %s", res.name, exc.message)
+        raise PreflightError(f"template {self.template_vmid} lacks what this scenario runs in the guest: " + "; ".join(missing),
+                             "install them in the template (apt-get install the packages named), or let vmbench make its "
+                             "own: vmbench images push SCENARIO (with hypervisor.template set to a new name)")
 
     def _text(self, argv: list[str]) -> str | None:
         try:
@@ -293,13 +337,16 @@ class ProxmoxDriver(Preflight, Removal):
                                  f"see the VM's start task and console on node {rec.node}")
             try:
                 self.api().post(f"{base}/agent/ping")
-                return PveGuest(self, rec, res, self.clock() - started)
             except PveApiError as exc:
                 if exc.status != 500:
                     raise
                 last = exc.reason
                 if "No QEMU guest agent configured" in last:
                     raise GuestError(f"{res.name}: {last}", "the VM config needs agent: 1 before it starts") from None
+            else:
+                guest = PveGuest(self, rec, res, self.clock() - started)
+                self._check_foreign_template(guest, res)
+                return guest
             if elapsed > limit:
                 raise GuestError(f"{res.name}: the guest agent did not answer within {limit:g}s ({last})",
                                  "is qemu-guest-agent installed and enabled in the template (systemctl enable qemu-guest-agent)?")

@@ -19,6 +19,7 @@ from ...storage.zfs import ZfsStorage
 from ...transport.base import HostTransport
 from ..base import Accelerator
 from .api import PveApi, TaskResult, read_secret
+from ...guest.needs import GuestNeeds
 from .storage import PveStorage, ZfsEntries
 
 
@@ -66,6 +67,9 @@ class PveNode:
         self.template_config: dict = {}
         self.progress: Progress = NullProgress()
         self.vms: dict[str, VmRecord] = {}
+        #: what a template vmbench did not make is checked for at the first boot (once per run)
+        self.guest_needs: GuestNeeds | None = None
+        self.guest_checked = False
 
     def __repr__(self) -> str:
         return f"ProxmoxDriver({self.cfg.url}, node {self.node})"

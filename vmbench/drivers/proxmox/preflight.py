@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from ...errors import PreflightError
 from ...progress import Progress
+from ...guest.needs import GuestNeeds
 from ...scenario.model import VmConfig
 from ...settings import Accel, CpuMode, StorageType
 from ...transport import ops
@@ -29,7 +30,7 @@ class Preflight(PveNode):
     """The preflight half of :class:`~vmbench.drivers.proxmox.driver.ProxmoxDriver`."""
 
     def prepare(self, *, image: "Image | None" = None, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
-                progress: Progress, vms: Sequence[VmConfig] = ()) -> Accelerator:
+                progress: Progress, vms: Sequence[VmConfig] = (), guest_needs: "GuestNeeds | None" = None) -> Accelerator:
         """Everything checked before a VM is created: token and TLS, node, template, storage,
         accelerator, CPU models (and, given ``vms``, every cell's settings on this setup)."""
         self.progress = progress
