@@ -147,9 +147,11 @@ def test_a_global_applies_to_the_jobs_after_it_only():
 def test_bare_flags_comments_spaces_and_a_target_with_colons():
     src = "# comment\n[job one]\n  rw = randwrite  \ntime_based\nfilename = /dev/sdb\nwrite_hist_log=/var/tmp/h\n"
     text, lines = jobfile.rewrite(src, "/dev/disk/by-path/pci-0000:00:05.0", WORK, "ab12")
-    assert text == ("# comment\n[job one]\n  rw = randwrite  \ntime_based\nfilename=/dev/disk/by-path/pci-0000\\:00\\:05.0\n"
+    # fio keeps the blank after '=' in the value (`rw = randwrite` drops the job): the copy has rw=randwrite
+    assert text == ("# comment\n[job one]\nrw=randwrite\ntime_based\nfilename=/dev/disk/by-path/pci-0000\\:00\\:05.0\n"
                     "write_hist_log=/run/vmbench/log-ab12-h\n")
-    assert lines == ["[job one] filename=/dev/sdb -> /dev/disk/by-path/pci-0000:00:05.0",
+    assert lines == ["[job one] rw = randwrite -> rw=randwrite (fio would keep the blank after '=' in the value)",
+                     "[job one] filename=/dev/sdb -> /dev/disk/by-path/pci-0000:00:05.0",
                      "[job one] write_hist_log=/var/tmp/h -> /run/vmbench/log-ab12-h"]
 
 
@@ -191,7 +193,6 @@ def test_the_digest_ignores_target_and_paths_but_not_the_job():
     ("create_only=1", 4, "sets create_only"),
     ("lockfile=exclusive", 4, "sets lockfile"),
     ("unlink=1", 4, "sets unlink, which would delete the target"),
-    ("include other.fio", 4, "includes other files"),
     ("bs 4k extra", 4, "expected key=value"),
     ("[broken", 4, "expected a section header"),
 ])
@@ -204,11 +205,13 @@ def test_refusals_name_the_line_and_quote_nothing(body, line, words):
     _quotes_nothing(msg, text)
 
 
-def test_a_second_target_is_refused_on_its_line():
-    text = "[a]\nfilename=/dev/sdb\n[b]\nfilename=/dev/sdc\n"
-    with pytest.raises(jobfile.JobFileError, match=r"^x.fio:4: filename names a second target \(the first is on line 2\)"):
-        jobfile.check(jobfile.parse(text, "x.fio"))
-    jobfile.check(jobfile.parse("[a]\nfilename=/dev/sdb\n[b]\nfilename=/dev/sdb\n[c]\ndirectory=/mnt/x\n", "x.fio"))
+def test_sections_naming_different_targets_all_get_the_layers_target():
+    # issue 15: /dev/null in one section and a device in the next, run one after the other
+    text = "[a]\nfilename=/dev/null\nrw=write\n[b]\nstonewall\nfilename=/dev/sdc\n[c]\nwait_for=b\ndirectory=/mnt/x\n"
+    jobfile.check(jobfile.parse(text, "x.fio"))
+    out, lines = jobfile.rewrite(text, DEV, WORK, "ab12")
+    assert [line for line in out.splitlines() if line.startswith(("filename", "directory"))] == [f"filename={DEV}"] * 3
+    assert lines[0] == "[a] filename=/dev/null -> /dev/vdb" and "[c] directory=/mnt/x -> filename=/dev/vdb" in lines
     jobfile.check(jobfile.parse("[a]\nunlink=0\nfilename=/mnt/c\\:d\n", "x.fio"))
 
 
@@ -300,7 +303,7 @@ def test_a_job_file_larger_than_the_scratch_disk_names_file_line_and_what_to_set
 
 
 def test_unknown_keys_in_a_job_file_entry_are_refused(tmp_path):
-    with pytest.raises(ScenarioError, match="unknown key; allowed here: file, name, runtime, size"):
+    with pytest.raises(ScenarioError, match="unknown key; allowed here: env, file, name, runtime, size"):
         _scenario(tmp_path, "jobs:\n  - {file: oltp.fio, iodepth: 4}\n", OLTP)
 
 
@@ -395,3 +398,156 @@ def test_run_fio_of_a_built_in_job_returns_fio_series(tmp_path):
     assert {k for k in run.series if k.startswith("fio-")} == {"fio-iops", "fio-iops-read", "fio-iops-write", "fio-clat"}
     assert run.series["fio-iops"]["t_s"][0] == 1.0 and run.series["fio-clat"]["unit"] == "ms"
     assert run.series["fio-iops"]["values"][0] > 0
+
+
+# ---- read as fio reads it (issue 15): comments after values, include, ${NAME}, value forms ------
+
+
+def _showcmd(path: Path, cwd: Path, env: dict[str, str] | None = None) -> str:
+    import os
+
+    out = subprocess.run(["fio", "--showcmd", str(path)], capture_output=True, text=True, timeout=60, cwd=cwd,
+                         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **(env or {})})
+    assert out.returncode == 0 and not out.stderr.strip(), out.stderr
+    return out.stdout
+
+
+def test_a_comment_after_a_value_is_not_part_of_it():
+    # fio's surface-scan.fio and tiobench-example.fio: a verify job is not "a second target"
+    src = ("[global]\nioengine=libaio # fast\nnumjobs=4\t; 4 threads\n[write-phase]\nfilename=datafile.tmp\t; or a disk\n"
+           "rw=write\n[verify-phase]\nstonewall\nfilename=datafile.tmp\nrw=read\ndo_verify=1\n[x] ; a section comment\n")
+    parsed = jobfile.parse(src, "s.fio")
+    jobfile.check(parsed)
+    assert parsed.sections[0].get("ioengine").value == "libaio" and parsed.sections[0].get("numjobs").value == "4"
+    assert parsed.sections[1].get("filename").value == "datafile.tmp" and parsed.sections[3].name == "x"
+    text, lines = jobfile.rewrite(src, DEV, WORK, "ab12")
+    assert "[write-phase] filename=datafile.tmp -> /dev/vdb" in lines and "ioengine=libaio # fast" in text
+
+
+def test_aliases_globals_by_prefix_and_scaling_of_timeout_and_filesize():
+    src = "[global-opts]\ntimeout=60\nfilesize=1g\nwait_for_previous\n[a]\nrw=read\n"
+    parsed = jobfile.parse(src, "a.fio")
+    assert parsed.sections[0].is_global and parsed.sections[0].get("runtime").key == "timeout"
+    assert jobfile.timing(parsed) == (60.0, 0.0) and jobfile.effective_size(parsed) == (1 << 30, 3)
+    text, lines = jobfile.scale(src, "a.fio", size=64 * MiB, runtime=2)
+    assert "runtime=2\nfilesize=64m\nwait_for_previous" in text
+    assert lines == ["[global-opts] filesize=1g -> filesize=64m (scenario size:)",
+                     "[global-opts] timeout=60 -> runtime=2 (scenario runtime:)"]
+    # a job that gets no runtime from the file gets the scenario's through [global]
+    text, lines = jobfile.scale("[a]\nruntime=100\n[b]\nrw=trim\n", "a.fio", runtime=1)
+    assert text == "[global]\nruntime=1\n[a]\nruntime=1\n[b]\nrw=trim\n"
+
+
+@pytest.mark.parametrize("value, kb_base, expected", [
+    ("4k", 1024, (4096, False)), ("4KiB", 1024, (4000, False)), ("4KiB", 1000, (4096, False)), ("4k", 1000, (4000, False)),
+    ("10g", 1024, (10 << 30, False)), ("0x1000", 1024, (4096, False)), ("50%", 1024, (50, True)),
+    ("102404k", 1024, (102404 << 10, False)), ("512", 1024, (512, False)), ("(1+1)", 1024, None), ("${X}", 1024, None),
+])
+def test_sizes_read_as_fio_reads_them(value, kb_base, expected):
+    from vmbench.fio.jobparse import fio_size
+
+    assert fio_size(value, kb_base) == expected
+
+
+def test_times_read_as_fio_reads_them():
+    from vmbench.fio.jobparse import fio_seconds
+
+    assert [fio_seconds(v) for v in ("60", "5m", "30s", "500ms", "2h", "1d", "100us")] == pytest.approx([60, 300, 30, 0.5, 7200, 86400, 1e-4])
+
+
+def test_fio_writes_the_bytes_vmbench_reads_for_kib_and_k(tmp_path):
+    # fio's default kb_base=1024: k is 1024, KiB is 1000 (parse.c __get_mult_bytes)
+    from vmbench.fio.jobparse import fio_size
+
+    for size in ("2KiB", "2k"):
+        src = f"[w]\nfilename={tmp_path}/d\nrw=write\nbs=500\nsize={size}\n"
+        _run_fio(tmp_path, src)
+        import json
+
+        written = json.loads((tmp_path / "out.json").read_text())["jobs"][0]["write"]["io_bytes"]
+        got = fio_size(size)
+        assert got is not None and written == got[0] // 500 * 500
+
+
+def test_include_is_read_in_as_fio_reads_it_and_the_copy_is_self_contained(tmp_path):
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "common.fio").write_text("; shared\nbs=8k ; block size\ninclude deeper.fio\n")
+    (tmp_path / "inc" / "deeper.fio").write_text("iodepth=${DEPTH}\n")
+    main = tmp_path / "inc" / "main.fio"
+    main.write_text("[global]\nioengine=psync\ninclude common.fio\n[a]\nrw=read\nsize=1m\n")
+    parsed = jobfile.parse(main.read_bytes(), str(main), env={"DEPTH": "2"})
+    assert parsed.sections[0].get("bs").value == "8k" and parsed.sections[0].get("iodepth").value == "2"
+    assert parsed.where(parsed.sections[0].get("iodepth").line) == (str(tmp_path / "inc" / "deeper.fio"), 1)
+    assert "include" not in "".join(line for line in parsed.text.splitlines() if not line.startswith(";"))
+    jobfile.check(jobfile.parse(parsed.text, "copy"))  # vmbench's copy needs nothing beside it
+    # fio reads the same options (from another directory: includes are found next to the file)
+    from tests.unit.test_fio_examples import _words, vmbench_reading
+
+    assert vmbench_reading(parsed) == _words(_showcmd(main, tmp_path, {"DEPTH": "2"})[4:])
+
+
+@pytest.mark.parametrize("files, words", [
+    ({"main.fio": "[a]\ninclude nothere.fio\n"}, "main.fio:2: includes"),
+    ({"main.fio": "[a]\ninclude b.fio\n", "b.fio": "bs=4k\n[b]\n"}, "b.fio:2: starts a section; fio allows no new sections"),
+    ({"main.fio": "[a]\ninclude b.fio\n", "b.fio": "include main.fio\n"}, "b.fio:1: includes"),
+])
+def test_include_errors_name_the_file_and_line(tmp_path, files, words):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(jobfile.JobFileError, match=words):
+        jobfile.parse((tmp_path / "main.fio").read_bytes(), str(tmp_path / "main.fio"), env={})
+
+
+def test_env_gives_values_and_an_unset_variable_is_refused_at_plan(tmp_path):
+    src = "[global]\nfilename=${VMBENCH_TARGET}\nsize=16m\n[a]\nrw=${RW} ; from env\nbs=${FIO_BS}\n"
+    s = _scenario(tmp_path, "jobs:\n  - {file: oltp.fio, env: {RW: randread, FIO_BS: 4k}}\n", src)
+    job = s.jobs[0]
+    assert "rw=randread ; from env\nbs=4k\n" in job.jobfile.text and "${VMBENCH_TARGET}" in job.jobfile.text
+    assert job.jobfile.overrides == ("oltp.fio:5: rw=${RW} -> rw=randread (env: RW)", "oltp.fio:6: bs=${FIO_BS} -> bs=4k (env: FIO_BS)")
+    with pytest.raises(ScenarioError) as err:
+        _scenario(tmp_path, "jobs:\n  - {file: oltp.fio, env: {RW: randread}}\n", src)
+    assert err.value.message.endswith(f"{tmp_path}/oltp.fio:6: ${{FIO_BS}} is not set: fio would read it as empty")
+    assert err.value.hint == "give it a value in the scenario's jobs entry: env: {FIO_BS: ...}"
+    for env, words in (("{VMBENCH_TARGET: x}", "is vmbench's own"), ("{'1X': a}", "is not a variable name"),
+                       ("{X: 'a;b'}", "cannot be written into a job file"), ("[X]", "must be a mapping")):
+        with pytest.raises(ScenarioError, match=words):
+            _scenario(tmp_path, f"jobs:\n  - {{file: oltp.fio, env: {env}}}\n", src)
+
+
+@pytest.mark.parametrize("body, reason", [
+    ("ioengine=rbd", jobfile.Reason.NETWORK), ("ioengine=sg", jobfile.Reason.HARDWARE), ("ioengine=null", jobfile.Reason.NO_DISK_IO),
+    ("ioengine=exec", jobfile.Reason.COMMAND), ("ioengine=filecreate", jobfile.Reason.FILE_OPERATIONS),
+    ("ioengine=my_engine", jobfile.Reason.LOADS_CODE), ("ioengine=external:/x.so", jobfile.Reason.LOADS_CODE),
+    ("zonemode=zbd", jobfile.Reason.HARDWARE), ("numjobs=$ncpus", jobfile.Reason.MACHINE), ("size=$mb_memory", jobfile.Reason.MACHINE),
+    ("numa_cpu_nodes=0", jobfile.Reason.MACHINE),
+])
+def test_each_refusal_gives_its_real_reason(body, reason):
+    with pytest.raises(jobfile.JobFileError) as err:
+        jobfile.check(jobfile.parse(f"[w]\nrw=read\n{body}\n", "w.fio"))
+    assert err.value.reason is reason and reason.value in str(err.value) and str(err.value).startswith("w.fio:3: ")
+    assert [r for r in jobfile.Reason if r.value in str(err.value)] == [reason]
+
+
+def test_an_offset_past_the_scratch_disk_names_the_line_and_a_hint_that_works(tmp_path):
+    src = "[global]\nsize=16m\n[a]\nrw=read\noffset=2g\n"
+    with pytest.raises(ScenarioError) as err:
+        _scenario(tmp_path, "storage: {scratch_size: 1G}\njobs:\n  - {file: oltp.fio, size: 8M}\n", src)
+    assert f"{tmp_path}/oltp.fio:5: a job starts 2.0G into its target" in err.value.message
+    assert "past the end of the scratch disk (1.0G)" in err.value.message
+    assert err.value.hint.startswith("raise storage.scratch_size to at least 2056m")  # offset + size: 8M
+    assert _scenario(tmp_path, "storage: {scratch_size: 2056M}\njobs:\n  - {file: oltp.fio, size: 8M}\n", src).jobs[0].size == 2056 * MiB
+    # an offset inside the disk with a size past it: the size: the hint offers fits after the offset
+    with pytest.raises(ScenarioError) as err:
+        _scenario(tmp_path, "storage: {scratch_size: 1G}\njobs:\n  - file: oltp.fio\n", src.replace("2g", "512m").replace("16m", "1g"))
+    assert "e.g. size: 512m" in err.value.hint
+
+
+def test_a_verify_job_leaves_no_state_file_where_fio_runs(tmp_path):
+    # fio saves a verify job's state in its working directory when the job ends in the write
+    # phase (here: at runtime); the copy says verify_state_save=0
+    user = "[v]\nrw=randwrite\nbs=4k\nverify=crc32c\nsize=64m\nruntime=1\nioengine=psync\n"
+    text, lines = jobfile.rewrite(user, str(tmp_path / "data"), str(tmp_path), "t1")
+    assert lines[-1] == "[v] + verify_state_save=0 (fio would leave a verify state file where it runs)"
+    _run_fio(tmp_path, text)
+    assert not list(tmp_path.glob("*.state"))
+    assert "verify_state_save" not in jobfile.rewrite(user.replace("crc32c", "0"), DEV, WORK, "t1")[0]

@@ -40,6 +40,8 @@ class JobFile:
     overrides: tuple[str, ...] = ()  # what the scenario's size:/runtime: changed, one line each
     size_origin: str = field(default="", compare=False)  # where the job's size comes from, for messages
     entry_line: int = field(default=0, compare=False)  # the scenario line of the jobs entry
+    offset: int = field(default=0, compare=False)  # where the furthest job (clone) starts on the target
+    offset_origin: str = field(default="", compare=False)  # the job file's line that puts it there, for messages
 
     @property
     def sha256(self) -> str:
@@ -72,12 +74,11 @@ class FioJob:
     def is_sync(self) -> bool:
         """Sync writes are their own universe (METHOD rule 4)."""
         if self.jobfile is not None:
-            text = self.jobfile.text
-            return any(
-                line.split("=", 1)[0].strip() in ("sync", "fsync", "fdatasync") and line.split("=", 1)[-1].strip() not in ("0", "none")
-                for line in text.splitlines()
-                if "=" in line
-            )
+            from .jobparse import fio_true, parse
+
+            parsed = parse(self.jobfile.text, self.jobfile.path)
+            return any(o.name in ("sync", "fsync", "fdatasync") and o.value is not None and fio_true(o)
+                       for sec in parsed.sections for o in sec.options)
         return (self.sync or self.fsync > 0) and self.writes
 
     @property

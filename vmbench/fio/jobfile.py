@@ -1,19 +1,25 @@
-"""fio job files as users write them: parsed with line numbers, checked, scaled, rewritten per target.
+"""fio job files as users write them: read as fio reads them, checked, scaled, rewritten per target.
 
-A user's job file runs unchanged in shape; vmbench writes a rewritten copy for each target:
+Reading (comments, ``include``, ``${NAME}``, aliases, value forms) is :mod:`vmbench.fio.jobparse`;
+why an engine or option is refused is :mod:`vmbench.fio.engines`.  A user's job file runs
+unchanged in shape; vmbench writes a rewritten copy for each target:
 
 - every section points at the layer's target: the first ``filename``/``directory``/
   ``filename_format``/``opendir`` option of a section becomes ``filename=<target>``, the others
   are dropped, and a job section that inherits no target gets ``filename=<target>`` added.
-  One file (or device) for every job: ``numjobs`` clones share it, as fio does with filename=.
+  Sections that named different files (``/dev/null`` in one, a device in the next) all get the
+  target, as one filename does.  One file (or device) for every job: ``numjobs`` clones share
+  it, as fio does with filename=.
 - log options (``write_{bw,lat,iops,hist}_log``) keep their kind but write to
   ``<workdir>/log-<token>-<name>``;
 - a job section with no log option of its own (nor from a [global] before it) gets vmbench's
   time series: ``write_iops_log`` and ``write_lat_log`` to ``<workdir>/log-<token>``,
   ``log_unix_epoch=1`` (so stonewalled jobs line up in time) and ``log_avg_msec=1000`` unless
-  the file sets log_avg_msec.
+  the file sets log_avg_msec;
+- an option written ``key = value`` becomes ``key=value`` (fio would keep the blank in the value);
+- a verifying job gets ``verify_state_save=0`` (fio would leave a state file in its working directory).
 
-:func:`parse` never quotes the file: errors name the path, the line and what was expected.
+Errors name the path, the line and what was expected, and never quote the file.
 """
 
 from __future__ import annotations
@@ -21,202 +27,142 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
-from ..units import format_size, parse_duration, parse_size
+from ..units import format_size
+from .engines import DISK_ENGINES, REFUSED, Reason, engine_refusal, option_refusal
 from .job import LOG_AVG_MSEC
+from .jobparse import (MAX_BYTES, JobFileError, Option, ParsedJobFile, Section, fio_seconds, fio_size, fio_true,
+                       parse)
 
 if TYPE_CHECKING:
     from .job import FioJob
 
-MAX_BYTES = 1 << 20
-JOBFILE_IOENGINES = ("libaio", "io_uring", "psync", "sync", "pvsync", "pvsync2", "posixaio", "mmap")
+__all__ = ["MAX_BYTES", "JOBFILE_IOENGINES", "REFUSED", "JobFileError", "Option", "ParsedJobFile", "Reason", "Section",
+           "check", "describe_rewrites", "digest", "effective_size", "furthest_offset", "is_direct", "parse", "reaches",
+           "rewrite", "scale", "timing"]
+
+JOBFILE_IOENGINES = DISK_ENGINES
 TARGET_KEYS = ("filename", "directory", "filename_format", "opendir")
 LOG_KEYS = ("write_bw_log", "write_lat_log", "write_iops_log", "write_hist_log")
-# option -> why vmbench refuses it (a prefix ending in * covers a family)
-REFUSED = {
-    "exec_prerun": "runs a command",
-    "exec_postrun": "runs a command",
-    "ioengine_lib": "loads code from a file",
-    "cgroup*": "puts fio into a control group of the host",
-    "trigger*": "runs or waits for outside commands",
-    "replay_*": "replays a recorded I/O log, possibly onto other devices",
-    "read_iolog": "replays a recorded I/O log from a file",
-    "write_iolog": "writes an I/O log to a path vmbench does not manage",
-    "iolog*": "reads or writes an I/O log file",
-    "merge_blktrace*": "reads blktrace files",
-    "create_only": "only lays out files and measures nothing",
-    "lockfile": "locks files vmbench does not manage",
-    "ioscheduler": "changes the I/O scheduler of the device",
-    "output": "is vmbench's to set",
-    "output-format": "is vmbench's to set",
-    "profile": "runs a built-in fio profile with its own devices",
-}
-_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
+SCALED = {"size": ("size", "filesize"), "runtime": ("runtime",)}  # scenario key -> the options it sets
 _UNESCAPED_COLON = re.compile(r"(?<!\\):")
-_FALSE = ("0", "false", "off", "no")
+_SAFETY = (Reason.COMMAND, Reason.LOADS_CODE, Reason.HOST, Reason.IO_LOG, Reason.UNSAFE)
 
 
-class JobFileError(ValueError):
-    """A job file vmbench cannot run; never quotes the file's contents."""
-
-    def __init__(self, path: str, line: int | None, message: str, hint: str | None = None) -> None:
-        self.path, self.line, self.message, self.hint = path, line, message, hint
-        super().__init__(f"{path}:{line}: {message}" if line else f"{path}: {message}")
-
-
-@dataclass(frozen=True)
-class Option:
-    key: str
-    value: str | None  # None for a bare flag (time_based, stonewall)
-    line: int  # 1-based
-
-    def show(self) -> str:
-        return self.key if self.value is None else f"{self.key}={self.value}"
-
-
-@dataclass(frozen=True)
-class Section:
-    name: str
-    line: int
-    options: tuple[Option, ...]
-
-    @property
-    def is_global(self) -> bool:
-        return self.name == "global"
-
-    def get(self, key: str) -> Option | None:
-        found = [o for o in self.options if o.key == key]
-        return found[-1] if found else None
-
-
-@dataclass(frozen=True)
-class ParsedJobFile:
-    path: str
-    text: str
-    sections: tuple[Section, ...]
-
-    def jobs(self) -> Iterator[tuple[Section, dict[str, Option]]]:
-        """Each job section with its effective options: the [global]s before it, then its own."""
-        inherited: dict[str, Option] = {}
-        for sec in self.sections:
-            own = {o.key: o for o in sec.options}
-            if sec.is_global:
-                inherited.update(own)
-            else:
-                yield sec, {**inherited, **own}
-
-
-# ---- parsing and checking ----------------------------------------------------------------------
-
-
-def parse(data: str | bytes, path: str) -> ParsedJobFile:
-    """fio's ini dialect: ``[section]``, ``key=value``, bare ``key``, ``;``/``#`` comment lines."""
-    if len(data) > MAX_BYTES:
-        raise JobFileError(path, None, f"is larger than {MAX_BYTES >> 10} KiB; it is not a fio job file")
-    if isinstance(data, bytes):
-        if b"\0" in data:
-            raise JobFileError(path, None, "is a binary file, not a fio job file (expected text with section headers)")
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise JobFileError(path, None, "is not a text file (it is not UTF-8); expected a fio job file") from None
-    elif "\0" in data:
-        raise JobFileError(path, None, "is a binary file, not a fio job file (expected text with section headers)")
-    text = data.lstrip("\ufeff")
-    sections: list[Section] = []
-    name: str | None = None
-    start = 0
-    opts: list[Option] = []
-    for n, raw in enumerate(text.splitlines(), 1):
-        s = raw.strip()
-        if not s or s[0] in ";#":
-            continue
-        if s.startswith("["):
-            if not (s.endswith("]") and s[1:-1].strip() and "]" not in s[1:-1] and "[" not in s[1:-1]):
-                raise JobFileError(path, n, "expected a section header: a name in square brackets, alone on the line")
-            if name is not None:
-                sections.append(Section(name, start, tuple(opts)))
-            name, start, opts = s[1:-1].strip(), n, []
-            continue
-        if re.match(r"include(\s|$)", s):
-            raise JobFileError(path, n, "includes other files; vmbench runs one self-contained job file",
-                               "copy the included options into this file")
-        if name is None:
-            raise JobFileError(path, n, "expected a section header first (global or a job's name, in square brackets); "
-                               "this is not a fio job file")
-        key, sep, value = s.partition("=")
-        key = key.strip()
-        if not _KEY_RE.fullmatch(key):
-            raise JobFileError(path, n, "expected key=value, a bare option, a section header or a comment")
-        opts.append(Option(key, value.strip() if sep else None, n))
-    if name is None:
-        raise JobFileError(path, None, "has no section header; expected a fio job file (a global section and job sections, each headed by its name in square brackets)")
-    sections.append(Section(name, start, tuple(opts)))
-    if all(sec.is_global for sec in sections):
-        raise JobFileError(path, None, "has only global sections; expected at least one job section")
-    return ParsedJobFile(path, text, tuple(sections))
+# ---- checking ----------------------------------------------------------------------------------
 
 
 def check(parsed: ParsedJobFile) -> None:
-    """Refuse what cannot be made safe: commands, code, other devices, replays, host cgroups."""
-    path = parsed.path
-    first_target: Option | None = None
-    for sec in parsed.sections:
-        for o in sec.options:
-            why = _refused(o.key)
-            if why:
-                raise JobFileError(path, o.line, f"sets {o.key}, which {why}; vmbench cannot make that safe",
-                                   "remove the option from the job file")
-            if o.key == "ioengine" and (o.value or "") not in JOBFILE_IOENGINES:
-                raise JobFileError(path, o.line, "ioengine names an engine vmbench does not allow (external engines load code)",
-                                   f"use one of: {', '.join(JOBFILE_IOENGINES)}")
-            if o.key in ("unlink", "unlink_each_loop") and _true(o):
-                raise JobFileError(path, o.line, f"sets {o.key}, which would delete the target (on the host: the scratch disk's file)",
-                                   f"remove {o.key} from the job file")
-            if o.key == "filename":
-                if o.value and _UNESCAPED_COLON.search(o.value):
-                    raise JobFileError(path, o.line, "filename lists several files (separated by ':'); vmbench gives every job one target",
-                                       "name one device or file")
-                if first_target is None:
-                    first_target = o
-                elif (o.value or "") != (first_target.value or ""):
-                    raise JobFileError(path, o.line, f"filename names a second target (the first is on line {first_target.line}); "
-                                       "vmbench runs the whole file on one target per layer", "use one filename for every section")
+    """Refuse what cannot be made safe or meaningful, each for its real reason: first an engine
+    that is not a disk engine (what the file is for), then options (commands, code, host
+    changes, I/O logs, special hardware, values that differ between host and guest, deleting
+    the target), then variables the scenario gives no value for."""
+    unset_lines = {u.line for u in parsed.unset}
+    options = [o for sec in parsed.sections for o in sec.options if o.line not in unset_lines]
+    for o in options:
+        if o.name == "ioengine":
+            found = engine_refusal(o.value or "")
+            if found:
+                reason, why = found
+                what = f"ioengine {why}" if reason is Reason.LOADS_CODE else f"ioengine {o.value} {why}"
+                raise parsed.error(o.line, what, f"vmbench measures the VM's disk: use one of {', '.join(DISK_ENGINES)}",
+                                   reason)
+    for o in options:
+        found = option_refusal(o.name, o.value)
+        if found:
+            reason, why = found
+            safety = "; vmbench cannot make that safe" if reason in _SAFETY else ""
+            hint = ("write the number, or a ${NAME} with its value in the scenario's jobs entry (env:)"
+                    if reason is Reason.MACHINE and "$" in (o.value or "") else "remove the option from the job file")
+            raise parsed.error(o.line, f"sets {o.key}, which {why}{safety}", hint, reason)
+        if o.name in ("unlink", "unlink_each_loop") and fio_true(o):
+            raise parsed.error(o.line, f"sets {o.key}, which {Reason.DELETES.value} (on the host: the scratch disk's file)",
+                               f"remove {o.key} from the job file", Reason.DELETES)
+        if o.name == "filename" and o.value and _UNESCAPED_COLON.search(o.value):
+            raise parsed.error(o.line, f"filename {Reason.SEVERAL_FILES.value} (separated by ':'); vmbench gives every job "
+                               "one target", "name one device or file", Reason.SEVERAL_FILES)
+    for u in parsed.unset:
+        raise parsed.error(u.line, f"${{{u.name}}} {Reason.UNSET_VARIABLE.value}: fio would read it as empty",
+                           f"give it a value in the scenario's jobs entry: env: {{{u.name}: ...}}", Reason.UNSET_VARIABLE)
 
 
-def _refused(key: str) -> str | None:
-    for pattern, why in REFUSED.items():
-        if key == pattern or (pattern.endswith("*") and key.startswith(pattern[:-1])):
-            return why
-    if "iolog" in key:
-        return "reads or writes an I/O log file"
-    return None
+# ---- how far, how long, how -------------------------------------------------------------------
+
+
+def _kb_base(eff: dict[str, Option]) -> int:
+    o = eff.get("kb_base")
+    return 1000 if o is not None and (o.value or "").strip() == "1000" else 1024
+
+
+def _parts(o: Option | None) -> list[str]:
+    """The values of a range or list option (fio splits at ',', ':' and '-' not in front)."""
+    return [p for p in re.split(r"(?<=.)[-:,]", o.value) if p] if o is not None and o.value else []
+
+
+def _bytes(o: Option | None, kb: int, *, last: bool = False) -> int | None:
+    """An absolute size (None: unset, a percentage or unreadable); of a range, the first value
+    (or the last with ``last``: the largest of a filesize range)."""
+    parts = _parts(o)
+    got = fio_size(parts[-1] if last else parts[0], kb) if parts else None
+    return None if got is None or got[1] else got[0]
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How far one job section goes into its target (lines are lines of the parsed text)."""
+
+    start: int  # where its furthest clone starts: offset + (numjobs-1) x offset_increment
+    start_line: int | None
+    end: int | None  # start + the bytes it touches; None: up to the end of the target (or unknown)
+    end_line: int | None
+
+
+def reaches(parsed: ParsedJobFile) -> list[Reach]:
+    out = []
+    for _sec, eff in parsed.jobs():
+        kb = _kb_base(eff)
+        filesize = _bytes(eff.get("filesize"), kb, last=True)
+        size_o = eff.get("filesize") if filesize is not None else eff.get("size")
+        region = filesize if filesize is not None else _bytes(size_o, kb)
+        if fio_true(eff.get("fill_device")):
+            region = None
+        offset, inc = _bytes(eff.get("offset"), kb) or 0, _bytes(eff.get("offset_increment"), kb) or 0
+        numjobs = _bytes(eff.get("numjobs"), 1000) or 1
+        start = offset + max(numjobs - 1, 0) * inc
+        start_o = eff.get("offset_increment") if inc and numjobs > 1 else eff.get("offset")
+        out.append(Reach(start, start_o.line if start_o is not None and start else None,
+                         None if region is None else start + region,
+                         size_o.line if size_o is not None and region is not None else None))
+    return out
 
 
 def effective_size(parsed: ParsedJobFile) -> tuple[int | None, int | None]:
-    """The bytes the job touches on its target and the line that sets them: the largest
-    ``size`` (+ ``offset``) over job sections.  Every section shares the one target, so
-    numjobs do not multiply it.  Sizes in percent (of the target) always fit and are skipped."""
-    best: tuple[int | None, int | None] = (None, None)
-    for _sec, eff in parsed.jobs():
-        size = _size_of(eff.get("size"))
-        if size is None:
-            continue
-        size += _size_of(eff.get("offset")) or 0
-        if best[0] is None or size > best[0]:
-            best = (size, eff["size"].line)
-    return best
+    """The bytes the job touches on its target and the line (of the text) that sets them: the
+    largest ``size`` (or ``filesize``) + offset of the last clone (``offset``,
+    ``offset_increment``) over job sections.  Every section shares the one target, so numjobs
+    do not multiply the size.  Sizes in percent (of the target) always fit and are skipped."""
+    ends = [(r.end, r.end_line) for r in reaches(parsed) if r.end is not None]
+    return max(ends, key=lambda e: e[0] or 0) if ends else (None, None)
+
+
+def furthest_offset(parsed: ParsedJobFile) -> tuple[int, int | None]:
+    """Where the furthest job (clone) starts on its target, and the line (of the text) that puts it there."""
+    starts = [(r.start, r.start_line) for r in reaches(parsed)]
+    return max(starts, key=lambda s: s[0]) if starts else (0, None)
 
 
 def timing(parsed: ParsedJobFile) -> tuple[float | None, float]:
-    """Seconds of runtime and of ramp, for estimates: the longest job of each stonewall group,
-    summed over the groups; runtime is None when a job sets none."""
+    """Seconds of runtime (with startdelay) and of ramp, for estimates: the longest job of each
+    group (a new one at each stonewall or wait_for), summed over the groups; runtime is None
+    when a job sets none."""
     groups: list[list[tuple[float | None, float]]] = []
     for _sec, eff in parsed.jobs():
-        if not groups or "stonewall" in eff or "wait_for_previous" in eff:
+        if not groups or fio_true(eff.get("stonewall")) or "wait_for" in eff:
             groups.append([])
-        groups[-1].append((_secs_of(eff.get("runtime")), _secs_of(eff.get("ramp_time")) or 0.0))
+        run = _secs_of(eff.get("runtime"))
+        delay = _secs_of(eff.get("startdelay"), last=True) or 0.0
+        groups[-1].append((None if run is None else run + delay, _secs_of(eff.get("ramp_time")) or 0.0))
     ramp = sum(max(r for _, r in g) for g in groups)
     runtimes = [[t for t, _ in g] for g in groups]
     if any(t is None for g in runtimes for t in g):
@@ -228,50 +174,38 @@ def is_direct(parsed: ParsedJobFile) -> bool:
     """Whether every job does direct I/O (otherwise the page cache is dropped before each run)."""
     for _sec, eff in parsed.jobs():
         if "direct" in eff:
-            direct = _true(eff["direct"])
+            direct = fio_true(eff["direct"])
         else:
-            direct = "buffered" in eff and not _true(eff["buffered"])
+            direct = "buffered" in eff and not fio_true(eff["buffered"])
         if not direct:
             return False
     return True
 
 
-def _true(o: Option) -> bool:
-    return o.value is None or o.value.strip().lower() not in _FALSE
-
-
-def _size_of(o: Option | None) -> int | None:
-    try:
-        return parse_size(o.value) if o is not None and o.value else None
-    except ValueError:
-        return None
-
-
-def _secs_of(o: Option | None) -> float | None:
-    try:
-        return parse_duration(o.value) if o is not None and o.value else None
-    except ValueError:
-        return None
+def _secs_of(o: Option | None, *, last: bool = False) -> float | None:
+    parts = _parts(o)
+    return fio_seconds(parts[-1] if last else parts[0]) if parts else None
 
 
 # ---- scaling and rewriting ---------------------------------------------------------------------
 
 
 def scale(text: str, path: str, *, size: int | None = None, runtime: float | None = None) -> tuple[str, list[str]]:
-    """Apply the scenario's ``size:``/``runtime:`` to every section that sets the option, or to
-    the first [global] when none does (a new [global] at the top when the file's first section
-    is a job)."""
+    """Apply the scenario's ``size:``/``runtime:`` to every section that sets the option
+    (``size`` also sets ``filesize``; ``timeout`` is ``runtime``), and to the first [global]
+    when a job section gets none (a new [global] at the top when the file's first section is a
+    job)."""
     parsed = parse(text, path)
     edits = _Edits(parsed)
     lines: list[str] = []
     for key, value in (("size", format_size(size) if size else None), ("runtime", _fio_secs(runtime) if runtime else None)):
         if value is None:
             continue
-        found = [(sec, o) for sec in parsed.sections for o in sec.options if o.key == key]
+        found = [(sec, o) for sec in parsed.sections for o in sec.options if o.name in SCALED[key]]
         for sec, o in found:
-            edits.replace(o.line, f"{key}={value}")
-            lines.append(f"[{sec.name}] {o.show()} -> {key}={value} (scenario {key}:)")
-        if not found:
+            edits.replace(o.line, f"{o.name}={value}")
+            lines.append(f"[{sec.name}] {o.show()} -> {o.name}={value} (scenario {key}:)")
+        if any(not any(k in eff for k in SCALED[key]) for _sec, eff in parsed.jobs()):
             edits.to_global(f"{key}={value}")
             lines.append(f"[global] {key}={value} (added: scenario {key}:)")
     return edits.render(), lines
@@ -285,22 +219,26 @@ def rewrite(text: str, target: str, workdir: str, token: str) -> tuple[str, list
     fio_target = target.replace(":", "\\:")
     ours = f"{workdir}/log-{token}"
     g_target = g_logs = g_avg = False
+    effective = {sec.line: eff for sec, eff in parsed.jobs()}
     for sec in parsed.sections:
         own_target = False
         for o in sec.options:
-            if o.key in TARGET_KEYS:
+            if o.name in TARGET_KEYS:
                 if own_target:
                     edits.replace(o.line, None)
                     done.append(f"[{sec.name}] {o.show()} removed")
                     continue
                 own_target = True
                 edits.replace(o.line, f"filename={fio_target}")
-                done.append(f"[{sec.name}] {o.show()} -> " + (target if o.key == "filename" else f"filename={target}"))
-            elif o.key in LOG_KEYS:
+                done.append(f"[{sec.name}] {o.show()} -> " + (target if o.name == "filename" else f"filename={target}"))
+            elif o.name in LOG_KEYS:
                 new = f"{ours}-{_log_name(o.value, sec.name)}"
                 edits.replace(o.line, f"{o.key}={new}")
                 done.append(f"[{sec.name}] {o.show()} -> {new}")
-        own_logs = any(o.key in LOG_KEYS for o in sec.options)
+            elif o.spaced:
+                edits.replace(o.line, o.show())
+                done.append(f"[{sec.name}] {o.key} = {o.value} -> {o.show()} (fio would keep the blank after '=' in the value)")
+        own_logs = any(o.name in LOG_KEYS for o in sec.options)
         own_avg = sec.get("log_avg_msec") is not None
         if sec.is_global:
             g_target, g_logs, g_avg = g_target or own_target, g_logs or own_logs, g_avg or own_avg
@@ -314,6 +252,11 @@ def rewrite(text: str, target: str, workdir: str, token: str) -> tuple[str, list
             logs += [] if own_avg or g_avg else [f"log_avg_msec={LOG_AVG_MSEC}"]
             added += logs
             done.append(f"[{sec.name}] + {' '.join(logs)} (vmbench's time series)")
+        eff = effective[sec.line]
+        verify = eff.get("verify")
+        if verify is not None and (verify.value or "").strip() not in ("", "0", "none") and "verify_state_save" not in eff:
+            added.append("verify_state_save=0")
+            done.append(f"[{sec.name}] + verify_state_save=0 (fio would leave a verify state file where it runs)")
         edits.insert_after(sec.line, added)
     return edits.render(), done
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..fio import jobfile, profiles
 from ..fio.job import IOENGINES, MIXED_MODES, RW_MODES, FioJob, JobFile
+from ..fio.engines import Reason
+from ..fio.jobparse import VMBENCH_VARIABLES
 from ..units import format_size, human_size
 from .model import Cell, Stack, Storage
 from .parsers import MiB, _choice, _duration, _size, _unique
@@ -15,7 +18,8 @@ from .reader import Context, Section, as_bool, as_int, as_name, as_str, as_str_l
 
 JOB_KEYS = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp", "size", "direct", "sync", "fsync", "ioengine",
             "buffer_compress_percentage", "refill_buffers")
-JOBFILE_KEYS = ("file", "name", "size", "runtime")
+JOBFILE_KEYS = ("file", "name", "size", "runtime", "env")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # What a job file may not set (see vmbench.fio.jobfile.check): commands, code, replays, host cgroups...
 FORBIDDEN_JOBFILE_OPTIONS = tuple(jobfile.REFUSED)
 JOBFILE_IOENGINES = jobfile.JOBFILE_IOENGINES
@@ -90,13 +94,15 @@ def _check_job(sec: Section, job: FioJob) -> FioJob:
 
 
 def _jobfile(sec: Section, base_dir: Path) -> FioJob:
-    """A user's fio job file: parsed and checked (errors name the file's line), then scaled by
-    the entry's ``size:``/``runtime:`` (every section that sets the option, or [global] when
-    none does).  vmbench rewrites a copy per target when it runs (vmbench.fio.jobfile)."""
+    """A user's fio job file: read as fio reads it (includes read in, ``${NAME}`` from the
+    entry's ``env:``) and checked (errors name the file's line), then scaled by the entry's
+    ``size:``/``runtime:`` (every section that sets the option, or [global] when none does).
+    vmbench rewrites a copy per target when it runs (vmbench.fio.jobfile)."""
     rel = sec.get("file", as_str)
     name = sec.get("name", as_name, Path(rel).stem)
     size = sec.get("size", _size(1 * MiB), None)
     runtime = sec.get("runtime", _duration(1), None)
+    env = sec.get("env", _env, {})
     sec.done(JOBFILE_KEYS)
     path = (base_dir / rel) if not Path(rel).is_absolute() else Path(rel)
     try:
@@ -104,7 +110,7 @@ def _jobfile(sec: Section, base_dir: Path) -> FioJob:
     except OSError as exc:
         raise sec.fail("file", f"cannot read fio job file {path}: {exc.strerror}") from None
     try:
-        parsed = jobfile.parse(data, str(path))
+        parsed = jobfile.parse(data, str(path), env=env)
         jobfile.check(parsed)
         text, overrides = jobfile.scale(parsed.text, str(path), size=size, runtime=runtime)
         scaled = jobfile.parse(text, str(path))
@@ -115,13 +121,40 @@ def _jobfile(sec: Section, base_dir: Path) -> FioJob:
         size = jobfile.effective_size(scaled)[0] or size  # with any offset the file sets
         origin = f"size: {format_size(size)} in the jobs entry for {rel}, with any offset the file sets"
     elif file_size is not None:
-        size, origin = file_size, f"{path}:{size_line} (size, with offset when set)"
+        size, origin = file_size, f"{_where(parsed, size_line)} (size, with offset when set)"
     else:
         size, origin = DEFAULT_JOBFILE_SIZE, f"vmbench's default for a job file that sets no size ({path})"
+    offset, offset_line = jobfile.furthest_offset(scaled)
     run_s, ramp = jobfile.timing(scaled)
-    job = JobFile(path=str(path), text=text, runtime=run_s, ramp=ramp, overrides=tuple(overrides),
-                  size_origin=origin, entry_line=sec.line)
+    job = JobFile(path=str(path), text=text, runtime=run_s, ramp=ramp, overrides=parsed.notes + tuple(overrides),
+                  size_origin=origin, entry_line=sec.line, offset=offset,
+                  offset_origin=_where(parsed, offset_line) if offset_line else "")
     return FioJob(name=name, size=size, direct=jobfile.is_direct(scaled), jobfile=job, profile="file")
+
+
+def _where(parsed: jobfile.ParsedJobFile, line: int | None) -> str:
+    path, n = parsed.where(line or 0)
+    return f"{path}:{n}"
+
+
+def _env(value: Any) -> dict[str, str]:
+    """``env:``: values for the job file's ``${NAME}`` (written into vmbench's copy)."""
+    if not isinstance(value, dict):
+        raise ValueError("must be a mapping of variable names to values, e.g. {FIO_BS: 4k}")
+    out = {}
+    for key, v in value.items():
+        if not isinstance(key, str) or not ENV_NAME.fullmatch(key):
+            raise ValueError(f"{key!r} is not a variable name (letters, digits and _, not starting with a digit)")
+        if key in VMBENCH_VARIABLES:
+            raise ValueError(f"{key} is vmbench's own (it names each layer's target or the job's size)")
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            raise ValueError(f"{key}: {v!r} is not a text or a number")
+        text = str(v)
+        if any(c in text for c in ";#\n\r"):
+            raise ValueError(f"{key}: a value with ';', '#' or a line break cannot be written into a job file "
+                             "(fio reads them as the start of a comment)")
+        out[key] = text
+    return out
 
 
 def _resolve_sizes(ctx: Context, top: Section, jobs: list[FioJob], cells: tuple[Cell, ...], storage: Storage, stacks: list[Stack]) -> list[FioJob]:
@@ -133,13 +166,24 @@ def _resolve_sizes(ctx: Context, top: Section, jobs: list[FioJob], cells: tuple[
     for job in jobs:
         if job.profile == "cache-buster" and job.size == FioJob.size:
             job = replace(job, size=profiles.CACHE_BUSTER_RAM_FACTOR * max_mem)
-        if job.size > room and job.jobfile is not None:
+        jf = job.jobfile
+        slack = STACK_SLACK if stacks else 0
+        if jf is not None and jf.offset and jf.offset >= room:
+            needed = -(-(max(job.size, jf.offset + MiB) + slack) // MiB) * MiB
             raise ctx.fail(
-                "jobs", job.jobfile.entry_line or top.line_of("jobs"),
-                f"job file {job.jobfile.path} touches {human_size(job.size)} of its target ({job.jobfile.size_origin}) "
-                f"but the scratch disk leaves {human_size(max(room, 0))}" + (" after layer metadata" if stacks else ""),
-                f"set size: in the scenario's jobs entry (e.g. size: {format_size(max(room, MiB) // MiB * MiB)}) "
-                f"or raise storage.scratch_size to at least {format_size(job.size + (STACK_SLACK if stacks else 0))}",
+                "jobs", jf.entry_line or top.line_of("jobs"),
+                f"job file {jf.offset_origin}: a job starts {human_size(jf.offset)} into its target (offset, and "
+                f"offset_increment x numjobs), {Reason.OFFSET.value} ({human_size(max(room, 0))}"
+                + (" after layer metadata)" if stacks else ")"),
+                f"raise storage.scratch_size to at least {format_size(needed)}, or lower the offset on that line",
+            )
+        if job.size > room and jf is not None:
+            raise ctx.fail(
+                "jobs", jf.entry_line or top.line_of("jobs"),
+                f"job file {jf.path} touches {human_size(job.size)} of its target ({jf.size_origin}) "
+                f"{Reason.TOO_LARGE.value} {human_size(max(room, 0))}" + (" after layer metadata" if stacks else ""),
+                f"set size: in the scenario's jobs entry (e.g. size: {format_size(max(room - jf.offset, MiB) // MiB * MiB)}) "
+                f"or raise storage.scratch_size to at least {format_size(job.size + slack)}",
             )
         if job.size > room:
             raise top.fail(
