@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,50 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     p = tmp_path / name
     p.write_text(text)
     return p
+
+
+# ---- one real run shared by the tests that only read it ---------------------------------------
+
+EXAMPLES = Path("/usr/share/doc/fio/examples")
+#: fio's own example job files run in the shared boot (tests/integration/test_fio_examples.py)
+FIO_EXAMPLES = ("basic-verify.fio", "tiobench-example.fio", "steadystate.fio")
+
+SHARED = """
+name: it-shared
+storage:
+  scratch_size: 512M
+vm:
+  memory: 768M
+  bus: virtio-blk
+  cache: none
+  aio: native
+jobs:
+  - {name: 4k-randwrite, rw: randwrite, bs: 4k, iodepth: 4, size: 128M, runtime: 3s, ramp: 1s}
+  - {name: 1m-read, rw: read, bs: 1M, iodepth: 4, size: 128M, runtime: 3s, ramp: 1s}
+  - {name: 1m-write, rw: write, bs: 1M, iodepth: 4, size: 128M, runtime: 3s, ramp: 0s}
+"""
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    """``vmbench run`` of :data:`SHARED` plus fio's examples: one boot, read by several tests."""
+
+    scenario: Path
+    db_path: Path
+    run: subprocess.CompletedProcess
+
+
+@pytest.fixture(scope="session")
+def shared_run(machine, tmp_path_factory) -> SharedRun:
+    """One VM (virtio-blk, cache none, aio native) measured on the host and its raw disk with
+    the end-to-end jobs, the telemetry job and three of fio's own example files: what
+    test_end_to_end, test_telemetry and test_fio_examples check, from one boot."""
+    for name in FIO_EXAMPLES:
+        if not (EXAMPLES / name).exists():
+            pytest.fail(f"{EXAMPLES / name} is missing: install fio-examples (scripts/bootstrap does)")
+    tmp = tmp_path_factory.mktemp("shared-run")
+    text = SHARED + "".join(f"  - {{file: {EXAMPLES / n}, size: 64M, runtime: 1s}}\n" for n in FIO_EXAMPLES)
+    scenario = write(tmp, "shared.yaml", text)
+    db_path = tmp / "r.db"
+    run = vmbench("run", str(scenario), "--db", str(db_path))
+    return SharedRun(scenario, db_path, run)

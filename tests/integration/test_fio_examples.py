@@ -9,11 +9,9 @@ from __future__ import annotations
 import glob
 from pathlib import Path
 
-from tests.integration.conftest import ROOT, run_tag_resources, vmbench, write
+from tests.integration.conftest import FIO_EXAMPLES as RUN, ROOT, run_tag_resources, vmbench
 from vmbench.results.db import ResultsDB
 
-EXAMPLES = Path("/usr/share/doc/fio/examples")
-RUN = ("basic-verify.fio", "tiobench-example.fio", "steadystate.fio")
 SECTIONS = {  # the job sections fio reports for each (group_reporting folds steadystate's clones)
     "basic-verify": ["write-and-verify"],
     "tiobench-example": ["f1"] * 4 + ["f2"] * 4 + ["f3"] * 4 + ["f4"] * 4,
@@ -21,23 +19,17 @@ SECTIONS = {  # the job sections fio reports for each (group_reporting folds ste
 }
 
 
-def test_three_fio_examples_run_in_one_boot(machine, tmp_path):
-    for name in RUN:
-        assert (EXAMPLES / name).exists(), f"{EXAMPLES / name} is missing: install fio-examples (scripts/bootstrap does)"
-    scenario = write(tmp_path, "s.yaml", "name: it-fio-examples\nstorage: {scratch_size: 512M}\nvm: {memory: 768M}\njobs:\n"
-                     + "".join(f"  - {{file: {EXAMPLES / n}, size: 64M, runtime: 1s}}\n" for n in RUN))
-    db_path = tmp_path / "r.db"
-
-    plan = vmbench("plan", str(scenario))
+def test_three_fio_examples_run_in_one_boot(machine, shared_run):
+    """In the shared run (conftest.SHARED, one boot), next to the other tests' jobs."""
+    db_path, run = shared_run.db_path, shared_run.run
+    plan = vmbench("plan", str(shared_run.scenario))
     assert plan.returncode == 0, plan.stderr
     assert "boots: 1" in plan.stdout
-
-    run = vmbench("run", str(scenario), "--db", str(db_path))
     assert run.returncode == 0, run.stderr
     db = ResultsDB(db_path, create=False)
     r = db.resolve_run("latest")
     assert r.status == "ok"
-    rows = db.rows("measurements", r.id)
+    rows = [m for m in db.rows("measurements", r.id) if m["job"] in SECTIONS]
     assert sorted((m["job"], m["side"], m["layer"]) for m in rows) == sorted(
         (Path(n).stem, side, layer) for n in RUN for side, layer in (("host", "host"), ("guest", "raw")))
     assert len({m["boot_id"] for m in rows if m["side"] == "guest"}) == 1

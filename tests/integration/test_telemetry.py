@@ -7,35 +7,20 @@ import json
 import subprocess
 import time
 
-from tests.integration.conftest import run_tag_resources, vmbench, write
+from tests.integration.conftest import run_tag_resources, vmbench
 from tests.integration.test_ssh_transport import sshd  # noqa: F401 (fixture)
 from vmbench.results.db import ResultsDB
 from vmbench.telemetry.sampler import summary
 
-QUICK = """
-name: it-telemetry
-storage:
-  scratch_size: 256M
-vm:
-  memory: 768M
-  bus: virtio-blk
-  cache: none
-  aio: native
-jobs:
-  - {name: 1m-write, rw: write, bs: 1M, iodepth: 4, size: 128M, runtime: 3s, ramp: 0s}
-  - {name: 1m-read, rw: read, bs: 1M, iodepth: 4, size: 128M, runtime: 3s, ramp: 0s}
-"""
 
-
-def test_device_and_cpu_telemetry_on_host_and_guest(machine, tmp_path):
-    scenario = write(tmp_path, "telemetry.yaml", QUICK)
-    db_path = tmp_path / "r.db"
-    run = vmbench("run", str(scenario), "--db", str(db_path))
+def test_device_and_cpu_telemetry_on_host_and_guest(machine, shared_run):
+    """The shared run (conftest.SHARED): its 1m-write and 1m-read jobs, on the host and the guest's raw disk."""
+    db_path, run = shared_run.db_path, shared_run.run
     assert run.returncode == 0, run.stderr
 
     db = ResultsDB(db_path, create=False)
     r = db.resolve_run("latest")
-    measurements = {m["id"]: m for m in db.rows("measurements", r.id)}
+    measurements = {m["id"]: m for m in db.rows("measurements", r.id) if m["job"] in ("1m-write", "1m-read")}
     assert sorted((m["side"], m["job"]) for m in measurements.values()) == [
         ("guest", "1m-read"), ("guest", "1m-write"), ("host", "1m-read"), ("host", "1m-write")]
     got: dict[int, dict] = {}
@@ -57,8 +42,8 @@ def test_device_and_cpu_telemetry_on_host_and_guest(machine, tmp_path):
 
     rep = vmbench("report", "latest", "--db", str(db_path), "--format", "json")
     assert rep.returncode == 0, rep.stderr
-    records = json.loads(rep.stdout)["tables"][0]["records"]
-    assert all(rec.get("dev_write_mb_s") is not None and rec.get("cpu_pct") is not None for rec in records), records
+    records = [rec for rec in json.loads(rep.stdout)["tables"][0]["records"] if rec["job"] in ("1m-write", "1m-read")]
+    assert len(records) == 4 and all(rec.get("dev_write_mb_s") is not None and rec.get("cpu_pct") is not None for rec in records), records
     text = vmbench("report", "latest", "--db", str(db_path))
     assert "dev MB/s r/w" in text.stdout and "CPU %" in text.stdout, text.stdout
 
