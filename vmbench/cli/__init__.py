@@ -5,3 +5,7 @@ code, and runs ``run``, ``plan``, ``report``, ``images`` ...; each larger subcom
 own module (``compare.py``, ``hosts.py``, ``doctor.py``, ``cleanup.py``).  Everything below
 this package returns values; only here are they printed.
 """
+
+from .main import main
+
+__all__ = ["main"]
