@@ -66,8 +66,9 @@ EXAMPLES = Path("/usr/share/doc/fio/examples")
 #: fio's own example job files run in the shared boot (tests/integration/test_fio_examples.py)
 FIO_EXAMPLES = ("basic-verify.fio", "tiobench-example.fio", "steadystate.fio")
 
-SHARED = """
-name: it-shared
+#: the quick scenario of the end-to-end tests (one VM, host and raw disk)
+QUICK = """
+name: it-quick
 storage:
   scratch_size: 512M
 vm:
@@ -78,8 +79,10 @@ vm:
 jobs:
   - {name: 4k-randwrite, rw: randwrite, bs: 4k, iodepth: 4, size: 128M, runtime: 3s, ramp: 1s}
   - {name: 1m-read, rw: read, bs: 1M, iodepth: 4, size: 128M, runtime: 3s, ramp: 1s}
-  - {name: 1m-write, rw: write, bs: 1M, iodepth: 4, size: 128M, runtime: 3s, ramp: 0s}
 """
+#: QUICK with the telemetry test's write job (fio's examples are added by the fixture)
+SHARED = QUICK.replace("name: it-quick", "name: it-shared") + (
+    "  - {name: 1m-write, rw: write, bs: 1M, iodepth: 4, size: 128M, runtime: 3s, ramp: 0s}\n")
 
 
 @dataclass(frozen=True)

@@ -9,26 +9,13 @@ import subprocess
 import sys
 import time
 
-from tests.integration.conftest import ROOT, run_tag_resources, vmbench, write
+from tests.integration.conftest import QUICK, ROOT, run_tag_resources, vmbench, write
 from vmbench.results.db import ResultsDB
 
-QUICK = """
-name: it-quick
-storage:
-  scratch_size: 512M
-vm:
-  memory: 768M
-  bus: virtio-blk
-  cache: none
-  aio: native
-jobs:
-  - {name: 4k-randwrite, rw: randwrite, bs: 4k, iodepth: 4, size: 128M, runtime: 3s, ramp: 1s}
-  - {name: 1m-read, rw: read, bs: 1M, iodepth: 4, size: 128M, runtime: 3s, ramp: 1s}
-"""
 
 
 def test_run_report_and_nothing_left(machine, shared_run):
-    """The shared run (conftest.SHARED: this file's QUICK jobs, the telemetry job and fio's
+    """The shared run (conftest.SHARED: the QUICK jobs, the telemetry job and fio's
     examples, in one boot of the same VM settings)."""
     db_path, run = shared_run.db_path, shared_run.run
     assert run.returncode == 0, run.stderr
