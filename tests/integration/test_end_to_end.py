@@ -13,7 +13,6 @@ from tests.integration.conftest import QUICK, ROOT, run_tag_resources, vmbench, 
 from vmbench.results.db import ResultsDB
 
 
-
 def test_run_report_and_nothing_left(machine, shared_run):
     """The shared run (conftest.SHARED: the QUICK jobs, the telemetry job and fio's
     examples, in one boot of the same VM settings)."""
