@@ -394,7 +394,7 @@ def test_build_needs_root(tmp_path: Path, recipes: Path, monkeypatch) -> None:
 
 def test_build_names_missing_tools(tmp_path: Path, recipes: Path, monkeypatch) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    monkeypatch.setattr(shutil, "which", lambda tool: None if tool == "debootstrap" else "/bin/x")
+    monkeypatch.setattr(shutil, "which", lambda tool: None if tool in ("debootstrap", "mmdebstrap") else "/bin/x")
     with pytest.raises(PreflightError, match="debootstrap") as err:
         build.build_image(load_recipe("tiny", recipes), StatePaths(tmp_path))
     assert err.value.hint is not None and "apt-get install debootstrap" in err.value.hint
@@ -410,3 +410,57 @@ def test_leftover_pids_are_the_build_s_own() -> None:
         (14, "/", "sleep 100"),
     ]
     assert build.leftover_pids(work, procs, self_pid=10) == [11, 12]
+
+
+# --- mmdebstrap (issue 15: a faster first build) --------------------------------------
+
+
+def test_mmdebstrap_argv(recipes: Path) -> None:
+    from vmbench.images.commands import MERGED_USR_HOOKS
+
+    r = load_recipe("tiny", recipes)
+    argv = build.mmdebstrap_argv(r, Path("/w/rootfs"), Path("/s/cache/apt archives"), "http://m/debian")
+    assert argv[:7] == [
+        "mmdebstrap",
+        "--variant=minbase",
+        "--architectures=amd64",
+        "--components=main",
+        "--include=systemd-sysv,fio,linux-image-amd64",
+        "--skip=essential/unlink",
+        f"--hook-dir={MERGED_USR_HOOKS}",
+    ]
+    assert argv[-3:] == ["bookworm", "/w/rootfs", "http://m/debian"]
+    assert "--dpkgopt=force-unsafe-io" in argv
+    hooks = [a for a in argv if a.startswith("--") and "-hook=" in a]
+    # the cache is bound over the chroot's apt archive first and released last (path quoted)
+    archives = '"$1/var/cache/apt/archives"'
+    assert hooks[0] == f"--setup-hook=mkdir -p {archives} && mount --bind '/s/cache/apt archives' {archives}"
+    assert hooks[-1] == '--customize-hook=umount "$1/var/cache/apt/archives"'
+    # update-initramfs held while packages install, run once per kernel at the end
+    hold = next(h for h in hooks if h.startswith("--essential-hook="))
+    assert "dpkg-divert --quiet --local --rename --add /usr/sbin/update-initramfs" in hold
+    make = hooks[1:-1][-1]
+    assert make.startswith("--customize-hook=") and "--remove /usr/sbin/update-initramfs" in make
+    assert '/usr/sbin/update-initramfs -c -k "${k##*/vmlinuz-}"' in make
+
+
+def test_bootstrapper_prefers_mmdebstrap() -> None:
+    assert build.choose_bootstrapper(lambda t: "/usr/bin/" + t) == "mmdebstrap"
+    assert build.choose_bootstrapper(lambda t: "/usr/sbin/debootstrap" if t == "debootstrap" else None) == "debootstrap"
+    assert build.choose_bootstrapper(lambda t: None) is None
+
+
+def test_build_with_either_bootstrapper_passes_preflight(monkeypatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    for absent in ("debootstrap", "mmdebstrap"):
+        monkeypatch.setattr(shutil, "which", lambda tool, absent=absent: None if tool == absent else "/bin/x")
+        build.check_build_prerequisites()
+
+
+def test_missing_bootstrapper_hint_names_mmdebstrap_first(monkeypatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(shutil, "which", lambda tool: None if tool in ("mmdebstrap", "debootstrap", "qemu-img") else "/bin/x")
+    with pytest.raises(PreflightError) as err:
+        build.check_build_prerequisites()
+    assert err.value.message == "missing tool(s) to build guest images: mmdebstrap or debootstrap, qemu-img"
+    assert err.value.hint is not None and err.value.hint.startswith("apt-get install mmdebstrap qemu-utils")

@@ -20,14 +20,14 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from ..command import run
 from ..errors import CommandError, PreflightError, VmbenchError
 from ..paths import StatePaths
 from ..progress import NullProgress, Progress
 from .commands import (
-    debootstrap_argv, mount_proc_argv, mount_chroot_fs_argvs, bind_mount_argv,
+    debootstrap_argv, mmdebstrap_argv, mount_proc_argv, mount_chroot_fs_argvs, bind_mount_argv,
     apt_get_argv, apt_install_argv, dkms_autoinstall_argv, depmod_argv, enable_units_argv,
     umount_argv, mask_units_argv, set_default_target_argv, lsinitramfs_argv, dpkg_query_argv,
     mkfs_argv, qemu_img_convert_argv, render_fstab, render_hosts,
@@ -43,9 +43,11 @@ KERNEL = "vmlinuz"
 INITRD = "initrd.img"
 MANIFEST = "manifest.json"
 
+# The tool that installs the base system: mmdebstrap (apt downloads in parallel: about 3x
+# faster than debootstrap on a fresh machine), else debootstrap (same package set).
+BOOTSTRAPPERS = ("mmdebstrap", "debootstrap")
 # tool -> Debian package that ships it
 REQUIRED_TOOLS = {
-    "debootstrap": "debootstrap",
     "mkfs.ext4": "e2fsprogs",
     "qemu-img": "qemu-utils",
     "chroot": "coreutils",
@@ -76,6 +78,16 @@ def image_dirname(name: str, digest: str) -> str:
 
 def debootstrap_cache(state: StatePaths) -> Path:
     return state.cache / "debootstrap"
+
+
+def apt_archives(state: StatePaths) -> Path:
+    """Downloaded .debs kept between builds (mmdebstrap's and the chroot's apt-get)."""
+    return state.cache / "apt-archives"
+
+
+def choose_bootstrapper(which: Callable[[str], str | None]) -> str | None:
+    """The first of :data:`BOOTSTRAPPERS` installed here, or None."""
+    return next((tool for tool in BOOTSTRAPPERS if which(tool)), None)
 
 
 # --- pure argv builders -------------------------------------------------------------
@@ -119,16 +131,19 @@ def check_build_prerequisites() -> None:
     """Root and the host tools a build needs, or a PreflightError saying what to do."""
     if os.geteuid() != 0:
         raise PreflightError(
-            "building a guest image needs root (debootstrap, chroot and mount)",
+            "building a guest image needs root (mmdebstrap, chroot and mount)",
             hint="run it as root, e.g. sudo .venv/bin/vmbench images build",
         )
     missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
+    pkgs = sorted({REQUIRED_TOOLS[t] for t in missing})
+    if choose_bootstrapper(shutil.which) is None:
+        missing.insert(0, " or ".join(BOOTSTRAPPERS))
+        pkgs.insert(0, BOOTSTRAPPERS[0])
     if missing:
-        pkgs = sorted({REQUIRED_TOOLS[t] for t in missing})
-        raise PreflightError(
-            f"missing tool(s) to build guest images: {', '.join(missing)}",
-            hint=f"apt-get install {' '.join(pkgs)}  (or run: make bootstrap)",
-        )
+        hint = f"apt-get install {' '.join(pkgs)}  (or run: make bootstrap)"
+        if BOOTSTRAPPERS[0] in pkgs:
+            hint += f"; apt-get install {BOOTSTRAPPERS[1]} also works, more slowly"
+        raise PreflightError(f"missing tool(s) to build guest images: {', '.join(missing)}", hint=hint)
 
 
 # --- execution ----------------------------------------------------------------------
@@ -163,16 +178,23 @@ def _build_in(
     rootdir, out = work / "rootfs", work / "out"
     out.mkdir()
     mirror = effective_mirror(recipe)
-    _debootstrap(recipe, rootdir, mirror, state, progress)
+    with _phase(progress, "base system"):
+        if choose_bootstrapper(shutil.which) == "mmdebstrap":
+            _mmdebstrap(recipe, rootdir, mirror, state, progress)
+        else:
+            _debootstrap(recipe, rootdir, mirror, state, progress)
     if recipe.chroot_packages:
-        _chroot_install(recipe, rootdir, state, progress)
+        with _phase(progress, "chroot packages"):
+            _chroot_install(recipe, rootdir, state, progress)
     kernel = kernel_version(rootdir / "boot")
     progress.step(f"configuring the guest (kernel {kernel})")
-    _configure(recipe, rootdir)
-    _chroot_steps(recipe, rootdir, kernel, progress)
-    packages = _package_versions(rootdir, recipe.manifest_packages)
-    _cleanup_root(rootdir)
-    _make_disk(recipe, rootdir, work / "root.raw", out / ROOT_IMAGE, progress)
+    with _phase(progress, "configuration"):
+        _configure(recipe, rootdir)
+        _chroot_steps(recipe, rootdir, kernel, progress)
+        packages = _package_versions(rootdir, recipe.manifest_packages)
+        _cleanup_root(rootdir)
+    with _phase(progress, "root disk"):
+        _make_disk(recipe, rootdir, work / "root.raw", out / ROOT_IMAGE, progress)
     shutil.copyfile(rootdir / "boot" / f"vmlinuz-{kernel}", out / KERNEL)
     shutil.copyfile(rootdir / "boot" / f"initrd.img-{kernel}", out / INITRD)
     manifest = build_manifest(
@@ -208,11 +230,33 @@ def _debootstrap(
         _unmount_all_under(rootdir)
 
 
+def _mmdebstrap(
+    recipe: Recipe, rootdir: Path, mirror: str, state: StatePaths, progress: Progress
+) -> None:
+    cache = _ensure_dir(apt_archives(state))
+    (cache / "partial").mkdir(exist_ok=True)
+    cached = sum(1 for _ in cache.glob("*.deb"))
+    progress.step(
+        f"mmdebstrap {recipe.suite} ({recipe.variant}, {len(recipe.packages)} packages) "
+        f"from {mirror}; {cached} .debs cached in {cache}"
+    )
+    try:
+        with _ticker(progress, "mmdebstrap"):
+            run(mmdebstrap_argv(recipe, rootdir, cache, mirror), timeout=DEBOOTSTRAP_TIMEOUT)
+    except CommandError as exc:
+        kept = state.cache / "mmdebstrap-failed.log"
+        kept.write_text(exc.stderr)
+        exc.hint = f"the end of mmdebstrap's messages was kept in {kept}; check the mirror ({mirror})"
+        raise
+    finally:
+        _unmount_all_under(rootdir)
+
+
 def _chroot_install(recipe: Recipe, rootdir: Path, state: StatePaths, progress: Progress) -> None:
     """apt-get install the recipe's chroot_packages (with /proc, /sys and /dev mounted and
     service starts refused), then build any DKMS module for the guest's kernel."""
     kernel = kernel_version(rootdir / "boot")
-    archives = _ensure_dir(state.cache / "apt-archives")
+    archives = _ensure_dir(apt_archives(state))
     policy = rootdir / POLICY_RC_D
     progress.step(f"installing {len(recipe.chroot_packages)} package(s) in the chroot: {', '.join(recipe.chroot_packages)}")
     try:
@@ -240,7 +284,7 @@ def _configure(recipe: Recipe, rootdir: Path) -> None:
     (etc / "fstab").write_text(render_fstab(recipe.root_label))
     (etc / "machine-id").write_text("")  # each guest makes its own at first boot
     (rootdir / "var/lib/dbus/machine-id").unlink(missing_ok=True)
-    (etc / "resolv.conf").unlink(missing_ok=True)  # debootstrap copied the host's
+    (etc / "resolv.conf").unlink(missing_ok=True)  # the bootstrapper copied the host's
     _copy_overlay(recipe, rootdir)
 
 
@@ -406,6 +450,14 @@ def _build_lock(images: Path, name: str, progress: Progress) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _phase(progress: Progress, label: str) -> Iterator[None]:
+    """Say how long a phase of the build took (the figures a slow first run is judged by)."""
+    started = time.monotonic()
+    yield
+    progress.step(f"{label}: {time.monotonic() - started:.1f}s")
+
+
+@contextlib.contextmanager
 def _ticker(progress: Progress, label: str, every: float = TICK_SECONDS) -> Iterator[None]:
     """Report ``label: Ns elapsed`` every ``every`` seconds while the block runs."""
     stop = threading.Event()
@@ -466,7 +518,7 @@ def _processes() -> Iterator[tuple[int, str, str]]:
 
 
 def _kill_leftovers(work: Path) -> None:
-    """SIGKILL what an interrupted build left running (debootstrap's children, dpkg)."""
+    """SIGKILL what an interrupted build left running (the bootstrapper's children, dpkg)."""
     for _ in range(5):
         pids = leftover_pids(work.resolve(), _processes(), os.getpid())
         if not pids:

@@ -6,6 +6,7 @@ directory; the unit tests assert them exactly.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Sequence
 
@@ -22,6 +23,56 @@ def debootstrap_argv(recipe: Recipe, rootdir: Path, cache_dir: Path, mirror: str
         f"--components={','.join(recipe.components)}",
         f"--include={','.join(recipe.packages)}",
         f"--cache-dir={cache_dir}",
+        recipe.suite,
+        str(rootdir),
+        mirror,
+    ]
+
+
+MERGED_USR_HOOKS = "/usr/share/mmdebstrap/hooks/merged-usr"
+
+
+# The kernel's postinst makes its initrd, then the packages installed after it (udev, lvm2,
+# kmod, ...) trigger initramfs-tools to make it again: two runs of update-initramfs (about
+# 25 s each on two cores).  update-initramfs is diverted to /bin/true while packages install
+# and run once at the end, as the kernel's hook would (`-c -k VERSION`): the same initrd as
+# the trigger's last run, made once.  The diversion is removed: nothing of it is left.
+_UPDATE_INITRAMFS = "/usr/sbin/update-initramfs"
+_HOLD_INITRAMFS = (
+    f'chroot "$1" dpkg-divert --quiet --local --rename --add {_UPDATE_INITRAMFS}'
+    f' && ln -s /bin/true "$1{_UPDATE_INITRAMFS}"'
+)
+_MAKE_INITRAMFS = (
+    f'rm "$1{_UPDATE_INITRAMFS}"'
+    f' && chroot "$1" dpkg-divert --quiet --local --rename --remove {_UPDATE_INITRAMFS}'
+    ' && for k in "$1"/boot/vmlinuz-*; do [ -e "$k" ] || continue;'
+    f' chroot "$1" {_UPDATE_INITRAMFS} -c -k "${{k##*/vmlinuz-}}" || exit 1; done'
+)
+
+
+def mmdebstrap_argv(recipe: Recipe, rootdir: Path, cache_dir: Path, mirror: str) -> list[str]:
+    """One mmdebstrap run: the package set debootstrap's ``--variant`` and ``--include``
+    give (Essential, priority required, apt, the packages and their dependencies, no
+    recommends), downloaded in parallel by apt.  ``cache_dir`` is bind-mounted over the
+    chroot's apt archive for the run (``essential/unlink`` skipped so the essential .debs
+    stay in it), so a rebuild downloads only what changed."""
+    archives = '"$1/var/cache/apt/archives"'
+    return [
+        "mmdebstrap",
+        f"--variant={recipe.variant}",
+        f"--architectures={recipe.arch}",
+        f"--components={','.join(recipe.components)}",
+        f"--include={','.join(recipe.packages)}",
+        "--skip=essential/unlink",
+        # /usr merged with symlinks and usr-is-merged installed, as debootstrap does (not
+        # the usrmerge package, which pulls in perl)
+        f"--hook-dir={MERGED_USR_HOOKS}",
+        # no fsync per file: the tree becomes a disk image, the build is redone if cut short
+        "--dpkgopt=force-unsafe-io",
+        f"--setup-hook=mkdir -p {archives} && mount --bind {shlex.quote(str(cache_dir))} {archives}",
+        f"--essential-hook={_HOLD_INITRAMFS}",
+        f"--customize-hook={_MAKE_INITRAMFS}",
+        f"--customize-hook=umount {archives}",
         recipe.suite,
         str(rootdir),
         mirror,
