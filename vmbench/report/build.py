@@ -32,7 +32,7 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
         "versions": f"QEMU {env.get('qemu_version', '?')}, libvirt {env.get('libvirt_version', '?')}, fio {env.get('host_fio', '?')} (host) / {_guest_fio(boots)} (guest)",
         "boots": str(len(boots)),
     }
-    if env.get("driver") == "proxmox":
+    if env.get("pve_version") or env.get("pve_api"):  # the facts a Proxmox host recorded
         header["versions"] = (f"Proxmox VE {env.get('pve_version', '?')} ({env.get('pve_node', '?')}), QEMU {env.get('qemu_version') or '?'}, "
                               f"fio {env.get('host_fio', '?')} (host) / {_guest_fio(boots)} (guest)")
         header["proxmox"] = f"{env.get('pve_api', '?')}, token {env.get('pve_token_id', '?')}, TLS {env.get('pve_tls', '?')}"
