@@ -16,8 +16,11 @@ demo:
 	$(VENV)/bin/vmbench run scenarios/quick.yaml
 	$(VENV)/bin/vmbench report latest
 
+# Two pytest-xdist workers (a TCG guest keeps about one core busy); the tests marked serial
+# (one restarts libvirtd) run alone afterwards.
 test: bootstrap
-	$(VENV)/bin/pytest -v --durations=15 tests
+	$(VENV)/bin/pytest -v -n 2 --dist loadgroup -m "not serial" --durations=15 tests
+	$(VENV)/bin/pytest -v -m serial tests
 
 test-fast:
 	scripts/bootstrap --venv-only

@@ -13,6 +13,7 @@ import sys
 import time
 
 import libvirt_qemu
+import pytest
 
 from tests.integration.conftest import ROOT, run_tag_resources, vmbench, write
 from vmbench.run.plan import make_plan
@@ -110,6 +111,7 @@ def test_sigkill_then_cleanup_then_resume(machine, tmp_path):
         ("guest", c, j) for c in ("baseline", "cache=writeback") for j in ("4k-randwrite", "1m-read")}
 
 
+@pytest.mark.serial  # restarts libvirtd under every other test
 def test_libvirtd_restarted_while_fio_runs_in_the_guest(machine, tmp_path):
     scenario, db_path, proc = start(tmp_path, runtime="20s")
     lines: list[str] = []
@@ -175,6 +177,7 @@ def test_domain_destroyed_underneath(machine, tmp_path):
     assert stored_keys(db_path) == plan_keys(scenario)
 
 
+@pytest.mark.serial  # nothing at all may appear while it runs
 def test_pool_too_small_is_refused_before_anything_is_created(machine, tmp_path):
     scenario = write(tmp_path, "big.yaml", TWO_BOOTS.replace("RUNTIME", "2s").replace("scratch_size: 256M", "scratch_size: 64T"))
     before = {l.name for l in machine.leftovers()}

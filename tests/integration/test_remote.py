@@ -95,6 +95,7 @@ def test_remote_run_end_to_end(machine, sshd, tmp_path):
     assert clean.returncode == 0 and "nothing to clean up on 127.0.0.1" in clean.stdout, clean.stdout + clean.stderr
 
 
+@pytest.mark.serial  # nothing at all may appear while it runs
 def test_unknown_and_changed_host_keys_are_refused(machine, sshd, tmp_path):
     empty = tmp_path / "empty_known_hosts"
     empty.write_text("")
