@@ -16,10 +16,11 @@ demo:
 	$(VENV)/bin/vmbench run scenarios/quick.yaml
 	$(VENV)/bin/vmbench report latest
 
-# Two pytest-xdist workers (a TCG guest keeps about one core busy); the tests marked serial
-# (one restarts libvirtd) run alone afterwards.
+# Two pytest-xdist workers (a TCG guest keeps about one core busy), a test module stays on one
+# worker with its module fixtures (the ZFS storage guest, the shared run); the tests marked
+# serial (one restarts libvirtd, others check that nothing at all was created) run alone after.
 test: bootstrap
-	$(VENV)/bin/pytest -v -n 2 --dist loadgroup -m "not serial" --durations=15 tests
+	$(VENV)/bin/pytest -v -n 2 --dist loadfile -m "not serial" --durations=15 tests
 	$(VENV)/bin/pytest -v -m serial tests
 
 test-fast:

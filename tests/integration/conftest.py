@@ -24,37 +24,24 @@ ROOT = Path(__file__).resolve().parents[2]
 URI = os.environ.get("VMBENCH_TEST_URI", "qemu:///system")
 
 
-#: test modules whose tests share one real run, so one xdist worker runs them all
-SHARED_RUN_MODULES = ("test_end_to_end", "test_telemetry", "test_fio_examples")
-#: the longest groups first, so that two workers (make test: -n 2 --dist loadgroup) finish together
-LONGEST_FIRST = ("test_zfs_storage", "test_faults", "test_axes", "shared", "test_remote", "test_stacks",
-                 "test_html_report", "pve")
-
-
-def _group(item) -> str:
-    module = Path(str(item.fspath)).stem
-    if module in SHARED_RUN_MODULES and "shared_run" in getattr(item, "fixturenames", ()):
-        return "shared"
-    if module in ("test_proxmox", "test_fakepve_backend"):  # both check no vmbtest-pve-* domain is left
-        return "pve"
-    return module  # module fixtures (ZFS guest, sshd, pools) exist once, on one worker
+#: the longest test modules first, so that two workers (make test: -n 2 --dist loadfile, a
+#: module stays on one worker with its module fixtures) finish together
+LONGEST_FIRST = ("test_zfs_storage", "test_faults", "test_axes", "test_shared_run", "test_remote", "test_stacks",
+                 "test_html_report", "test_proxmox")
 
 
 def pytest_collection_modifyitems(items):
-    """Integration tests: marked, grouped for pytest-xdist (a module, or the tests of one
-    shared run, stays on one worker), longest groups first, unit tests last (they fill gaps)."""
-    for item in items:
-        if "tests/integration" in str(item.fspath):
-            item.add_marker(pytest.mark.integration)
-            item.add_marker(pytest.mark.xdist_group(_group(item)))
-
+    """Integration tests: marked, the longest modules first, unit tests last (they fill gaps)."""
     def rank(item) -> int:
         if "tests/integration" not in str(item.fspath):
             return len(LONGEST_FIRST) + 1
-        g = _group(item)
-        return LONGEST_FIRST.index(g) if g in LONGEST_FIRST else len(LONGEST_FIRST)
+        module = Path(str(item.fspath)).stem
+        return LONGEST_FIRST.index(module) if module in LONGEST_FIRST else len(LONGEST_FIRST)
 
-    items.sort(key=rank)  # stable: the order within a group is kept
+    for item in items:
+        if "tests/integration" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+    items.sort(key=rank)  # stable: the order within a module is kept
 
 
 @pytest.fixture(scope="session")
@@ -121,7 +108,7 @@ class SharedRun:
     run: subprocess.CompletedProcess
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def shared_run(machine, tmp_path_factory) -> SharedRun:
     """One VM (virtio-blk, cache none, aio native) measured on the host and its raw disk with
     the end-to-end jobs, the telemetry job and three of fio's own example files: what

@@ -16,7 +16,10 @@ from tests.fakepve.client import call, ok, wait
 SERIAL = "VMBFAKEPVE1"
 
 
-def domains(conn, prefix: str = "vmbtest-pve-") -> list[str]:
+PREFIX = "vmbtest-pvebe-"  # not test_proxmox's vmbtest-pve-: both may run at once
+
+
+def domains(conn, prefix: str = PREFIX) -> list[str]:
     return [d.name() for d in conn.listAllDomains(0) if d.name().startswith(prefix)]
 
 
@@ -33,7 +36,7 @@ def agent_run(fake: FakePve, vmid: int, argv: list[str], timeout: float = 60) ->
 
 def test_linked_clone_boots_with_the_configured_scratch_disk(machine):
     conn = machine.conn
-    backend = LibvirtBackend()
+    backend = LibvirtBackend(domain_prefix=PREFIX)
     with FakePve(version="9.1", backend=backend, task_polls=1, agent_pings=1) as fake:
         fake.add_template(cpu="x86-64-v2-AES")
         fake.add_storage("vmbench-z16k", "zfspool", pool="rpool/data", blocksize="16k", sparse=0, content="images")
@@ -94,7 +97,7 @@ def test_linked_clone_boots_with_the_configured_scratch_disk(machine):
 def test_close_removes_a_running_domain_after_a_failure(machine):
     conn = machine.conn
     with pytest.raises(RuntimeError, match="boom"):
-        with FakePve(version="8.4", backend=LibvirtBackend(), task_polls=0) as fake:
+        with FakePve(version="8.4", backend=LibvirtBackend(domain_prefix=PREFIX), task_polls=0) as fake:
             fake.add_template()
             wait(fake, ok(call(fake, "POST", "/nodes/pve1/qemu/9000/clone", {"newid": 4242, "full": 0})))
             wait(fake, ok(call(fake, "POST", "/nodes/pve1/qemu/4242/status/start")))

@@ -35,7 +35,7 @@ jobs:
   - {{name: 1m-write, rw: write, bs: 1M, iodepth: 2, size: 128M, runtime: 3s, ramp: 1s, refill_buffers: true}}
   - {{name: 1m-write-compressible, rw: write, bs: 1M, iodepth: 2, size: 128M, runtime: 3s, ramp: 1s,
       buffer_compress_percentage: 90, refill_buffers: true}}
-  - {{name: 64k-read-buffered, rw: read, bs: 64k, iodepth: 1, size: 32M, runtime: 3s, ramp: 1s, direct: false,
+  - {{name: 64k-read-buffered, rw: read, bs: 64k, iodepth: 1, size: 8M, runtime: 3s, ramp: 1s, direct: false,
       ioengine: psync}}
 """
 

@@ -224,9 +224,11 @@ def _say_migrated(db, progress) -> None:
 
 
 def _run_alive(run) -> bool:
-    from ..run.ledger import live_run_ids
+    """Whether the run's vmbench process is alive, by its tag (run ids are per database: run 1
+    of another database may be running)."""
+    from ..run.ledger import live_runs
 
-    return run.id in live_run_ids(StatePaths.default().runs)
+    return run.tag in live_runs(StatePaths.default().runs)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

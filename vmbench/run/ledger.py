@@ -64,11 +64,6 @@ def live_runs(runs_dir: Path) -> dict[str, int]:
     return {d["tag"]: d["pid"] for d in _live_ledgers(runs_dir)}
 
 
-def live_run_ids(runs_dir: Path) -> set[int]:
-    """Result-database run ids whose vmbench process is still alive."""
-    return {int(d["run_id"]) for d in _live_ledgers(runs_dir) if isinstance(d.get("run_id"), int)}
-
-
 def _alive(pid: int) -> bool:
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
