@@ -52,7 +52,7 @@ def test_linked_clone_boots_with_the_configured_scratch_disk(machine):
 
         booted = time.monotonic()
         assert wait(fake, ok(call(fake, "POST", f"/nodes/pve1/qemu/{vmid}/status/start")))["exitstatus"] == "OK"
-        name = f"vmbtest-pve-{vmid}"
+        name = f"{PREFIX}{vmid}"
         assert name in domains(conn)
         cur = ok(call(fake, "GET", f"/nodes/pve1/qemu/{vmid}/status/current"))
         assert cur["status"] == "running" and cur["pid"] == int(Path(f"/run/libvirt/qemu/{name}.pid").read_text())
@@ -101,8 +101,8 @@ def test_close_removes_a_running_domain_after_a_failure(machine):
             fake.add_template()
             wait(fake, ok(call(fake, "POST", "/nodes/pve1/qemu/9000/clone", {"newid": 4242, "full": 0})))
             wait(fake, ok(call(fake, "POST", "/nodes/pve1/qemu/4242/status/start")))
-            assert "vmbtest-pve-4242" in domains(conn)
+            assert f"{PREFIX}4242" in domains(conn)
             root = fake.root
             raise RuntimeError("boom")
-    assert "vmbtest-pve-4242" not in domains(conn)
+    assert f"{PREFIX}4242" not in domains(conn)
     assert not root.exists()
