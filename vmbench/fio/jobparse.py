@@ -296,15 +296,21 @@ def _number(s: str) -> tuple[int, str] | None:
     return (-n if m.group(1) == "-" else n), s[m.end():]
 
 
+def _leading_number(value: str | None) -> tuple[int, str] | None:
+    """The number a fio value starts with and the rest, or None where fio would not read a
+    plain number (no value, arithmetic in parentheses, variables)."""
+    if value is None or value.startswith("("):
+        return None
+    return _number(value)
+
+
 def fio_size(value: str | None, kb_base: int = 1024) -> tuple[int, bool] | None:
     """Bytes (and whether it is a percentage of the target) as fio reads a size: ``4k`` and
     ``4kb`` are 4096 and ``4KiB`` 4000 with fio's default kb_base=1024 (the other way round
     with kb_base=1000), ``0x1000`` is hex, ``10%`` a share; None when fio would not read a
     number (arithmetic in parentheses, variables)."""
-    if value is None or value.startswith("("):
-        return None
-    got = _number(value)
-    if got is None:
+    got = _leading_number(value)
+    if got is None or value is None:
         return None
     n, rest = got
     if "0x" in value.lower():
@@ -329,9 +335,7 @@ def fio_size(value: str | None, kb_base: int = 1024) -> tuple[int, bool] | None:
 def fio_seconds(value: str | None, default_unit: float = 1.0) -> float | None:
     """Seconds as fio reads a time: a bare number is in ``default_unit`` seconds (1 for runtime
     and ramp_time); suffixes us, ms, s, m (minutes), h, d."""
-    if value is None or value.startswith("("):
-        return None
-    got = _number(value)
+    got = _leading_number(value)
     if got is None:
         return None
     n, rest = got

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..fio.result import Histogram
 from ..results.key import MeasurementKey
+from .rows import host_group, raw_group
 from . import plots
 from .load import SAMPLED, RunData
 from .tables import Table
@@ -114,7 +115,7 @@ def latency(data: RunData) -> PlotSection:
     specs: list[tuple[str, list[tuple[str, Any]]]] = []
     with_stacks = any(k.stack for k in hists)
     for job in jobs:
-        host = hists.get(MeasurementKey("host", None, None, "host", job))
+        host = hists.get(host_group(None, job))
         base = [("host", host.bins)] if host is not None and host.count else []
         if with_stacks:
             for cell in valid:
@@ -126,7 +127,7 @@ def latency(data: RunData) -> PlotSection:
                 if len(lines) > len(base):
                     specs.append((f"{job}, {cell}: host vs each layer", lines[:MAX_LATENCY_LINES]))
         else:
-            raw = [(c, hists.get(MeasurementKey("guest", c, None, "raw", job))) for c in valid]
+            raw = [(c, hists.get(raw_group(c, job))) for c in valid]
             lines = list(base) + [(f"guest {c}", h.bins) for c, h in raw if h is not None]
             if len(lines) > len(base):
                 specs.append((f"{job}: host vs guest raw disk", lines[:MAX_LATENCY_LINES]))
