@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import errno
 import json
+import threading
+import time
 import posixpath
 import secrets
 from dataclasses import dataclass
@@ -320,6 +322,7 @@ class _FakeSide:
         self.spawned: list[list[str]] = []  # background commands (the telemetry sampler)
         self.killed: list[int] = []
         self.samples = 0
+        self.clock_skew_ms = 0  # how far this side's clock is ahead of the machine's
 
     # -- Transport -------------------------------------------------------------------------
 
@@ -460,7 +463,29 @@ class _FakeSide:
             self.files[output] = json.dumps(data).encode()
         else:
             self.files[output] = fio_output(self.fio_iops(argv) if self.fio_iops else None)
+            if "--log_unix_epoch=1" in argv:
+                self._epoch_logs(argv)
         return ""
+
+    def _epoch_logs(self, argv: Sequence[str]) -> None:
+        """fio's per-second IOPS logs in unix epoch ms, as if the run had started now: the
+        measured job's stamps (one a second after its ramp), then the tail job's."""
+        prefix = _opt(argv, "write_iops_log")
+        if not prefix:
+            return
+        start = int(time.time() * 1000) + self.clock_skew_ms
+        ramp = float(_opt(argv, "ramp_time") or 0)
+        runtimes = [float(a.split("=", 1)[1]) for a in argv if a.startswith("--runtime=")]
+        t = start + int(ramp * 1000)
+        for job, seconds in enumerate(runtimes, 1):
+            stamps = [t + 1000 * (i + 1) for i in range(max(1, int(seconds)))]
+            self.files[f"{prefix}_iops.{job}.log"] = "".join(f"{x}, 1000, 0, 0, 0\n" for x in stamps).encode()
+            t = stamps[-1]
+
+    def _cmd_date(self, argv, stdin):
+        if argv[1:] == ["+%s.%N"]:
+            return f"{time.time() + self.clock_skew_ms / 1000:.9f}\n"
+        return 1, "", "date: this fake prints +%s.%N only"
 
     def _cmd_mkdir(self, argv, stdin):
         paths = [a for a in argv[1:] if not a.startswith("-") and not _after(argv, "-m", a)]
@@ -988,12 +1013,17 @@ class FakeDriver:
         self.removed = 0  # remove_vm() calls that found something to remove
         self.remove_calls: list[str] = []
         self.closed = 0
+        self.boot_delay = 0.0  # seconds each boot takes (to see boots overlap)
+        self.booting = 0  # boots under way now
+        self.max_booting = 0  # the most boots under way at once
+        self._lock = threading.Lock()
 
     # -- faults -----------------------------------------------------------------------------
 
     def _fault(self, phase: str) -> None:
-        self.phases[phase] = self.phases.get(phase, 0) + 1
-        if self.fail_at == phase and self.phases[phase] == self.fail_nth:
+        with self._lock:
+            self.phases[phase] = n = self.phases.get(phase, 0) + 1
+        if self.fail_at == phase and n == self.fail_nth:
             raise _error(self.fail_with or self.DEFAULT_ERRORS.get(phase, HypervisorError), f"fake {phase}: injected failure")
 
     def fail_guest(self, match: Match, nth: int = 1, error: BaseException | type | None = None) -> Fault:
@@ -1064,7 +1094,19 @@ class FakeDriver:
 
     def boot(self, run_tag: str, request: VmRequest, res: VmResources, progress: Progress | None = None,
              timeout: float | None = None) -> FakeGuest:
-        self.boots += 1
+        with self._lock:
+            self.boots += 1
+            self.booting += 1
+            self.max_booting = max(self.max_booting, self.booting)
+        try:
+            if self.boot_delay:
+                time.sleep(self.boot_delay)
+            return self._boot(run_tag, request, res)
+        finally:
+            with self._lock:
+                self.booting -= 1
+
+    def _boot(self, run_tag: str, request: VmRequest, res: VmResources) -> FakeGuest:
         missing = [v for v in res.volumes if v not in self.storage.volumes]
         if missing or not res.scratch_path:
             raise AssertionError(f"booting {res.name} without its disks: {missing}")
@@ -1125,7 +1167,8 @@ class FakePveNode(FakeHost):
     hostname is the node's, ``pveversion -v`` and ``uname -r`` as that PVE version has them,
     ``/dev/kvm`` present or not, ``/proc/<pid>/cmdline`` of a running VM's QEMU built from the
     configuration the fake started it with (PVE 8: ``-drive`` + ``-device``; PVE 9: nested
-    ``-blockdev`` throttle -> format -> file chains and ``write-cache=`` on the device), and
+    ``-blockdev`` throttle -> format -> file chains and ``write-cache=`` on the device; the I/O
+    limits as ``throttling.*`` on PVE 8's ``-drive`` and PVE 9's ``-object throttle-group``), and
     PVE's perl QMP client (``perl -MPVE::QemuServer::Monitor ...``) answering query-kvm and
     query-block.  The VM of a pid is the running one with that pid (NullBackend gives every VM
     this process's pid: the one started last).  Cooperates with other FakeHost subclasses
@@ -1255,14 +1298,16 @@ class FakePveNode(FakeHost):
                 node = {"driver": fmt, "node-name": "f" + secrets.token_hex(10)[:19],
                         "cache": {"direct": direct, "no-flush": no_flush}, "file": node, "detect-zeroes": zeroes,
                         "discard": discard, "read-only": False}
+                blocks += ["-object", pve_qemu.throttle_group(key, opts)]
                 blocks += ["-blockdev", json.dumps({"driver": "throttle", "node-name": f"drive-{key}",
                                                     "throttle-group": f"throttle-drive-{key}", "file": node,
                                                     "detect-zeroes": zeroes, "discard": discard, "read-only": False},
                                                    separators=(",", ":"))]
                 devtail = f",write-cache={write_cache}"
             else:
-                blocks += ["-drive", f"file={path},if=none,id=drive-{key},cache={cache},aio={aio},format={fmt},"
-                                     f"detect-zeroes={zeroes}" + (f",discard={opts['discard']}" if opts.get("discard") else "")]
+                blocks += ["-drive", f"file={path},if=none,id=drive-{key},cache={cache},aio={aio}"
+                                     + (f",discard={opts['discard']}" if opts.get("discard") else "")
+                                     + f"{pve_qemu.drive_throttling(opts)},format={fmt},detect-zeroes={zeroes}"]
                 devtail = ""
             serial_opt = f",serial={serial}" if serial else ""
             if bus == "virtio":

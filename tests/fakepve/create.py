@@ -8,6 +8,9 @@ QemuServer/ImportDisk.pm do_import):
   type otherwise) or an absolute path, which only root@pam may pass (never a token);
 - the new disk is the source's content (its virtual size, qemu-img convert) in the target
   storage's format (``format=`` if given), and ``import-from`` is not kept in the config;
+- a drive qemu-server's parse_drive refuses after the schema (I/O limits: a total with its
+  read or write rate, a burst without its rate; :func:`.qemu.drive_parses`) is a 400
+  ``{KEY: "unable to parse drive options"}``, on create and on config updates alike;
 - the template conversion locks nothing new, refuses a running VM or a template, sets
   ``template: 1`` and turns each disk into a base volume (``base-N-disk-M``).
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from . import qemu
 from .handlers import api, check_node, normalize_tags
 from .model import DRIVE_RE, NEW_DISK_RE, State, Task, TaskError, Vm, die, param_exc
 from .schema import SchemaError
@@ -48,6 +52,8 @@ def check_import(s: State, key: str, drive: dict) -> None:
 
 
 def check_new_disk(s: State, key: str, drive: dict) -> None:
+    if not qemu.drive_parses(drive):  # qemu-server's parse_drive, after the schema (API2/Qemu.pm $check_drive_param)
+        raise param_exc({key: "unable to parse drive options"})
     m = NEW_DISK_RE.match(str(drive["file"]))
     if m:
         if not m.group(2):

@@ -335,12 +335,15 @@ def start(s: State, p: dict) -> str:
 
 
 def _stop_task(s: State, p: dict, ttype: str) -> str:
+    """Stop or shut down: a task either way; on a VM that is not running it does nothing and
+    ends OK, as qemu-server's vm_stop/vm_shutdown (``_do_vm_stop`` returns when no QEMU runs,
+    before looking at the lock)."""
     check_node(s, p)
     vm = s.vm(p["vmid"])
-    if not is_running(s, vm):
-        raise die(f"VM {vm.vmid} not running")
 
     def action(t: Task) -> None:
+        if not is_running(s, vm):
+            return
         s.check_lock(vm)
         view = s.view(vm, vm.run_config)
         shutdown = getattr(s.backend, "shutdown", None)

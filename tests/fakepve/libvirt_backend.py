@@ -7,7 +7,12 @@ virtio-scsi (``scsihw: virtio-scsi-single``: one controller per disk, iothread h
 ``virtio-scsi-pci``: one shared controller, iothread ignored as PVE does), ``sataN`` -> SATA;
 ``cache``/``aio``/``iothread``/``serial`` from the drive (PVE defaults: cache none, aio
 io_uring), ``detect_zeroes``/``discard`` as qemu-server turns them into QEMU's (:mod:`.qemu`:
-detect-zeroes on by default, unmap with ``discard=on``); a boot disk whose content was imported (``import-from``: vmbench's own pushed template)
+detect-zeroes on by default, unmap with ``discard=on``), its I/O limits (``iops_rd``,
+``mbps``, ``iops_max``... as QEMU gets them from qemu-server) as the scratch disk's
+``<iotune>``, and on QEMU's command line as PVE 9 has them (:func:`add_throttle_chain`: the
+disk's ``-object throttle-group`` and a ``throttle`` ``-blockdev`` named ``drive-KEY`` above
+libvirt's format node; libvirt 9.0 applies ``<iotune>`` over QMP only, so the command line
+vmbench reads back would show no limit); a boot disk whose content was imported (``import-from``: vmbench's own pushed template)
 boots from itself through SeaBIOS, as on PVE, any other with the image's kernel;
 ``cores``x``sockets`` vCPUs, ``memory`` MiB; ``cpu``: kvm64/qemu64/named models
 as libvirt models, ``max`` -> maximum, ``host`` -> host-passthrough, x86-64-v2(-AES)/v3/v4 ->
@@ -127,6 +132,46 @@ def vm_config(vm: VmView) -> tuple[VmConfig, DriveView, DriveView | None, list[s
     cfg = VmConfig(vcpus=vcpus, memory_mib=memory, bus=bus, cache=cache, iothread=iothread, aio=aio,
                    cpu=parse_cpu(conf.get("cpu")), format=fmt, detect_zeroes=zeroes, discard=discard)
     return cfg, root, scratch, warnings
+
+
+def add_iotune(disk: ET.Element, opts: dict) -> None:
+    """The drive's I/O limits as QEMU gets them from qemu-server (:func:`.qemu.throttle_limits`)
+    as the disk's ``<iotune>``, so the guest is really limited (libvirt applies it with
+    block_set_io_throttle); nothing without limits."""
+    limits = qemu.throttle_limits(opts)
+    if not limits:
+        return
+    iotune = ET.Element("iotune")
+    for key, value in limits.items():
+        ET.SubElement(iotune, qemu.IOTUNE[key]).text = str(value)
+    target = disk.find("target")
+    disk.insert(list(disk).index(target) + 1 if target is not None else len(disk), iotune)
+
+
+QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
+SCRATCH_ALIAS = "ua-vmbench-scratch"
+#: libvirt 9.0 numbers the node names of the last disk's chain first: the scratch disk (the
+#: domain's last disk, raw, no backing) is libvirt-1; QEMU refuses to start if it is not
+SCRATCH_NODE = "libvirt-1-format"
+
+
+def add_throttle_chain(dom: ET.Element, disk: ET.Element, key: str, opts: dict) -> None:
+    """The drive's limits on QEMU's command line as qemu-server 9 puts them: the throttle
+    group (:func:`.qemu.throttle_group`) and a ``throttle`` node ``drive-KEY`` above libvirt's
+    format node, which the disk's device then uses (``<qemu:override>`` of its ``drive``);
+    nothing without limits.  The guest's I/O goes through that node: the limit read back is
+    one in effect."""
+    if not qemu.throttle_limits(opts):
+        return
+    ET.SubElement(disk, "alias", name=SCRATCH_ALIAS)
+    node = json.dumps({"driver": "throttle", "node-name": f"drive-{key}", "throttle-group": f"throttle-drive-{key}",
+                       "file": SCRATCH_NODE}, separators=(",", ":"))
+    cmdline = ET.SubElement(dom, f"{{{QEMU_NS}}}commandline")
+    for arg in ("-object", qemu.throttle_group(key, opts), "-blockdev", node):
+        ET.SubElement(cmdline, f"{{{QEMU_NS}}}arg", value=arg)
+    override = ET.SubElement(ET.SubElement(dom, f"{{{QEMU_NS}}}override"), f"{{{QEMU_NS}}}device", alias=SCRATCH_ALIAS)
+    ET.SubElement(ET.SubElement(override, f"{{{QEMU_NS}}}frontend"), f"{{{QEMU_NS}}}property", name="drive",
+                  type="string", value=f"drive-{key}")
 
 
 def _remove_domain(dom) -> bool:
@@ -264,12 +309,17 @@ class LibvirtBackend:
         )
         dom = ET.fromstring(domain_xml(spec))
         ET.register_namespace("vmbench", NS)
+        ET.register_namespace("qemu", QEMU_NS)
         devices = dom.find("devices")
         for disk in devices.findall("disk"):
             src = disk.find("source")
             if scratch is None and src is not None and src.get("file") == "/nonexistent":
                 devices.remove(disk)
-            elif disk.find("serial") is not None and not disk.findtext("serial"):
+                continue
+            if scratch is not None and src is not None and scratch.path in (src.get("file"), src.get("dev")):
+                add_iotune(disk, scratch.opts)
+                add_throttle_chain(dom, disk, scratch.key, scratch.opts)
+            if disk.find("serial") is not None and not disk.findtext("serial"):
                 disk.remove(disk.find("serial"))
         if scratch is None:
             for ctrl in devices.findall("controller"):

@@ -15,7 +15,7 @@ from vmbench.scenario import axes as axes_module
 from vmbench.scenario import parse_scenario
 from vmbench.scenario.axes import (AXES, AXIS_BY_NAME, HYPERVISOR_DEFAULT, STORAGE_AXES, VM_AXES, _field_axis, changed_axes,
                                    setting_columns, stored_setting)
-from vmbench.scenario.model import CpuConfig, VmConfig
+from vmbench.scenario.model import LIMIT_NAMES, CpuConfig, IoLimits, VmConfig
 from vmbench.scenario.reader import Context, LineDict, Section, as_int
 from vmbench.settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
 
@@ -35,6 +35,19 @@ ROUND_TRIPS = {
     "memory": ("2G", 2048, 2048, "2048M"),
     "detect_zeroes": ("on", "on", DetectZeroes.ON, "on"),
     "discard": ("unmap", "unmap", Discard.UNMAP, "unmap"),
+    "iops": (500, 500, 500, "500"),
+    "iops_rd": (400, 400, 400, "400"),
+    "iops_wr": (300, 300, 300, "300"),
+    "mbps": (12.5, 12.5, 12.5, "12.5"),
+    "mbps_rd": (100.0, 100, 100, "100"),  # a whole number of MiB/s is stored as an int
+    "mbps_wr": (0.25, 0.25, 0.25, "0.25"),
+    "iops_max": (1000, 1000, 1000, "1000"),
+    "iops_rd_max": (800, 800, 800, "800"),
+    "iops_wr_max": (600, 600, 600, "600"),
+    "mbps_max": (25, 25, 25, "25"),
+    "mbps_rd_max": (200, 200, 200, "200"),
+    "mbps_wr_max": (1.5, 1.5, 1.5, "1.5"),
+    "burst_length": (5, 5, 5, "5"),
     "volblocksize": ("64k", "64k", 65536, "64k"),
     "recordsize": ("1M", "1m", 1 << 20, "1m"),
     "compression": ("lz4", "lz4", "lz4", "lz4"),
@@ -71,7 +84,7 @@ def parse(text: str):
 
 def test_table_is_consistent():
     assert VM_AXES == ("bus", "cache", "iothread", "aio", "cpu", "aes", "format", "vcpus", "memory", "detect_zeroes",
-                       "discard", "volblocksize",
+                       "discard", *LIMIT_NAMES, "volblocksize",
                        "recordsize", "compression", "sync", "primarycache", "secondarycache", "logbias", "atime", "dedup",
                        "checksum")
     assert tuple(AXIS_BY_NAME) == VM_AXES and list(AXIS_BY_NAME.values()) == list(AXES)
@@ -152,6 +165,8 @@ def _another(value, field: str = ""):
     one of its values)."""
     if value is None:
         return {"detect_zeroes": DetectZeroes.OFF, "discard": Discard.IGNORE}[field]
+    if isinstance(value, IoLimits):
+        return dataclasses.replace(value, iops=100)
     if isinstance(value, enum.Enum):
         return next(m for m in type(value) if m is not value)
     if isinstance(value, bool):
@@ -194,8 +209,21 @@ def _storage_for(name: str) -> str:
     return ZVOL_STORAGE if name in STORAGE_AXES else ""
 
 
+#: the I/O limits one VM can have at once (a total excludes its read and write rates)
+ONE_VM_LIMITS = ("iops_rd", "iops_wr", "mbps", "iops_rd_max", "iops_wr_max", "mbps_max", "burst_length")
+
+
+def _vm_for(name: str) -> str:
+    """What a vary: of ``name`` needs in vm: (a burst its rate, burst_length a burst)."""
+    if name == "burst_length":
+        return "vm: {iops: 100, iops_max: 200}\n"
+    if name in LIMIT_NAMES and name.endswith("_max"):
+        return f"vm: {{{name[:-4]}: 1}}\n"
+    return ""
+
+
 def test_every_axis_is_a_vm_key_and_a_vary_axis():
-    vm_only = [n for n in ROUND_TRIPS if n not in STORAGE_AXES]
+    vm_only = [n for n in ROUND_TRIPS if n not in STORAGE_AXES and (n not in LIMIT_NAMES or n in ONE_VM_LIMITS)]
     text = "vm:\n" + "".join(f"  {n}: {ROUND_TRIPS[n][0]!r}\n" for n in vm_only if n not in ("cpu", "format"))
     vm = parse(text + "  cpu: {model: Westmere, features: {avx2: 'off'}}\n  format: qcow2\n").baseline
     for name in vm_only:
@@ -203,7 +231,7 @@ def test_every_axis_is_a_vm_key_and_a_vary_axis():
     for name, (raw, _s, _v, label) in ROUND_TRIPS.items():
         if name == "cpu":
             continue
-        s = parse(_storage_for(name) + f"vary:\n  {name}: [{raw!r}]\n")
+        s = parse(_storage_for(name) + _vm_for(name) + f"vary:\n  {name}: [{raw!r}]\n")
         assert [(c.name, c.changed) for c in s.cells] == [("baseline", ()), (f"{name}={label}", (name,))]
 
 

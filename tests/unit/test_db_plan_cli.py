@@ -96,3 +96,14 @@ def test_cli_plan_prints_boots_and_estimate(capsys):
     out = capsys.readouterr().out
     assert "VMs: 1, boots: 1, cells: 1, guest fio runs: 2, host fio runs: 2" in out
     assert "estimated duration:" in out
+
+
+def test_cli_plan_lists_the_load_steps_of_a_noisy_neighbour(capsys):
+    assert main(["plan", str(SCENARIOS / "noisy-neighbour.yaml"), "--accel", "tcg"]) == 0
+    out = capsys.readouterr().out
+    lines = [l.split() for l in out.splitlines()]
+    assert ["1", "1", "alone", "1", "1", "victim", "-", "1", "volume(s)"] in lines
+    assert ["1", "2", "busy", "3", "1", "victim,", "2", "aggressor", "-", "3", "volume(s)"] in lines
+    assert ["1", "3", "limited", "3", "1", "victim,", "2", "aggressor", "aggressor:", "iops_wr=300", "3", "volume(s)"] in lines
+    assert "each step's VMs boot 2 at a time and start each job together" in out
+    assert "VMs: 7, boots: 7, cells: 1, guest fio runs: 21, host fio runs: 21" in out

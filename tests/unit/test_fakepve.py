@@ -13,6 +13,7 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -391,3 +392,75 @@ def test_libvirt_backend_maps_pve_options_to_vmbench_settings():
         assert (cfg.detect_zeroes.value, cfg.discard.value) == want, opts
     assert parse_cpu(None).model == "kvm64" and parse_cpu("max").mode is CpuMode.MAX
     assert parse_cpu("kvm64,flags=+aes;-pcid").features == (("pcid", Feature.OFF),)
+
+
+# ---- I/O limits: qemu-server's checks after the schema, and what QEMU gets -----------------
+
+
+@pytest.mark.parametrize("options", [
+    "iops=100,iops_rd=50", "iops=100,iops_wr=50", "mbps=10,mbps_rd=5", "mbps=10,mbps_wr=5.5",
+    "mbps_max=20", "mbps_rd_max=20", "mbps_wr_max=1.5", "bps_rd=1048576,mbps_rd=1",
+    "iops=10,iops_max_length=3", "mbps=10,bps_max_length=3",
+])
+def test_drive_limits_qemu_server_cannot_parse_are_refused(fake, options):
+    """Schema-valid, but qemu-server's parse_drive returns nothing: 400 "unable to parse drive
+    options" for that key (API2/Qemu.pm $check_drive_param), on config updates and on create."""
+    linked_clone(fake)
+    r = call(fake, "POST", "/nodes/pve1/qemu/100/config", {"virtio1": f"local:1,{options}"})
+    assert (r.status, r.reason, r.errors) == (400, "Parameter verification failed.", {"virtio1": "unable to parse drive options"})
+    r = call(fake, "POST", "/nodes/pve1/qemu", {"vmid": 150, "virtio0": f"local:1,{options}"})
+    assert (r.status, r.errors) == (400, {"virtio0": "unable to parse drive options"})
+    assert "virtio1" not in fake.vms[100].config and 150 not in fake.vms
+    assert fake.problems == []
+
+
+def test_drive_limits_qemu_server_accepts_are_stored_and_reach_qemu(fake):
+    linked_clone(fake)
+    opts = "iops_rd=500,iops_wr=300,mbps=12.5,iops_rd_max=1000,mbps_max=20,iops_rd_max_length=5,bps_max_length=5"
+    wait(fake, ok(call(fake, "POST", "/nodes/pve1/qemu/100/config", {"virtio1": f"local:1,{opts}"})))
+    stored = ok(call(fake, "GET", "/nodes/pve1/qemu/100/config"))["virtio1"]
+    for item in opts.split(","):
+        assert f",{item}," in stored + ",", stored
+    # iops_max without iops passes qemu-server (it checks miops_max => miops, keys that never exist)
+    assert call(fake, "PUT", "/nodes/pve1/qemu/100/config", {"virtio2": "local:1,iops_max=9"}).status == 200
+    from tests.fakepve import qemu
+    drive = dict(item.split("=", 1) for item in opts.split(","))
+    assert qemu.drive_throttling(drive) == (
+        ",throttling.bps-total=13107200,throttling.bps-total-max=20971520,throttling.bps-total-max-length=5,"
+        "throttling.iops-read=500,throttling.iops-read-max=1000,throttling.iops-read-max-length=5,throttling.iops-write=300")
+    assert qemu.throttle_group("virtio1", drive) == (
+        '{"id":"throttle-drive-virtio1","limits":{"bps-total":13107200,"bps-total-max":20971520,"bps-total-max-length":5,'
+        '"iops-read":500,"iops-read-max":1000,"iops-read-max-length":5,"iops-write":300},"qom-type":"throttle-group"}')
+    assert qemu.throttle_group("scsi0", {}) == '{"id":"throttle-drive-scsi0","limits":{},"qom-type":"throttle-group"}'
+    # bps (bytes) becomes mbps "0.000" in parse_drive: it passes the checks and limits nothing
+    assert call(fake, "PUT", "/nodes/pve1/qemu/100/config", {"virtio3": "local:1,bps_rd=1048576,mbps_rd_max=2"}).status == 200
+    assert qemu.throttle_limits({"bps_rd": "1048576", "mbps_rd_max": "2"}) == {"bps-read-max": 2 * 1024 * 1024}
+    assert fake.problems == []
+
+
+def test_libvirt_backend_limits_the_real_guest_with_iotune():
+    from tests.fakepve.libvirt_backend import add_iotune
+
+    disk = ET.fromstring('<disk><driver name="qemu"/><source file="/s.raw"/><target dev="vdb" bus="virtio"/><serial>S</serial></disk>')
+    add_iotune(disk, {"iops_rd": "500", "mbps": "12.5", "mbps_max": "20", "bps_max_length": "5"})
+    assert [c.tag for c in disk] == ["driver", "source", "target", "iotune", "serial"]
+    assert [(c.tag, c.text) for c in disk.find("iotune")] == [
+        ("total_bytes_sec", "13107200"), ("total_bytes_sec_max", "20971520"), ("total_bytes_sec_max_length", "5"),
+        ("read_iops_sec", "500")]
+    plain = ET.fromstring('<disk><target dev="vdb"/></disk>')
+    add_iotune(plain, {"cache": "none"})
+    assert plain.find("iotune") is None
+
+
+@pytest.mark.parametrize("action", ["stop", "shutdown"])
+def test_stopping_a_stopped_vm_is_a_task_that_ends_ok(fake, action):
+    """qemu-server's vm_stop/vm_shutdown: a task whatever the state; _do_vm_stop returns when no QEMU runs."""
+    linked_clone(fake)
+    upid = ok(call(fake, "POST", f"/nodes/pve1/qemu/100/status/{action}"))
+    assert f":qm{action}:100:" in upid and wait(fake, upid)["exitstatus"] == "OK"
+    assert ok(call(fake, "GET", "/nodes/pve1/qemu/100/status/current"))["status"] == "stopped"
+    wait(fake, ok(call(fake, "POST", "/nodes/pve1/qemu/100/status/start")))
+    wait(fake, ok(call(fake, "POST", f"/nodes/pve1/qemu/100/status/{action}")))
+    upid = ok(call(fake, "POST", f"/nodes/pve1/qemu/100/status/{action}"))  # again, once stopped
+    assert wait(fake, upid)["exitstatus"] == "OK" and not fake.vms[100].running
+    assert fake.problems == []

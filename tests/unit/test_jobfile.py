@@ -303,7 +303,7 @@ def test_a_job_file_larger_than_the_scratch_disk_names_file_line_and_what_to_set
 
 
 def test_unknown_keys_in_a_job_file_entry_are_refused(tmp_path):
-    with pytest.raises(ScenarioError, match="unknown key; allowed here: env, file, name, runtime, size"):
+    with pytest.raises(ScenarioError, match="unknown key; allowed here: env, file, metric, name, runtime, size"):
         _scenario(tmp_path, "jobs:\n  - {file: oltp.fio, iodepth: 4}\n", OLTP)
 
 

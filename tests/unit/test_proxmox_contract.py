@@ -499,3 +499,42 @@ def test_volblocksize_through_a_temporary_zfspool_entry_removed_after_the_destro
         assert drv.leftovers() == []
         assert zvol not in node.datasets
         assert_secret_nowhere(fake, debug_logs, drv, vars(drv), res, node.commands)
+
+
+# ---- I/O limits: sent as disk options, in effect in QEMU's command line on 8.4 and 9.1 -------
+
+LIMITS_VM = VM + "  iops_rd: 500\n  iops_wr: 300\n  mbps: 12.5\n  iops_rd_max: 1000\n  mbps_max: 20\n  burst_length: 5\n"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_io_limits_are_sent_stored_and_in_effect(version, tmp_path, monkeypatch):
+    from vmbench.run.evidence import problems
+
+    with new_fake(version) as fake:
+        fake.add_template()
+        node = FakePveNode(fake, kvm=True)
+        drv, s, _ = make_driver(tmp_path, monkeypatch, scenario_text(fake, sections=LIMITS_VM), node)
+        prepare(drv, s)
+        req = request(s)
+        res = drv.new_resources(TAG, req)
+        drv.create_vm(TAG, req, res)
+        guest = drv.boot(TAG, req, res, RecordingProgress(), s.hypervisor.boot_timeout)
+        applied = guest.applied()
+        _, disk = params_of(fake, "POST", VM_CONFIG)
+        assert disk == {"scsi1": f"local:1,cache=none,aio=native,iothread=1,serial={SERIAL},detect_zeroes=0,iops_rd=500,"
+                                 "iops_wr=300,mbps=12.5,iops_rd_max=1000,mbps_max=20,iops_rd_max_length=5,bps_max_length=5,"
+                                 "format=raw"}
+        eff = effective_settings(applied, {})
+        want = {"iops": "none", "iops_rd": 500, "iops_wr": 300, "mbps": 12.5, "mbps_rd": "none", "mbps_wr": "none",
+                "iops_max": "none", "iops_rd_max": 1000, "iops_wr_max": "none", "mbps_max": 20, "mbps_rd_max": "none",
+                "mbps_wr_max": "none", "burst_length": 5}
+        assert {k: eff[f"config_{k}"] for k in want} == want and {k: eff[f"qemu_{k}"] for k in want} == want
+        cmdline = " ".join(applied.qemu_cmdline)
+        if version == "8.4":  # on the -drive
+            assert ",throttling.bps-total=13107200,throttling.bps-total-max=20971520," in cmdline
+        else:  # in the throttle group the disk's throttle -blockdev names
+            assert '"id":"throttle-drive-scsi1","limits":{"bps-total":13107200,' in cmdline
+        assert not [p for p in problems(s.cells[0].vm, eff, "kvm") if "throttling" in p or "config" in p]
+        drv.remove_vm(res)
+        drv.close()
+        assert fake.problems == []

@@ -132,6 +132,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(tabulate(rows, headers=["boot", "cell", "VM settings", "layers measured"], tablefmt="simple"))
     if len(refs) > 1:
         print("the host is measured once per storage setting, before the first boot on it (a new storage setting needs a new boot)")
+    if s.load is not None:
+        _print_load_plan(plan)
     print()
     jrows = [[j.name, j.describe(), format_duration(j.duration) if j.duration else "?", "sync" if j.is_sync else ""] for j in s.jobs]
     print(tabulate(jrows, headers=["job", "what", "runtime+ramp", ""], tablefmt="simple"))
@@ -155,7 +157,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print("note: buffered jobs (direct: false) drop the page cache before each run, on the guest and on the whole host")
     print()
     guest = len(plan.guest_measurements()) * s.repeats
-    print(f"VMs: {len(plan.boots)}, boots: {len(plan.boots)}, cells: {len(plan.cells)}, "
+    vms = sum(u.step.size for u in plan.load_units()) if s.load else len(plan.boots)
+    print(f"VMs: {vms}, boots: {vms}, cells: {len(plan.cells)}, "
           f"guest fio runs: {guest}, host fio runs: {plan.host_measurements()}")
     print(f"estimated duration: {format_duration(est.total)} with {est.accelerator} "
           f"(boots {format_duration(est.boots)}, guest fio {format_duration(est.guest_fio)}, host fio {format_duration(est.host_fio)}"
@@ -163,6 +166,26 @@ def cmd_plan(args: argparse.Namespace) -> int:
           + (f"; up to {format_duration(est.total_max)} if every group needs {policy.max} repeats"
              if policy.adaptive else ""))
     return 0
+
+
+def _print_load_plan(plan) -> None:
+    """The load steps: each VM configuration's steps, their VMs (role and own settings) and host reference."""
+    from tabulate import tabulate
+
+    load = plan.scenario.load
+    rows = []
+    for u in plan.load_units():
+        roles: dict[str, int] = {}
+        for m in u.step.members:
+            roles[m.role.value] = roles.get(m.role.value, 0) + 1
+        own = sorted({f"{m.role.value}: " + ", ".join(f"{k}={v}" for k, v in m.overrides.describe().items())
+                      for m in u.step.members if m.overrides.axes})
+        rows.append([u.boot.seq, u.step.index, u.step.name, u.step.size, ", ".join(f"{n} {r}" for r, n in roles.items()),
+                     "; ".join(own) or "-", f"{u.step.size} volume(s)" if u.has_host else "-"])
+    print()
+    print(tabulate(rows, headers=["boot", "step", "name", "VMs", "roles", "own settings", "host reference"], tablefmt="simple"))
+    print(f"each step's VMs boot {load.boot_parallel} at a time and start each job together; the load goes on "
+          f"{load.tail_seconds:g}s after each measured window (fio's tail) so that every window is fully loaded")
 
 
 def _cached_accelerator(scenario) -> str | None:

@@ -26,6 +26,16 @@ node does: off < on < unmap; QEMU's default off) and ``discard`` as it reaches t
 device or, for SCSI, its controller; the accelerator from ``-accel``, ``-machine accel=`` or
 ``-enable-kvm`` (else a binary named ``kvm`` prefers KVM).
 
+The I/O limits as QEMU runs them (:func:`throttle_readings`, one reading per limit axis in
+IOPS, MiB/s and seconds, :data:`NO_LIMIT` where none): from a ``-drive``'s
+``throttling.iops-total=``/``throttling.bps-read-max=``/``throttling.iops-total-max-length=``
+(PVE 8, ``QemuServer.pm`` print_drive_commandline_full), or from the ``-object
+throttle-group`` a ``throttle`` node of the chain names (PVE 9, ``Blockdev.pm``
+generate_throttle_group: JSON ``"limits":{"iops-total":...}``; the key=value forms
+``limits.iops-total=`` and ``x-iops-total=`` too); :func:`qmp_limits` reads QMP
+``query-block`` (libvirt applies ``<iotune>`` with block_set_io_throttle, not on the command
+line).
+
 The CPU as QEMU runs it (:func:`cpu_readings`): the ``-cpu`` model, which is not always the
 configured one (Proxmox passes its built-in x86-64-v2-AES as ``qemu64,+aes,...`` and maps
 deprecated models such as Icelake-Client to others, ``CPUConfig.pm`` get_cpu_options), its
@@ -41,6 +51,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..scenario.model import LIMIT_BURSTS, LIMIT_NAMES, LIMIT_RATES, MiB, limit_mbps
 from ..settings import Cache, DetectZeroes, Discard
 from .base import Applied
 
@@ -233,6 +244,84 @@ def _discard(values: list[Any]) -> str:
     return Discard.UNMAP.value if parsed and all(d is Discard.UNMAP for d in parsed) else Discard.IGNORE.value
 
 
+#: a limit that is not in effect: a rate QEMU reports as 0 or not at all, no burst
+NO_LIMIT = "none"
+_DIRECTION = {"": "total", "rd": "read", "wr": "write"}
+
+
+def throttle_option(name: str) -> str:
+    """A limit axis as QEMU's throttle option: iops -> iops-total, mbps_rd -> bps-read,
+    iops_wr_max -> iops-write-max (its burst's length: that plus ``-length``)."""
+    base = name.removesuffix("_max")
+    unit, _, direction = base.partition("_")
+    opt = f"{'iops' if unit == 'iops' else 'bps'}-{_DIRECTION[direction]}"
+    return opt + ("-max" if name != base else "")
+
+
+def qmp_limits(inserted: Mapping[str, Any]) -> dict[str, Any]:
+    """QMP ``query-block``'s ``inserted`` (iops, bps_rd, iops_max, bps_wr_max_length...) keyed
+    by QEMU's throttle options (iops-total, bps-read, iops-total-max, bps-write-max-length)."""
+    out: dict[str, Any] = {}
+    for name in LIMIT_RATES + LIMIT_BURSTS:
+        qmp = name.replace("mbps", "bps")
+        if qmp in inserted:
+            out[throttle_option(name)] = inserted[qmp]
+        if name in LIMIT_BURSTS and f"{qmp}_length" in inserted:
+            out[throttle_option(name) + "-length"] = inserted[f"{qmp}_length"]
+    return out
+
+
+def _whole(value: Any) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return int(float(str(value)))
+    except ValueError:
+        return None
+
+
+def throttle_readings(prefix: str, limits: Mapping[str, Any]) -> dict[str, Any]:
+    """QEMU's throttle limits (keyed by :func:`throttle_option` names; bytes per second) as
+    one reading per limit axis under ``prefix`` + its name: IOPS, MiB/s (as vmbench states
+    them, :func:`~vmbench.scenario.model.limit_mbps`), and ``burst_length``: the length of
+    every burst that is set (QEMU's default 1), "mixed (...)" when they differ;
+    :data:`NO_LIMIT` where there is none."""
+    out: dict[str, Any] = {}
+    lengths: dict[str, int] = {}
+    for name in LIMIT_NAMES[:-1]:
+        value = _whole(limits.get(throttle_option(name)))
+        if not value or value < 0:
+            out[prefix + name] = NO_LIMIT
+            continue
+        out[prefix + name] = value if name.startswith("iops") else limit_mbps(value / MiB)
+        if name in LIMIT_BURSTS:
+            lengths[name] = _whole(limits.get(throttle_option(name) + "-length")) or 1
+    if not lengths:
+        out[prefix + "burst_length"] = NO_LIMIT
+    elif len(set(lengths.values())) == 1:
+        out[prefix + "burst_length"] = next(iter(lengths.values()))
+    else:
+        out[prefix + "burst_length"] = "mixed (" + ", ".join(f"{k} {v}" for k, v in lengths.items()) + ")"
+    return out
+
+
+def _group_limits(args: QemuArgs, chain: list[dict]) -> dict[str, Any] | None:
+    """The limits of the throttle group the first ``throttle`` node of ``chain`` names ({}
+    when the chain has no throttle node; None when its group is not on the command line)."""
+    node = next((n for n in chain if n.get("driver") == "throttle"), None)
+    if node is None:
+        return {}
+    group = node.get("throttle-group")
+    obj = next((o for o in args.objects if o.get("qom-type") == "throttle-group" and o.get("id") == group), None)
+    if obj is None:
+        return None
+    if isinstance(obj.get("limits"), dict):
+        return dict(obj["limits"])
+    out = {k.removeprefix("limits."): v for k, v in obj.items() if k.startswith("limits.")}
+    out.update({k[2:]: v for k, v in obj.items() if k.startswith("x-") and k[2:] not in out})
+    return out
+
+
 def drive_protocol(drive: Mapping[str, Any]) -> str | None:
     """The protocol driver of a legacy ``-drive``: ``file.driver=``, else the ``file=``
     prefix QEMU reads (``rbd:pool/image:...``, ``iscsi://portal/target/lun``,
@@ -258,7 +347,7 @@ def has_aio(protocol: str | None) -> bool:
 
 def disk_readings(args: QemuArgs, serial: str, disk_key: str | None = None, path: str | None = None) -> dict[str, Any]:
     """The scratch disk as QEMU runs it: qemu_cache/aio/format/iothread/detect_zeroes/discard,
-    its file and device.  ``path`` finds its blockdev chain when no device names it."""
+    its I/O limits (qemu_iops, qemu_mbps_rd... :func:`throttle_readings`), its file and device.  ``path`` finds its blockdev chain when no device names it."""
     out: dict[str, Any] = {}
     dev = find_device(args, serial, disk_key)
     if dev is None and path:
@@ -285,6 +374,8 @@ def disk_readings(args: QemuArgs, serial: str, disk_key: str | None = None, path
         out["qemu_cache"] = mode.value if mode is not None else f"unknown {legacy.get('cache')}"
         out["qemu_detect_zeroes"] = _detect_zeroes([legacy.get("detect-zeroes") or DetectZeroes.OFF.value])
         out["qemu_discard"] = _discard([legacy.get("discard") or Discard.IGNORE.value])
+        out.update(throttle_readings("qemu_", {k.removeprefix("throttling."): v for k, v in legacy.items()
+                                               if k.startswith("throttling.")}))
     elif drive_id:
         whole = _chain(str(drive_id), args.nodes)
         chain = [n for n in whole if n.get("driver") not in PASS_THROUGH]
@@ -305,6 +396,9 @@ def disk_readings(args: QemuArgs, serial: str, disk_key: str | None = None, path
         if whole:
             out["qemu_detect_zeroes"] = _detect_zeroes([n.get("detect-zeroes") or DetectZeroes.OFF.value for n in whole])
             out["qemu_discard"] = _discard([n.get("discard") or Discard.IGNORE.value for n in whole])
+            limits = _group_limits(args, whole)
+            if limits is not None:
+                out.update(throttle_readings("qemu_", limits))
     iothread = dev.get("iothread")
     if not iothread and str(dev.get("driver", "")).startswith("scsi-"):
         ctrl_id = str(dev.get("bus", "")).rsplit(".", 1)[0]

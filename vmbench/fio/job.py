@@ -5,6 +5,12 @@ The host and the guest run ``fio_argv(job, target, output)``; only ``--filename`
 comparison whose other parameters differ (METHOD rule 2).  A job file runs as a rewritten copy
 per target (:mod:`vmbench.fio.jobfile`) whose name carries the digest of the rewritten text with
 target and paths as placeholders, so the same check covers the file's contents.
+
+A load step that runs the same job in several VMs at once adds a *tail* to each run: a second
+job section (``vmbench-tail``) with the same I/O options, stonewalled after the measured job, that
+keeps the load on while the other VMs finish their measured windows; it is left out of every
+figure (:func:`vmbench.fio.result.parse_fio_json`).  :class:`Metric` names the figure a job is
+judged by.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 from ..errors import VmbenchError
+from ..settings import Choice
 from ..units import format_size
 
 RW_MODES = ("read", "write", "randread", "randwrite", "rw", "randrw", "readwrite")
@@ -25,7 +32,28 @@ TARGET_ENV = "VMBENCH_TARGET"
 SIZE_ENV = "VMBENCH_SIZE"
 LOG_AVG_MSEC = 1000  # fio's own time series: one point per second
 LOG_PATH_OPTIONS = ("--write_iops_log=", "--write_lat_log=")
+TAIL_NAME = "vmbench-tail"  # the job section that keeps the load on after the measured job
 _JOBFILE_COPY = re.compile(r"/job-[0-9a-f]+-([0-9a-f]{16})\.fio$")
+
+
+class Metric(Choice):
+    """The figure a delta, verdict or target of a job is about."""
+
+    IOPS = "iops"
+    MBPS = "mbps"
+    P50 = "p50"
+    P95 = "p95"
+    P99 = "p99"
+    P999 = "p99.9"
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self in (Metric.IOPS, Metric.MBPS)
+
+    @property
+    def percentile(self) -> float | None:
+        """The completion-latency percentile (50.0 ... 99.9); None for IOPS and MB/s."""
+        return None if self.higher_is_better else float(self.value[1:])
 
 
 @dataclass(frozen=True)
@@ -69,6 +97,32 @@ class FioJob:
     #: every write (refill_buffers), for compression tests; None: fio's defaults
     buffer_compress_percentage: int | None = None
     refill_buffers: bool | None = None
+    #: a fixed rate per job (fio's numjobs) and, in mixed jobs, per direction: I/Os or bytes a
+    #: second (fio's rate_iops, rate); None: as fast as it goes
+    rate_iops: int | None = None
+    rate: int | None = None
+    #: the figure this job is judged by (see :attr:`judged_by`); it does not shape the I/O, so
+    #: it is neither compared nor stored in :meth:`params`
+    metric: Metric | None = field(default=None, compare=False)
+
+    @property
+    def fixed_rate(self) -> bool:
+        """The job runs at a fixed rate: rate_iops/rate, or a job file that sets one."""
+        if self.jobfile is not None:
+            from .jobparse import parse
+
+            parsed = parse(self.jobfile.text, self.jobfile.path)
+            return any(o.name in ("rate", "rate_iops") and o.value is not None
+                       for sec in parsed.sections for o in sec.options)
+        return self.rate_iops is not None or self.rate is not None
+
+    @property
+    def judged_by(self) -> Metric:
+        """``metric`` when set; else p99 for a fixed-rate job (its IOPS are the rate it was
+        given) and IOPS for any other."""
+        if self.metric is not None:
+            return self.metric
+        return Metric.P99 if self.fixed_rate else Metric.IOPS
 
     @property
     def is_sync(self) -> bool:
@@ -114,12 +168,18 @@ class FioJob:
             parts.append(f"data {self.buffer_compress_percentage}% compressible")
         if self.refill_buffers:
             parts.append("refilled")
+        if self.rate_iops is not None or self.rate is not None:
+            per = (["reads and writes each"] if self.rw in MIXED_MODES else []) + (["per job"] if self.numjobs > 1 else [])
+            parts.append(f"at {self.rate_iops} IOPS" if self.rate_iops is not None else f"at {_rate(self.rate or 0)}")
+            if per:
+                parts.append(f"({', '.join(per)})")
         return " ".join(parts)
 
     def params(self) -> dict:
         """Every parameter that shapes the I/O (stored with each result)."""
         d = asdict(self)
-        for key in ("buffer_compress_percentage", "refill_buffers"):  # unset: as stored before they existed
+        del d["metric"]  # what the job is judged by, not how it runs
+        for key in ("buffer_compress_percentage", "refill_buffers", "rate_iops", "rate"):  # unset: as stored before they existed
             if d[key] is None:
                 del d[key]
         if self.jobfile is not None:
@@ -128,21 +188,33 @@ class FioJob:
 
 
 def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile_path: str | None = None,
-             log_prefix: str | None = None) -> list[str]:
+             log_prefix: str | None = None, tail_seconds: float = 0, epoch_logs: bool = False) -> list[str]:
     """The exact fio command for ``job`` against ``target`` writing json+ to ``output``;
-    with ``log_prefix``, fio also writes its IOPS and latency logs there (one point a second).
+    with ``log_prefix``, fio also writes its IOPS and latency logs there (one point a second),
+    stamped in unix epoch milliseconds with ``epoch_logs``.
+
+    With ``tail_seconds`` a second job section, :data:`TAIL_NAME`, follows the measured job:
+    the same I/O options and logs, stonewalled (it starts when the measured job ends), in a
+    group of its own, time-based for ``tail_seconds`` without ramp.  On fio's command line
+    the options after ``--name=x`` belong to job x alone, so the tail repeats every one of them.
+    fio numbers the logs of the measured job's ``numjobs`` clones 1..numjobs and the tail's
+    after them (:mod:`vmbench.fio.window`).
 
     For a job file, ``jobfile_path`` is the rewritten copy on that side (it names the target
-    and its own logs; ``log_prefix`` is unused); the target is also in the ``VMBENCH_TARGET``
-    environment variable (see :func:`fio_env`).
+    and its own logs; ``log_prefix`` and ``epoch_logs`` are unused; a tail is refused); the
+    target is also in the ``VMBENCH_TARGET`` environment variable (see :func:`fio_env`).
     """
+    if tail_seconds < 0:
+        raise ValueError(f"tail_seconds {tail_seconds} is negative")
     if job.jobfile is not None:
+        if tail_seconds:
+            raise ValueError("a job-file job cannot have a tail: vmbench does not rewrite its jobs into a second one")
         if not jobfile_path:
             raise ValueError("a job-file job needs jobfile_path")
         return [fio, "--output-format=json+", f"--output={output}", jobfile_path]
-    argv = [
-        fio,
-        f"--name={job.name}",
+    if tail_seconds and job.name == TAIL_NAME:
+        raise ValueError(f"a job named {TAIL_NAME} cannot have a tail: its figures would be left out")
+    io = [
         f"--filename={target}",
         f"--rw={job.rw}",
         f"--bs={job.bs}",
@@ -151,25 +223,43 @@ def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile
         f"--ioengine={job.ioengine}",
         f"--direct={int(job.direct)}",
         f"--size={job.size}",
+    ]
+    optional = []
+    if job.rwmixread is not None:
+        optional.append(f"--rwmixread={job.rwmixread}")
+    if job.sync:
+        optional.append("--sync=1")
+    if job.fsync:
+        optional.append(f"--fsync={job.fsync}")
+    if job.buffer_compress_percentage is not None:
+        optional.append(f"--buffer_compress_percentage={job.buffer_compress_percentage}")
+    if job.refill_buffers is not None:
+        optional.append(f"--refill_buffers={int(job.refill_buffers)}")
+    if job.rate_iops is not None:
+        optional.append(f"--rate_iops={job.rate_iops}")
+    if job.rate is not None:
+        optional.append(f"--rate={job.rate}")
+    logs = []
+    if log_prefix:
+        logs = [f"--write_iops_log={log_prefix}", f"--write_lat_log={log_prefix}", f"--log_avg_msec={LOG_AVG_MSEC}"]
+        if epoch_logs:
+            logs.append("--log_unix_epoch=1")
+    argv = [
+        fio,
+        f"--name={job.name}",
+        *io,
         "--time_based=1",
         f"--runtime={_secs(job.runtime)}",
         f"--ramp_time={_secs(job.ramp)}",
         "--group_reporting=1",
         "--randrepeat=0",
         "--percentile_list=50:95:99:99.9",
+        *optional,
+        *logs,
     ]
-    if job.rwmixread is not None:
-        argv.append(f"--rwmixread={job.rwmixread}")
-    if job.sync:
-        argv.append("--sync=1")
-    if job.fsync:
-        argv.append(f"--fsync={job.fsync}")
-    if job.buffer_compress_percentage is not None:
-        argv.append(f"--buffer_compress_percentage={job.buffer_compress_percentage}")
-    if job.refill_buffers is not None:
-        argv.append(f"--refill_buffers={int(job.refill_buffers)}")
-    if log_prefix:
-        argv += [f"--write_iops_log={log_prefix}", f"--write_lat_log={log_prefix}", f"--log_avg_msec={LOG_AVG_MSEC}"]
+    if tail_seconds:
+        argv += [f"--name={TAIL_NAME}", *io, "--group_reporting=1", "--randrepeat=0", *optional, *logs,
+                 "--stonewall", "--new_group", "--time_based=1", f"--runtime={_secs(tail_seconds)}", "--ramp_time=0"]
     argv += ["--output-format=json+", f"--output={output}"]
     return argv
 
@@ -217,14 +307,14 @@ def precondition_argv(job: FioJob, target: str, output: str, *, fio: str = "fio"
 
 def comparable_params(argv: Sequence[str]) -> list[str]:
     """The argv without what legitimately differs between sides: the fio binary, the target
-    (``--filename``), the output file, fio's logs (paths, averaging) and the path of a job file,
+    (``--filename``), the output file, fio's logs (paths, averaging, time stamps) and the path of a job file,
     of which only the digest of its rewritten text is kept (``jobfile=<digest>``)."""
     out = []
     for arg in list(argv)[1:]:
         if arg.startswith("--"):
-            # --log_avg_msec only sets how fio averages its logs, not the I/O (runs stored before
-            # vmbench kept fio's logs have none, and can still be resumed)
-            if not arg.startswith(("--filename=", "--output=", "--log_avg_msec=") + LOG_PATH_OPTIONS):
+            # --log_avg_msec and --log_unix_epoch only set how fio averages and stamps its logs,
+            # not the I/O (runs stored before vmbench kept fio's logs have none, and can still be resumed)
+            if not arg.startswith(("--filename=", "--output=", "--log_avg_msec=", "--log_unix_epoch=") + LOG_PATH_OPTIONS):
                 out.append(arg)
         elif (m := _JOBFILE_COPY.search(arg)) is not None:
             out.append(f"jobfile={m.group(1)}")
@@ -250,3 +340,11 @@ def job_hash(job: FioJob) -> str:
 
 def _secs(value: float) -> str:
     return f"{int(value)}" if float(value).is_integer() else f"{value:g}"
+
+
+def _rate(bytes_per_s: int) -> str:
+    """50 MiB/s, 512 KiB/s, 1000 B/s: exact, in fio's binary multiples."""
+    for unit, mult in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if bytes_per_s >= mult and bytes_per_s % mult == 0:
+            return f"{bytes_per_s // mult} {unit}/s"
+    return f"{bytes_per_s} B/s"

@@ -3,6 +3,8 @@
 fio's json+ keeps, per direction, the completion-latency histogram (``clat_ns.bins``:
 bucket value -> count).  Percentiles computed from merged bins are exact across jobs,
 directions and repeats, where averaging percentiles would be wrong (METHOD rule 5).
+The tail job of a load step (``vmbench-tail``, :data:`vmbench.fio.job.TAIL_NAME`) only keeps
+the load on: it is in no figure.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..errors import VmbenchError
+from .job import TAIL_NAME
 
 PERCENTILES = (50.0, 95.0, 99.0, 99.9)
 DIRECTIONS = ("read", "write", "trim")
@@ -105,7 +108,8 @@ class FioResult:
 
 
 def parse_fio_json(text: str | bytes) -> FioResult:
-    """Parse fio's json/json+ output.  Refuses output with a job error or no I/O."""
+    """Parse fio's json/json+ output, leaving the tail job out.  Refuses output with a job
+    error (the tail's included) or no I/O."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
     # fio may print warnings before the JSON document when --output is not used.
@@ -122,6 +126,9 @@ def parse_fio_json(text: str | bytes) -> FioResult:
     for job in jobs:
         if job.get("error"):
             raise FioOutputError(f"fio job {job.get('jobname')} failed with error {job['error']}")
+    jobs = [job for job in jobs if job.get("jobname") != TAIL_NAME]
+    if not jobs:
+        raise FioOutputError(f"fio's output has only the {TAIL_NAME} job")
     directions = []
     for name in DIRECTIONS:
         parts = [job[name] for job in jobs if job.get(name, {}).get("total_ios", 0) > 0]

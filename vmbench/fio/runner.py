@@ -3,7 +3,8 @@
 fio writes its output to a file on the side it ran on (``--output=``), which is read back
 afterwards: guest-agent replies are size-limited, files are not.  fio's own IOPS and latency
 logs (``<workdir>/log-<token>...``) are read back the same way, removed, and parsed into
-per-second series (:func:`parse_logs`).
+per-second series (:func:`parse_logs`; the measured job's only, not a tail's) and, with
+epoch-stamped logs, into the run's measured and loaded times (:mod:`vmbench.fio.window`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import re
 import secrets
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..telemetry import sampler as telemetry_
 from ..errors import VmbenchError
@@ -25,11 +26,11 @@ from ..units import format_duration
 from . import jobfile
 from .job import LOG_AVG_MSEC, FioJob, check_identical, fio_argv, fio_env, precondition_argv
 from .result import FioResult, parse_fio_json
+from .window import EPOCH_MS, FioWindow, measured_logs, window_from_logs
 
 log = logging.getLogger(__name__)
 MIN_TIMEOUT = 120.0
 BIN_MS = LOG_AVG_MSEC  # the series' resolution
-EPOCH_MS = 10**11  # log times above this are unix epoch milliseconds (log_unix_epoch=1)
 _LOG_KIND = re.compile(r"_(iops|clat)(?:\.\d+)?\.log$")
 
 
@@ -47,11 +48,13 @@ class FioRun:
     series: dict = field(default_factory=dict)
     jobfile_text: str | None = None  # the rewritten copy of a job file that ran
     rewrites: tuple[str, ...] = ()  # what vmbench changed in it, one line each
+    #: when fio measured and loaded, in this side's epoch ms (run with epoch_logs, a built-in job)
+    window: FioWindow | None = None
 
 
-def job_timeout(job: FioJob, slow: bool) -> float:
+def job_timeout(job: FioJob, slow: bool, tail_seconds: float = 0) -> float:
     """Generous: fio also lays out files and may be slowed by TCG; never unbounded."""
-    d = job.duration or 600.0
+    d = (job.duration or 600.0) + tail_seconds
     return max(MIN_TIMEOUT, d * (4 if slow else 2) + 60)
 
 
@@ -70,6 +73,9 @@ def run_fio(
     host_side: Transport | None = None,
     host_workdir: str = "",
     host_target: str | None = None,
+    tail_seconds: float = 0,
+    epoch_logs: bool = False,
+    before_start: Callable[[], None] | None = None,
 ) -> FioRun:
     """Run ``job`` on ``target``.  ``must_match`` is the other side's argv for the same job:
     the run is refused unless every parameter but target, output and log paths is identical
@@ -85,7 +91,14 @@ def run_fio(
     a /dev/zvol/... device or a file; None: every whole disk) a second sampler runs on the
     host, in ``host_workdir``, from just before fio until just after: its series are stored as
     "host-disk" and "host-cpu" (:func:`vmbench.telemetry.sampler.as_host`), and ``zfs_pool`` then names
-    the host's pool, sampled there only ("zpool", "arc"): the guest's sampler gets no pool."""
+    the host's pool, sampled there only ("zpool", "arc"): the guest's sampler gets no pool.
+
+    ``tail_seconds`` keeps the load on that long after the measured job (a built-in job only;
+    see :func:`vmbench.fio.job.fio_argv`); it is in no figure and no fio series.  With
+    ``epoch_logs`` fio stamps its logs in unix epoch ms and :attr:`FioRun.window` says when
+    this run measured and loaded, on this side's clock (None for a job file).  ``before_start``
+    is called just before fio starts (after the samplers; e.g. a barrier shared by the runs
+    started together); what it raises ends the run like a failure of fio."""
     progress = progress or NullProgress()
     token = secrets.token_hex(4)
     output = f"{workdir}/fio-{token}.json"
@@ -96,10 +109,12 @@ def run_fio(
         text, lines = jobfile.rewrite(job.jobfile.text, target, workdir, token)
         rewrites = tuple(lines)
         jobfile_path = f"{workdir}/job-{token}-{jobfile.digest(job.jobfile.text)}.fio"
-    argv = fio_argv(job, target, output, jobfile_path=jobfile_path, log_prefix=f"{workdir}/log-{token}")
+    argv = fio_argv(job, target, output, jobfile_path=jobfile_path, log_prefix=f"{workdir}/log-{token}",
+                    tail_seconds=tail_seconds, epoch_logs=epoch_logs)
     if must_match is not None:
         check_identical(must_match, argv)
-    total = job.duration
+    total = None if job.duration is None else job.duration + tail_seconds
+    timeout = job_timeout(job, slow, tail_seconds)
 
     def tick(elapsed: float) -> None:
         if total is None:
@@ -117,9 +132,9 @@ def run_fio(
         if on_host and not host_workdir:
             log.warning("%s: host telemetry not recorded: no host work directory", label)
             on_host = False
-        host_sampler = (telemetry_.Sampler(host_side, host_target, host_workdir, token, job_timeout(job, slow),  # type: ignore[arg-type]
+        host_sampler = (telemetry_.Sampler(host_side, host_target, host_workdir, token, timeout,  # type: ignore[arg-type]
                                            zfs_pool=zfs_pool) if on_host else None)
-        sampler = (telemetry_.Sampler(transport, target, workdir, token, job_timeout(job, slow),
+        sampler = (telemetry_.Sampler(transport, target, workdir, token, timeout,
                                       zfs_pool=None if host_side is not None else zfs_pool) if telemetry else None)
         if host_sampler is not None:
             host_sampler.start()
@@ -127,7 +142,9 @@ def run_fio(
             if sampler is not None:
                 sampler.start()
             try:
-                transport.run(argv, env=fio_env(job, target), timeout=job_timeout(job, slow), on_wait=tick)
+                if before_start is not None:
+                    before_start()
+                transport.run(argv, env=fio_env(job, target), timeout=timeout, on_wait=tick)
             finally:
                 if sampler is not None:
                     sampled = sampler.stop()
@@ -143,8 +160,15 @@ def run_fio(
         _remove(transport, [output] + ([jobfile_path] if jobfile_path else []) + [f"{workdir}/{n}" for n in names])
     raw = raw[raw.find("{"):] if "{" in raw else raw
     result = parse_fio_json(raw)
+    window = None
+    if job.jobfile is None:
+        if epoch_logs:
+            window = window_from_logs(logs, ramp_s=job.ramp, measured_jobs=job.numjobs, runtime_s=job.runtime,
+                                      tail_s=tail_seconds)
+        if tail_seconds:
+            logs = measured_logs(logs, job.numjobs)
     return FioRun(argv=tuple(argv), target=target, result=result, raw_json=raw, series={**parse_logs(logs), **sampled},
-                  jobfile_text=text, rewrites=rewrites)
+                  jobfile_text=text, rewrites=rewrites, window=window)
 
 
 def precondition(transport: Transport, job: FioJob, target: str, workdir: str, *, slow: bool = False) -> dict:

@@ -3,7 +3,10 @@
 Pure: runs in, table models and refusals out.  The same group
 (:meth:`~vmbench.results.key.MeasurementKey.group`: side, cell, stack, layer, job) of each
 run is put in one row with its median IOPS, MB/s and p99, and each run's change from
-the baseline run with its bootstrap interval and verdict (:mod:`vmbench.report.stats`).
+the baseline run with its bootstrap interval and verdict (:mod:`vmbench.report.stats`), on
+the job's metric (:func:`job_metric`: the baseline run's plan names it; a run stored before
+jobs had one reads as IOPS).  A fixed-rate group that fell short of its rate is flagged and
+compared with nothing.
 
 A pair is compared only when it is the same experiment (METHOD rule 2): equal fio
 parameters (job hash), the same layer, the same accelerator, on the same host
@@ -16,16 +19,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..run.environment import SAME_HOST_KEYS
 from ..results.db import RunRow
 from ..results.key import MeasurementKey
 from ..scenario.axes import stored_setting
+from ..fio.job import Metric
+from ..fio.result import Histogram
 from . import stats
-from .rows import Figures, aggregate, group, judge_change
+from .loadrows import excluded, load_plan
+from .rows import Figures, aggregate, group, job_metrics, judge_change, metric_of
 from .facts import RepeatPolicy
-from .tables import Column, Table, delta_pct, f_int, f_mb, f_ms, f_text
+from .tables import Column, Table, by_iops, delta_pct, f_int, f_mb, f_ms, f_text, metric_header, metric_notes, saturation_notes
 
 #: What identifies the machine a measurement describes: the SAME_HOST_KEYS that are about
 #: the host and its software.  The rest of SAME_HOST_KEYS (driver, URI, state dir, pool, SSH
@@ -81,8 +87,9 @@ def _p(value) -> str:
     return str(value)
 
 
-def _groups(measurements: Sequence[dict], cells: Sequence[dict]) -> dict[MeasurementKey, list[dict]]:
-    """The run's measurements by group; invalid cells left out."""
+def _groups(measurements: Sequence[dict], cells: Sequence[dict], plan: dict | None = None) -> dict[MeasurementKey, list[dict]]:
+    """The run's measurements by group; invalid cells left out; a load run's rows as step
+    aggregates (:func:`load_aggregates`)."""
     names = {c["id"]: c["name"] for c in cells if "id" in c}
     valid = {c["name"] for c in cells if c.get("valid", True)}
     rows = []
@@ -91,12 +98,66 @@ def _groups(measurements: Sequence[dict], cells: Sequence[dict]) -> dict[Measure
         if m["side"] == "guest" and cell not in valid:
             continue
         rows.append(dict(m, cell=cell))
+    if any(int(m.get("load_step") or 0) > 0 for m in rows):
+        rows = [m for m in rows if not int(m.get("load_step") or 0)] + load_aggregates(rows, plan or {})
     return group(rows)
+
+
+#: a load step's rows are compared as these parts: the VMs summed (scaling), or the victim
+#: and the aggressors summed apart (noisy neighbour); the part is the aggregate's ``vm``
+_PART = {"victim": 0, "aggressor": 1}
+
+
+def load_aggregates(rows: Sequence[dict], plan: dict) -> list[dict]:
+    """A load run's rows as one row per step part and repeat: IOPS and bandwidth summed over
+    the part's VMs, their histograms merged, the part as ``vm`` (0: every peer, or the victim;
+    1: the aggressors), its size as ``load_vms`` and the step's name as ``load_step_name``.
+    Excluded rows are left out, and so is a repeat missing one of the part's VMs (a sum
+    over some of the VMs is not the step's)."""
+    lp = load_plan(plan)
+    parts: dict[tuple, dict[int, list[dict]]] = {}
+    for m in rows:
+        step = int(m.get("load_step") or 0)
+        if step <= 0:
+            continue
+        part = _PART.get(str(m.get("role")), 0)
+        key = (m["side"], m.get("cell"), m.get("stack"), m["layer"], m["job"], step, part)
+        parts.setdefault(key, {}).setdefault(int(m["repeat"]), []).append(m)
+    out = []
+    for (side, cell, stack, layer, job, step, part), by_repeat in parts.items():
+        sp = lp.step(step) if lp else None
+        role = next((r.get("role") for rs in by_repeat.values() for r in rs), None)
+        if sp is not None:
+            want = sorted(int(v["vm"]) for v in sp.vms if _PART.get(str(v.get("role")), 0) == part)
+        else:
+            want = sorted({int(r.get("vm") or 0) for rs in by_repeat.values() for r in rs})
+        for repeat, rs in sorted(by_repeat.items()):
+            inc = [r for r in rs if not excluded(r)]
+            if sorted(int(r.get("vm") or 0) for r in inc) != want:
+                continue
+            hist = Histogram()
+            for r in inc:
+                hist = hist.merge(Histogram.from_json(r.get("clat_bins") or {}))
+            out.append(dict(inc[0], vm=part, repeat=repeat, iops=sum(float(r["iops"]) for r in inc),
+                            bw_bytes=sum(float(r["bw_bytes"]) for r in inc), clat_bins=hist.to_json(), load_vms=len(want),
+                            load_step_name=sp.name if sp else str(step), load_part=_part_words(role, len(want))))
+    return out
+
+
+def _part_words(role: object, n: int) -> str:
+    if role == "victim":
+        return "victim"
+    if role == "aggressor":
+        return f"aggressors ({n} summed)"
+    return f"{n} VM{'s' if n != 1 else ''} summed"
 
 
 def _check(key: MeasurementKey, a_rows: list[dict], b_rows: list[dict], a_fig: Figures, b_fig: Figures, la: str, lb: str) -> str | None:
     """Why two groups must not be compared (None when they may)."""
     what = f"{key.describe()}: run {lb} vs {la}"
+    if (a_rows[0].get("load_vms"), a_rows[0].get("load_step_name")) != (b_rows[0].get("load_vms"), b_rows[0].get("load_step_name")):
+        return (f"{what}: load step {key.load_step} differs: {b_rows[0].get('load_step_name')} ({b_rows[0].get('load_vms')} VMs) "
+                f"vs {a_rows[0].get('load_step_name')} ({a_rows[0].get('load_vms')} VMs)")
     for fig, lab in ((a_fig, la), (b_fig, lb)):
         if fig.job_hash == "mixed":
             return f"{what}: fio parameters differ between the repeats of run {lab}"
@@ -150,6 +211,19 @@ def _layer_refusals(groups: list[dict[MeasurementKey, list[dict]]], baseline_ind
     return out
 
 
+def job_metric(job: str, runs: Sequence[RunInput], baseline_index: int, rows: Sequence[dict] | None) -> Metric:
+    """The metric ``job`` is compared on: the baseline run's plan's; else the first other
+    run's plan that names one; else (a plan stored before jobs had one) as
+    :func:`~vmbench.report.rows.metric_of` reads the stored fio parameters."""
+    order = [baseline_index] + [i for i in range(len(runs)) if i != baseline_index]
+    for i in order:
+        plan = runs[i][0].plan or {}
+        named = [j for j in plan.get("jobs", []) if isinstance(j, dict) and j.get("name") == job and j.get("metric")]
+        if named:
+            return job_metrics({"jobs": named})[job]
+    return metric_of(job, rows, None)
+
+
 def compare_runs(runs: Sequence[RunInput], baseline_index: int = 0, *,
                  allow_other_host: bool = False) -> tuple[list[Table], list[str]]:
     """One table with every run side by side and each run's change from the baseline run;
@@ -159,7 +233,7 @@ def compare_runs(runs: Sequence[RunInput], baseline_index: int = 0, *,
     labels = [label(i) for i in range(len(runs))]
     base_run = runs[baseline_index][0]
     la = labels[baseline_index]
-    groups = [_groups(meas, cells) for _, meas, cells in runs]
+    groups = [_groups(meas, cells, run.plan) for run, meas, cells in runs]
     refusals: list[str] = []
     excluded: set[int] = set()
     for i, (run, _, _) in enumerate(runs):
@@ -177,10 +251,18 @@ def compare_runs(runs: Sequence[RunInput], baseline_index: int = 0, *,
     layer_refused = _layer_refusals(groups, baseline_index, excluded, labels, refusals)
 
     records = []
+    metrics: list[Metric] = []
     for key in keys:
         rec: dict = {"job": key.job, "side": key.side, "cell": key.cell or "", "stack": key.stack or "", "layer": key.layer}
         notes: list[str] = []
         base_rows = groups[baseline_index].get(key)
+        metric = job_metric(key.job, runs, baseline_index, base_rows or next(g[key] for g in groups if key in g))
+        metrics.append(metric)
+        rec["metric"] = stats.label(metric)
+        if key.load_step:
+            first = base_rows or next(g[key] for g in groups if key in g)
+            rec.update({"load_step": key.load_step, "step": f"{key.load_step}: {first[0].get('load_step_name')}",
+                        "vms": first[0].get("load_part")})
         base_fig = aggregate(base_rows) if base_rows else None
         for i, lab in enumerate(labels):
             rows = None if i in excluded else groups[i].get(key)
@@ -197,10 +279,14 @@ def compare_runs(runs: Sequence[RunInput], baseline_index: int = 0, *,
                     notes.append(f"{lab} refused (see below)")
                     fig = None
                 else:
-                    delta = judge_change(fig, base_fig)
+                    delta = judge_change(fig, base_fig, metric)
                     notes.append(_settings_note(base_rows, rows, la, lab))
+            if fig is not None and fig.saturated:
+                notes.append(f"{lab} {fig.saturated}: not compared")
             rec.update({f"{lab}_iops": fig.iops if fig else None, f"{lab}_mb_s": fig.mb_s if fig else None,
                         f"{lab}_p99_ms": fig.p99_ms if fig else None, f"{lab}_repeats": fig.repeats if fig else None})
+            if metric not in (Metric.IOPS, Metric.MBPS, Metric.P99):  # a latency not in the table's columns
+                rec[f"{lab}_metric_ms"] = fig.value_of(metric) if fig else None
             if i != baseline_index:
                 d = f"{lab}_vs_baseline"
                 rec.update({d: delta.value if delta else None, d + "_low": delta.low if delta else None,
@@ -209,27 +295,51 @@ def compare_runs(runs: Sequence[RunInput], baseline_index: int = 0, *,
         rec["note"] = "; ".join(filter(None, notes))
         records.append(rec)
 
-    cols = [Column("job", "job"), Column("side", "side"), Column("cell", "cell"), Column("stack", "stack", f_text), Column("layer", "layer")]
+    used = list(dict.fromkeys(metrics))
+    if by_iops(used):  # as before jobs had a metric
+        for r in records:
+            del r["metric"]
+    cols = [Column("job", "job")] + ([Column("metric", "judged by", f_text)] if len(used) > 1 else [])
+    cols += [Column("side", "side"), Column("cell", "cell"), Column("stack", "stack", f_text), Column("layer", "layer")]
+    loaded = any(r.get("load_step") for r in records)
+    if loaded:
+        cols += [Column("step", "load step", f_text), Column("vms", "VMs", f_text)]
     for i, lab in enumerate(labels):
         if i in excluded:
             continue
         cols += [Column(f"{lab}_iops", f"IOPS {lab}", f_int), Column(f"{lab}_mb_s", f"MB/s {lab}", f_mb),
                  Column(f"{lab}_p99_ms", f"p99 ms {lab}", f_ms)]
+        if any(f"{lab}_metric_ms" in r for r in records):
+            cols.append(Column(f"{lab}_metric_ms", f"judged ms {lab}", row_fmt=_judged_ms(f"{lab}_metric_ms")))
     for i, lab in enumerate(labels):
         if i != baseline_index and i not in excluded:
-            cols.append(Column(f"{lab}_vs_baseline", f"{lab} vs {la}", row_fmt=delta_pct(f"{lab}_vs_baseline")))
+            cols.append(Column(f"{lab}_vs_baseline", metric_header(f"{lab} vs {la}", used), row_fmt=delta_pct(f"{lab}_vs_baseline")))
     cols.append(Column("note", "note", f_text))
     if not any(r["stack"] for r in records):
         cols = [c for c in cols if c.key != "stack"]
-    notes = [f"X vs {la} = change in median IOPS from the baseline run {la} for the same side, cell, stack, layer and job "
+    of = "median IOPS" if by_iops(used) else "the job's metric"
+    notes = [f"X vs {la} = change in {of} from the baseline run {la} for the same side, cell, stack, layer and job "
                  "(MB/s and p99 are medians and merged-histogram percentiles of each run's repeats)."]
+    notes += metric_notes(used, f"X vs {la}", gap=False)
+    if any(f"{lab}_metric_ms" in r for r in records for lab in labels):
+        notes.append("judged ms X = the latency percentile the job is judged by, from run X's merged histograms.")
+    notes += saturation_notes(records)
+    if loaded:
+        notes.append("A load step is compared as its aggregate: per repeat, IOPS and MB/s summed over the step's VMs (the victim "
+                     "and the aggressors apart), histograms merged; excluded rows and repeats missing a VM are left out; "
+                     "steps are compared only with the same step of the same size.")
     if any(r.get(f"{lab}_vs_baseline_low") is not None for r in records for lab in labels):
-        notes.append(stats.describe_method())
+        notes.append(stats.describe_method(metrics=used))
     if any(r.get(f"{lab}_vs_baseline_why") == stats.FEWER for r in records for lab in labels):
         notes.append(f"Changes carry no verdict where a run has {stats.FEWER} of that row: the repeats cannot tell a change from noise.")
     facts, missing = _facts(runs, labels, baseline_index, excluded, allow_other_host)
     title = "Runs compared: " + ", ".join(f"{lab} = run {r.id}" for lab, (r, _, _) in zip(labels, runs)) + f" (baseline {la})"
     return [Table("compare", title, cols, records, notes, facts, missing)], refusals
+
+
+def _judged_ms(key: str) -> Callable[[dict], str]:
+    """A run's figure of the latency its row is judged by: "p99.9 2.31"."""
+    return lambda r: f"{r['metric']} {f_ms(r[key])}" if key in r else ""
 
 
 def _facts(runs: Sequence[RunInput], labels: list[str], baseline_index: int, excluded: set[int],

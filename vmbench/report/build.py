@@ -3,7 +3,8 @@
 :func:`build_report` is pure: a :class:`~vmbench.report.load.RunData` in (loaded once by
 :func:`~vmbench.report.load.load_run`, the only report code that reads the database), the
 header lines and the table models out, each table laid out by :mod:`.tables` or
-:mod:`.hostonly` from the rows of :mod:`.rows`.
+:mod:`.hostonly` from the rows of :mod:`.rows`; a load run's (many VMs at once) by
+:mod:`.loadtables` from :mod:`.loadrows`, in place of the single-VM gap and layer tables.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Sequence
 from .facts import RepeatPolicy
 from .hostonly import host_only_table, storage_cells_table
 from .load import RunData
+from .loadtables import load_header, load_tables
+from .rows import job_metrics
 from .tables import Table, cells_table, crypto_table, gap_table, journey_table, layer_table, targets_table
 
 
@@ -56,17 +59,29 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
         if len(cells) > 1 or any(not c["valid"] for c in cells):
             host_only.append(storage_cells_table(cells))
         return header, host_only
-    tables: list[Table] = [gap_table(measurements, valid_cells, jobs, policy,
-                                     host_memory_bytes=(env.get("host_memory_mib") or 0) << 20 or None, env=env)]
+    load = load_header(plan)
+    if load is not None:  # many VMs at once: the load tables replace the single-VM gap and layer tables
+        header["load"] = load
+        tables: list[Table] = load_tables(measurements, valid_cells, jobs, plan, targets=data.targets, env=env, policy=policy)
+        ct = crypto_table(data.crypto)
+        if ct:
+            tables.append(ct)
+        if len(cells) > 1 or any(not c["valid"] for c in cells):
+            tables.append(cells_table(cells))
+        return header, tables
+    metrics = job_metrics(plan)  # what each job is judged by (IOPS unless the run's plan says)
+    tables = [gap_table(measurements, valid_cells, jobs, policy,
+                        host_memory_bytes=(env.get("host_memory_mib") or 0) << 20 or None, env=env, metrics=metrics)]
     if plan.get("mode") == "journey":
-        tables.append(journey_table(measurements, valid_cells, jobs, repeats=policy, env=env))
-    lt = layer_table(measurements, valid_cells, jobs, data.crypto, plan.get("stacks", []), repeats=policy, env=env)
+        tables.append(journey_table(measurements, valid_cells, jobs, repeats=policy, env=env, metrics=metrics))
+    lt = layer_table(measurements, valid_cells, jobs, data.crypto, plan.get("stacks", []), repeats=policy, env=env,
+                     metrics=metrics)
     if lt:
         tables.append(lt)
     ct = crypto_table(data.crypto)
     if ct:
         tables.append(ct)
-    tt = targets_table(measurements, data.targets)
+    tt = targets_table(measurements, data.targets, metrics)
     if tt:
         tables.append(tt)
     if len(cells) > 1 or any(not c["valid"] for c in cells):

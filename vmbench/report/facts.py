@@ -1,5 +1,6 @@
 """What a table's numbers may be trusted for: the admissibility facts stated under each
-table (METHOD rules 3, 4, 6, 7) and why each group stopped repeating.
+table (METHOD rules 3, 4, 6, 7), why each group stopped repeating, and whether a fixed-rate
+group held its rate (:func:`saturation`).
 
 Pure: stored rows in, ``(facts, missing)`` out.  A fact the stored run does not tell is
 never guessed: it goes to ``missing`` and the table says "not stated: ...".
@@ -7,13 +8,15 @@ never guessed: it goes to ``missing`` and the table says "not stated: ...".
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+import statistics
+from typing import Iterable, Mapping, Sequence
 
+from ..fio.job import MIXED_MODES, TAIL_NAME
 from ..results.key import MeasurementKey
 from ..scenario.model import RepeatPolicy
 from ..settings import Cache
 
-__all__ = ["RepeatPolicy", "admissibility", "host_page_cache"]
+__all__ = ["RepeatPolicy", "admissibility", "host_page_cache", "saturation"]
 
 STEADY_RUNTIME_S = 10.0  # below this a run is too short to span several ZFS transaction groups
 
@@ -167,3 +170,66 @@ def _steady(jobs: dict[str, dict], missing: list[str], jobfiles: list[str]) -> s
     if no_ramp:
         text += f"; WARNING: no ramp ({_names(no_ramp)}): start-up included"
     return text
+
+
+SATURATION_SHARE = 0.97  # a fixed-rate group achieving less than this share of its rate did not hold it
+
+
+def _directions(params: Mapping) -> list[str]:
+    """The directions a built-in job does I/O in (a mixed job's share of 0% is none)."""
+    rw = params.get("rw")
+    if rw in MIXED_MODES:
+        mix = params.get("rwmixread")
+        mix = 50 if mix is None else int(mix)
+        return [d for d, share in (("read", mix), ("write", 100 - mix)) if share > 0]
+    return ["write"] if rw in ("write", "randwrite") else ["read"]
+
+
+def _achieved(row: Mapping, direction: str, what: str) -> float | None:
+    """A repeat's ``what`` ("iops", "bw_bytes") in one direction, from fio's stored output
+    (every job clone summed, a load run's tail left out); None when it was not stored."""
+    fio = row.get("fio")
+    if not isinstance(fio, dict) or not fio.get("jobs"):
+        return None
+    return sum(float((j.get(direction) or {}).get(what) or 0.0) for j in fio["jobs"] if j.get("jobname") != TAIL_NAME)
+
+
+def saturation(rows: Sequence[Mapping]) -> str | None:
+    """"saturated (achieved X of Y)" when a fixed-rate group's median achieved rate fell under
+    :data:`SATURATION_SHARE` of the rate it was given, else None.  fio's rate_iops/rate hold
+    for each job clone (numjobs) and, in a mixed job, for reads and writes each: a mixed job
+    is judged per direction from fio's stored output (its total against the sum where that
+    was not stored).  A job file's own rate is not read here."""
+    params = (rows[0].get("job_params") or {}) if rows else {}
+    if params.get("jobfile") is not None:
+        return None
+    rate_iops, rate = params.get("rate_iops"), params.get("rate")
+    per_job = rate_iops if rate_iops is not None else rate
+    if per_job is None:
+        return None
+    what = "iops" if rate_iops is not None else "bw_bytes"
+    numjobs = int(params.get("numjobs") or 1)
+    want = float(per_job) * numjobs
+    dirs = _directions(params)
+
+    def fmt(v: float) -> str:
+        return f"{v:,.0f}" if what == "iops" else _mb_s(v / 1e6)
+
+    unit = "IOPS" if what == "iops" else "MB/s"
+    per = [[_achieved(r, d, what) for r in rows] for d in dirs]
+    if len(dirs) > 1 and all(v is not None for vs in per for v in vs):
+        got = [statistics.median([v or 0.0 for v in vs]) for vs in per]
+        if all(g >= SATURATION_SHARE * want for g in got):
+            return None
+        parts = [f"{fmt(g)} of {fmt(want)} {d} {unit}" for d, g in zip(dirs, got)]
+    else:
+        total = statistics.median(float(r[what]) for r in rows)
+        if total >= SATURATION_SHARE * want * len(dirs):
+            return None
+        parts = [f"{fmt(total)} of {fmt(want * len(dirs))} {unit}"]
+    clones = f"; {numjobs} jobs x {fmt(want / numjobs)}" if numjobs > 1 else ""
+    return f"saturated (achieved {', '.join(parts)}{clones})"
+
+
+def _mb_s(v: float) -> str:
+    return f"{v:,.1f}" if v >= 10 else f"{v:.2f}"

@@ -169,6 +169,9 @@ def flags(data: RunData, header: dict, tables: Sequence[Table]) -> list[tuple[st
                 out.append(("problem" if r["result"] == "FAIL" else "warning",
                             f"target {r.get('target')} for {r.get('job')} at {r.get('layer') or r.get('stack') or r.get('cell')}: "
                             f"{r['result']}" + (f" ({r['why']})" if r.get("why") else "")))
+            elif t.name.startswith("load-") and str(r.get("target") or "").startswith("FAIL"):  # a load step's target
+                out.append(("problem", f"target for {r.get('job') or r.get('victim_job')} at "
+                                       f"{r.get('step') or r.get('phase')} ({r.get('cell')} {r.get('layer')}): {r['target']}"))
             elif r.get("note"):
                 where = " ".join(str(x) for x in (r.get("job"), r.get("cell") or r.get("side"), r.get("layer")) if x)
                 out.append(("note", f"{where}: {r['note']}"))

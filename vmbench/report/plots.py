@@ -237,10 +237,16 @@ def latency(title: str, lines: Sequence[tuple[str, Mapping[int, int]]]) -> Plot:
 # ---- per-cell bars with intervals and verdicts ------------------------------------------------
 
 
+def _lower_is_better(rec: Mapping) -> bool:
+    """Whether the record's metric is a latency (its "metric": "p50", "p99", ...)."""
+    return str(rec.get("metric") or "").startswith("p")
+
+
 def cell_bars(title: str, recs: Sequence[Mapping], key: str, label_key: str = "cell") -> Plot:
     """One horizontal bar per record for ``key`` (a delta: vs_baseline, vs_previous, gap),
     whiskers from ``key_low``/``key_high`` when the report has them, the value and the
-    verdict written at the bar's end.  A loss (below 0%, or a gap above 1x) is hatched."""
+    verdict written at the bar's end.  A loss (below 0%, above 0% for a latency metric, or a
+    gap above 1x) is hatched."""
     pct = key != "gap"
     scale, ref = (100.0, 0.0) if pct else (1.0, 1.0)
     reasons = _reasons(recs, key)
@@ -251,7 +257,8 @@ def cell_bars(title: str, recs: Sequence[Mapping], key: str, label_key: str = "c
         ax = fig.subplots()
         ys = np.arange(len(recs))[::-1]
         vals = [None if r.get(key) is None else r[key] * scale for r in recs]
-        loss = [v is not None and (v < ref if pct else v > ref) for v in vals]
+        # a change in a latency (the job's metric, "p99"...) is a loss when it goes up
+        loss = [v is not None and ((v > ref if _lower_is_better(r) else v < ref) if pct else v > ref) for v, r in zip(vals, recs)]
         bars = ax.barh(ys, [0.0 if v is None else v for v in vals], color=[COLOURS[5] if lo else COLOURS[0] for lo in loss],
                        hatch=None, edgecolor="#222222", linewidth=0.5, height=0.7)
         lo_all: list[float] = [ref] + [v for v in vals if v is not None]

@@ -7,6 +7,13 @@ Repeats are combined the honest way: the median of IOPS and bandwidth, with thei
 (coefficient of variation), and percentiles from the merged latency histograms.  Every delta
 (gap, vs baseline, vs the layer below, vs the previous step) also carries a bootstrap
 interval and a verdict from :mod:`vmbench.report.stats`, in ``Row.deltas``.
+
+Each delta is about the job's :class:`~vmbench.fio.job.Metric` (``metrics``: the plan's, by
+job name, :func:`job_metrics`; a job it does not name is judged by p99 when its stored fio
+parameters set a fixed rate, else by IOPS): IOPS and MB/s from each repeat's figure, a
+latency percentile from each repeat's own histogram (the stored p50_ns ... p999_ns).  A
+fixed-rate group that fell short of its rate (:func:`saturation`) is flagged and compared
+with nothing.
 """
 
 from __future__ import annotations
@@ -14,12 +21,13 @@ from __future__ import annotations
 import statistics
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
+from ..fio.job import Metric
 from ..fio.result import Histogram
 from ..results.key import MeasurementKey
 from . import stats
-from .facts import host_page_cache
+from .facts import host_page_cache, saturation
 from .stats import Delta
 
 
@@ -35,6 +43,13 @@ class Figures:
     cv: float | None  # IOPS coefficient of variation across repeats; None for one repeat
     job_hash: str
     samples: tuple[float, ...] = ()  # each repeat's IOPS, in the order they ran (for intervals)
+    # each repeat's MB/s and latency percentiles (ms, from the repeat's own histogram), in the same order
+    mb_s_samples: tuple[float, ...] = ()
+    p50_samples: tuple[float, ...] = ()
+    p95_samples: tuple[float, ...] = ()
+    p99_samples: tuple[float, ...] = ()
+    p999_samples: tuple[float, ...] = ()
+    saturated: str | None = None  # "saturated (achieved X of Y)": a fixed-rate job short of its rate (see saturation())
     # the sampler's means over the run (vmbench.telemetry.sampler), averaged over the repeats that have them
     dev_read_mb_s: float | None = None
     dev_write_mb_s: float | None = None
@@ -55,6 +70,16 @@ class Figures:
     host_cpu_busy: float | None = None  # 100 - idle, % of all the host's CPUs
     host_cpu_idle: float | None = None
 
+    def samples_of(self, metric: Metric) -> tuple[float, ...]:
+        """Each repeat's figure of ``metric`` (the bootstrap's samples)."""
+        return {Metric.IOPS: self.samples, Metric.MBPS: self.mb_s_samples, Metric.P50: self.p50_samples,
+                Metric.P95: self.p95_samples, Metric.P99: self.p99_samples, Metric.P999: self.p999_samples}[metric]
+
+    def value_of(self, metric: Metric) -> float | None:
+        """The figure of ``metric`` a table shows: median IOPS or MB/s, merged-histogram percentile (ms)."""
+        return {Metric.IOPS: self.iops, Metric.MBPS: self.mb_s, Metric.P50: self.p50_ms, Metric.P95: self.p95_ms,
+                Metric.P99: self.p99_ms, Metric.P999: self.p999_ms}[metric]
+
 
 @dataclass(frozen=True)
 class Row:
@@ -74,6 +99,7 @@ class Row:
     note: str = ""
     settings: dict = field(default_factory=dict)
     deltas: dict[str, Delta] = field(default_factory=dict)  # "gap", "vs_baseline"...: interval and verdict
+    metric: Metric = Metric.IOPS  # what every delta of the row is about
 
 
 def aggregate(rows: Sequence[dict]) -> Figures:
@@ -105,6 +131,12 @@ def aggregate(rows: Sequence[dict]) -> Figures:
         cv=cv,
         job_hash=hashes.pop() if len(hashes) == 1 else "mixed",
         samples=tuple(iops),
+        mb_s_samples=tuple(b / 1e6 for b in bws),
+        p50_samples=_repeat_ms(rows, 50.0),
+        p95_samples=_repeat_ms(rows, 95.0),
+        p99_samples=_repeat_ms(rows, 99.0),
+        p999_samples=_repeat_ms(rows, 99.9),
+        saturated=saturation(rows),
         dev_read_mb_s=_tmean(rows, "read_mb_s"),
         dev_write_mb_s=_tmean(rows, "write_mb_s"),
         cpu_busy=_tmean(rows, "cpu_busy"),
@@ -121,6 +153,39 @@ def aggregate(rows: Sequence[dict]) -> Figures:
         host_cpu_busy=_tmean(rows, "host_cpu_busy"),
         host_cpu_idle=_tmean(rows, "host_cpu_idle"),
     )
+
+
+#: the stored per-repeat percentile columns
+PERCENTILE_COLUMNS = {50.0: "p50_ns", 95.0: "p95_ns", 99.0: "p99_ns", 99.9: "p999_ns"}
+
+
+def _repeat_ms(rows: Sequence[dict], p: float) -> tuple[float, ...]:
+    """Each repeat's percentile ``p`` in ms: its stored column, else from its own histogram;
+    a repeat without either is left out."""
+    out = []
+    for r in rows:
+        ns = r.get(PERCENTILE_COLUMNS[p])
+        if ns is None and r.get("clat_bins"):
+            ns = Histogram.from_json(r["clat_bins"]).percentile(p)
+        if ns is not None:
+            out.append(ns / 1e6)
+    return tuple(out)
+
+
+def job_metrics(plan: Mapping) -> dict[str, Metric]:
+    """Each planned job's metric by name (``plan["jobs"]``); a plan stored before jobs had
+    one names none, and its jobs read as IOPS."""
+    return {j["name"]: Metric.parse(j["metric"]) if j.get("metric") else Metric.IOPS
+            for j in plan.get("jobs", []) if isinstance(j, Mapping) and "name" in j}
+
+
+def metric_of(job: str, rows: Sequence[Mapping] | None, metrics: Mapping[str, Metric] | None) -> Metric:
+    """The metric ``job`` is judged by: ``metrics``' when it names the job; else p99 when its
+    stored fio parameters set a fixed rate (as :attr:`FioJob.judged_by`), else IOPS."""
+    if metrics and job in metrics:
+        return metrics[job]
+    params = (rows[0].get("job_params") or {}) if rows else {}
+    return Metric.P99 if params.get("rate_iops") is not None or params.get("rate") is not None else Metric.IOPS
 
 
 def _tvalues(rows: Sequence[dict], key: str) -> list:
@@ -222,14 +287,51 @@ def _change(a: float, b: float) -> float | None:
     return a / b - 1.0 if b else None
 
 
-def judge_gap(host: Figures, guest: Figures) -> Delta:
-    """The host/guest gap of two aggregated groups, with its interval and verdict."""
-    return stats.ratio(host.samples, guest.samples)
+SATURATED = "saturated: short of its fixed rate"  # why a delta was not computed
 
 
-def judge_change(this: Figures, reference: Figures) -> Delta:
-    """``this`` against ``reference`` (IOPS), with its interval and verdict."""
-    return stats.change(this.samples, reference.samples)
+def judge_gap(host: Figures, guest: Figures, metric: Metric = Metric.IOPS) -> Delta:
+    """The host/guest gap of two aggregated groups on ``metric``, with its interval and
+    verdict: host over guest for IOPS and MB/s, guest over host for a latency (above 1.00x
+    the guest is behind either way).  No delta when a side is saturated."""
+    if host.saturated or guest.saturated:
+        return Delta(None, None, None, None, SATURATED)
+    unit = stats.label(metric) if metric.higher_is_better else f"ms ({stats.label(metric)})"
+    if metric.higher_is_better:
+        return stats.ratio(host.samples_of(metric), guest.samples_of(metric), unit=unit)
+    return stats.ratio(guest.samples_of(metric), host.samples_of(metric), unit=unit)
+
+
+def judge_change(this: Figures, reference: Figures, metric: Metric = Metric.IOPS) -> Delta:
+    """``this`` against ``reference`` on ``metric``, with its interval and verdict; no delta
+    when a side is saturated."""
+    if this.saturated or reference.saturated:
+        return Delta(None, None, None, None, SATURATED)
+    return stats.change(this.samples_of(metric), reference.samples_of(metric), metric=metric)
+
+
+def gap_point(host: Figures, guest: Figures, metric: Metric, delta: Delta) -> float | None:
+    """The gap's point figure: host/guest median IOPS as always; for another metric the
+    ratio of medians the interval is about."""
+    if metric is Metric.IOPS and delta.why != SATURATED:
+        return _ratio(host.iops, guest.iops)
+    return delta.value
+
+
+def change_point(this: Figures, reference: Figures, metric: Metric, delta: Delta) -> float | None:
+    """A change's point figure: the change of median IOPS as always; for another metric the
+    change of medians the interval is about."""
+    if metric is Metric.IOPS and delta.why != SATURATED:
+        return _change(this.iops, reference.iops)
+    return delta.value
+
+
+def better_than_host(guest: Figures, host: Figures, metric: Metric) -> bool:
+    """The guest beats the host by more than 5% on ``metric`` (IOPS: as before)."""
+    g, h = guest.value_of(metric), host.value_of(metric)
+    if g is None or h is None:
+        return False
+    return g > h * 1.05 if metric.higher_is_better else g * 1.05 < h
 
 
 def _deltas(**judged: Delta | None) -> dict[str, Delta]:
@@ -259,10 +361,22 @@ def host_key(cell: dict | None) -> str | None:
     return (cell or {}).get("host_cell")
 
 
-def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], host_memory_bytes: int | None = None) -> list[Row]:
+def _saturated_notes(fig: Figures, **references: Figures | None) -> list[str]:
+    """The saturation flag of a row, and which of its references ("host", "baseline"...) is
+    saturated so that the row is not compared with it."""
+    notes = [f"{fig.saturated}: not compared"] if fig.saturated else []
+    shorts = [name for name, ref in references.items() if ref is not None and ref.saturated]
+    if shorts and not fig.saturated:
+        notes.append(f"{' and '.join(n.replace('_', ' ') for n in shorts)} saturated: not compared")
+    return notes
+
+
+def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], host_memory_bytes: int | None = None,
+             metrics: Mapping[str, Metric] | None = None) -> list[Row]:
     """Per job: the host, then every valid cell's raw-disk figures, with the gap to the host
-    and the change from the first cell (the baseline).  With several storage settings (ZFS
-    axes) each cell is compared with the host on its own storage, shown before its first cell."""
+    and the change from the first cell (the baseline), on the job's metric (:func:`metric_of`).
+    With several storage settings (ZFS axes) each cell is compared with the host on its own
+    storage, shown before its first cell."""
     groups = group(measurements)
     order = [c["name"] for c in cells]
     by_name = {c["name"]: c for c in cells}
@@ -271,6 +385,7 @@ def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence
     for job in jobs:
         shown: set = set()
         base = None
+        metric = metric_of(job, next((g for k, g in groups.items() if k.job == job), None), metrics)
         for cell in order:
             hkey = host_key(by_name[cell])
             host_rows = groups.get(host_group(hkey, job))
@@ -278,8 +393,8 @@ def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence
             if host_rows and host is not None and hkey not in shown:
                 shown.add(hkey)
                 out.append(Row(job=job, sync=bool(host_rows[0].get("sync")), side="host", cell=hkey, stack=None, layer="host",
-                               figures=host, gap=1.0, note="; ".join(telemetry_notes(host_rows[0], host)),
-                               settings=host_rows[0].get("settings") or {}))
+                               figures=host, gap=1.0, note="; ".join(_saturated_notes(host) + telemetry_notes(host_rows[0], host)),
+                               settings=host_rows[0].get("settings") or {}, metric=metric))
             rows = groups.get(raw_group(cell, job))
             if not rows:
                 continue
@@ -288,13 +403,16 @@ def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence
             if cell == baseline:
                 base = fig
             notes = [f"raw disk shared with {rows[0]['shared_from']} (same VM)"] if rows[0].get("shared_from") else []
+            compared_base = base if base is not None and cell != baseline and base.job_hash == fig.job_hash else None
+            compared_host = host if host is not None and host.job_hash == fig.job_hash else None
+            notes += _saturated_notes(fig, host=compared_host, baseline=compared_base)
             gap = None
             deltas: dict[str, Delta] = {}
             if host is not None:
-                if host.job_hash == fig.job_hash:
-                    gap = _ratio(host.iops, fig.iops)
-                    deltas["gap"] = judge_gap(host, fig)
-                    if fig.iops > host.iops * 1.05:
+                if compared_host is not None:
+                    deltas["gap"] = judge_gap(host, fig, metric)
+                    gap = gap_point(host, fig, metric, deltas["gap"])
+                    if better_than_host(fig, host, metric):
                         notes.append("beats host: cached?")
                 else:
                     notes.append("job differs from host's; not compared")
@@ -302,22 +420,24 @@ def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence
             notes += telemetry_notes(rows[0], fig)
             note = "; ".join(notes)
             vs_base = None
-            if base is not None and cell != baseline and base.job_hash == fig.job_hash:
-                vs_base = _change(fig.iops, base.iops)
-                deltas["vs_baseline"] = judge_change(fig, base)
+            if compared_base is not None:
+                deltas["vs_baseline"] = judge_change(fig, compared_base, metric)
+                vs_base = change_point(fig, compared_base, metric, deltas["vs_baseline"])
             out.append(Row(job=job, sync=sync, side="guest", cell=cell, stack=None, layer="raw", figures=fig, gap=gap,
-                           vs_baseline=vs_base, note=note, settings=rows[0].get("settings") or {}, deltas=deltas))
+                           vs_baseline=vs_base, note=note, settings=rows[0].get("settings") or {}, deltas=deltas, metric=metric))
     return out
 
 
-def layer_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str]) -> list[Row]:
+def layer_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str],
+               metrics: Mapping[str, Metric] | None = None) -> list[Row]:
     """Per cell, stack and job: host -> raw -> each layer, with each layer's cost relative to
-    the one below and to the host."""
+    the one below and to the host, on the job's metric."""
     groups = group(measurements)
     out = []
     for cell in cells:
         for stack in cell.get("stacks") or []:
             for job in jobs:
+                metric = metric_of(job, next((g for k, g in groups.items() if k.job == job), None), metrics)
                 host_rows = groups.get(host_group(host_key(cell), job))
                 host = aggregate(host_rows) if host_rows else None
                 chain: list[tuple[str, list[dict] | None]] = [("raw", groups.get(raw_group(cell["name"], job)))]
@@ -328,32 +448,38 @@ def layer_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequen
                     continue
                 if host_rows and host is not None:
                     out.append(Row(job=job, sync=bool(host_rows[0]["sync"]), side="host", cell=cell["name"], stack=stack,
-                                   layer="host", figures=host, gap=1.0, note="; ".join(telemetry_notes(host_rows[0], host))))
+                                   layer="host", figures=host, gap=1.0, metric=metric,
+                                   note="; ".join(_saturated_notes(host) + telemetry_notes(host_rows[0], host))))
                 below = host
                 for layer, lrows in chain:
                     if not lrows:
                         continue
                     fig = aggregate(lrows)
                     same_as_host = host is not None and host.job_hash == fig.job_hash
+                    gap = judge_gap(host, fig, metric) if host is not None and same_as_host else None
+                    vs_below = judge_change(fig, below, metric) if below is not None else None
                     out.append(Row(
                         job=job, sync=bool(lrows[0]["sync"]), side="guest", cell=cell["name"], stack=stack, layer=layer,
                         figures=fig,
-                        gap=_ratio(host.iops, fig.iops) if host is not None and same_as_host else None,
-                        vs_below=_change(fig.iops, below.iops) if below is not None else None,
-                        deltas=_deltas(gap=judge_gap(host, fig) if host is not None and same_as_host else None,
-                                       vs_below=judge_change(fig, below) if below is not None else None),
-                        note="; ".join(telemetry_notes(lrows[0], fig)),
+                        gap=gap_point(host, fig, metric, gap) if host is not None and gap is not None else None,
+                        vs_below=change_point(fig, below, metric, vs_below) if below is not None and vs_below is not None else None,
+                        deltas=_deltas(gap=gap, vs_below=vs_below), metric=metric,
+                        note="; ".join(_saturated_notes(fig, host=host if same_as_host else None, layer_below=below)
+                                       + telemetry_notes(lrows[0], fig)),
                     ))
                     below = fig
     return out
 
 
-def journey_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str]) -> list[Row]:
+def journey_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str],
+                 metrics: Mapping[str, Metric] | None = None) -> list[Row]:
     """Per job, each step's headline: the top measured layer of its first stack (the raw disk
-    when it has none), with the gap to the host and the change from the step before."""
+    when it has none), with the gap to the host and the change from the step before, on the
+    job's metric."""
     groups = group(measurements)
     out = []
     for job in jobs:
+        metric = metric_of(job, next((g for k, g in groups.items() if k.job == job), None), metrics)
         prev: Figures | None = None
         for cell in cells:
             host_rows = groups.get(host_group(host_key(cell), job))
@@ -367,13 +493,16 @@ def journey_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequ
                 continue
             key, rows = max(candidates, key=lambda kv: kv[1][0]["depth"])
             fig = aggregate(rows)
-            gap = judge_gap(host, fig) if host is not None and host.job_hash == fig.job_hash else None
-            change = judge_change(fig, prev) if prev is not None and prev.job_hash == fig.job_hash else None
+            same_host = host if host is not None and host.job_hash == fig.job_hash else None
+            same_prev = prev if prev is not None and prev.job_hash == fig.job_hash else None
+            gap = judge_gap(same_host, fig, metric) if same_host is not None else None
+            change = judge_change(fig, same_prev, metric) if same_prev is not None else None
             out.append(Row(
                 job=job, sync=bool(rows[0]["sync"]), side="guest", cell=cell["name"], stack=key.stack, layer=key.layer, figures=fig,
-                gap=_ratio(host.iops, fig.iops) if host is not None and gap is not None else None,
-                vs_previous=_change(fig.iops, prev.iops) if prev is not None and change is not None else None,
-                deltas=_deltas(gap=gap, vs_previous=change),
+                gap=gap_point(same_host, fig, metric, gap) if same_host is not None and gap is not None else None,
+                vs_previous=change_point(fig, same_prev, metric, change) if same_prev is not None and change is not None else None,
+                deltas=_deltas(gap=gap, vs_previous=change), metric=metric,
+                note="; ".join(_saturated_notes(fig, host=same_host, previous_step=same_prev)),
             ))
             prev = fig
     return out
@@ -389,9 +518,11 @@ class TargetResult:
     figures: Figures
     passed: bool
     failures: tuple[str, ...]
+    metric: Metric = Metric.IOPS  # what the job is judged by (a latency one is shown beside the targets)
 
 
-def target_results(measurements: Sequence[dict], targets: Sequence[dict]) -> list[TargetResult]:
+def target_results(measurements: Sequence[dict], targets: Sequence[dict],
+                   metrics: Mapping[str, Metric] | None = None) -> list[TargetResult]:
     groups = group(measurements)
     out = []
     for t in targets:
@@ -418,5 +549,6 @@ def target_results(measurements: Sequence[dict], targets: Sequence[dict]) -> lis
                     failures.append("no latency histogram to judge p99")
                 elif fig.p99_ms > t["max_p99_ms"]:
                     failures.append(f"p99 {fig.p99_ms:.2f} ms > {t['max_p99_ms']:g}")
-            out.append(TargetResult(t, k.cell, k.stack, k.layer, k.job, fig, not failures, tuple(failures)))
+            out.append(TargetResult(t, k.cell, k.stack, k.layer, k.job, fig, not failures, tuple(failures),
+                                    metric_of(k.job, rows, metrics)))
     return out

@@ -17,8 +17,9 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..fio.result import Histogram
 from ..results.key import MeasurementKey
 from .rows import host_group, raw_group
-from . import plots
+from . import loadplots, plots
 from .load import SAMPLED, RunData
+from .loadrows import LoadPlan, excluded, load_plan
 from .tables import Table
 
 MAX_WATERFALLS = 4  # (cell, stack) figures, each with one panel per job
@@ -60,6 +61,9 @@ class PlotSection:
 
 def plot_sections(data: RunData, tables: Sequence[Table]) -> list[PlotSection]:
     by_name = {t.name: t for t in tables}
+    lp = load_plan(data.plan)
+    if lp is not None:  # many VMs at once: the load section replaces the single-VM plots
+        return load_sections(data, lp, by_name)
     return [
         waterfalls(by_name.get("layers")),
         latency(data),
@@ -151,7 +155,9 @@ def cell_bars(gaps: Table | None, journey: Table | None) -> PlotSection:
         total += len(by_job)
         what = "change from the baseline" if multi else "gap to the host"
         for job, recs in list(by_job.items())[:MAX_BAR_FIGURES]:
-            made.append(plots.cell_bars(f"{job}: {what} per cell", recs[:MAX_BAR_ROWS], key))
+            metric = next((str(r["metric"]) for r in recs if r.get("metric")), None)
+            made.append(plots.cell_bars(f"{job}: {what} per cell" + (f" ({metric}: lower is better)" if metric and metric.startswith("p") and multi else ""),
+                                        recs[:MAX_BAR_ROWS], key))
             capped.append((min(len(recs), MAX_BAR_ROWS), len(recs), f"cells of {job}"))
         no_intervals = bool(guest) and not any(r.get(f"{key}_low") is not None for r in guest)
     if journey is not None and journey.records:
@@ -297,3 +303,125 @@ def timelines(data: RunData) -> PlotSection:
     return PlotSection(anchor, heading, _figures(made), notes=tuple(sorted(notes)),
                        capped=_capped((len(made), len(by_job), "jobs with fio logs")))
 
+
+
+# ---- load runs: many VMs at once ----------------------------------------------------------------
+
+MAX_LOAD_PLOTS = 4  # figures per load section
+
+
+def _where(r: Mapping) -> str:
+    return " ".join(str(x) for x in (r.get("cell"), r.get("stack"), r.get("layer")) if x)
+
+
+def load_sections(data: RunData, lp: LoadPlan, by_name: Mapping[str, Table]) -> list[PlotSection]:
+    """The plots of a load run: scaling (aggregate and p99 against VMs, per-VM bars) or
+    noisy neighbour (the victim's percentiles per phase, its latency over time)."""
+    accel = "/".join(sorted({str(m.get("accelerator")) for m in data.measurements
+                             if m.get("side") == "guest" and m.get("load_step")})) or "accelerator not recorded"
+    if lp.kind == "neighbours":
+        return [victim_section(by_name.get("load-neighbours"), lp, accel), victim_timeline_section(data, lp, accel)]
+    return [scaling_section(by_name.get("load-scaling"), accel), per_vm_section(by_name.get("load-vms"), accel)]
+
+
+def scaling_section(table: Table | None, accel: str) -> PlotSection:
+    anchor, heading = "plot-load-scaling", "Scaling: aggregate IOPS and p99 against VMs"
+    if table is None or not table.records:
+        return PlotSection(anchor, heading, empty="no load step was measured in this run")
+    by_job: "OrderedDict[str, OrderedDict[str, list[dict]]]" = OrderedDict()
+    for r in table.records:
+        by_job.setdefault(str(r["job"]), OrderedDict()).setdefault(_where(r), []).append(r)
+    made = [loadplots.scaling(f"{job}: aggregate IOPS (sum of VMs) and merged p99 against VMs ({accel}, scaling load)",
+                              [(where, [(int(r["vms"]), r.get("iops"), r.get("p99_ms"), r.get("knee") == "knee") for r in recs])
+                               for where, recs in lines.items()][:MAX_LATENCY_LINES])
+            for job, lines in list(by_job.items())[:MAX_LOAD_PLOTS]]
+    return PlotSection(anchor, heading, _figures(made), capped=_capped((len(made), len(by_job), "jobs")))
+
+
+def per_vm_section(table: Table | None, accel: str) -> PlotSection:
+    anchor, heading = "plot-load-vms", "Per VM: IOPS of each VM per step"
+    if table is None or not table.records:
+        return PlotSection(anchor, heading, empty="no VM of a load step was measured in this run")
+    groups: "OrderedDict[tuple, OrderedDict[str, list]]" = OrderedDict()
+    for r in table.records:
+        flagged = r.get("loaded") == "no" or bool(r.get("excluded"))
+        groups.setdefault((str(r["job"]), _where(r)), OrderedDict()).setdefault(str(r["step"]), []).append(
+            (int(r["vm"]), r.get("iops"), flagged))
+    made = [loadplots.per_vm_bars(f"{job}, {where}: IOPS per VM, mean of included repeats ({accel})", list(steps.items()))
+            for (job, where), steps in list(groups.items())[:MAX_LOAD_PLOTS]]
+    return PlotSection(anchor, heading, _figures(made), capped=_capped((len(made), len(groups), "(job, layer) bar plots")))
+
+
+def victim_section(table: Table | None, lp: LoadPlan, accel: str) -> PlotSection:
+    anchor, heading = "plot-load-victim", "Noisy neighbour: the victim's latency per phase"
+    if table is None or not table.records:
+        return PlotSection(anchor, heading, empty="no phase was measured in this run")
+    groups: "OrderedDict[str, list[dict]]" = OrderedDict()
+    for r in table.records:
+        groups.setdefault(_where(r), []).append(r)
+    made = [loadplots.victim_percentiles(f"Victim ({lp.victim_job}) p50/p99/p99.9 per phase, {where} ({accel}, aggressors {lp.aggressor_job})",
+                                         [(str(r["phase"]), r.get("p50_ms"), r.get("p99_ms"), r.get("p999_ms")) for r in recs])
+            for where, recs in list(groups.items())[:MAX_LOAD_PLOTS]]
+    return PlotSection(anchor, heading, _figures(made), notes=tuple(r["sentence"][0].upper() + r["sentence"][1:] + "."
+                                                                    for recs in groups.values() for r in recs if not r.get("reference")),
+                       capped=_capped((len(made), len(groups), "(cell, layer) plots")))
+
+
+def _series_by_key(data: RunData) -> dict[MeasurementKey, dict[str, Any]]:
+    out: dict[MeasurementKey, dict[str, Any]] = {}
+    for s in data.series:
+        if s.key is not None and isinstance(s.series, dict):
+            out.setdefault(s.key, {})[s.source] = s.series
+    return out
+
+
+def _line(series: Any) -> loadplots.Line | None:
+    if not isinstance(series, dict) or not series.get("t_s") or not series.get("values"):
+        return None
+    return [float(t) for t in series["t_s"]], list(series["values"])
+
+
+def victim_timeline_section(data: RunData, lp: LoadPlan, accel: str) -> PlotSection:
+    """Per (cell, layer): each phase's first repeat with an included victim row: the victim's
+    fio-clat beside the aggressors' fio-iops summed, aligned by the windows' host-clock start
+    (``load.window.measured_from_ms``) where recorded, else by fio's own t_s."""
+    anchor, heading = "plot-load-timeline", "Noisy neighbour: the victim's latency over time beside the aggressors' IOPS"
+    series = _series_by_key(data)
+    rows = [m for m in data.measurements if m.get("load_step") and m.get("side") == "guest"]
+    wheres: "OrderedDict[tuple, None]" = OrderedDict((( m.get("cell"), m.get("stack"), m.get("layer")), None) for m in rows)
+    made = []
+    aligned = False
+    for where in list(wheres)[:MAX_LOAD_PLOTS]:
+        phases = []
+        for sp in lp.steps:
+            mine = [m for m in rows if (m.get("cell"), m.get("stack"), m.get("layer")) == where and m["load_step"] == sp.index]
+            victims = sorted((m for m in mine if m.get("role") == "victim" and not excluded(m)), key=lambda m: m["repeat"])
+            if not victims:
+                continue
+            v = victims[0]
+            aggr = [m for m in mine if m.get("role") == "aggressor" and m["repeat"] == v["repeat"] and not excluded(m)]
+            starts = [((m.get("load") or {}).get("window") or {}).get("measured_from_ms") for m in [v] + aggr]
+            known = [float(s) for s in starts if s is not None]
+            origin = min(known) if len(known) == len(starts) else None
+            aligned = aligned or origin is not None
+
+            def offset(m: Mapping, start: Any) -> float:
+                return 0.0 if origin is None else (float(start) - origin) / 1000.0
+
+            vline = _line(series.get(MeasurementKey.of(v), {}).get("fio-clat"))
+            if vline is not None:
+                off = offset(v, starts[0])
+                vline = [t + off for t in vline[0]], vline[1]
+            parts = [(offset(m, s), line) for m, s in zip(aggr, starts[1:])
+                     if (line := _line(series.get(MeasurementKey.of(m), {}).get("fio-iops"))) is not None]
+            summed = loadplots.sum_lines(parts) if aggr else ([], [])  # no aggressor in this phase: an empty line
+            phases.append((f"{sp.name} (repeat {v['repeat']})", vline, summed))
+        if phases:
+            label = " ".join(str(x) for x in where if x)
+            made.append(loadplots.victim_timeline(f"Victim ({lp.victim_job}) clat over time and aggressors' IOPS (sum), {label} ({accel})",
+                                                  phases[:6]))
+    if not made:
+        return PlotSection(anchor, heading, empty="no victim measurement in this run")
+    note = ("Times are seconds from the earliest start of the round's measured windows (host clock)." if aligned
+            else "The windows' host-clock times were not recorded: each series is drawn on fio's own time axis.")
+    return PlotSection(anchor, heading, _figures(made), notes=(note,), capped=_capped((len(made), len(wheres), "(cell, layer) timelines")))

@@ -1,10 +1,12 @@
 """Is a difference real?  Bootstrap intervals for the report's deltas (METHOD rule 7).
 
-Every delta the report prints is a ratio of medians of per-repeat IOPS: a cell against the
-baseline, a layer against the one below, a journey step against the one before, the host
-against the guest.  :func:`change` and :func:`ratio` give that ratio with a confidence
-interval from :func:`scipy.stats.bootstrap` (two independent samples, ``paired=False``) and
-a verdict.
+Every delta the report prints is a ratio of medians of per-repeat figures of the job's
+:class:`~vmbench.fio.job.Metric` (IOPS, MB/s, or a latency percentile from each repeat's own
+histogram): a cell against the baseline, a layer against the one below, a journey step
+against the one before, the host against the guest.  :func:`change` and :func:`ratio` give
+that ratio with a confidence interval from :func:`scipy.stats.bootstrap` (two independent
+samples, ``paired=False``) and a verdict; :func:`change` words it for the metric (higher
+IOPS or MB/s is faster, a higher percentile is worse).
 
 Method: the **percentile** bootstrap, 9,999 resamples, a fixed seed (the same data always
 gives the same interval).  BCa was rejected: with 3 to 10 repeats its jackknife
@@ -21,10 +23,12 @@ import inspect
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 from scipy import stats as _sp
+
+from ..fio.job import Metric
 
 MIN_REPEATS = 3
 RESAMPLES = 9999
@@ -32,7 +36,7 @@ METHOD = "percentile"
 
 FEWER = f"fewer than {MIN_REPEATS} repeats"
 
-# change() verdicts (higher IOPS = faster)
+# change() verdicts (higher IOPS or MB/s = faster; a latency metric's are change_words())
 FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
 # ratio() verdicts for a host/guest gap: the host really ahead, the guest really ahead
 GAP, GUEST_FASTER = "gap", "guest faster"
@@ -61,24 +65,43 @@ class Delta:
         return self.verdict is not None
 
 
-def change(a_samples: Sequence[float], b_samples: Sequence[float], *, seed: int = 0, confidence: float = 0.95) -> Delta:
-    """``median(a) / median(b) - 1`` (a against the reference b): "faster" when the whole
-    interval is above 0, "slower" when below, "within noise" when it includes 0."""
-    point, low, high, why = _ratio_of_medians(a_samples, b_samples, seed=seed, confidence=confidence)
+def label(metric: Metric) -> str:
+    """How a table names a metric: "IOPS", "MB/s", "p99"..."""
+    return {Metric.IOPS: "IOPS", Metric.MBPS: "MB/s"}.get(metric, metric.value)
+
+
+def change_words(metric: Metric = Metric.IOPS) -> tuple[str, str]:
+    """(the verdict when ``metric`` really went up, when it really went down): "faster" and
+    "slower" for IOPS and MB/s; "higher p99, worse" and "lower p99, better" for a latency."""
+    if metric.higher_is_better:
+        return FASTER, SLOWER
+    return f"higher {label(metric)}, worse", f"lower {label(metric)}, better"
+
+
+def change(a_samples: Sequence[float], b_samples: Sequence[float], *, metric: Metric = Metric.IOPS, seed: int = 0,
+           confidence: float = 0.95) -> Delta:
+    """``median(a) / median(b) - 1`` (a against the reference b) of ``metric``'s per-repeat
+    figures: the first of :func:`change_words` when the whole interval is above 0 ("faster"
+    for IOPS), the second when below, "within noise" when it includes 0."""
+    unit = label(metric) if metric.higher_is_better else f"ms ({label(metric)})"
+    point, low, high, why = _ratio_of_medians(a_samples, b_samples, seed=seed, confidence=confidence, unit=unit)
     if point is None:
         return Delta(None, None, None, None, why)
     value = point - 1.0
     if low is None or high is None:
         return Delta(value, None, None, None, why)
     low, high = low - 1.0, high - 1.0
-    verdict = NOISE if low <= 0.0 <= high else FASTER if low > 0.0 else SLOWER
+    up, down = change_words(metric)
+    verdict = NOISE if low <= 0.0 <= high else up if low > 0.0 else down
     return Delta(value, low, high, verdict, why or _why(verdict, confidence, "0%"))
 
 
-def ratio(a_samples: Sequence[float], b_samples: Sequence[float], *, seed: int = 0, confidence: float = 0.95) -> Delta:
-    """``median(a) / median(b)`` (a gap: host over guest): "gap" when the whole interval is
-    above 1.0, "guest faster" when below, "within noise" when it includes 1.0."""
-    point, low, high, why = _ratio_of_medians(a_samples, b_samples, seed=seed, confidence=confidence)
+def ratio(a_samples: Sequence[float], b_samples: Sequence[float], *, seed: int = 0, confidence: float = 0.95,
+          unit: str = "IOPS") -> Delta:
+    """``median(a) / median(b)`` (a gap: host over guest, or for a latency guest over host):
+    "gap" when the whole interval is above 1.0, "guest faster" when below, "within noise"
+    when it includes 1.0.  ``unit`` names the figure in the reasons."""
+    point, low, high, why = _ratio_of_medians(a_samples, b_samples, seed=seed, confidence=confidence, unit=unit)
     if point is None:
         return Delta(None, None, None, None, why)
     if low is None or high is None:
@@ -92,8 +115,8 @@ def _why(verdict: str, confidence: float, neutral: str) -> str:
     return f"the {confidence * 100:g}% interval {where} {neutral}"
 
 
-def _ratio_of_medians(a_samples: Sequence[float], b_samples: Sequence[float], *, seed: int,
-                      confidence: float) -> tuple[float | None, float | None, float | None, str | None]:
+def _ratio_of_medians(a_samples: Sequence[float], b_samples: Sequence[float], *, seed: int, confidence: float,
+                      unit: str = "IOPS") -> tuple[float | None, float | None, float | None, str | None]:
     """(point, low, high, why): the ratio of medians and its bootstrap interval; ``why`` says
     why there is no interval, or that it is the point for repeats without any spread."""
     a = np.asarray(list(a_samples), dtype=float)
@@ -102,7 +125,7 @@ def _ratio_of_medians(a_samples: Sequence[float], b_samples: Sequence[float], *,
         return None, None, None, "no measurements"
     mb = float(np.median(b))
     if mb == 0.0:
-        return None, None, None, "the reference median is 0 IOPS"
+        return None, None, None, f"the reference median is 0 {unit}"
     point = float(np.median(a)) / mb
     if min(a.size, b.size) < MIN_REPEATS:
         return point, None, None, FEWER
@@ -114,7 +137,7 @@ def _ratio_of_medians(a_samples: Sequence[float], b_samples: Sequence[float], *,
                             confidence_level=confidence, method=METHOD, **{_RNG_KW: np.random.default_rng(seed)})
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
     if not (math.isfinite(low) and math.isfinite(high)):
-        return point, None, None, "a repeat with 0 IOPS on the reference side leaves the interval unbounded"
+        return point, None, None, f"a repeat with 0 {unit} on the reference side leaves the interval unbounded"
     return point, low, high, None
 
 
@@ -122,8 +145,12 @@ def _stat(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.median(a, axis=axis) / np.median(b, axis=axis)
 
 
-def describe_method(confidence: float = 0.95) -> str:
-    """One line for a table's notes: how the intervals were made."""
-    return (f"[low, high] = {confidence * 100:g}% bootstrap interval of the ratio of median IOPS "
-            f"({METHOD} method, {RESAMPLES:,} resamples of the repeats, fixed seed); "
+def describe_method(confidence: float = 0.95, metrics: Iterable[Metric] = ()) -> str:
+    """One line for a table's notes: how the intervals were made, on the ``metrics`` the
+    table judges by (none given: IOPS)."""
+    used = list(dict.fromkeys(metrics)) or [Metric.IOPS]
+    of = "median IOPS" if used == [Metric.IOPS] else "medians of each repeat's " + " / ".join(label(m) for m in used)
+    own = "; a repeat's latency percentile from its own histogram" if any(not m.higher_is_better for m in used) else ""
+    return (f"[low, high] = {confidence * 100:g}% bootstrap interval of the ratio of {of} "
+            f"({METHOD} method, {RESAMPLES:,} resamples of the repeats, fixed seed{own}); "
             f"'within noise' when it includes no change; {MIN_REPEATS} or more repeats on both sides are needed for a verdict.")

@@ -7,15 +7,23 @@ and adds X_low, X_high, X_verdict and X_why (the bootstrap interval, the verdict
 there is none, why); its text reads "+12.3% [+4.1, +20.2] faster".  The measurement tables
 state their admissibility facts (``Table.facts``) and what the stored run does not tell
 (``Table.missing``).
+
+Deltas are about each job's metric (``metrics``: the plan's, :func:`~vmbench.report.rows.job_metrics`).
+A table whose jobs are all judged by IOPS reads as it always did; otherwise its delta
+headers name the metric ("vs baseline (p99)"), or, when its jobs differ, each record names
+its own (``metric``, the "judged by" column); a latency change reads "+20.0% [+8.1, +33.0]
+higher p99, worse".
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from ..fio.job import Metric
 from ..scenario.axes import setting_columns, stored_setting
 from . import stats
+from .facts import SATURATION_SHARE
 from .rows import Row, TargetResult, gap_rows, journey_rows, layer_rows, target_results
 from .facts import RepeatPolicy, admissibility
 
@@ -122,16 +130,80 @@ def delta_fields(row: Row, keys: Sequence[str]) -> dict:
     return out
 
 
-def verdict_notes(records: Sequence[dict], keys: Sequence[str]) -> list[str]:
-    """How intervals were made, when a table has one; why there is no verdict, when so."""
+def verdict_notes(records: Sequence[dict], keys: Sequence[str], metrics: Sequence[Metric] = ()) -> list[str]:
+    """How intervals were made (on ``metrics``, the table's), when a table has one; why there
+    is no verdict, when so."""
     notes = []
     if any(r.get(k + "_low") is not None for r in records for k in keys):
-        notes.append(stats.describe_method())
+        notes.append(stats.describe_method(metrics=metrics))
     few = [r.get("repeats") for r in records if any(r.get(k + "_why") == stats.FEWER for k in keys)]
     if few:
         notes.append(f"Deltas carry no verdict where a side has {stats.FEWER} (here as few as {min((n for n in few if n), default=1)}): "
                      "a bootstrap interval cannot tell a change from noise with so few; run with repeats: 3 or more.")
     return notes
+
+
+# ---- the metric a table's deltas are about ----------------------------------------------------
+
+
+def table_metrics(rows: Sequence[Row | TargetResult]) -> list[Metric]:
+    """The metrics a table's rows are judged by, in order of first use."""
+    return list(dict.fromkeys(r.metric for r in rows))
+
+
+def by_iops(metrics: Sequence[Metric]) -> bool:
+    """Every job judged by IOPS: the table reads as before metrics existed."""
+    return all(m is Metric.IOPS for m in metrics)
+
+
+def metric_fields(row: Row, metrics: Sequence[Metric]) -> dict:
+    """``metric`` (its label) in a record of a table not judged by IOPS alone."""
+    return {} if by_iops(metrics) else {"metric": stats.label(row.metric)}
+
+
+def metric_header(header: str, metrics: Sequence[Metric]) -> str:
+    """A delta column's header naming the metric: "vs baseline (p99)"; "(judged by)" when the
+    rows differ (each names its own in the "judged by" column)."""
+    if by_iops(metrics):
+        return header
+    return f"{header} ({stats.label(metrics[0])})" if len(metrics) == 1 else f"{header} (judged by)"
+
+
+def gap_header(against: str, metrics: Sequence[Metric]) -> str:
+    """"gap (host/guest)" for IOPS; "gap (host/guest MB/s)", "gap (guest/host p99)": the
+    ratio is always the one that is above 1.00x when the guest is behind."""
+    if by_iops(metrics):
+        return f"gap (host/{against})"
+    if len(metrics) > 1:
+        return "gap (judged by)"
+    m = metrics[0]
+    return f"gap (host/{against} {stats.label(m)})" if m.higher_is_better else f"gap ({against}/host {stats.label(m)})"
+
+
+def metric_notes(metrics: Sequence[Metric], what: str, gap: bool = True) -> list[str]:
+    """What a table's deltas are about when not IOPS alone (``what``: the deltas' names;
+    ``gap``: the table has a host/guest gap)."""
+    if by_iops(metrics):
+        return []
+    lat = [stats.label(m) for m in metrics if not m.higher_is_better]
+    notes = [f"{what} are about each job's metric ({', '.join(stats.label(m) for m in metrics)}"
+             + ("; the judged by column names each row's" if len(metrics) > 1 else "") + "): "
+             "a fixed-rate job is judged by p99 unless its metric: says otherwise, its IOPS being the rate it was given."]
+    if lat:
+        up, down = stats.change_words(next(m for m in metrics if not m.higher_is_better))
+        gap_words = ", a gap is the guest's over the host's," if gap else ""
+        notes.append(f"For {'/'.join(lat)} lower is better: a change reads '{up}' or '{down}'{gap_words} and "
+                     f"{'both are ratios' if gap else 'it is a ratio'} of the medians of each repeat's own percentile "
+                     "(the table's latency figures come from the merged histograms).")
+    return notes
+
+
+def saturation_notes(records: Sequence[dict]) -> list[str]:
+    if not any("saturated (achieved" in str(r.get("note") or "") for r in records):
+        return []
+    return [f"saturated (achieved X of Y) = a fixed-rate job whose median achieved rate was under {SATURATION_SHARE:.0%} of its "
+            "rate (fio's rate_iops or rate, for each job clone and, in a mixed job, reads and writes each): its figures are not "
+            "at that rate, so it is compared with nothing."]
 
 
 def as_policy(repeats: int | RepeatPolicy | None) -> RepeatPolicy:
@@ -246,42 +318,54 @@ def job_label(row: Row) -> str:
     return f"{row.job} (sync)" if row.sync else row.job
 
 
+def judged_by_column(metrics: Sequence[Metric]) -> list[Column]:
+    """The "judged by" column, where a table's rows are judged by different metrics."""
+    return [Column("metric", "judged by", f_text)] if len(metrics) > 1 else []
+
+
 def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], repeats: int | RepeatPolicy,
-              host_memory_bytes: int | None = None, *, env: dict | None = None) -> Table:
+              host_memory_bytes: int | None = None, *, env: dict | None = None, metrics: Mapping[str, Metric] | None = None) -> Table:
     """``repeats``: the run's repeat policy (an int for a fixed count); ``env`` the run's
-    recorded environment, for the admissibility facts."""
+    recorded environment, for the admissibility facts; ``metrics`` each job's metric."""
     policy = as_policy(repeats)
-    rows = gap_rows(measurements, cells, jobs, host_memory_bytes)
+    rows = gap_rows(measurements, cells, jobs, host_memory_bytes, metrics)
+    used = table_metrics(rows)
     multi_cell = len(cells) > 1
     keys = ("gap", "vs_baseline")
     records = []
     for r in rows:
-        rec = {"job": job_label(r), "side": r.side, "cell": r.cell or "", "layer": r.layer, **figure_fields(r),
+        rec = {"job": job_label(r), **metric_fields(r, used), "side": r.side, "cell": r.cell or "", "layer": r.layer, **figure_fields(r),
                "gap": r.gap, "vs_baseline": r.vs_baseline, "note": r.note,
                "repeat_stop": policy.stop(r.figures.repeats, r.figures.cv), **delta_fields(r, keys)}
         records.append(rec)
-    cols = [Column("job", "job"), Column("side", "side")]
+    cols = [Column("job", "job")] + judged_by_column(used) + [Column("side", "side")]
     if multi_cell:
         cols.append(Column("cell", "cell"))
     cols += FIGURE_COLUMNS
     cols += telemetry_columns(records)
     cols += repeat_columns(records, policy)
-    cols.append(Column("gap", "gap (host/guest)", row_fmt=delta_ratio("gap")))
+    cols.append(Column("gap", gap_header("guest", used), row_fmt=delta_ratio("gap")))
     if multi_cell:
-        cols.append(Column("vs_baseline", "vs baseline", row_fmt=delta_pct("vs_baseline")))
+        cols.append(Column("vs_baseline", metric_header("vs baseline", used), row_fmt=delta_pct("vs_baseline")))
     cols.append(Column("note", "note", f_text))
     repeated = any(r.figures.repeats > 1 for r in rows)
     notes = [
-        "gap = host IOPS / guest IOPS on the same storage and the same fio job (1.00x: no loss; 5.00x: the guest gets a fifth).",
+        "gap = host IOPS / guest IOPS on the same storage and the same fio job (1.00x: no loss; 5.00x: the guest gets a fifth)."
+        if by_iops(used) else
+        "gap = host / guest on the same storage and the same fio job for IOPS and MB/s, guest / host for a latency "
+        "(1.00x: no loss; 5.00x: the guest gets a fifth, or takes five times as long).",
         "Latency is fio's completion latency (clat); percentiles come from fio's json+ histograms"
         + (", merged over repeats; IOPS and MB/s are medians." if repeated or policy.max > 1 else "."),
     ]
     if any(r.sync for r in rows):
         notes.append("(sync) jobs issue synchronous writes: compare them only with each other.")
     if multi_cell:
-        notes.append(f"vs baseline = change in IOPS from the first cell ({cells[0]['name']}).")
+        of = "IOPS" if by_iops(used) else "the job's metric"
+        notes.append(f"vs baseline = change in {of} from the first cell ({cells[0]['name']}).")
+    notes += metric_notes(used, "gap and vs baseline")
+    notes += saturation_notes(records)
     notes += telemetry_table_notes(records)
-    notes += verdict_notes(records, keys)
+    notes += verdict_notes(records, keys, used)
     env = dict(env or {})
     if host_memory_bytes and not env.get("host_memory_mib"):
         env["host_memory_mib"] = host_memory_bytes >> 20
@@ -291,10 +375,12 @@ def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
 
 def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str],
                 crypto: Sequence[dict] = (), stacks: Sequence[dict] = (), *,
-                repeats: int | RepeatPolicy | None = None, env: dict | None = None) -> Table | None:
-    rows = layer_rows(measurements, cells, jobs)
+                repeats: int | RepeatPolicy | None = None, env: dict | None = None,
+                metrics: Mapping[str, Metric] | None = None) -> Table | None:
+    rows = layer_rows(measurements, cells, jobs, metrics)
     if not rows:
         return None
+    used = table_metrics(rows)
     policy = as_policy(repeats)
     keys = ("vs_below", "gap")
     cpu_of = {c["name"]: c["settings"].get("cpu") for c in cells}
@@ -304,23 +390,27 @@ def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Seque
         top = r.layer.split("+")[-1]
         luks = luks_of.get(r.stack)
         ceiling = _ceiling(crypto, cpu_of.get(r.cell), luks) if top.startswith("luks") and luks else None
-        records.append({"cell": r.cell, "stack": r.stack, "job": job_label(r),
+        records.append({"cell": r.cell, "stack": r.stack, "job": job_label(r), **metric_fields(r, used),
                         "layer": r.layer if r.layer in ("host", "raw") else "+" + top,
                         "layer_path": r.layer, **figure_fields(r), "vs_below": r.vs_below, "gap": r.gap, "crypto_ceiling": ceiling,
                         **({"note": r.note} if r.note else {}),
                         "repeat_stop": policy.stop(r.figures.repeats, r.figures.cv), **delta_fields(r, keys)})
-    cols = [Column("cell", "cell"), Column("stack", "stack"), Column("job", "job"), Column("layer", "layer")]
+    cols = [Column("cell", "cell"), Column("stack", "stack"), Column("job", "job")] + judged_by_column(used) + [Column("layer", "layer")]
     cols += FIGURE_COLUMNS + telemetry_columns(records) + repeat_columns(records, policy)
-    cols += [Column("vs_below", "vs layer below", row_fmt=delta_pct("vs_below")),
-             Column("gap", "gap (host/layer)", row_fmt=delta_ratio("gap"))]
-    notes = ["vs layer below = change in IOPS that layer costs (or gains); gap = host IOPS / IOPS at that layer."]
+    cols += [Column("vs_below", metric_header("vs layer below", used), row_fmt=delta_pct("vs_below")),
+             Column("gap", gap_header("layer", used), row_fmt=delta_ratio("gap"))]
+    notes = ["vs layer below = change in IOPS that layer costs (or gains); gap = host IOPS / IOPS at that layer." if by_iops(used) else
+             "vs layer below = change in the job's metric that layer costs (or gains); gap = host / layer for IOPS and MB/s, "
+             "layer / host for a latency."]
+    notes += metric_notes(used, "vs layer below and gap")
+    notes += saturation_notes(records)
     notes += telemetry_table_notes(records)
     if any(r["crypto_ceiling"] for r in records):
         cols.append(Column("crypto_ceiling", "crypto ceiling", f_text))
         notes.append("crypto ceiling = cryptsetup benchmark in that guest for the stack's cipher (one CPU), encrypt/decrypt MiB/s, and whether the guest has the aes flag.")
     if any(r.get("note") for r in records):
         cols.append(Column("note", "note", f_text))
-    notes += verdict_notes(records, keys)
+    notes += verdict_notes(records, keys, used)
     stacked = [c for c in cells if c.get("stacks")]
     facts, missing = _table_facts(measurements, stacked, env, policy)
     return Table("layers", "Layer by layer: host -> guest raw disk -> each layer of each stack", cols, records, notes, facts, missing)
@@ -337,19 +427,27 @@ def _ceiling(crypto: Sequence[dict], cpu: str | None, luks: dict) -> str | None:
 
 
 def journey_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], *,
-                  repeats: int | RepeatPolicy | None = None, env: dict | None = None) -> Table:
+                  repeats: int | RepeatPolicy | None = None, env: dict | None = None,
+                  metrics: Mapping[str, Metric] | None = None) -> Table:
     policy = as_policy(repeats)
     keys = ("gap", "vs_previous")
+    rows = journey_rows(measurements, cells, jobs, metrics)
+    used = table_metrics(rows)
     records = []
-    for r in journey_rows(measurements, cells, jobs):
-        records.append({"job": job_label(r), "step": r.cell, "layer": r.layer, **figure_fields(r), "gap": r.gap, "vs_previous": r.vs_previous,
+    for r in rows:
+        records.append({"job": job_label(r), **metric_fields(r, used), "step": r.cell, "layer": r.layer, **figure_fields(r), "gap": r.gap,
+                        "vs_previous": r.vs_previous, **({"note": r.note} if r.note else {}),
                         "repeat_stop": policy.stop(r.figures.repeats, r.figures.cv), **delta_fields(r, keys)})
-    cols = [Column("job", "job"), Column("step", "step"), Column("layer", "layer measured")] + FIGURE_COLUMNS
+    cols = [Column("job", "job")] + judged_by_column(used) + [Column("step", "step"), Column("layer", "layer measured")] + FIGURE_COLUMNS
     cols += repeat_columns(records, policy)
-    cols += [Column("gap", "gap (host/step)", row_fmt=delta_ratio("gap")),
-             Column("vs_previous", "vs previous step", row_fmt=delta_pct("vs_previous"))]
+    cols += [Column("gap", gap_header("step", used), row_fmt=delta_ratio("gap")),
+             Column("vs_previous", metric_header("vs previous step", used), row_fmt=delta_pct("vs_previous"))]
+    if any(r.get("note") for r in records):
+        cols.append(Column("note", "note", f_text))
     notes = ["Each step's figure is the top measured layer of its first stack (the raw disk without stacks)."]
-    notes += verdict_notes(records, keys)
+    notes += metric_notes(used, "gap and vs previous step")
+    notes += saturation_notes(records)
+    notes += verdict_notes(records, keys, used)
     facts, missing = _table_facts(measurements, cells, env, policy)
     return Table("journey", "Tuning journey: each step's top layer", cols, records, notes, facts, missing)
 
@@ -371,10 +469,12 @@ def crypto_table(crypto: Sequence[dict]) -> Table | None:
                   "guest's vCPUs, so LUKS on several vCPUs can go beyond it. Without the aes flag the guest encrypts in software."])
 
 
-def targets_table(measurements: Sequence[dict], targets: Sequence[dict]) -> Table | None:
+def targets_table(measurements: Sequence[dict], targets: Sequence[dict], metrics: Mapping[str, Metric] | None = None) -> Table | None:
+    """Each target's PASS/FAIL per matching group; a job judged by a latency also shows that
+    figure ("judged by": "p99.9 2.31 ms"), and a saturated fixed-rate group says so."""
     if not targets:
         return None
-    results: list[TargetResult] = target_results(measurements, targets)
+    results: list[TargetResult] = target_results(measurements, targets, metrics)
     records = []
     for target in targets:
         desc = ", ".join(filter(None, [
@@ -384,9 +484,14 @@ def targets_table(measurements: Sequence[dict], targets: Sequence[dict]) -> Tabl
         ]))
         matched = [t for t in results if t.target is target]
         for t in matched:
-            records.append({"target": desc, "cell": t.cell, "stack": t.stack or "", "layer": t.layer, "job": t.job,
-                            "iops": t.figures.iops, "mb_s": t.figures.mb_s, "p99_ms": t.figures.p99_ms,
-                            "result": "PASS" if t.passed else "FAIL", "why": "; ".join(t.failures)})
+            rec = {"target": desc, "cell": t.cell, "stack": t.stack or "", "layer": t.layer, "job": t.job,
+                   "iops": t.figures.iops, "mb_s": t.figures.mb_s, "p99_ms": t.figures.p99_ms,
+                   "result": "PASS" if t.passed else "FAIL", "why": "; ".join(t.failures)}
+            if not t.metric.higher_is_better:
+                rec.update({"metric": stats.label(t.metric), "metric_ms": t.figures.value_of(t.metric)})
+            if t.figures.saturated:
+                rec["note"] = t.figures.saturated
+            records.append(rec)
         if not matched:  # its cell was invalid, or the run stopped before it: say so, never drop it
             records.append({"target": desc, "cell": target.get("cell") or "", "stack": target.get("stack") or "",
                             "layer": target.get("layer") or "", "job": target["job"], "result": "NOT MEASURED",
@@ -394,7 +499,14 @@ def targets_table(measurements: Sequence[dict], targets: Sequence[dict]) -> Tabl
     cols = [Column("target", "target"), Column("cell", "cell", f_text), Column("stack", "stack", f_text), Column("layer", "layer", f_text),
             Column("job", "job", f_text), Column("mb_s", "MB/s", f_mb), Column("iops", "IOPS", f_int), Column("p99_ms", "p99 ms", f_ms),
             Column("result", "result"), Column("why", "why", f_text)]
-    return Table("targets", "Targets", cols, records)
+    notes = []
+    if any(r.get("metric") for r in records):
+        cols.insert(-2, Column("metric_ms", "judged by", row_fmt=lambda r: f"{r['metric']} {f_ms(r['metric_ms'])} ms" if r.get("metric") else ""))
+        notes.append("judged by = the latency percentile the job is judged by (merged histograms), beside the targets' figures.")
+    if any(r.get("note") for r in records):
+        cols.append(Column("note", "note", f_text))
+        notes += saturation_notes(records)
+    return Table("targets", "Targets", cols, records, notes)
 
 
 def cells_table(cells: Sequence[dict]) -> Table:

@@ -23,10 +23,11 @@ from ..errors import ResultsError
 from . import migrate
 from .key import MeasurementKey
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
-# Version 2 columns come last in each table, where version 1 -> 2 (ALTER TABLE) puts them,
-# so fresh and upgraded databases have the same columns in the same order.
+# Each version's new columns come last in their table, where the upgrade (ALTER TABLE) puts
+# them, so fresh and upgraded databases have the same columns in the same order.  Version 3:
+# many VMs at once (a measurement's VM within its load step, its role, its window).
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE runs (
@@ -59,7 +60,9 @@ CREATE TABLE boots (
     guest_json TEXT NOT NULL DEFAULT '{}',
     boot_seconds REAL,
     started_at TEXT NOT NULL,
-    attempt INTEGER NOT NULL DEFAULT 1
+    attempt INTEGER NOT NULL DEFAULT 1,
+    load_step INTEGER NOT NULL DEFAULT 0,
+    vm INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE cells (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -101,7 +104,11 @@ CREATE TABLE measurements (
     clat_bins_json TEXT NOT NULL,
     fio_json TEXT NOT NULL,
     boot_id INTEGER REFERENCES boots(id),
-    attempt INTEGER NOT NULL DEFAULT 1
+    attempt INTEGER NOT NULL DEFAULT 1,
+    vm INTEGER NOT NULL DEFAULT 0,
+    load_step INTEGER NOT NULL DEFAULT 0,
+    role TEXT,
+    load_json TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX measurements_run ON measurements(run_id);
 CREATE TABLE crypto (
@@ -240,13 +247,34 @@ class ResultsDB:
         self._update("cells", cell_id, values)
 
     def add_measurement(self, run_id: int, key: MeasurementKey | None = None, **values: Any) -> int:
-        """One measurement row; ``key`` gives its side, stack, layer, job and repeat (its cell
-        is ``cell_id`` among ``values``).  The schema stores VM 0 at load step 0 only."""
+        """One measurement row; ``key`` gives its side, stack, layer, job, repeat, VM and load
+        step (its cell is ``cell_id`` among ``values``; ``role`` and ``load_json`` say, in a
+        load step, what the VM did and how its window was covered)."""
         if key is not None:
-            if key.vm or key.load_step or key.repeat is None:
-                raise ValueError(f"cannot store {key}: one repeat of VM 0 at load step 0 only in schema v{SCHEMA_VERSION}")
-            values = dict(values, side=key.side, stack=key.stack, layer=key.layer, job=key.job, repeat=key.repeat)
+            if key.repeat is None:
+                raise ValueError(f"cannot store {key}: a measurement is one repeat")
+            values = dict(values, side=key.side, stack=key.stack, layer=key.layer, job=key.job, repeat=key.repeat,
+                          vm=key.vm, load_step=key.load_step)
         return self._insert("measurements", dict(run_id=run_id, **values))
+
+    def add_measurements(self, run_id: int, rows: list[tuple[MeasurementKey, dict[str, Any], dict[str, dict]]]) -> list[int]:
+        """Several measurements and their telemetry series in one transaction (a load step's,
+        stored when all of it finished): (key, columns as for add_measurement, {source: series})."""
+        ids = []
+        with self.conn:
+            for key, values, series in rows:
+                if key.repeat is None:
+                    raise ValueError(f"cannot store {key}: a measurement is one repeat")
+                row = dict(values, run_id=run_id, side=key.side, stack=key.stack, layer=key.layer, job=key.job,
+                           repeat=key.repeat, vm=key.vm, load_step=key.load_step)
+                cur = self.conn.execute(f"INSERT INTO measurements ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
+                                        [_cell(v) for v in row.values()])
+                assert cur.lastrowid is not None
+                ids.append(cur.lastrowid)
+                for source, data in series.items():
+                    self.conn.execute("INSERT INTO telemetry (run_id, measurement_id, source, series_json) VALUES (?, ?, ?, ?)",
+                                      (run_id, cur.lastrowid, source, _cell(data)))
+        return ids
 
     def add_crypto(self, run_id: int, **values: Any) -> int:
         return self._insert("crypto", dict(run_id=run_id, **values))
@@ -311,7 +339,7 @@ class ResultsDB:
     def _keyed(self, run_id: int) -> list[dict]:
         """A run's measurements with what their keys are made of (the cell by name), in order."""
         return [dict(r) for r in self.conn.execute(
-            "SELECT m.side, c.name AS cell, m.stack, m.layer, m.job, m.repeat, m.iops FROM measurements m "
+            "SELECT m.side, c.name AS cell, m.stack, m.layer, m.job, m.repeat, m.vm, m.load_step, m.iops FROM measurements m "
             "LEFT JOIN cells c ON c.id = m.cell_id WHERE m.run_id = ? ORDER BY m.id", (run_id,))]
 
     def scenario_text(self, run_id: int) -> str:

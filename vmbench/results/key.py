@@ -7,9 +7,10 @@ stack (or the raw disk), repeat ``repeat``.  A key without a repeat (``repeat=No
 :meth:`MeasurementKey.group`) names a *group*: every repeat of the same job on the same
 target, whose figures are combined and compared.
 
-``vm`` (the VM within a group of VMs run at once) and ``load_step`` (the step of a load
-ramp) are for what comes next; every measurement so far is VM 0 at load step 0, and the
-database does not store them yet.
+``vm`` is the VM within a load step (several VMs run at once: a scaling step's clones, a
+noisy-neighbour phase's victim and aggressors; on the host, the volume within the step's
+host reference) and ``load_step`` the step (1, 2, ...); a run without a ``load:`` section
+measures VM 0 at load step 0 only.
 """
 
 from __future__ import annotations

@@ -46,7 +46,20 @@ def migrate_1_to_2(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: migrate_1_to_2}
+def migrate_2_to_3(conn: sqlite3.Connection) -> None:
+    """Many VMs at once: every stored measurement and boot was VM 0 at load step 0."""
+    for statement in (
+        "ALTER TABLE boots ADD COLUMN load_step INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE boots ADD COLUMN vm INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE measurements ADD COLUMN vm INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE measurements ADD COLUMN load_step INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE measurements ADD COLUMN role TEXT",
+        "ALTER TABLE measurements ADD COLUMN load_json TEXT NOT NULL DEFAULT '{}'",
+    ):
+        conn.execute(statement)
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: migrate_1_to_2, 2: migrate_2_to_3}
 
 
 def read_version(conn: sqlite3.Connection, path: Path) -> int | None:

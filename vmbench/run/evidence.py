@@ -6,7 +6,9 @@ CPU (:func:`guest_view`).  :func:`problems` compares the request with both, one 
 per setting and source (each VM axis's ``verify`` entries), and lists every difference.  A
 setting the scenario leaves to the hypervisor (detect_zeroes, discard) is recorded, not
 compared; so is a setting the disk's QEMU driver does not have (aio on librbd or libiscsi
-reads "not applicable").  ``aes`` is checked where the guest and QEMU's ``-cpu`` can tell: a
+reads "not applicable").  An I/O limit (iops, mbps_rd, iops_max, burst_length...) is
+compared with the configuration's and QEMU's throttling, which read "none" where no such
+limit is in effect.  ``aes`` is checked where the guest and QEMU's ``-cpu`` can tell: a
 model that has AES-NI by itself (x86-64-v2-AES, Westmere, host on an AES-NI host) counts as
 aes on.  A cell with differences is marked invalid and not measured.  Pure functions, no
 hypervisor keys.

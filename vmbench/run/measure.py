@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..fio.job import job_hash
-from ..fio.runner import precondition, run_fio
+from ..fio.job import FioJob, job_hash
+from ..fio.runner import FioRun, precondition, run_fio
 from .plan import Step, Stored
 from ..progress import Progress
 from ..results.db import ResultsDB
@@ -64,7 +64,19 @@ class Where:
         return "host" if self.cell is None else f"{self.cell.name}: {self.layer}"
 
 
-def _drop_caches(side: Transport) -> None:
+def measurement_values(where: Where, job: FioJob, run: FioRun, attempt: int) -> dict:
+    """A measurement row's columns but its key: what ran where, and fio's figures."""
+    pcts = run.result.percentiles()
+    return dict(
+        cell_id=where.cell_id, boot_id=where.boot_id, attempt=attempt, depth=where.depth,
+        job_params_json=job.params(), job_hash=job_hash(job), sync=job.is_sync, target=where.target, argv_json=list(run.argv),
+        settings_json=where.settings, accelerator=where.accelerator, started_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
+        iops=run.result.iops, bw_bytes=run.result.bw_bytes, p50_ns=pcts[50.0], p95_ns=pcts[95.0], p99_ns=pcts[99.0],
+        p999_ns=pcts[99.9], clat_bins_json=run.result.clat.to_json(), fio_json=run.raw_json,
+    )
+
+
+def drop_caches(side: Transport) -> None:
     side.run(["sync"], timeout=300)
     side.write_file("/proc/sys/vm/drop_caches", b"3\n", mode=None)
 
@@ -141,7 +153,7 @@ class Measurer:
         else:
             self.progress.step(f"{label} ({counter}, {format_duration(dur) if dur else '?'})")
         if not job.direct:
-            _drop_caches(where.side)
+            drop_caches(where.side)
         must_match = self.host_argv.get(job.name) if where.side_name == "guest" else None
         # a guest's pool is the host's: sampled on the host side only (never the host twice)
         on_host = where.side_name == "guest" and where.host_side is not None
@@ -152,14 +164,7 @@ class Measurer:
                       host_target=where.host_target if on_host else None)
         if where.side_name == "host":
             self.host_argv[job.name] = run.argv
-        pcts = run.result.percentiles()
-        measurement_id = self.db.add_measurement(
-            self.run_id, step.key(), cell_id=where.cell_id, boot_id=where.boot_id, attempt=self.attempt, depth=where.depth,
-            job_params_json=job.params(), job_hash=job_hash(job), sync=job.is_sync, target=where.target, argv_json=list(run.argv),
-            settings_json=where.settings, accelerator=where.accelerator, started_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
-            iops=run.result.iops, bw_bytes=run.result.bw_bytes, p50_ns=pcts[50.0], p95_ns=pcts[95.0], p99_ns=pcts[99.0],
-            p999_ns=pcts[99.9], clat_bins_json=run.result.clat.to_json(), fio_json=run.raw_json,
-        )
+        measurement_id = self.db.add_measurement(self.run_id, step.key(), **measurement_values(where, job, run, self.attempt))
         self.iops.setdefault(step.group(), {})[step.repeat] = float(run.result.iops)
         for source, series in (getattr(run, "series", None) or {}).items():
             self.db.add_telemetry(self.run_id, measurement_id=measurement_id, source=source, series=series)

@@ -12,6 +12,7 @@ from typing import Mapping
 
 from ..fio.job import FioJob
 from ..results.key import MeasurementKey
+from ..scenario.load import LoadMember, LoadStep, Role
 from ..scenario.model import Cell, Scenario, Stack, VmConfig, layer_path
 
 
@@ -67,6 +68,32 @@ class Step:
         return replace(self, repeat=repeat)
 
 
+@dataclass(frozen=True)
+class LoadUnit:
+    """One load step of one VM configuration (a boot group): its VMs are created and booted
+    together, measure every layer of the group's cells round by round, and are removed
+    together.  A unit is atomic: its measurements are stored when all of it finished.
+
+    ``seqs`` number its VMs across the run (``vmbench-<tag>-<seq>``); ``host_cell`` is where
+    its host reference is stored when it has one (``has_host``: the first unit of each host
+    storage setting at this step runs the same round on as many host volumes at once)."""
+
+    boot: BootGroup
+    step: LoadStep
+    seqs: tuple[int, ...]
+    has_host: bool = False
+    host_cell: str | None = None
+    #: the host each VM runs on, by member: one host today; a cluster spreads a step's VMs
+    hosts: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"VM configuration {self.boot.seq}, load step {self.step.index} ({self.step.name})"
+
+    def vm_of(self, member: LoadMember) -> VmConfig:
+        return member.overrides.apply(self.boot.vm)
+
+
 #: a group's key (MeasurementKey.group()) -> {repeat: IOPS}: what a run has stored (ResultsDB.repeat_iops)
 Stored = Mapping[MeasurementKey, Mapping[int, float]]
 
@@ -119,6 +146,8 @@ class Plan:
         s = self.scenario
         n = s.repeats  # == repeat_policy.min
         out: list[Step] = []
+        if s.load is not None:
+            return [st for unit in self.load_units() for st in self.unit_steps(unit)]
         refs = dict((b.seq, name) for b, name in self.host_references())
         for boot in self.boots:
             if boot.seq in refs:
@@ -129,6 +158,44 @@ class Plan:
                 out += [Step("guest", boot.seq, cell.name, stack.name if stack else None, layer, depth, j.name, r)
                         for r in range(1, n + 1) for j in s.jobs]
         return out
+
+    def load_units(self) -> list[LoadUnit]:
+        """Every load unit, in the order they run: each VM configuration's steps in turn."""
+        s = self.scenario
+        assert s.load is not None
+        refs = dict((b.seq, name) for b, name in self.host_references())
+        out: list[LoadUnit] = []
+        seq = 0
+        for boot in self.boots:
+            for step in s.load.steps:
+                seqs = tuple(range(seq + 1, seq + step.size + 1))
+                seq += step.size
+                out.append(LoadUnit(boot, step, seqs, has_host=boot.seq in refs, host_cell=refs.get(boot.seq),
+                                    hosts=tuple(s.hypervisor.host_label for _ in seqs)))
+        return out
+
+    def unit_steps(self, unit: LoadUnit) -> list[Step]:
+        """A unit's fio runs: its host reference (if any), then each cell's layers; on each
+        target every round's repeats, each run by every member at once (one Step per member)."""
+        s = self.scenario
+        assert s.load is not None
+        rounds = s.load.rounds(s.jobs)
+        k = unit.step.index
+
+        def runs(side: str, cell: str | None, stack: str | None, layer: str, depth: int) -> list[Step]:
+            return [Step(side, unit.boot.seq, cell, stack, layer, depth, rnd[m.role], r, vm=m.vm, load_step=k)
+                    for rnd in rounds for r in range(1, s.repeats + 1) for m in unit.step.members if m.role in rnd]
+
+        out = runs("host", unit.host_cell, None, "host", 0) if unit.has_host else []
+        for cell, layer, stack, depth in boot_layers(unit.boot):
+            out += runs("guest", cell.name, stack.name if stack else None, layer, depth)
+        return out
+
+    def pending_units(self, stored: Stored) -> list[tuple[LoadUnit, list[Step]]]:
+        """Each unit with every one of its steps when any of them is not stored (a unit is
+        atomic: it runs again whole), or with none when it is complete."""
+        return [(u, steps if any(st.repeat not in stored.get(st.group(), {}) for st in steps) else [])
+                for u in self.load_units() for steps in [self.unit_steps(u)]]
 
     def pending_steps(self, stored: Stored) -> list[Step]:
         """What is left to run, in order, given what a run has stored: every step not stored,
@@ -151,6 +218,9 @@ class Plan:
         """Every guest fio run of one repeat; the raw disk once per boot (its cells share the VM)."""
         if self.scenario.host_only:
             return []
+        if self.scenario.load is not None:
+            return [Measurement(st.cell or "", st.stack, st.layer, st.depth, st.job) for st in self.steps()
+                    if st.side == "guest" and st.repeat == 1]
         return [
             Measurement(cell.name, stack.name if stack else None, layer, depth, job.name)
             for boot in self.boots
@@ -161,6 +231,8 @@ class Plan:
     def host_measurements(self, repeats: int | None = None) -> int:
         """Host fio runs with ``repeats`` each (default: the policy's min)."""
         n = self.scenario.repeats if repeats is None else repeats
+        if self.scenario.load is not None:
+            return sum(st.side == "host" for st in self.steps()) // self.scenario.repeats * n
         return len(self.scenario.jobs) * n * len(self.host_references())
 
     def summary(self) -> dict:
@@ -187,7 +259,9 @@ class Plan:
                 }
                 for c in self.cells
             ],
-            "jobs": [{"name": j.name, "describe": j.describe(), "sync": j.is_sync} for j in s.jobs],
+            "jobs": [{"name": j.name, "describe": j.describe(), "sync": j.is_sync, "metric": j.judged_by.value,
+                      **({"rate_iops": j.rate_iops} if j.rate_iops else {}), **({"rate": j.rate} if j.rate else {})}
+                     for j in s.jobs],
             "stacks": [
                 {"name": st.name, "layers": [l.label for l in st.layers],
                  "luks": {"cipher": st.luks.cipher, "key_bits": st.luks.key_size} if st.luks else None}
@@ -200,6 +274,7 @@ class Plan:
             "host_measurements": self.host_measurements(),
             "guest_measurements_max": len(self.guest_measurements()) * policy.max,
             "host_measurements_max": self.host_measurements(policy.max),
+            **({"load": s.load.to_json(), "vms_booted": sum(u.step.size for u in self.load_units())} if s.load else {}),
         }
 
 
@@ -285,6 +360,8 @@ def estimate(plan: Plan, accelerator: str) -> Estimate:
     policy = s.repeat_policy
     assert policy is not None
     boots = 0.0 if s.host_only else len(plan.boots) * (BOOT_SECONDS[accel] + TEARDOWN_SECONDS)
+    if s.load is not None:
+        return _load_estimate(plan, accel)
     references = len(plan.host_references())
     biggest = max(s.jobs, key=lambda j: j.size)  # each measured layer is preconditioned once
     targets = 0
@@ -303,3 +380,29 @@ def estimate(plan: Plan, accelerator: str) -> Estimate:
     crypto = len(s.crypto_benchmark) * CRYPTO_BENCH_SECONDS[accel] * (len(cpus) + 1) if s.crypto_benchmark else 0.0
     return Estimate(accelerator=accel, boots=boots, guest_fio=guest(policy.min), host_fio=host(policy.min), layers=layers,
                     crypto=crypto, guest_fio_max=guest(policy.max), host_fio_max=host(policy.max))
+
+
+def _load_estimate(plan: Plan, accel: str) -> Estimate:
+    """A load run: each unit boots its VMs ``boot_parallel`` at a time (slower as more run:
+    a TCG guest keeps a core busy), and every round runs once per target for all its VMs."""
+    s = plan.scenario
+    assert s.load is not None
+    par = s.load.boot_parallel
+    boots = guest = host = layers = 0.0
+    rounds = s.load.rounds(s.jobs)
+    by_name = {j.name: j for j in s.jobs}
+
+    def round_seconds(rnd: dict[Role, str], accel_: str) -> float:
+        return max((by_name[j].duration or UNKNOWN_JOB_SECONDS) for j in rnd.values()) + s.load.tail_seconds + s.load.lead_seconds + FIO_OVERHEAD[accel_]  # type: ignore[union-attr]
+
+    per_target = {a: sum(round_seconds(r, a) for r in rounds) * s.repeats for a in ("kvm", accel)}
+    biggest = max(s.jobs, key=lambda j: j.size)
+    for unit in plan.load_units():
+        n = unit.step.size
+        boots += -(-n // par) * BOOT_SECONDS[accel] * max(1.0, n / 2 if accel == "tcg" else 1.0) + TEARDOWN_SECONDS
+        targets = len(boot_layers(unit.boot))
+        guest += targets * (per_target[accel] + biggest.size / 1e6 / PRECONDITION_MB_S[accel] * n)
+        layers += LAYER_BUILD_SECONDS[accel] * sum(len(st.layers) for c in unit.boot.cells for st in c.stacks)
+        if unit.has_host:
+            host += per_target["kvm"] + biggest.size / 1e6 / PRECONDITION_MB_S["kvm"] * n
+    return Estimate(accelerator=accel, boots=boots, guest_fio=guest, host_fio=host, layers=layers, crypto=0.0)

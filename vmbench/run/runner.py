@@ -25,7 +25,9 @@ from ..guest.disk import ScratchDisk, find_scratch
 from ..guest.facts import disk_evidence, guest_facts, root_disk_name
 from ..guest.layers import StackBuilder
 from ..images import Image, current_image
+from .capacity import check_capacity, read_host_capacity
 from .ledger import Ledger
+from .loadstep import LoadStepRun
 from .measure import Measurer, Where
 from ..paths import StatePaths
 from .plan import BootGroup, Plan, Step, make_plan
@@ -110,11 +112,26 @@ class Runner:
             self._check_same_host()
         cpu_models = {c.vm.cpu.model for c in s.cells if c.vm.cpu.mode is CpuMode.MODEL and c.vm.cpu.model}
         cpu_modes = {c.vm.cpu.mode for c in s.cells}
+        # a load step's VMs have their own settings where the step changes some (limits...)
+        vms = [c.vm for c in s.cells] + ([u.vm_of(m) for u in self.plan.load_units() for m in u.step.members] if s.load else [])
         self.accel = self.driver.prepare(image=self.image, accel=s.hypervisor.accel, cpu_models=cpu_models,
-                                         cpu_modes=cpu_modes, progress=self.progress, vms=[c.vm for c in s.cells],
+                                         cpu_modes=cpu_modes, progress=self.progress, vms=list(dict.fromkeys(vms)),
                                          guest_needs=guest_needs(s))
         self.progress.step(f"accelerator: {self.accel.name} ({self.accel.reason})")
+        if s.load is not None:
+            self._check_capacity(where)
+            return
         self._check_free(where, s.storage.scratch_size * 2 + (2 << 30))
+
+    def _check_capacity(self, where: str) -> None:
+        """A load run: every step's VMs fit the host's memory and storage; vCPU overcommit is said."""
+        assert self.accel is not None
+        cap = read_host_capacity(self.host, self.driver.storage.free_bytes(), self.driver.storage.label)
+        check = check_capacity(self.plan, self.accel.name, cap, where)
+        if check.refusals:
+            raise PreflightError(*check.refusals[0])
+        for warning in check.warnings:
+            self.progress.warn(warning)
 
     def _preflight_storage(self, where: str) -> None:
         """A host-only run: the storage is usable and big enough; no image, no accelerator."""
@@ -186,8 +203,12 @@ class Runner:
             # a resume also goes on with adaptive repeats an earlier attempt left unfinished
             pending = self.plan.pending_steps(stored)
             self.outcome.skipped_steps = sum(st.repeat in stored.get(st.group(), {}) for st in self.plan.steps())
-            for group in self.plan.boots:
-                self._run_group(group, [st for st in pending if st.boot == group.seq])
+            if s.load is not None:
+                for unit, unit_steps in self.plan.pending_units(stored):
+                    LoadStepRun(self, unit, unit_steps).run()
+            else:
+                for group in self.plan.boots:
+                    self._run_group(group, [st for st in pending if st.boot == group.seq])
             if s.crypto_benchmark and not (self.resume and self.db.has_host_crypto(self.run_id)):
                 self.step = "host crypto benchmark"
                 self._host_crypto()

@@ -19,13 +19,14 @@ The order of :data:`AXES` matters and is kept as it was before the table existed
 from __future__ import annotations
 
 import enum
+import math
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from ..settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
 from ..units import format_size, parse_size
-from .model import CpuConfig, VmConfig, ZfsSettings
+from .model import LIMIT_NAMES, CpuConfig, VmConfig, ZfsSettings, limit_mbps
 from .zfsprops import PROPERTIES, ZfsProperty, parse_property, parse_recordsize, parse_volblocksize
 from .parsers import MiB
 from .reader import Section, as_bool, as_int, as_str, join
@@ -129,6 +130,24 @@ def _discard(value: Any) -> Discard:
 
 HYPERVISOR_DEFAULT = "hypervisor default"
 
+#: the largest I/O limits vmbench takes (QEMU's own ceiling is 10^15 per second)
+MAX_IOPS = 10**9
+MAX_MBPS = 10**8
+MAX_BURST_SECONDS = 86400
+
+
+def _mbps(value: Any) -> float:
+    """MiB/s above 0, to the thousandth at most; a whole number reads as an int."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a number")
+    if value <= 0:
+        raise ValueError(f"{value} is not above 0")
+    if value > MAX_MBPS:
+        raise ValueError(f"{value} is above the maximum {MAX_MBPS}")
+    if round(value, 3) != value:
+        raise ValueError(f"{value} has more than 3 decimals (a thousandth of a MiB/s is about 1 KiB/s)")
+    return limit_mbps(value)
+
 
 # ---- building rows -----------------------------------------------------------------------
 
@@ -186,6 +205,52 @@ def _zfs_size_axis(name: str, parse: Callable[[Any], int], describe: str) -> Axi
         setting=lambda vm: None if get(vm) is None else format_size(get(vm) or 0),
         describe=describe,
     )
+
+
+def _limit_axis(name: str, parse: Callable[[Any], Any], describe: str) -> Axis:
+    """An I/O limit of the scratch disk (a field of VmConfig.limits): none unless given, read
+    back from the hypervisor's configuration and from QEMU's throttling."""
+
+    def get(vm: VmConfig) -> float | None:
+        return vm.limits.get(name)
+
+    def put(vm: VmConfig, value: Any) -> VmConfig:
+        changes: dict[str, Any] = {name: value}
+        return replace(vm, limits=replace(vm.limits, **changes))
+
+    return Axis(
+        name=name,
+        settings_key=name,
+        parse=lambda sec, key, vm: put(vm, sec.get(key, parse)),
+        value=get,
+        label=lambda vm, raw: str(get(vm)),
+        merge=lambda vm, other: put(vm, get(other)),
+        setting=get,
+        describe=describe,
+        verify=((f"config_{name}", "{config}", False), (f"qemu_{name}", "QEMU's throttling", True)),
+        unset="none",
+    )
+
+
+def _limit_describe(name: str) -> str:
+    what = "read " if "_rd" in name else "write " if "_wr" in name else ""
+    if name == "burst_length":
+        return f"whole seconds from 1 to {MAX_BURST_SECONDS}: how long every burst (iops_max, mbps_max...) may last"
+    if name.startswith("iops"):
+        unit, rate = f"a whole number of {what}IOPS from 1 to {MAX_IOPS:,}", name.removesuffix("_max")
+    else:
+        unit, rate = f"{what}MiB/s from 0.001 to {MAX_MBPS:,} (3 decimals at most)", name.removesuffix("_max")
+    if name.endswith("_max"):
+        return f"{unit}: a burst above {rate}, which it needs"
+    if name.endswith(("_rd", "_wr")):
+        return f"{unit}, not together with {name[:-3]}"
+    return f"{unit}, reads and writes together (not with {name}_rd or {name}_wr)"
+
+
+def _limit_parser(name: str) -> Callable[[Any], Any]:
+    if name == "burst_length":
+        return as_int(1, MAX_BURST_SECONDS)
+    return as_int(1, MAX_IOPS) if name.startswith("iops") else _mbps
 
 
 def _zfs_property_axis(prop: ZfsProperty) -> Axis:
@@ -254,6 +319,8 @@ AXES: tuple[Axis, ...] = (
     _field_axis("discard", _discard, f"one of: {Discard.allowed()} (on/off and true/false read as unmap/ignore)",
                 verify=(("config_discard", "{config}", False), ("qemu_discard", "the QEMU command line", True)),
                 unset=HYPERVISOR_DEFAULT),
+    # the scratch disk's I/O limits (Proxmox's names), none unless given: not stored
+    *(_limit_axis(n, _limit_parser(n), _limit_describe(n)) for n in LIMIT_NAMES),
     _zfs_size_axis("volblocksize", parse_volblocksize, "a power of two from 512 to 128k (zvols: storage.type zfs)"),
     _zfs_size_axis("recordsize", parse_recordsize, "a power of two from 512 to 1m (datasets: storage.type zfs-dataset)"),
     *(_zfs_property_axis(p) for p in PROPERTIES),

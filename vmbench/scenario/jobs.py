@@ -1,4 +1,5 @@
-"""``jobs:``: built-in profiles, explicit jobs and fio job files; sizes checked against the scratch disk."""
+"""``jobs:``: built-in profiles, explicit jobs and fio job files; fixed rates and the metric each job
+is judged by; sizes checked against the scratch disk."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..fio import jobfile, profiles
-from ..fio.job import IOENGINES, MIXED_MODES, RW_MODES, FioJob, JobFile
+from ..fio.job import IOENGINES, MIXED_MODES, RW_MODES, FioJob, JobFile, Metric
 from ..fio.engines import Reason
 from ..fio.jobparse import VMBENCH_VARIABLES
 from ..units import format_size, human_size
@@ -17,8 +18,9 @@ from .parsers import MiB, _choice, _duration, _size, _unique
 from .reader import Context, Section, as_bool, as_int, as_name, as_str, as_str_list, items
 
 JOB_KEYS = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp", "size", "direct", "sync", "fsync", "ioengine",
-            "buffer_compress_percentage", "refill_buffers")
-JOBFILE_KEYS = ("file", "name", "size", "runtime", "env")
+            "buffer_compress_percentage", "refill_buffers", "rate_iops", "rate", "metric")
+JOBFILE_KEYS = ("file", "name", "size", "runtime", "env", "metric")
+RATE_KEYS = ("rate_iops", "rate")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # What a job file may not set (see vmbench.fio.jobfile.check): commands, code, replays, host cgroups...
 FORBIDDEN_JOBFILE_OPTIONS = tuple(jobfile.REFUSED)
@@ -38,7 +40,7 @@ def _jobs(ctx: Context, top: Section, base_dir: Path) -> list[FioJob]:
         if sec.has("profile"):
             profile = sec.get("profile", _choice(tuple(profiles.PROFILES)))
             select = sec.get("select", as_str_list, ())
-            overrides = _job_overrides(sec)
+            overrides = _job_overrides(sec, f"profile {profile}")
             sec.done(("profile", "select") + JOB_KEYS)
             try:
                 expanded = profiles.expand(profile, overrides, select)
@@ -49,7 +51,7 @@ def _jobs(ctx: Context, top: Section, base_dir: Path) -> list[FioJob]:
             jobs.append(_jobfile(sec, base_dir))
         else:
             name = sec.get("name", as_name)
-            overrides = _job_overrides(sec)
+            overrides = _job_overrides(sec, f"job {name}")
             if "rw" not in overrides or "bs" not in overrides:
                 raise ctx.fail(path, line, "a job needs rw and bs (or use profile: or file:)",
                                f"rw is one of: {', '.join(RW_MODES)}")
@@ -59,7 +61,8 @@ def _jobs(ctx: Context, top: Section, base_dir: Path) -> list[FioJob]:
     return jobs
 
 
-def _job_overrides(sec: Section) -> dict:
+def _job_overrides(sec: Section, what: str) -> dict:
+    """The entry's job keys, parsed; ``what`` names the job or profile in messages."""
     out: dict[str, Any] = {}
     parsers = {
         "rw": _choice(RW_MODES),
@@ -80,7 +83,32 @@ def _job_overrides(sec: Section) -> dict:
     for key, parse in parsers.items():
         if sec.has(key):
             out[key] = sec.get(key, parse)
+    named = {"rate_iops": as_int(1), "rate": _rate, "metric": Metric.parse}
+    for key, parse in named.items():
+        if sec.has(key):
+            try:
+                out[key] = parse(sec.raw(key))
+            except (ValueError, TypeError) as exc:
+                raise sec.fail(key, f"{what}: {exc}", _HINTS[key]) from None
+    if "rate_iops" in out and "rate" in out:
+        raise sec.fail("rate", f"{what}: rate_iops and rate are both set; a job runs at one fixed rate",
+                       "keep rate_iops (I/Os a second) or rate (bytes a second)")
     return out
+
+
+_HINTS = {
+    "rate_iops": "I/Os a second, a whole number, e.g. 500 (per job and, in mixed jobs, per direction)",
+    "rate": "bytes a second, e.g. 50M or 50M/s (per job and, in mixed jobs, per direction)",
+    "metric": None,
+}
+
+
+def _rate(value: Any) -> int:
+    """``rate:``: a size a second (``50M``, ``50M/s``, ``512k``), in bytes."""
+    text = value.strip() if isinstance(value, str) else value
+    if isinstance(text, str) and text.lower().endswith("/s"):
+        text = text[:-2].strip()
+    return int(_size(1)(text))
 
 
 def _check_job(sec: Section, job: FioJob) -> FioJob:
@@ -103,6 +131,14 @@ def _jobfile(sec: Section, base_dir: Path) -> FioJob:
     size = sec.get("size", _size(1 * MiB), None)
     runtime = sec.get("runtime", _duration(1), None)
     env = sec.get("env", _env, {})
+    for key in RATE_KEYS:
+        if sec.has(key):
+            raise sec.fail(key, f"job file job {name}: {key} only applies to vmbench's own jobs",
+                           f"a job file says its own rate: set {key}= in {rel}")
+    try:
+        metric = Metric.parse(sec.raw("metric")) if sec.has("metric") else None
+    except ValueError as exc:
+        raise sec.fail("metric", f"job file job {name}: {exc}") from None
     sec.done(JOBFILE_KEYS)
     path = (base_dir / rel) if not Path(rel).is_absolute() else Path(rel)
     try:
@@ -129,7 +165,7 @@ def _jobfile(sec: Section, base_dir: Path) -> FioJob:
     job = JobFile(path=str(path), text=text, runtime=run_s, ramp=ramp, overrides=parsed.notes + tuple(overrides),
                   size_origin=origin, entry_line=sec.line, offset=offset,
                   offset_origin=_where(parsed, offset_line) if offset_line else "")
-    return FioJob(name=name, size=size, direct=jobfile.is_direct(scaled), jobfile=job, profile="file")
+    return FioJob(name=name, size=size, direct=jobfile.is_direct(scaled), jobfile=job, profile="file", metric=metric)
 
 
 def _where(parsed: jobfile.ParsedJobFile, line: int | None) -> str:

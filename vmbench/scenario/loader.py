@@ -19,6 +19,7 @@ from .hosts import _hypervisor, _storage, driver_storage_problems, storage_probl
 from .jobs import _check_jobs_vs_stacks, _jobs, _resolve_sizes
 from .matrix import _cells
 from .model import RepeatPolicy, Scenario, VmConfig
+from .load import parse_load
 from .reader import Context, Section, as_bool, as_int, as_name, as_str, load_yaml
 from .stacks import _stacks
 from .targets import _crypto, _targets
@@ -29,6 +30,7 @@ __all__ = ["load_scenario", "parse_scenario", "vm_problems", "VM_AXES"]
 TOP_KEYS = (
     "name", "description", "template", "hypervisor", "storage", "vm", "vary", "mode", "cells",
     "journey", "jobs", "stacks", "targets", "repeats", "host_baseline", "crypto_benchmark", "host_only",
+    "load",
 )
 
 
@@ -84,6 +86,13 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
     _check_storage(top, cells, storage, host_only)
     targets = _targets(ctx, top, jobs, stacks, cells)
     crypto = _crypto(top, stacks)
+    load = parse_load(ctx, top, jobs)
+    if load is not None:
+        if host_only:
+            raise top.fail("load", "does not apply to a host_only scenario (no VM is booted)")
+        if repeat_policy.adaptive:
+            raise top.fail("repeats", "adaptive repeats do not go with load: (every VM of a step repeats together)",
+                           "give a fixed count, e.g. repeats: 3")
     top.done(TOP_KEYS)
 
     return Scenario(
@@ -106,6 +115,7 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
         crypto_benchmark=crypto,
         skipped_cells=skipped,
         host_only=host_only,
+        load=load,
     )
 
 

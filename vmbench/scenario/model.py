@@ -5,12 +5,15 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Sequence, Union
+from typing import TYPE_CHECKING, Sequence, Union
 
 from ..fio.job import FioJob
 from ..settings import (Accel, Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, DriverName, Feature, Filesystem, ImageFormat,
                         StorageType)
 from ..units import format_size
+
+if TYPE_CHECKING:
+    from .load import LoadSpec
 
 MiB = 1 << 20
 
@@ -62,6 +65,58 @@ class ZfsSettings:
         return f"vbs={self.volblocksize};rs={self.recordsize};" + ";".join(f"{k}={v}" for k, v in self.properties)
 
 
+#: the per-disk I/O limits, by their Proxmox names: the rates (IOPS, MiB/s), their bursts, and
+#: the length of every burst; each is an axis of its own (vmbench.scenario.axes)
+LIMIT_RATES = ("iops", "iops_rd", "iops_wr", "mbps", "mbps_rd", "mbps_wr")
+LIMIT_BURSTS = tuple(f"{r}_max" for r in LIMIT_RATES)
+LIMIT_NAMES = LIMIT_RATES + LIMIT_BURSTS + ("burst_length",)
+
+
+def limit_bytes(mbps: float) -> int:
+    """MiB/s as the bytes per second QEMU gets: truncated, as qemu-server's ``int($v * 1024 * 1024)``."""
+    return int(mbps * MiB)
+
+
+def limit_mbps(value: float) -> float:
+    """A MiB/s figure as vmbench states it: to the thousandth (about 1 KiB/s), a whole number as an int."""
+    rounded = round(float(value), 3)
+    return int(rounded) if rounded == int(rounded) else rounded
+
+
+@dataclass(frozen=True)
+class IoLimits:
+    """The scratch disk's I/O limits (QEMU's throttling), as Proxmox names them: None is no
+    limit.  ``iops*`` are operations per second, ``mbps*`` MiB per second (Proxmox's
+    "megabytes"); ``*_max`` is a burst above its rate, which lasts ``burst_length`` seconds
+    (every burst that is set; QEMU's default 1).  A total and its read or write rate exclude
+    each other, and a burst needs its rate (vmbench.scenario.vm checks both)."""
+
+    iops: int | None = None
+    iops_rd: int | None = None
+    iops_wr: int | None = None
+    mbps: float | None = None
+    mbps_rd: float | None = None
+    mbps_wr: float | None = None
+    iops_max: int | None = None
+    iops_rd_max: int | None = None
+    iops_wr_max: int | None = None
+    mbps_max: float | None = None
+    mbps_rd_max: float | None = None
+    mbps_wr_max: float | None = None
+    burst_length: int | None = None
+
+    def get(self, name: str) -> float | None:
+        return getattr(self, name)
+
+    def given(self) -> dict[str, float]:
+        """The limits that are set, in :data:`LIMIT_NAMES` order."""
+        return {n: v for n in LIMIT_NAMES if (v := self.get(n)) is not None}
+
+    def bursts(self) -> tuple[str, ...]:
+        """The bursts that are set (``iops_max``, ``mbps_rd_max``...)."""
+        return tuple(n for n in LIMIT_BURSTS if self.get(n) is not None)
+
+
 @dataclass(frozen=True)
 class VmConfig:
     """Everything about a VM that needs its own boot."""
@@ -77,6 +132,7 @@ class VmConfig:
     zfs: ZfsSettings = ZfsSettings()  # the scratch storage's ZFS settings (ZFS storage only)
     detect_zeroes: DetectZeroes | None = None  # None: the hypervisor's default (libvirt off, Proxmox on/unmap)
     discard: Discard | None = None  # None: the hypervisor's default (ignore)
+    limits: IoLimits = IoLimits()  # the scratch disk's I/O limits; none by default
 
     def settings(self) -> dict[str, object]:
         """Every setting, flat, as stored with each result row and shown in reports.
@@ -84,7 +140,7 @@ class VmConfig:
         One key per axis of :data:`~vmbench.scenario.axes.AXES`, in its order (aes is part of
         the cpu label): bus, cache, iothread, aio, cpu, format, vcpus, memory_mib; then the
         settings left to the hypervisor unless the scenario gives them (detect_zeroes,
-        discard), and the ZFS settings that are set (volblocksize, recordsize,
+        discard, each I/O limit: iops, mbps_rd...), and the ZFS settings that are set (volblocksize, recordsize,
         compression...), none on other storage.  A setting left to its default is not stored,
         so runs stored before an axis existed have the same keys."""
         from .axes import AXES  # axes builds on this module
@@ -453,6 +509,7 @@ class Scenario:
     skipped_cells: tuple[tuple[str, str], ...] = ()  # factorial combinations left out: (name, why)
     repeat_policy: RepeatPolicy | None = None  # None: fixed, ``repeats`` times
     host_only: bool = False  # no VM: every cell is a host storage variant measured on the host
+    load: "LoadSpec | None" = None  # many VMs at once (scenario/load.py); None: one VM per cell
 
     def __post_init__(self) -> None:
         if self.repeat_policy is None:

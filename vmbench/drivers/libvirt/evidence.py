@@ -1,7 +1,9 @@
 """libvirt and QEMU readings -> :class:`~vmbench.drivers.base.Applied` (pure).
 
-The live domain XML says what libvirt configured; QEMU's ``query-block`` says which cache
-mode and format its block layer uses, the command line (read as for Proxmox, by
+The live domain XML says what libvirt configured (the I/O limits: the scratch disk's
+``<iotune>``); QEMU's ``query-block`` says which cache mode and format its block layer uses
+and which I/O limits its throttling applies (libvirt sets them with block_set_io_throttle,
+not on the command line), the command line (read as for Proxmox, by
 :mod:`vmbench.drivers.qemu_cmdline`) which aio, detect-zeroes and discard the scratch disk's
 nodes have and which CPU model and flags QEMU runs, the QOM ``iothread`` links whether an iothread serves the disk, ``query-kvm``
 which accelerator runs.
@@ -13,7 +15,9 @@ import xml.etree.ElementTree as ET
 
 from ...settings import Bus, Cache, DetectZeroes, Discard
 from ..base import Applied
-from ..qemu_cmdline import cpu_readings, disk_readings, parse_cmdline, to_applied
+from ...scenario.model import LIMIT_BURSTS, LIMIT_RATES
+from ..qemu_cmdline import cpu_readings, disk_readings, parse_cmdline, qmp_limits, throttle_option, throttle_readings, to_applied
+from .xml import iotune_name
 
 #: the command line's readings used (cache and format come from query-block)
 CMDLINE_READINGS = ("qemu_aio", "qemu_detect_zeroes", "qemu_discard")
@@ -41,6 +45,20 @@ def _config_bus(root: ET.Element, disk: ET.Element) -> str | None:
     return bus
 
 
+def iotune_limits(disk: ET.Element) -> dict[str, str]:
+    """A disk's ``<iotune>`` keyed by QEMU's throttle options (iops-total, bps-read-max-length...)."""
+    iotune = disk.find("iotune")
+    out: dict[str, str] = {}
+    if iotune is None:
+        return out
+    for name in LIMIT_RATES + LIMIT_BURSTS:
+        for suffix in ("", "_length") if name in LIMIT_BURSTS else ("",):
+            text = iotune.findtext(iotune_name(name) + suffix)
+            if text is not None:
+                out[throttle_option(name) + suffix.replace("_", "-")] = text.strip()
+    return out
+
+
 def applied_from_readings(readings: dict, scratch_path: str, serial: str) -> Applied:
     """What libvirt and QEMU say was applied to the disk with ``serial`` (file ``scratch_path``)."""
     try:
@@ -56,6 +74,7 @@ def applied_from_readings(readings: dict, scratch_path: str, serial: str) -> App
                           config_detect_zeroes=drv.get("detect_zeroes") or DetectZeroes.OFF.value,  # libvirt's default
                           config_discard=drv.get("discard") or Discard.IGNORE.value)
         values["config_bus"] = _config_bus(root, disk)
+        values.update(throttle_readings("config_", iotune_limits(disk)))
         src = disk.find("source")
         if src is not None:
             values["volume"] = src.get("file") or src.get("dev")
@@ -81,6 +100,7 @@ def applied_from_readings(readings: dict, scratch_path: str, serial: str) -> App
         mode = Cache.from_flags(*key)
         values["qemu_cache"] = mode.value if mode is not None else f"unknown {key}"
         values["qemu_format"] = ins.get("drv")
+        values.update(throttle_readings("qemu_", qmp_limits(ins)))
     cmdline = readings.get("qemu_cmdline") or []
     if cmdline:
         args = parse_cmdline(list(cmdline))

@@ -1,7 +1,7 @@
 """Pure builders of libvirt XML: domains, storage volumes, the vmbench pool.
 
-Every VM setting a scenario can vary maps to one place in the domain XML; tests assert the
-exact XML for every axis value.
+Every VM setting a scenario can vary maps to one place in the domain XML (the I/O limits:
+the scratch disk's ``<iotune>``); tests assert the exact XML for every axis value.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
-from ...scenario.model import VmConfig
+from ...scenario.model import IoLimits, VmConfig, limit_bytes
 from ...settings import Bus, CpuMode, Feature
 
 NS = "https://vmbench.dev/xmlns/libvirt/1"
@@ -112,7 +112,8 @@ def disk_elements(spec: DomainSpec) -> list[ET.Element]:
     """The root disk, the scratch disk and any controller they need.
 
     The scratch disk carries the scenario's bus, cache, aio, iothread and format, and
-    detect_zeroes and discard where the scenario sets them (else libvirt's defaults).  The root
+    detect_zeroes, discard and its I/O limits (``<iotune>``) where the scenario sets them
+    (else libvirt's defaults).  The root
     disk stays on virtio-blk, except with ``virtio-scsi-shared``, where it shares the single
     SCSI controller with the scratch disk (as in Proxmox's ``virtio-scsi-pci``).
     """
@@ -145,12 +146,15 @@ def disk_elements(spec: DomainSpec) -> list[ET.Element]:
     else:
         _sub(scratch, "source", file=spec.scratch_path)
     if vm.bus is Bus.VIRTIO_BLK:
-        _sub(scratch, "target", dev="vdb", bus="virtio")
+        target = _sub(scratch, "target", dev="vdb", bus="virtio")
     elif vm.bus is Bus.SATA:
-        _sub(scratch, "target", dev="sda", bus="sata")
+        target = _sub(scratch, "target", dev="sda", bus="sata")
     else:
-        _sub(scratch, "target", dev="sdb" if shared else "sda", bus="scsi")
+        target = _sub(scratch, "target", dev="sdb" if shared else "sda", bus="scsi")
         _sub(scratch, "address", type="drive", controller="0", bus="0", target="0", unit="1" if shared else "0")
+    iotune = iotune_element(vm.limits)
+    if iotune is not None:  # right after the target, where libvirt writes it
+        scratch.insert(list(scratch).index(target) + 1, iotune)
     _sub(scratch, "serial", spec.scratch_serial)
     out.append(scratch)
     if vm.bus.is_scsi:
@@ -159,6 +163,40 @@ def disk_elements(spec: DomainSpec) -> list[ET.Element]:
             _sub(ctrl, "driver", iothread="1")
         out.append(ctrl)
     return out
+
+
+_IOTUNE_DIRECTION = {"": "total", "rd": "read", "wr": "write"}
+#: the order libvirt writes <iotune>'s rates and bursts in (their lengths follow, same order)
+IOTUNE_ORDER = ("mbps", "mbps_rd", "mbps_wr", "iops", "iops_rd", "iops_wr",
+                "mbps_max", "mbps_rd_max", "mbps_wr_max", "iops_max", "iops_rd_max", "iops_wr_max")
+
+
+def iotune_name(name: str) -> str:
+    """A limit axis as libvirt's <iotune> element: iops -> total_iops_sec, mbps_rd ->
+    read_bytes_sec, iops_wr_max -> write_iops_sec_max (its length: that plus ``_length``)."""
+    base = name.removesuffix("_max")
+    unit, _, direction = base.partition("_")
+    tag = f"{_IOTUNE_DIRECTION[direction]}_{'iops' if unit == 'iops' else 'bytes'}_sec"
+    return tag + ("_max" if name != base else "")
+
+
+def iotune_element(limits: IoLimits) -> ET.Element | None:
+    """``<iotune>`` with every limit that is set (MiB/s as bytes: x 1048576, truncated as
+    qemu-server does) and ``burst_length`` as the ``*_max_length`` of every burst; None
+    without limits."""
+    given = limits.given()
+    if not given:
+        return None
+    el = ET.Element("iotune")
+    for name in IOTUNE_ORDER:
+        if name in given:
+            value = given[name]
+            _sub(el, iotune_name(name), str(int(value) if name.startswith("iops") else limit_bytes(value)))
+    if limits.burst_length is not None:
+        for name in IOTUNE_ORDER:
+            if name in given and name.endswith("_max"):
+                _sub(el, iotune_name(name) + "_length", str(limits.burst_length))
+    return el
 
 
 def volume_xml(name: str, capacity: int, fmt: str, backing: tuple[str, str] | None = None) -> str:

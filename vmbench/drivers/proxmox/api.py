@@ -28,6 +28,7 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from ...errors import PreflightError
+from ...scenario.load import MAX_VMS
 from ...scenario.model import ProxmoxConfig
 from .errors import (LOCKED_RE, PERMISSION_RE, PveApiError, PveAuthError, PveLockedError, PveParameterError,
                      PvePermissionError, PveTaskError, PveTlsError, PveUnreachable)
@@ -39,6 +40,9 @@ SENSITIVE_PARAMS = frozenset({"input-data", "content", "password", "token_value"
 UPID_RE = re.compile(r"^UPID:([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?):[0-9A-Fa-f]{8,}:[0-9A-Fa-f]{8,}:[0-9A-Fa-f]{8,}:[^:]*:[^:]*:[^:]+:$")
 WARNINGS_RE = re.compile(r"^WARNINGS: (\d+)$")
 NODE_UNREACHABLE = (595, 596, 599)  # pveproxy could not reach the node that serves the path
+#: connections kept for reuse: a load step's VMs call the API from as many threads at once
+#: (requests keeps 10: the rest were closed after each call, and urllib3 warned each time)
+POOL_SIZE = MAX_VMS
 
 
 class _Failed(TypedDict, total=False):
@@ -167,7 +171,7 @@ class _PinnedAdapter(HTTPAdapter):
 
     def __init__(self, fingerprint: str) -> None:
         self._fingerprint = fingerprint.replace(":", "").lower()
-        super().__init__()
+        super().__init__(pool_maxsize=POOL_SIZE)
 
     def init_poolmanager(self, connections, maxsize, block=False, **pool_kwargs):  # noqa: ANN001 - requests' signature
         pool_kwargs["assert_fingerprint"] = self._fingerprint
@@ -195,8 +199,7 @@ class PveApi:
                                timeout=cfg.timeout)
         session = self.session
         session.trust_env = False  # no proxies, CA bundles or .netrc from the environment
-        if cfg.tls_fingerprint:
-            session.mount("https://", _PinnedAdapter(cfg.tls_fingerprint))
+        session.mount("https://", _PinnedAdapter(cfg.tls_fingerprint) if cfg.tls_fingerprint else HTTPAdapter(pool_maxsize=POOL_SIZE))
 
     @property
     def session(self) -> requests.Session:

@@ -2,7 +2,9 @@
 
 The option grammar is qemu-server's (``QemuServer/Drive.pm``, ``CPUConfig.pm``; NOTES.md
 section 1): a new disk is ``virtio1=STORAGE:GiB,cache=..,aio=..,iothread=1,serial=..``
-(plus ``discard=on|ignore`` and ``detect_zeroes=0|1`` where the scenario sets them);
+(plus ``discard=on|ignore``, ``detect_zeroes=0|1`` and the I/O limits ``iops_rd=``,
+``mbps_wr=``, ``iops_max=``, ``iops_max_length=``/``bps_max_length=``... where the scenario
+sets them);
 SCSI disks get ``scsihw: virtio-scsi-single`` (one controller per disk, the only one where
 an iothread works) or ``virtio-scsi-pci`` for ``virtio-scsi-shared``; the CPU is
 ``[cputype=]MODEL[,flags=+aes;-pcid]`` with flags from PVE's allow-list only.  Also the
@@ -17,7 +19,7 @@ from decimal import Decimal
 from typing import Collection, Mapping
 
 from ...errors import HypervisorError
-from ...scenario.model import CpuConfig, VmConfig
+from ...scenario.model import LIMIT_BURSTS, LIMIT_RATES, CpuConfig, VmConfig, limit_bytes
 from ...settings import Bus, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
 from ..qemu_cmdline import AIO_DRIVERS
 
@@ -108,8 +110,53 @@ def drive_zeroes(opts: Mapping[str, str]) -> tuple[str, str]:
     return zeroes.value, discard.value
 
 
+def burst_length_key(burst: str) -> str:
+    """The option holding a burst's length: iops_rd_max -> iops_rd_max_length, mbps_max ->
+    bps_max_length (qemu-server has no mbps_*_length)."""
+    return burst.replace("mbps", "bps") + "_length"
+
+
+def limit_options(vm: VmConfig) -> list[str]:
+    """The I/O limits that are set: ``iops_rd=500``, ``mbps=12.5`` (MiB/s), ``iops_rd_max=1000``,
+    then ``burst_length`` as the length of every burst that is set (``iops_rd_max_length=5``)."""
+    given = vm.limits.given()
+    out = [f"{name}={given[name]}" for name in LIMIT_RATES + LIMIT_BURSTS if name in given]
+    if vm.limits.burst_length is not None:
+        out += [f"{burst_length_key(b)}={vm.limits.burst_length}" for b in vm.limits.bursts()]
+    return out
+
+
+def pve_throttle(opts: Mapping[str, str]) -> dict[str, int]:
+    """A stored disk's I/O limits as qemu-server hands them to QEMU (``Blockdev.pm``
+    generate_throttle_group; PVE 8's ``throttling.*`` the same), keyed by QEMU's throttle
+    options (iops-total, bps-read-max, iops-total-max-length...), those that are not 0: MiB/s
+    as truncated bytes; the ``*_length`` aliases of the lengths read too.  ``bps*`` (bytes)
+    limits nothing: qemu-server's parse_drive turns it into ``mbps*`` "0.000" (it divides
+    ``defined(...)``, not the value, by 1 MiB; 8.3.13 and 9.1.3)."""
+    def number(*keys: str) -> float:
+        for key in keys:
+            try:
+                if float(opts.get(key) or 0):
+                    return float(opts[key])
+            except ValueError:
+                pass
+        return 0.0
+
+    out: dict[str, int] = {}
+    for suffix, qemu in (("", "-total"), ("_rd", "-read"), ("_wr", "-write")):
+        values = {f"bps{qemu}": limit_bytes(number(f"mbps{suffix}")),
+                  f"bps{qemu}-max": limit_bytes(number(f"mbps{suffix}_max")),
+                  f"bps{qemu}-max-length": int(number(f"bps{suffix}_max_length", f"bps{suffix}_length")),
+                  f"iops{qemu}": int(number(f"iops{suffix}")),
+                  f"iops{qemu}-max": int(number(f"iops{suffix}_max")),
+                  f"iops{qemu}-max-length": int(number(f"iops{suffix}_max_length", f"iops{suffix}_length"))}
+        out.update({k: v for k, v in values.items() if v})
+    return out
+
+
 def disk_option(vm: VmConfig, storage: str, storage_type: str, size: int, serial: str) -> str:
-    """The new scratch disk: ``STORAGE:GiB,cache=,aio=,[iothread=1,]serial=[,discard=][,detect_zeroes=][,format=]``."""
+    """The new scratch disk: ``STORAGE:GiB,cache=,aio=,[iothread=1,]serial=[,discard=][,detect_zeroes=]
+    [,iops..=][,format=]``."""
     parts = [f"{storage}:{size_gib(size)}", f"cache={vm.cache.value}", f"aio={vm.aio.value}"]
     if vm.iothread:
         if not vm.bus.takes_iothread:
@@ -117,6 +164,7 @@ def disk_option(vm: VmConfig, storage: str, storage_type: str, size: int, serial
         parts.append("iothread=1")
     parts.append(f"serial={serial_option(serial)}")
     parts += zeroes_options(vm)
+    parts += limit_options(vm)
     if storage_type in FILE_STORAGES:
         if vm.format is ImageFormat.QCOW2 and storage_type not in QCOW2_STORAGES:
             raise HypervisorError(f"storage {storage} ({storage_type}) cannot hold qcow2 images")

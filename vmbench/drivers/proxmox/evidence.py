@@ -1,11 +1,13 @@
 """What a Proxmox VM really runs with, from its stored config and the QEMU command line (pure).
 
 The config is read as qemu-server reads it (:mod:`.config`: bus, cache, aio, format,
-detect-zeroes and discard as qemu-server derives them); the command line of the VM's QEMU
+detect-zeroes, discard and the I/O limits as qemu-server derives them); the command line of the VM's QEMU
 through the reader both drivers share (:mod:`vmbench.drivers.qemu_cmdline`: PVE 8's
 ``-drive`` and PVE 9's nested ``-blockdev`` chains).  A disk whose storage QEMU opens with a
 driver that has no aio (librbd, libiscsi) reads ``qemu_aio`` "not applicable", whatever the
-config or a ``-drive`` says.  The CPU is kept twice: ``cpu_model``/``cpu_flags`` as
+config or a ``-drive`` says.  The I/O limits are read from the config and from the command line's throttling (PVE 8:
+``-drive ...,throttling.iops-total=``; PVE 9: the ``-object throttle-group`` of the disk's
+throttle node), in IOPS and MiB/s.  The CPU is kept twice: ``cpu_model``/``cpu_flags`` as
 configured, ``qemu_cpu_model``/``qemu_cpu_flags``/``qemu_cpu_aes`` as QEMU runs it (the
 ``-cpu`` qemu-server made from the config: built-in models become ``qemu64`` with flags,
 deprecated ones their replacement).
@@ -16,8 +18,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..base import Applied
-from ..qemu_cmdline import accelerator, cpu_readings, disk_readings, parse_cmdline, to_applied
-from .config import config_bus, config_text, cpu_from_config, drive_zeroes, parse_disk, volume_format
+from ..qemu_cmdline import accelerator, cpu_readings, disk_readings, parse_cmdline, throttle_readings, to_applied
+from .config import config_bus, config_text, cpu_from_config, drive_zeroes, parse_disk, pve_throttle, volume_format
 
 
 def applied_from_pve(config: Mapping[str, object], disk_key: str, cmdline: list[str] | tuple[str, ...],
@@ -31,6 +33,7 @@ def applied_from_pve(config: Mapping[str, object], disk_key: str, cmdline: list[
         values.update(config_bus=config_bus(disk_key, _str(config.get("scsihw"))), config_cache=opts.get("cache"),
                       config_aio=opts.get("aio"), config_format=volume_format(volid, opts),
                       config_detect_zeroes=zeroes, config_discard=discard)
+        values.update(throttle_readings("config_", pve_throttle(opts)))
         if disk_key.startswith("scsi"):
             values["controller"] = _str(config.get("scsihw")) or "lsi"
         elif disk_key.startswith("sata"):

@@ -1,0 +1,431 @@
+"""Running one load unit (:class:`~vmbench.run.plan.LoadUnit`): many VMs at once.
+
+Its VMs' disks are created one by one, then the host reference runs (the same round on as
+many host volumes at once) before the VMs boot, ``boot_parallel`` at a time.  On each layer
+of each cell, every VM preconditions its target, then each round starts fio in every VM
+together (threads released by one barrier just before fio starts), with a tail after the
+measured window so the load outlasts every VM's window.  Each VM's clock is read against
+this machine's before the round; fio's epoch-stamped logs then give every VM's measured
+window and loaded time in one clock: the start skew, and whether each window was fully
+loaded by every other VM (a VM whose window was not is kept, flagged and excluded from the
+step's figures).  A unit is atomic: its measurements are stored in one transaction when it
+finished; on any failure every VM of it is removed and nothing of it is stored.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
+
+from ..drivers.base import Guest, VmRequest, VmResources
+from ..errors import CommandError, GuestError, VmbenchError
+from ..fio import window as fio_window
+from ..fio.job import FioJob
+from ..fio.runner import FioRun, precondition, run_fio
+from ..guest.disk import ScratchDisk
+from ..guest.layers import StackBuilder
+from ..results.key import MeasurementKey
+from ..scenario.load import LoadMember, Role
+from ..scenario.model import Cell, Stack
+from ..transport.base import Transport
+from .evidence import problems
+from .measure import Where, drop_caches, measurement_values
+from .plan import LoadUnit, Step, boot_layers
+
+if TYPE_CHECKING:
+    from .runner import Runner
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+#: how long VMs wait for each other at the start of a round before giving up
+BARRIER_SECONDS = 600.0
+CLOCK_READINGS = 3
+PAUSE_MS = 1000.0
+#: a clock that moved more than this against the host's during a round is not trusted
+DRIFT_MS = 1000.0
+
+
+@dataclass
+class Member:
+    """One VM of the unit as it runs: its member, request, resources and (once booted) guest."""
+
+    member: LoadMember
+    request: VmRequest
+    res: VmResources
+    guest: Guest | None = None
+    boot_id: int | None = None
+    disk: ScratchDisk | None = None
+    problems: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"VM {self.member.vm} ({self.member.role.value})"
+
+
+@dataclass(frozen=True)
+class Side:
+    """Where one member's fio runs in a round."""
+
+    vm: int
+    role: Role
+    transport: Transport
+    where: Where
+
+
+def clock_offset(side: Transport, clock: Callable[[], float] = time.time) -> tuple[float, float] | None:
+    """``side``'s clock minus this machine's, and the uncertainty (ms): the reading with the
+    shortest round trip of a few ``date`` calls.  None when the side cannot tell."""
+    samples = []
+    for _ in range(CLOCK_READINGS):
+        before = clock()
+        try:
+            out = side.run(["date", "+%s.%N"], timeout=60).stdout.strip()
+        except (VmbenchError, OSError) as exc:
+            log.warning("cannot read the clock of %s: %s", side.name, exc)
+            return None
+        after = clock()
+        try:
+            samples.append((before, float(out), after))
+        except ValueError:
+            log.warning("%s: date printed %r", side.name, out[:40])
+            return None
+    offset, uncertainty = fio_window.clock_offset(samples)
+    return offset * 1000.0, uncertainty * 1000.0
+
+
+def in_parallel(calls: Sequence[Callable[[], T]], workers: int, on_failure: Callable[[], None] | None = None) -> list[T]:
+    """Run ``calls`` on ``workers`` threads; their results in order.  On the first failure
+    (or Ctrl-C) the calls not started are cancelled, ``on_failure`` runs (it should make the
+    running calls end soon, e.g. by removing what they wait for), every running call is
+    waited for, and the first error is raised: nothing keeps running behind the caller."""
+    results: dict[int, T] = {}
+    ex = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="vmbench-load")
+    futures: dict[Future, int] = {}
+    try:
+        futures = {ex.submit(call): i for i, call in enumerate(calls)}
+        for f in as_completed(futures):
+            results[futures[f]] = f.result()
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        if on_failure is not None:
+            try:
+                on_failure()
+            except Exception:  # noqa: BLE001 - the first error is the one to report
+                log.exception("after a failure in a parallel step")
+        ex.shutdown(wait=True, cancel_futures=True)
+        raise
+    ex.shutdown(wait=True)
+    return [results[i] for i in range(len(calls))]
+
+
+def _offset_during(before: tuple[float, float] | None, after: tuple[float, float] | None, before_at: float,
+                   after_at: float) -> tuple[float, float, float] | None:
+    """A side's clock offset over a round from readings before and after it: (the mean offset,
+    its uncertainty, how far the clock drifted from the host's during the round), ms."""
+    if before is None or after is None:
+        return None
+    drift = after[0] - before[0]
+    return (before[0] + after[0]) / 2, max(before[1], after[1]) + abs(drift) / 2, drift
+
+
+def _clock_note(off: tuple[float, float, float] | None) -> str | None:
+    if off is None:
+        return "the clock could not be read: the window was not checked"
+    if abs(off[2]) > DRIFT_MS:
+        return (f"the clock drifted {off[2] / 1000:+.1f} s against the host's during the round: "
+                "its window cannot be placed, so whether it was loaded was not checked")
+    return None
+
+
+class LoadStepRun:
+    """One unit of a load run, driven with the runner's driver, database and records."""
+
+    def __init__(self, runner: "Runner", unit: LoadUnit, steps: list[Step]) -> None:
+        self.r = runner
+        self.unit = unit
+        self.steps = steps
+        self.s = runner.scenario
+        assert self.s.load is not None
+        self.load = self.s.load
+        self.jobs = {j.name: j for j in self.s.jobs}
+        self.rows: list[tuple[MeasurementKey, dict, dict[str, dict]]] = []
+        self.members: list[Member] = []
+        self.evidence: dict = {}  # VM 0's readings, stored with each cell
+
+    # ---- the unit ------------------------------------------------------------------------
+
+    def run(self) -> None:
+        r, unit = self.r, self.unit
+        n = unit.step.size
+        total = len(self.r.plan.load_units())
+        where_from = f"load unit {self.unit_no}/{total}: {unit.label}, {n} VM{'s' if n > 1 else ''}"
+        if not self.steps:
+            r.progress.step(f"{where_from}: already measured")
+            return
+        r.progress.step(where_from)
+        assert r.ledger is not None
+        for m, seq in zip(unit.step.members, unit.seqs):
+            vm = unit.vm_of(m)
+            request = VmRequest(seq=seq, vm=vm, scratch_size=self.s.storage.scratch_size, cells=tuple(c.name for c in unit.boot.cells))
+            res = r.driver.new_resources(r.tag, request)
+            r.created.append(res)  # tracked before anything exists
+            r.ledger.add("domain", res.name)
+            self.members.append(Member(m, request, res))
+        for mem in self.members:
+            r.step = f"creating the disks of {mem.res.name} ({unit.label})"
+            r.driver.create_vm(r.tag, mem.request, mem.res)
+            for v in mem.res.volumes:
+                r.ledger.add("volume", v)
+        storage_problems = sorted({p for mem in self.members for p in mem.res.storage_problems})
+        if storage_problems:
+            for cell in unit.boot.cells:
+                self._invalid(cell, storage_problems, {"storage": self.members[0].res.storage})
+            self._remove_all()
+            return
+        if unit.has_host:
+            self._host_reference()
+        guest_steps = [st for st in self.steps if st.side == "guest"]
+        if guest_steps:
+            self._boot_all()
+            for cell in unit.boot.cells:
+                self._cell(cell, [st for st in guest_steps if st.cell == cell.name])
+        r.step = f"storing the measurements of {unit.label}"
+        r.db.add_measurements(r.run_id, self.rows)
+        r.progress.step(f"{unit.label}: {len(self.rows)} measurement(s) stored")
+        self._remove_all()
+
+    @property
+    def unit_no(self) -> int:
+        return self.r.plan.load_units().index(self.unit) + 1
+
+    def _remove_all(self) -> None:
+        r = self.r
+        r.step = f"removing the VMs of {self.unit.label}"
+        for mem in reversed(self.members):
+            r.progress.step(f"removing {mem.res.name}")
+            r.driver.remove_vm(mem.res)
+            r.created.remove(mem.res)
+        self.members = []
+
+    def _invalid(self, cell: Cell, found: list[str], evidence: dict) -> None:
+        r = self.r
+        assert r.outcome is not None
+        r._cell_row(cell, None, found, evidence)
+        r.progress.warn(f"cell {cell.name} ({self.unit.label}) is INVALID, not measured: " + "; ".join(found))
+        if cell.name not in r.outcome.invalid_cells:
+            r.outcome.invalid_cells.append(cell.name)
+
+    # ---- booting ---------------------------------------------------------------------------
+
+    def _boot_all(self) -> None:
+        r = self.r
+        assert r.accel is not None
+        r.step = f"booting the VMs of {self.unit.label}"
+        r.progress.step(f"booting {len(self.members)} VM(s), {self.load.boot_parallel} at a time ({r.accel.name})")
+
+        def boot(mem: Member) -> Callable[[], Guest]:
+            return lambda: r.driver.boot(r.tag, mem.request, mem.res, None, self.s.hypervisor.boot_timeout)
+
+        def stop_booting() -> None:  # a failed or interrupted boot: make the others end soon
+            for mem in self.members:
+                try:
+                    r.driver.remove_vm(mem.res)
+                except Exception as exc:  # noqa: BLE001 - the runner's cleanup removes it again
+                    log.warning("removing %s while its boot was stopped: %s", mem.res.name, exc)
+
+        guests = in_parallel([boot(m) for m in self.members], self.load.boot_parallel, stop_booting)
+        r.boots_started += len(guests)
+        for mem, guest in zip(self.members, guests):
+            mem.guest = guest
+            r.progress.step(f"{mem.res.name}: guest agent answered after {guest.boot_seconds:.0f}s")
+            mem.boot_id = r.db.add_boot(
+                r.run_id, seq=mem.request.seq, vm_key=mem.request.vm.key(), settings_json=mem.request.vm.settings(),
+                domain_name=guest.name, accelerator=r.accel.name, domain_xml=mem.res.native_config,
+                boot_seconds=guest.boot_seconds, attempt=r.attempt, load_step=self.unit.step.index, vm=mem.member.vm)
+            r.step = f"reading back the settings of {mem.res.name}"
+            disk, evidence, eff = r._inspect(guest, mem.boot_id)
+            mem.disk = disk
+            mem.problems = tuple(f"{mem.label}: {p}" for p in problems(mem.request.vm, eff, r.accel.name))
+            if mem.member.vm == 0:
+                self.evidence = dict(evidence, storage=mem.res.storage) if mem.res.storage else evidence
+
+    # ---- the host reference -----------------------------------------------------------------
+
+    def _host_reference(self) -> None:
+        r = self.r
+        steps = [st for st in self.steps if st.side == "host"]
+        if not steps:
+            return
+        targets = []
+        for mem in self.members:
+            targets.append(mem.res.host_target or r.driver.create_host_reference(r.tag, mem.request, mem.res))
+        r.progress.step(f"host: {len(targets)} volume(s) at once, before the VMs boot")
+        sides = [Side(mem.member.vm, mem.member.role, r.host,
+                      Where(r.host, "host", r.host_workdir, t, "host", settings={}, zfs_pool=self.s.storage.zfs_pool))
+                 for mem, t in zip(self.members, targets)]
+        cell_id = None
+        if self.unit.host_cell is not None:
+            cell = next(c for c in self.unit.boot.cells if c.name == self.unit.host_cell)
+            cell_id = r._cell_row(cell, None, [], {"storage": self.members[0].res.storage})
+        sides = [replace(sd, where=replace(sd.where, cell_id=cell_id)) for sd in sides]
+        self._measure(sides, steps, "host")
+
+    # ---- a cell's layers --------------------------------------------------------------------
+
+    def _cell(self, cell: Cell, steps: list[Step]) -> None:
+        r = self.r
+        assert r.accel is not None
+        found = [p for mem in self.members for p in mem.problems]
+        stored = r.db.cell_by_name(r.run_id, cell.name)
+        evidence = dict(self.evidence, load_step=self.unit.step.index,
+                        vms={mem.member.vm: mem.res.name for mem in self.members})
+        if found:
+            self._invalid(cell, found, evidence)
+            return
+        cell_id = r._cell_row(cell, self.members[0].boot_id, [], evidence, stored)
+        sides = []
+        for mem in self.members:
+            assert mem.guest is not None and mem.disk is not None
+            sides.append(Side(mem.member.vm, mem.member.role, mem.guest.transport, Where(
+                mem.guest.transport, "guest", "/run/vmbench", mem.disk.path, r.accel.name, cell=cell, cell_id=cell_id,
+                boot_id=mem.boot_id, layer="raw", settings=mem.request.vm.settings(),
+                # the host is sampled once per round, alongside VM 0
+                host_side=r.host if mem.member.vm == 0 else None, host_workdir=r.host_workdir,
+                host_target=mem.res.scratch_path, zfs_pool=self.s.storage.zfs_pool)))
+        raw = [st for st in steps if st.stack is None]
+        if raw:
+            self._measure(sides, raw, f"{cell.name}: raw")
+        for stack in cell.stacks:
+            stack_steps = [st for st in steps if st.stack == stack.name]
+            if stack_steps:
+                self._stack(sides, stack, stack_steps, cell)
+
+    def _stack(self, sides: list[Side], stack: Stack, steps: list[Step], cell: Cell) -> None:
+        r = self.r
+        builders = {mem.member.vm: StackBuilder(mem.guest.transport, mem.disk, stack)
+                    for mem in self.members if mem.disk is not None and mem.guest is not None}
+        top = max(st.depth for st in steps)
+        try:
+            for depth in range(1, top + 1):
+                label = stack.layers[depth - 1].label
+                r.step = f"in cell {cell.name}: building {label} in {len(builders)} VM(s)"
+                r.progress.step(f"{cell.name}: stack {stack.name}: building {label} in every VM")
+                built = in_parallel([b.build_next for b in builders.values()], len(builders))
+                layer_steps = [st for st in steps if st.depth == depth]
+                if layer_steps:
+                    by_vm = dict(zip(builders, built))
+                    layer = built[0].path
+                    here = [replace(sd, where=replace(sd.where, target=by_vm[sd.vm].target, stack=stack.name, layer=layer, depth=depth))
+                            for sd in sides]
+                    self._measure(here, layer_steps, f"{cell.name}: {layer}")
+        finally:
+            errors = []
+            for vm, b in builders.items():
+                try:
+                    errors += [f"VM {vm}: {e}" for e in b.teardown()]
+                except VmbenchError as exc:
+                    errors.append(f"VM {vm}: {exc.message}")
+            if errors:
+                r.progress.warn(f"stack {stack.name}: teardown incomplete (the VMs are removed): " + "; ".join(errors))
+
+    # ---- rounds -------------------------------------------------------------------------------
+
+    def _measure(self, sides: list[Side], steps: list[Step], label: str) -> None:
+        """Precondition every side's target (at once), then every round and repeat."""
+        r = self.r
+        biggest = max(self.s.jobs, key=lambda j: j.size)
+        r.step = f"preconditioning {label} on {len(sides)} target(s)"
+        r.progress.step(f"{label}: preconditioning {len(sides)} target(s) at once")
+        in_parallel([functools.partial(precondition, sd.transport, biggest, sd.where.target, sd.where.workdir, slow=sd.where.slow)
+                     for sd in sides], len(sides))
+        by_vm = {sd.vm: sd for sd in sides}
+        roles = {m.vm: m.role for m in self.unit.step.members}
+        for rnd_no, rnd in enumerate(self.load.rounds(self.s.jobs), 1):
+            for rep in sorted({st.repeat for st in steps}):
+                these = [st for st in steps if st.repeat == rep and rnd.get(roles[st.vm]) == st.job]
+                if these:
+                    self._round([by_vm[st.vm] for st in these], these, label, rnd_no)
+
+    def _round(self, sides: list[Side], steps: list[Step], label: str, round_no: int) -> None:
+        r = self.r
+        lead = self.load.lead_for([self.jobs[st.job] for st in steps])
+        jobs = [self.load.as_run(self.jobs[st.job], lead) for st in steps]
+        rep = steps[0].repeat
+        what = ", ".join(sorted({j.name for j in jobs}))
+        r.step = f"measuring {label}: {what} #{rep} in {len(sides)} VM(s) at once"
+        r.progress.step(f"{label}: {what} #{rep}: {len(sides)} at once")
+        for sd, job in zip(sides, jobs):
+            if not job.direct:
+                drop_caches(sd.transport)
+        vms = [sd.vm for sd in sides]
+        read_clocks = [functools.partial(clock_offset, sd.transport) for sd in sides]
+        before = dict(zip(vms, in_parallel(read_clocks, len(sides))))
+        before_at = time.time() * 1000
+        barrier = threading.Barrier(len(sides))
+
+        def start() -> None:
+            barrier.wait(BARRIER_SECONDS)
+
+        def go(sd: Side, job: FioJob) -> Callable[[], FioRun]:
+            def call() -> FioRun:
+                try:
+                    return run_fio(sd.transport, job, sd.where.target, sd.where.workdir, label=f"{label}: {job.name} VM {sd.vm}",
+                                   slow=sd.where.slow, must_match=r.measurer.host_argv.get(job.name) if sd.where.side_name == "guest" else None,  # type: ignore[union-attr]
+                                   zfs_pool=sd.where.zfs_pool if sd.where.side_name == "host" and sd.vm == 0 or sd.where.host_side else None,
+                                   telemetry=sd.where.side_name == "guest" or sd.vm == 0,
+                                   host_side=sd.where.host_side, host_workdir=sd.where.host_workdir if sd.where.host_side else "",
+                                   host_target=sd.where.host_target if sd.where.host_side else None,
+                                   tail_seconds=self.load.tail_seconds, epoch_logs=True, before_start=start)
+                except BaseException:
+                    barrier.abort()
+                    raise
+            return call
+
+        runs = in_parallel([go(sd, job) for sd, job in zip(sides, jobs)], len(sides))
+        # each clock is read again after the round: a guest clock that drifted is placed by
+        # the offset interpolated to its window, and flagged when it drifted too far to trust
+        after_at = time.time() * 1000
+        after = dict(zip(vms, in_parallel(read_clocks, len(sides))))
+        offsets = {vm: _offset_during(before[vm], after[vm], before_at, after_at) for vm in vms}
+        if sides[0].where.side_name == "host":
+            for job, run in zip(jobs, runs):
+                r.measurer.host_argv.setdefault(job.name, run.argv)  # type: ignore[union-attr]
+        windows = {sd.vm: run.window for sd, run in zip(sides, runs) if run.window is not None}
+        known = {vm: o[0] for vm, o in offsets.items() if o is not None and abs(o[2]) <= DRIFT_MS}
+        checked = len(windows) == len(sides) and len(known) == len(sides)
+        # fio pauses (about 0.25 s) between the measured job and its tail: the check is per
+        # second, as fio's logs are, so a pause under a second counts as loaded
+        bridged = {vm: replace(w, tail_from_ms=w.measured_to_ms) if w.tail_from_ms - w.measured_to_ms < PAUSE_MS else w
+                   for vm, w in windows.items()}
+        cover = fio_window.coverage(bridged, known) if checked else {}
+        skew = fio_window.start_skew_ms(windows, known) if checked else None
+        step_name = self.unit.step.name
+        for sd, st, job, run in zip(sides, steps, jobs, runs):
+            off = offsets.get(sd.vm)
+            w = windows.get(sd.vm)
+            c = cover.get(sd.vm)
+            shift = known.get(sd.vm, 0.0)
+            load = {
+                "step": step_name, "round": round_no, "start_skew_ms": None if skew is None else round(skew, 1),
+                "clock_offset_ms": None if off is None else round(off[0], 1),
+                "clock_uncertainty_ms": None if off is None else round(off[1], 1),
+                "clock_drift_ms": None if off is None else round(off[2], 1),
+                "clock_note": _clock_note(off),
+                "window": None if w is None else {k: round(v - shift, 1) for k, v in w.__dict__.items()},
+                "tail_pause_ms": None if w is None else round(max(0.0, w.tail_from_ms - w.measured_to_ms), 1),
+                "loaded": None if c is None else c.loaded, "short_ms": None if c is None else round(c.short_ms, 1),
+                "short_of_vm": None if c is None else c.short_of,
+                "excluded": None if c is None or c.loaded else
+                f"VM {c.short_of} was not loaded during {c.short_ms:.0f} ms of this VM's measured window",
+            }
+            values = measurement_values(sd.where, job, run, r.attempt)
+            values.update(role=sd.role.value, load_json=load)
+            self.rows.append((st.key(), values, dict(getattr(run, "series", None) or {})))
+        r.progress.status(f"{label}: {what} #{rep}: " + ", ".join(f"VM {sd.vm} {run.result.iops:,.0f} IOPS" for sd, run in zip(sides, runs))
+                          + ("" if skew is None else f"; start skew {skew:.0f} ms"))
