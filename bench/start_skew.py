@@ -69,15 +69,27 @@ def main() -> int:
     for m in rows:
         by_round.setdefault(m["repeat"], []).append(m)
     skews = []
-    print(f"{'round':>5}  {'skew ms':>8}  {'max offset ms':>13}  {'max uncertainty ms':>18}  loaded")
+    print(f"{'round':>5}  {'skew ms':>8}  {'over VMs':>8}  {'max |offset| ms':>15}  {'max uncertainty ms':>18}  "
+          f"{'max |drift| ms':>14}  loaded  excluded")
     for rep, ms in sorted(by_round.items()):
         loads = [m["load"] for m in ms]
         skew = loads[0]["start_skew_ms"]
-        skews.append(skew)
+        over = loads[0].get("skew_of_vms") or list(range(len(ms)))
+        if skew is not None:
+            skews.append(skew)
         off = max(abs(x["clock_offset_ms"] or 0) for x in loads)
         unc = max(x["clock_uncertainty_ms"] or 0 for x in loads)
+        drift = max(abs(x.get("clock_drift_ms") or 0) for x in loads)
         loaded = sum(bool(x["loaded"]) for x in loads)
-        print(f"{rep:>5}  {skew:>8.1f}  {off:>13.1f}  {unc:>18.1f}  {loaded}/{len(ms)}")
+        excluded = sum(bool(x["excluded"]) for x in loads)
+        shown = "-" if skew is None else f"{skew:.1f}"
+        print(f"{rep:>5}  {shown:>8}  {len(over):>8}  {off:>15.1f}  {unc:>18.1f}  {drift:>14.1f}  {loaded}/{len(ms):<4}  {excluded}")
+        for x in loads:
+            if x["excluded"]:
+                print(f"       excluded: {x['excluded']}")
+    if not skews:
+        print("no round could be placed on one clock")
+        return 1
     boots = db.rows("boots", r.id)
     print(f"start skew: median {statistics.median(skews):.0f} ms, max {max(skews):.0f} ms (goal: under 1000 ms); "
           f"boots: {len(boots)}, boot to agent {min(b['boot_seconds'] for b in boots):.0f}-{max(b['boot_seconds'] for b in boots):.0f} s")

@@ -85,6 +85,7 @@ class Applied:
     cpu_flags: tuple[tuple[str, str], ...] = ()  # forced flags as configured: (flag, "on"|"off")
     accelerator: str | None = None  # "kvm" or "tcg", as QEMU reports it
     volume: str | None = None  # the path attached as the scratch disk
+    qemu_pid: int | None = None  # the VM's QEMU process on the host (its threads are sampled for CPU per I/O)
     native_config: str = ""  # opaque: the live domain XML, the VM config
     qemu_cmdline: tuple[str, ...] = ()
     details: dict = field(default_factory=dict)  # opaque extra readings, stored as they are

@@ -3,7 +3,8 @@
 :func:`build_report` is pure: a :class:`~vmbench.report.load.RunData` in (loaded once by
 :func:`~vmbench.report.load.load_run`, the only report code that reads the database), the
 header lines and the table models out, each table laid out by :mod:`.tables` or
-:mod:`.hostonly` from the rows of :mod:`.rows`; a load run's (many VMs at once) by
+:mod:`.hostonly` from the rows of :mod:`.rows` (the CPU per I/O table, after the gap table when the
+run sampled QEMU's CPU, by :mod:`.cputables`); a load run's (many VMs at once) by
 :mod:`.loadtables` from :mod:`.loadrows`, in place of the single-VM gap and layer tables.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from .cputables import cpu_table
 from .facts import RepeatPolicy
 from .hostonly import host_only_table, storage_cells_table
 from .load import RunData
@@ -72,6 +74,9 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
     metrics = job_metrics(plan)  # what each job is judged by (IOPS unless the run's plan says)
     tables = [gap_table(measurements, valid_cells, jobs, policy,
                         host_memory_bytes=(env.get("host_memory_mib") or 0) << 20 or None, env=env, metrics=metrics)]
+    cpu = cpu_table(measurements, valid_cells, jobs, repeats=policy, env=env)  # None: no QEMU process was sampled
+    if cpu is not None:
+        tables.append(cpu)
     if plan.get("mode") == "journey":
         tables.append(journey_table(measurements, valid_cells, jobs, repeats=policy, env=env, metrics=metrics))
     lt = layer_table(measurements, valid_cells, jobs, data.crypto, plan.get("stacks", []), repeats=policy, env=env,

@@ -19,6 +19,9 @@ from ..telemetry import sampler as telemetry
 #: the samplers' series (fio's own are "fio-*"): the side fio ran on, the pool's (always the host's)
 #: and, for a guest run, the host's own device and CPU
 SAMPLED = ("disk", "cpu", "zpool", "arc", "host-disk", "host-cpu")
+#: a guest measurement's QEMU process sampled on the host: one row of CPU per I/O
+#: (:meth:`vmbench.telemetry.qemu_cpu.CpuPerIo.to_json`), not a time series
+QEMU_CPU = "qemu-cpu"
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,9 @@ class RunData:
     reference is stored under, from the plan); ``measurements`` in the order stored, each with
     its cell's name as ``cell`` and, where a sampler recorded series, their means as
     ``telemetry``; then, for cells that share a boot, the raw-disk rows measured once in the
-    first of them, copied under each other cell and marked ``shared_from``.  ``series``: every
-    time series of fio's logs and the samplers, in the order stored.
+    first of them, copied under each other cell and marked ``shared_from``.  A guest measurement
+    whose QEMU process was sampled carries its row as ``qemu_cpu`` (:attr:`qemu_cpu` by key).
+    ``series``: every time series of fio's logs and the samplers, in the order stored.
     """
 
     run: RunRow
@@ -71,6 +75,12 @@ class RunData:
     @property
     def valid_cells(self) -> list[dict]:
         return [c for c in self.cells if c["valid"]]
+
+    @property
+    def qemu_cpu(self) -> dict[MeasurementKey, dict]:
+        """Each measurement's qemu-cpu row (CpuPerIo.to_json()) by its key, the measurements
+        as stored (no shared raw-disk copies)."""
+        return {MeasurementKey.of(m): m["qemu_cpu"] for m in self.measured if isinstance(m.get("qemu_cpu"), dict)}
 
     @property
     def measured(self) -> list[dict]:
@@ -119,12 +129,18 @@ def summarize_telemetry(measurements: Sequence[dict], rows: Sequence[Mapping]) -
     idle %; with ZFS the pool's MB/s, the ARC hit ratio and size, the scrub state,
     zfs_txg_timeout, whichever side recorded them; for a guest run sampled on the host too,
     the host's device MB/s and CPU: ``host_dev_read_mb_s``, ``host_dev_write_mb_s``,
-    ``host_cpu_busy``, ``host_cpu_idle``)."""
+    ``host_cpu_busy``, ``host_cpu_idle``).  A guest measurement with a :data:`QEMU_CPU` row
+    gets it, as stored, as ``qemu_cpu`` (the last, should there be two)."""
     by_m: dict[int, dict[str, Any]] = {}
+    cpu: dict[int, dict] = {}
     for r in rows:
         if r.get("measurement_id") is not None and r.get("source") in SAMPLED:
             by_m.setdefault(r["measurement_id"], {})[r["source"]] = r.get("series")
+        elif r.get("measurement_id") is not None and r.get("source") == QEMU_CPU and isinstance(r.get("series"), dict):
+            cpu[r["measurement_id"]] = r["series"]
     for m in measurements:
+        if m["id"] in cpu:
+            m["qemu_cpu"] = cpu[m["id"]]
         got = by_m.get(m["id"])
         if got:
             summ = telemetry.summary(got.get("disk"), got.get("cpu"), got.get("zpool"), got.get("arc"),

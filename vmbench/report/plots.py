@@ -392,3 +392,46 @@ def _thin(ts: Sequence[float], vs: Sequence[float], limit: int) -> tuple[list[fl
     n = min(len(ts), len(vs))
     step = max(n // limit, 1)
     return list(ts[:n:step]), [math.nan if v is None else v for v in vs[:n:step]]
+
+
+# ---- CPU per I/O, stacked by where it is spent --------------------------------------------------
+
+#: the stacked parts of :func:`cpu_stacked`, bottom to top: (record key, legend label)
+CPU_PARTS = (("vcpu_us", "vCPU threads"), ("iothread_us", "iothreads"), ("main_us", "QEMU main loop"),
+             ("worker_us", "workers"), ("other_us", "other/exited threads"), ("host_rest_us", "rest of the host"))
+
+
+def cpu_stacked(title: str, bars: Sequence[tuple[str, Mapping[str, Any], str]]) -> Plot:
+    """One stacked bar per (label, record, annotation): µs of host CPU per I/O by class
+    (:data:`CPU_PARTS`, each its own colour and hatch), the QEMU total and the annotation (a
+    verdict against the baseline, "saturated") written above.  A part below 0 (the rest of the
+    host can dip a tick under the idle figure) is drawn as 0; the text gives it as measured."""
+    with matplotlib.rc_context(RC):
+        legend_w = 0.45 + 0.065 * _chars(label for _, label in CPU_PARTS)
+        rotate = len(bars) > 4 or _chars(label for label, _, _ in bars) > 14
+        fig = _new(max(4.2, 1.2 + legend_w + 1.0 * len(bars)), 3.6 + (0.6 if rotate else 0), left=0.75, right=legend_w,
+                   bottom=1.05 if rotate else 0.45, top=0.3)
+        ax = fig.subplots()
+        x = np.arange(len(bars))
+        bottoms = np.zeros(len(bars))
+        for i, (key, label) in enumerate(CPU_PARTS):
+            heights = np.array([max(float(rec.get(key) or 0.0), 0.0) for _, rec, _ in bars])
+            ax.bar(x, heights, bottom=bottoms, width=0.6, color=COLOURS[i % len(COLOURS)], hatch=HATCHES[i % len(HATCHES)],
+                   edgecolor="#222222", linewidth=0.5, label=label)
+            bottoms = bottoms + heights
+        top = float(bottoms.max()) if len(bars) else 1.0
+        alt = []
+        for xi, (label, rec, note) in enumerate(bars):
+            total = rec.get("qemu_us")
+            text = f"QEMU {fmt_num(total)}" + ("\n" + note.replace(": ", "\n").replace(", ", "\n") if note else "")
+            ax.text(xi, float(bottoms[xi]) + top * 0.02, _txt(text, 60), ha="center", va="bottom", fontsize=6.5)
+            parts = ", ".join(f"{name} {fmt_num(rec.get(key))}" for key, name in CPU_PARTS)
+            alt.append(f"{label}: {parts} µs/IO; QEMU total {fmt_num(total)} µs/IO" + (f" ({note})" if note else ""))
+        ax.set_xticks(x, [_txt(label) for label, _, _ in bars], rotation=25 if rotate else 0, ha="right" if rotate else "center")
+        ax.set_ylim(0, (top or 1.0) * 1.4)
+        ax.set_ylabel("host CPU µs per I/O")
+        ax.grid(axis="x", visible=False)
+        ax.set_title(_txt(title, 90))
+        handles, labels = ax.get_legend_handles_labels()
+        ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.0, 1.0))  # top of the stack first
+        return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")

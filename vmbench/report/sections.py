@@ -50,7 +50,7 @@ class Capped:
 
 @dataclass(frozen=True)
 class PlotSection:
-    anchor: str  # the section's id: "plot-layers", "plot-latency", "plot-cells", "plot-crypto", "plot-timeline"
+    anchor: str  # the section's id: "plot-layers", "plot-latency", "plot-cells", "plot-cpu-per-io", "plot-crypto", "plot-timeline"
     heading: str
     figures: tuple[Figure, ...] = ()
     empty: str | None = None  # why there is no plot (the section shows only this)
@@ -64,13 +64,14 @@ def plot_sections(data: RunData, tables: Sequence[Table]) -> list[PlotSection]:
     lp = load_plan(data.plan)
     if lp is not None:  # many VMs at once: the load section replaces the single-VM plots
         return load_sections(data, lp, by_name)
-    return [
+    out = [
         waterfalls(by_name.get("layers")),
         latency(data),
         cell_bars(by_name.get("gaps"), by_name.get("journey")),
-        crypto(data, by_name.get("layers")),
-        timelines(data),
     ]
+    if "cpu-per-io" in by_name:  # only where the run sampled QEMU's CPU: older runs' pages unchanged
+        out.append(cpu_per_io(by_name["cpu-per-io"]))
+    return out + [crypto(data, by_name.get("layers")), timelines(data)]
 
 
 def _figures(made: Iterable[plots.Plot]) -> tuple[Figure, ...]:
@@ -172,6 +173,43 @@ def cell_bars(gaps: Table | None, journey: Table | None) -> PlotSection:
         return PlotSection(anchor, heading, empty="no guest measurements in this run")
     return PlotSection(anchor, heading, _figures(made), capped=_capped(*capped, (len(made), total, "per-job bar plots")),
                        no_intervals=no_intervals)
+
+
+def cpu_per_io(table: Table | None) -> PlotSection:
+    """Per job, a stacked bar per cell (and layer, where the job has several) of the CPU per I/O
+    table: µs/IO by thread class and the rest of the host, the QEMU total's verdict against the
+    baseline or the saturation flag written above, the accelerator in the title."""
+    anchor, heading = "plot-cpu-per-io", "CPU per I/O, by where it is spent"
+    if table is None or not table.records:
+        return PlotSection(anchor, heading, empty="QEMU's CPU was not sampled in this run")
+    by_job: "OrderedDict[str, list[dict]]" = OrderedDict()
+    for r in table.records:
+        by_job.setdefault(str(r.get("job")), []).append(r)
+    made, capped = [], []
+    for job, recs in list(by_job.items())[:MAX_BAR_FIGURES]:
+        several = len({r.get("where") for r in recs}) > 1
+        multi = len({r.get("cell") for r in recs}) > 1
+        bars = [(f"{r.get('cell')} {r.get('where')}" if several else str(r.get("cell")), r, _cpu_annotation(r, multi))
+                for r in recs[:MAX_BAR_ROWS]]
+        accel = "/".join(dict.fromkeys(str(r.get("accel")) for r in recs))
+        rate = next((r["fixed_rate"] for r in recs if r.get("fixed_rate")), None)
+        made.append(plots.cpu_stacked(f"{job}: host CPU per I/O ({accel}" + (f", fixed {rate}" if rate else ", rate not fixed") + ")",
+                                      bars))
+        capped.append((len(bars), len(recs), f"cells of {job}"))
+    tcg = any("tcg" in str(r.get("accel")).lower() for r in table.records)
+    notes = (("Under TCG the vCPU share is mostly instruction emulation; the split of the rest stays meaningful.",) if tcg else ())
+    return PlotSection(anchor, heading, _figures(made), notes=notes,
+                       capped=_capped(*capped, (len(made), len(by_job), "per-job CPU plots")))
+
+
+def _cpu_annotation(r: Mapping, multi: bool) -> str:
+    """What a bar says above its QEMU total: saturated, the baseline, or its verdict against it."""
+    if r.get("saturated"):
+        return "saturated: not compared"
+    v = r.get("vs_baseline")
+    if v is None:
+        return "baseline" if multi and r.get("is_baseline") else ""
+    return f"{v:+.1f} µs/IO" + (f", {r['vs_baseline_verdict']}" if r.get("vs_baseline_verdict") else "")
 
 
 def crypto(data: RunData, layers: Table | None) -> PlotSection:

@@ -124,6 +124,11 @@ def in_parallel(calls: Sequence[Callable[[], T]], workers: int, on_failure: Call
     return [results[i] for i in range(len(calls))]
 
 
+def start_margin(vms: int) -> float:
+    """Seconds from now to a round's common start: time for every VM's command to arrive."""
+    return min(15.0, max(3.0, 1.0 * vms))
+
+
 def _offset_during(before: tuple[float, float] | None, after: tuple[float, float] | None, before_at: float,
                    after_at: float) -> tuple[float, float, float] | None:
     """A side's clock offset over a round from readings before and after it: (the mean offset,
@@ -132,6 +137,16 @@ def _offset_during(before: tuple[float, float] | None, after: tuple[float, float
         return None
     drift = after[0] - before[0]
     return (before[0] + after[0]) / 2, max(before[1], after[1]) + abs(drift) / 2, drift
+
+
+def _excluded(off: tuple[float, float, float] | None, c: "fio_window.Coverage | None") -> str | None:
+    """Why a VM's row is left out of its step's figures, or None."""
+    if off is not None and abs(off[2]) > DRIFT_MS:
+        # fio times I/O on the guest's clock: a clock off by seconds makes its IOPS and latency wrong
+        return f"the guest's clock drifted {off[2] / 1000:+.1f} s during the round: its IOPS and latencies were timed on it"
+    if c is not None and not c.loaded:
+        return f"VM {c.short_of} was not loaded during {c.short_ms:.0f} ms of this VM's measured window"
+    return None
 
 
 def _clock_note(off: tuple[float, float, float] | None) -> str | None:
@@ -368,9 +383,15 @@ class LoadStepRun:
         before = dict(zip(vms, in_parallel(read_clocks, len(sides))))
         before_at = time.time() * 1000
         barrier = threading.Barrier(len(sides))
+        # fio starts at one moment in every VM, each waiting for it on its own clock (the
+        # offset just read): the agents' latencies no longer skew the start
+        at = time.time() + start_margin(len(sides))
 
         def start() -> None:
             barrier.wait(BARRIER_SECONDS)
+
+        def start_at(vm: int) -> Callable[[], float | None]:
+            return lambda: None if before.get(vm) is None else at + before[vm][0] / 1000  # type: ignore[index]
 
         def go(sd: Side, job: FioJob) -> Callable[[], FioRun]:
             def call() -> FioRun:
@@ -381,7 +402,8 @@ class LoadStepRun:
                                    telemetry=sd.where.side_name == "guest" or sd.vm == 0,
                                    host_side=sd.where.host_side, host_workdir=sd.where.host_workdir if sd.where.host_side else "",
                                    host_target=sd.where.host_target if sd.where.host_side else None,
-                                   tail_seconds=self.load.tail_seconds, epoch_logs=True, before_start=start)
+                                   tail_seconds=self.load.tail_seconds, epoch_logs=True, before_start=start,
+                                   start_at=start_at(sd.vm))
                 except BaseException:
                     barrier.abort()
                     raise
@@ -404,7 +426,9 @@ class LoadStepRun:
         bridged = {vm: replace(w, tail_from_ms=w.measured_to_ms) if w.tail_from_ms - w.measured_to_ms < PAUSE_MS else w
                    for vm, w in windows.items()}
         cover = fio_window.coverage(bridged, known) if checked else {}
-        skew = fio_window.start_skew_ms(windows, known) if checked else None
+        placed = {vm: w for vm, w in windows.items() if vm in known}
+        # the skew over the VMs whose windows can be placed (all of them, normally)
+        skew = fio_window.start_skew_ms(placed, known) if len(placed) > 1 or checked else None
         step_name = self.unit.step.name
         for sd, st, job, run in zip(sides, steps, jobs, runs):
             off = offsets.get(sd.vm)
@@ -421,8 +445,8 @@ class LoadStepRun:
                 "tail_pause_ms": None if w is None else round(max(0.0, w.tail_from_ms - w.measured_to_ms), 1),
                 "loaded": None if c is None else c.loaded, "short_ms": None if c is None else round(c.short_ms, 1),
                 "short_of_vm": None if c is None else c.short_of,
-                "excluded": None if c is None or c.loaded else
-                f"VM {c.short_of} was not loaded during {c.short_ms:.0f} ms of this VM's measured window",
+                "skew_of_vms": sorted(placed) if skew is not None and not checked else None,
+                "excluded": _excluded(off, c),
             }
             values = measurement_values(sd.where, job, run, r.attempt)
             values.update(role=sd.role.value, load_json=load)

@@ -18,6 +18,7 @@ from typing import Sequence
 
 from ..fio.job import FioJob, job_hash
 from ..fio.runner import FioRun, precondition, run_fio
+from .cpucost import IDLE_SECONDS, CpuCost
 from .plan import Step, Stored
 from ..progress import Progress
 from ..results.db import ResultsDB
@@ -54,6 +55,8 @@ class Where:
     host_side: Transport | None = None
     host_workdir: str = ""
     host_target: str | None = None
+    #: for a guest whose QEMU process the host can sample: what each run costs the host's CPU
+    cpu: "CpuCost | None" = None
 
     @property
     def slow(self) -> bool:
@@ -108,6 +111,9 @@ class Measurer:
             return
         s = self.scenario
         biggest = max(s.jobs, key=lambda j: j.size)
+        if where.cpu is not None and not where.cpu.idle_done:
+            self.progress.step(f"{where.label}: the idle VM's CPU on the host, {IDLE_SECONDS:g}s (subtracted from its jobs' CPU per I/O)")
+            where.cpu.measure_idle()
         self.progress.step(f"{where.label}: preconditioning {format_size(biggest.size)} of {where.target}")
         pre = precondition(where.side, biggest, where.target, where.workdir, slow=where.slow)
         log.debug("precondition %s: %s", where.target, pre)
@@ -157,6 +163,7 @@ class Measurer:
         must_match = self.host_argv.get(job.name) if where.side_name == "guest" else None
         # a guest's pool is the host's: sampled on the host side only (never the host twice)
         on_host = where.side_name == "guest" and where.host_side is not None
+        cpu_start = where.cpu.begin() if where.cpu is not None else None
         run = run_fio(where.side, job, where.target, where.workdir, label=label, progress=self.progress,
                       slow=where.slow, must_match=must_match,
                       zfs_pool=where.zfs_pool if where.side_name == "host" or on_host else None,
@@ -164,7 +171,11 @@ class Measurer:
                       host_target=where.host_target if on_host else None)
         if where.side_name == "host":
             self.host_argv[job.name] = run.argv
+        # the I/Os during the snapshots: the measured rate over ramp and runtime (a fixed-rate job's load)
+        cost = where.cpu.end(cpu_start, ios=run.result.iops * (job.ramp + job.runtime)) if where.cpu is not None else None
         measurement_id = self.db.add_measurement(self.run_id, step.key(), **measurement_values(where, job, run, self.attempt))
+        if cost is not None:
+            self.db.add_telemetry(self.run_id, measurement_id=measurement_id, source="qemu-cpu", series=cost)
         self.iops.setdefault(step.group(), {})[step.repeat] = float(run.result.iops)
         for source, series in (getattr(run, "series", None) or {}).items():
             self.db.add_telemetry(self.run_id, measurement_id=measurement_id, source=source, series=series)

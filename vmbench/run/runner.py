@@ -26,6 +26,7 @@ from ..guest.facts import disk_evidence, guest_facts, root_disk_name
 from ..guest.layers import StackBuilder
 from ..images import Image, current_image
 from .capacity import check_capacity, read_host_capacity
+from .cpucost import CpuCost
 from .ledger import Ledger
 from .loadstep import LoadStepRun
 from .measure import Measurer, Where
@@ -86,6 +87,7 @@ class Runner:
         self.measurer: Measurer | None = None
         self.step = "checking the host"  # what the run is doing, named in errors
         self.broken_crypto = False
+        self.cpu_costs: dict[int, CpuCost] = {}  # boot id -> its QEMU process's sampler
 
     # ---- preflight -----------------------------------------------------------------------
 
@@ -373,7 +375,8 @@ class Runner:
             boot_id, live_xml=applied.native_config, qemu_cmdline_json=list(applied.qemu_cmdline),
             guest_json={**facts_stored, "scratch": gdisk, "effective": eff, "applied": applied.typed(), **applied.details},
         )
-        evidence = {"effective": eff, "guest_disk": gdisk, "guest_kernel": facts["kernel"], "guest_aes": facts["aes"]}
+        evidence = {"effective": eff, "guest_disk": gdisk, "guest_kernel": facts["kernel"], "guest_aes": facts["aes"],
+                    "qemu_pid": applied.qemu_pid}
         # Loading aesni_intel without ssse3/pclmulqdq under TCG would oops the guest kernel.
         self.broken_crypto = bool(self.accel and self.accel.name == "tcg" and facts["aes"]
                                   and not (facts["ssse3"] and facts["pclmulqdq"]))
@@ -404,7 +407,7 @@ class Runner:
                       boot_id=boot_id, layer="raw", settings=cell.vm.settings(),
                       # the host is sampled too while the guest's fio runs: its CPU and, on ZFS, the pool
                       host_side=self.host, host_workdir=self.host_workdir, host_target=guest.resources.scratch_path,
-                      zfs_pool=self.scenario.storage.zfs_pool)
+                      zfs_pool=self.scenario.storage.zfs_pool, cpu=self._cpu_cost(boot_id, guest, evidence.get("qemu_pid")))
         if raw_steps:
             self.step = f"measuring {cell.name}: raw disk"
             self.measurer.measure(where, raw_steps)
@@ -418,6 +421,14 @@ class Runner:
             evidence["layers"] += built
             self.db.update_cell(cell_id, evidence_json=evidence)
         return cell.name if raw_steps else None
+
+    def _cpu_cost(self, boot_id: int, guest: Guest, pid: object) -> CpuCost | None:
+        """The boot's sampler of its QEMU process (one per boot: its idle cost is measured once)."""
+        if not isinstance(pid, int):
+            return None
+        if boot_id not in self.cpu_costs:
+            self.cpu_costs[boot_id] = CpuCost(self.host, pid, guest.transport)
+        return self.cpu_costs[boot_id]
 
     def _cell_row(self, cell: Cell, boot_id: int | None, found: list[str], evidence: dict, stored: dict | None = None) -> int:
         """Add or update a cell's row (a resumed run's, or the one its host reference made)."""

@@ -86,6 +86,7 @@ class LibvirtGuest:
                 qom[path] = f"error: {exc}"
         out["qom_iothread"] = qom
         out["qemu_cmdline"] = self.driver.qemu_cmdline(self.name)
+        out["qemu_pid"] = self.driver.qemu_pid(self.name)
         return applied_from_readings(out, self.resources.scratch_path, self.resources.scratch_serial)
 
 
@@ -396,6 +397,15 @@ class LibvirtDriver:
         return self.pool_storage if m and m.group(2) == VolumeRole.ROOT.value else self.storage
 
     # ---- evidence helpers -----------------------------------------------------------------
+
+    def qemu_pid(self, name: str) -> int | None:
+        """The QEMU process of domain ``name``, from libvirt's pid file on the host."""
+        try:
+            pid = self.host.read_file(f"/run/libvirt/qemu/{name}.pid").decode().strip()
+        except OSError as exc:
+            log.warning("cannot read the QEMU pid of %s: %s", name, exc)
+            return None
+        return int(pid) if pid.isdigit() else None
 
     def qemu_cmdline(self, name: str) -> list[str]:
         """The QEMU process's argv, from libvirt's pid file on the host."""

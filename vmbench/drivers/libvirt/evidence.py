@@ -115,5 +115,7 @@ def applied_from_readings(readings: dict, scratch_path: str, serial: str) -> App
     kvm = readings.get("query_kvm") or {}
     if "enabled" in kvm:
         values["accelerator"] = "kvm" if kvm["enabled"] else "tcg"
+    if isinstance(readings.get("qemu_pid"), int):
+        values["qemu_pid"] = readings["qemu_pid"]
     details = {k: readings.get(k) for k in ("query_block", "query_kvm", "qom_iothread", "query_iothreads", "scratch_alias")}
     return to_applied(values, native_config=readings.get("live_xml") or "", qemu_cmdline=tuple(cmdline), details=details)

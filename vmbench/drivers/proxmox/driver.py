@@ -92,6 +92,9 @@ class PveGuest:
         kvm = (qmp.get("qmp") or {}).get("kvm") or {}
         if "enabled" in kvm:  # what QEMU itself reports beats what its command line asks
             applied = replace(applied, accelerator="kvm" if kvm["enabled"] else "tcg")
+        pid = status.get("pid")
+        if pid is not None and str(pid).isdigit():
+            applied = replace(applied, qemu_pid=int(pid))
         return applied
 
 
