@@ -382,11 +382,6 @@ class _FakeSide:
         return ""
 
     def _cmd_sh(self, argv, stdin):
-        from vmbench.fio.runner import START_AT_SCRIPT
-
-        if len(argv) > 5 and argv[2] == START_AT_SCRIPT:  # start at a time: at once, here
-            done = self.run(argv[5:], check=False, env=self.envs[-1])
-            return done.returncode, done.stdout, done.stderr
         if not is_sampler(argv):
             return 1, "", "sh: this fake runs the telemetry sampler only"
         if not self._parent_ok(argv[4]):

@@ -27,8 +27,8 @@ from vmbench.results.db import ResultsDB
 SECRET = "0a1b2c3d-4e5f-4789-abcd-ef0123456789"
 TOKEN_ID = "vmbench@pve!bench"
 
-SCENARIO = """
-name: it-proxmox
+#: the fake node, reached as a real one would be (the API over TLS, SSH for the host side)
+HYPERVISOR = """
 hypervisor:
   driver: proxmox
   host: 127.0.0.1
@@ -42,7 +42,9 @@ hypervisor:
   state_dir: /var/lib/vmbench-proxmox-test
   accel: tcg
   timeout: 60s
-storage: {{scratch_size: 256M}}
+"""
+
+SCENARIO = "name: it-proxmox\n" + HYPERVISOR + """storage: {{scratch_size: 256M}}
 vm: {{memory: 768M, bus: virtio-blk, cache: none, aio: native, iothread: true, cpu: kvm64}}
 vary: {{bus: [virtio-scsi]}}
 jobs:
@@ -114,22 +116,7 @@ def test_a_scenario_through_the_proxmox_driver(machine, tmp_path):
     assert not [d for d in machine.conn.listAllDomains(0) if d.name().startswith("vmbtest-pve-")]
 
 
-LOAD_SCENARIO = """
-name: it-proxmox-load
-hypervisor:
-  driver: proxmox
-  host: 127.0.0.1
-  port: {port}
-  node: {node}
-  template: vmbench-debian12
-  storage: local
-  token: {{id: "{token_id}", secret_env: VMBENCH_IT_PVE_TOKEN}}
-  tls: {{ca_file: {ca}}}
-  ssh: {{port: {ssh_port}, user: root, key_file: {key}, known_hosts: {known_hosts}}}
-  state_dir: /var/lib/vmbench-proxmox-test
-  accel: tcg
-  timeout: 60s
-storage: {{scratch_size: 384M}}
+LOAD_SCENARIO = "name: it-proxmox-load\n" + HYPERVISOR + """storage: {{scratch_size: 384M}}
 vm: {{memory: 512M, vcpus: 1, bus: virtio-blk, cache: none, aio: native, cpu: kvm64}}
 jobs:
   - {{name: victim, rw: randread, bs: 4k, iodepth: 1, size: 64M, runtime: 4s, ramp: 2s, rate_iops: 50}}

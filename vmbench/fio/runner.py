@@ -76,7 +76,6 @@ def run_fio(
     tail_seconds: float = 0,
     epoch_logs: bool = False,
     before_start: Callable[[], None] | None = None,
-    start_at: Callable[[], float | None] | None = None,
 ) -> FioRun:
     """Run ``job`` on ``target``.  ``must_match`` is the other side's argv for the same job:
     the run is refused unless every parameter but target, output and log paths is identical
@@ -97,9 +96,7 @@ def run_fio(
     ``tail_seconds`` keeps the load on that long after the measured job (a built-in job only;
     see :func:`vmbench.fio.job.fio_argv`); it is in no figure and no fio series.  With
     ``epoch_logs`` fio stamps its logs in unix epoch ms and :attr:`FioRun.window` says when
-    this run measured and loaded, on this side's clock (None for a job file).  ``start_at`` (called
-just before fio starts) gives the unix time on this side's clock at which fio is to start
-(:func:`start_at_argv`; None: at once).  ``before_start``
+    this run measured and loaded, on this side's clock (None for a job file).  ``before_start``
     is called just before fio starts (after the samplers; e.g. a barrier shared by the runs
     started together); what it raises ends the run like a failure of fio."""
     progress = progress or NullProgress()
@@ -147,9 +144,7 @@ just before fio starts) gives the unix time on this side's clock at which fio is
             try:
                 if before_start is not None:
                     before_start()
-                when = start_at() if start_at is not None else None
-                started = argv if when is None else start_at_argv(when, argv)
-                transport.run(started, env=fio_env(job, target), timeout=timeout, on_wait=tick)
+                transport.run(argv, env=fio_env(job, target), timeout=timeout, on_wait=tick)
             finally:
                 if sampler is not None:
                     sampled = sampler.stop()
@@ -174,18 +169,6 @@ just before fio starts) gives the unix time on this side's clock at which fio is
             logs = measured_logs(logs, job.numjobs)
     return FioRun(argv=tuple(argv), target=target, result=result, raw_json=raw, series={**parse_logs(logs), **sampled},
                   jobfile_text=text, rewrites=rewrites, window=window)
-
-
-#: waits until the unix time in $1 (this side's clock), then runs the rest of its arguments:
-#: fio starts in many VMs at one moment, whatever each guest agent's latency
-START_AT_SCRIPT = ('t=$1; shift; d=$(awk -v t="$t" -v n="$(date +%s.%N)" '
-                   "'BEGIN { d = t - n; if (d > 0) printf \"%.3f\", d; else print 0 }'); "
-                   'sleep "$d"; exec "$@"')
-
-
-def start_at_argv(when: float, argv: Sequence[str]) -> list[str]:
-    """``argv`` started at unix time ``when`` on the side's own clock (see :data:`START_AT_SCRIPT`)."""
-    return ["sh", "-c", START_AT_SCRIPT, "sh", f"{when:.3f}", *argv]
 
 
 def precondition(transport: Transport, job: FioJob, target: str, workdir: str, *, slow: bool = False) -> dict:
