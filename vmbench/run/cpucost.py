@@ -19,7 +19,7 @@ from ..transport.base import Transport
 
 log = logging.getLogger(__name__)
 #: how long the idle VM is watched before its first job (per boot)
-IDLE_SECONDS = 5.0
+IDLE_SECONDS = 3.0
 GUEST_HZ = 100  # USER_HZ: the unit of the guest's /proc/stat
 
 
