@@ -20,7 +20,7 @@ storage: {scratch_size: 384M}
 vm: {memory: 512M, vcpus: 1, bus: virtio-blk, cache: none, aio: native}
 jobs:
   - {name: 4k-randread, rw: randread, bs: 4k, iodepth: 4, size: 64M, runtime: 4s, ramp: 2s}
-load: {vms: [1, 2, 3], boot_parallel: 3, lead: 2, tail: 3}
+load: {vms: [1, 2, 3], boot_parallel: 3}
 """
 
 LIMIT = 60  # IOPS per aggressor in the limited phase: far below what they reach unlimited
@@ -30,16 +30,14 @@ name: it-neighbours
 storage: {{scratch_size: 384M}}
 vm: {{memory: 512M, vcpus: 1, bus: virtio-blk, cache: none, aio: native}}
 jobs:
-  - {{name: victim, rw: randread, bs: 4k, iodepth: 1, rate_iops: 50, size: 64M, runtime: 4s, ramp: 2s}}
-  - {{name: heavy, rw: randwrite, bs: 4k, iodepth: 16, size: 64M, runtime: 4s, ramp: 2s}}
+  - {{name: victim, rw: randread, bs: 4k, iodepth: 1, rate_iops: 50, size: 64M, runtime: 6s, ramp: 2s}}
+  - {{name: heavy, rw: randwrite, bs: 4k, iodepth: 16, size: 64M, runtime: 6s, ramp: 2s}}
 targets:
   - {{job: victim, max_p99_ms: 50}}
 load:
   victim: {{job: victim}}
   aggressors: {{count: 2, job: heavy}}
   boot_parallel: 3
-  lead: 2
-  tail: 3
   phases:
     - {{name: alone, aggressors: 0}}
     - busy
@@ -107,7 +105,9 @@ def test_noisy_neighbour_in_three_phases_with_a_limit(machine, tmp_path):
     assert rep.returncode == 0, rep.stderr
     text = vmbench("report", "latest", "--db", str(db_path))
     print(text.stdout)
-    assert "recovered" in text.stdout or "did not recover" in text.stdout
+    # the report says, phase by phase, what became of the victim's p99 (held, recovered, did not
+    # recover, or not judged when the phase's victim window was not fully loaded)
+    assert "The victim's p99" in text.stdout and "victim p99 vs alone" in text.stdout
     json.loads(rep.stdout)
     assert run_tag_resources(machine, r.tag) == []
 
