@@ -23,7 +23,7 @@ jobs:
 load: {vms: [1, 2, 3], boot_parallel: 3}
 """
 
-LIMIT = 60  # IOPS per aggressor in the limited phase: far below what they reach unlimited
+LIMIT = 40  # IOPS per aggressor in the limited phase: far below what they reach unlimited
 
 NEIGHBOURS = f"""
 name: it-neighbours

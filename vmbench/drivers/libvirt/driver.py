@@ -424,10 +424,13 @@ class LibvirtDriver:
         with hypervisor_errors("listing domains"):
             doms = self.conn.listAllDomains(0)
         for dom in doms:
-            m = NAME_RE.match(dom.name())
-            if m and _is_ours(dom):
-                state = "running" if dom.isActive() else "shut off"
-                out.append(Leftover("domain", dom.name(), m.group(1), state))
+            try:
+                m = NAME_RE.match(dom.name())
+                if m and _is_ours(dom):
+                    state = "running" if dom.isActive() else "shut off"
+                    out.append(Leftover("domain", dom.name(), m.group(1), state))
+            except libvirt.libvirtError:
+                continue  # undefined since the listing (a run on this host cleaning up): not left over
         out += self.pool_storage.leftovers()
         if self.storage is not self.pool_storage:
             out += self.storage.leftovers()

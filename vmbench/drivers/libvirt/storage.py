@@ -120,9 +120,12 @@ class DirPoolStorage:
             except libvirt.libvirtError:
                 continue
             for vol in vols:
-                m = VOLUME_RE.match(vol.name())
-                if m:
-                    out.append(Leftover("volume", vol.path(), m.group(1), f"pool {pool.name()}"))
+                try:
+                    m = VOLUME_RE.match(vol.name())
+                    if m:
+                        out.append(Leftover("volume", vol.path(), m.group(1), f"pool {pool.name()}"))
+                except libvirt.libvirtError:
+                    continue  # removed since the listing (a run on this host cleaning up): not left over
         return out
 
     def facts(self) -> dict:
