@@ -13,6 +13,7 @@ calls the template vmbench's and current, and a second push keeps it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -53,15 +54,22 @@ jobs:
 """
 
 
-def test_a_scenario_through_the_proxmox_driver(machine, tmp_path):
+@contextlib.contextmanager
+def fake_node(tmp_path, name: str, scenario: str):
+    """The fake PVE 9.1 node with real guests behind it, an sshd for its host side, and the
+    scenario written for them: (fake, scenario path, environment with the token)."""
     node = socket.gethostname().split(".")[0]
     with TestSshd() as sshd, FakePve(version="9.1", backend=LibvirtBackend(), node=node, token=(TOKEN_ID, SECRET),
                                      task_polls=1, agent_pings=3,
                                      local_content="images,rootdir,vztmpl,iso,backup,snippets,import") as fake:
-        path = write(tmp_path, "pve.yaml", SCENARIO.format(
+        path = write(tmp_path, name, scenario.format(
             port=fake.port, node=node, token_id=TOKEN_ID, ca=fake.ca_file, ssh_port=sshd.port, key=sshd.client_key,
             known_hosts=sshd.known_hosts))
-        env = dict(os.environ, VMBENCH_IT_PVE_TOKEN=SECRET)
+        yield fake, path, dict(os.environ, VMBENCH_IT_PVE_TOKEN=SECRET)
+
+
+def test_a_scenario_through_the_proxmox_driver(machine, tmp_path):
+    with fake_node(tmp_path, "pve.yaml", SCENARIO) as (fake, path, env):
         db_path = tmp_path / "r.db"
         pushed = vmbench("images", "push", str(path), env=env)
         assert pushed.returncode == 0, pushed.stderr[-4000:]
@@ -84,7 +92,7 @@ def test_a_scenario_through_the_proxmox_driver(machine, tmp_path):
         r = db.resolve_run("latest")
         assert r.status == "ok"
         e = r.environment
-        assert e["driver"] == "proxmox" and e["pve_node"] == node and e["pve_tls"].startswith("verified against CA file") and not e["tls_verify_off"]
+        assert e["driver"] == "proxmox" and e["pve_node"] == socket.gethostname().split(".")[0] and e["pve_tls"].startswith("verified against CA file") and not e["tls_verify_off"]
         cells = db.rows("cells", r.id)
         assert [c["name"] for c in cells] == ["baseline", "bus=virtio-scsi"] and all(c["valid"] for c in cells), \
             [(c["name"], c["problems"]) for c in cells]
@@ -133,14 +141,7 @@ def test_two_vms_at_once_through_the_proxmox_driver_the_aggressor_limited(machin
     """A noisy neighbour on the fake PVE node with real guests: the victim and one aggressor
     (iops_wr 60) run at once; the aggressor's limit is in its stored settings, in its disk's
     config and on its QEMU command line, and it gets 60 IOPS; nothing is left."""
-    node = socket.gethostname().split(".")[0]
-    with TestSshd() as sshd, FakePve(version="9.1", backend=LibvirtBackend(), node=node, token=(TOKEN_ID, SECRET),
-                                     task_polls=1, agent_pings=3,
-                                     local_content="images,rootdir,vztmpl,iso,backup,snippets,import") as fake:
-        path = write(tmp_path, "pve-load.yaml", LOAD_SCENARIO.format(
-            port=fake.port, node=node, token_id=TOKEN_ID, ca=fake.ca_file, ssh_port=sshd.port, key=sshd.client_key,
-            known_hosts=sshd.known_hosts))
-        env = dict(os.environ, VMBENCH_IT_PVE_TOKEN=SECRET)
+    with fake_node(tmp_path, "pve-load.yaml", LOAD_SCENARIO) as (fake, path, env):
         db_path = tmp_path / "r.db"
         pushed = vmbench("images", "push", str(path), env=env)
         assert pushed.returncode == 0, pushed.stderr[-4000:]
