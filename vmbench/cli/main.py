@@ -410,13 +410,17 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--probe", action="store_true", help="probe KVM again instead of using the cached answer")
     sp.set_defaults(func=cmd_doctor)
 
+    from .advise import add_parser as add_advise_parser
     from .compare import add_parser as add_compare_parser
     from .hosts import add_parser as add_hosts_parser
     from .images import add_parser as add_images_parser
+    from .tune import add_parser as add_tune_parser
 
     add_images_parser(sub)
 
     add_compare_parser(sub)
+    add_advise_parser(sub)
+    add_tune_parser(sub)
     add_hosts_parser(sub)
     return p
 
