@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tests.fakepve import FakePve, LibvirtBackend
 from tests.integration.conftest import vmbench, write
+from tests.integration.cpu_checks import assert_qemu_cpu_sampled
 from tests.sshd import TestSshd
 from vmbench.results.db import ResultsDB
 
@@ -105,7 +106,10 @@ def test_a_scenario_through_the_proxmox_driver(machine, tmp_path):
         doc = json.loads(report.stdout)
         gaps = next(t for t in doc["tables"] if t["name"] == "gaps")["records"]
         assert len(gaps) == 2 * 3 and all(rec["iops"] > 0 for rec in gaps)
-        print(vmbench("report", "latest", "--db", str(db_path)).stdout)
+        text = vmbench("report", "latest", "--db", str(db_path))
+        print(text.stdout)
+        # CPU per I/O (issue 17): the QEMU process (its pid from status/current) sampled over the node's SSH
+        assert_qemu_cpu_sampled(db, r.id, text.stdout)
         # the recorded request sequence: clone, configure, start, agent, stop, destroy for each VM
         seq = fake.calls()
         print("\n".join(f"{m} {t}" for m, t in dict.fromkeys(seq)))

@@ -15,6 +15,7 @@ import libvirt
 import pytest
 
 from tests.integration.conftest import ROOT, run_tag_resources, vmbench, write
+from tests.integration.cpu_checks import assert_qemu_cpu_sampled
 from tests.sshd import TestSshd
 from vmbench.run.plan import make_plan
 from vmbench.results.db import ResultsDB
@@ -83,6 +84,10 @@ def test_remote_run_end_to_end(machine, sshd, tmp_path):
     assert {(m["side"], m["job"]) for m in rows} == {(s, j) for s in ("host", "guest") for j in ("4k-randwrite", "1m-read")}
     assert all(m["target"].startswith(f"{REMOTE_DIR}/pool/vmbench-") for m in rows if m["side"] == "host")
     assert db.measurement_keys(r.id) == plan_keys(path)
+    # CPU per I/O (issue 17): the QEMU process sampled through the SSH host transport
+    report = vmbench("report", "latest", "--db", str(db_path))
+    assert report.returncode == 0, report.stderr
+    assert_qemu_cpu_sampled(db, r.id, report.stdout)
     assert list(Path(REMOTE_DIR, "images").glob("debian12-*/manifest.json"))
     assert run_tag_resources(machine, r.tag) == []
     assert not list(Path(REMOTE_DIR, "work").glob("*")), "the host work directory is removed"

@@ -2,7 +2,8 @@
 through the ResultsDB API with qemu-cpu telemetry rows made by CpuPerIo.to_json() (from chosen
 per-class figures, and from the real /proc captures of test_qemu_cpu), checked against figures
 computed here: medians, fio's own CPU per I/O, the QEMU total's difference from the baseline
-with its interval and verdict, the notes (TCG, idle, rate, perf), saturated cells left out,
+with its interval and verdict, the notes (TCG, idle, rate, perf), perf's cycles per I/O or why
+not, the host's ZFS kernel threads where there are any, saturated cells left out,
 no table for runs without qemu-cpu rows, and the HTML plot."""
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from vmbench.report.render import Format, render
 from vmbench.results.db import ResultsDB
 from vmbench.results.key import MeasurementKey
 from vmbench.telemetry import qemu_cpu as q
+from vmbench.telemetry.perf import PerfCycles
+from vmbench.telemetry.zfs_threads import ZfsCpu
 from vmbench.telemetry.qemu_cpu import ThreadClass as C
 
 ENV = {"hostname": "kvm1", "host_kernel": "6.1", "host_cpu": "EPYC", "qemu_version": "7.2", "host_fio": "fio-3.33",
@@ -155,7 +158,8 @@ def test_medians_fio_reference_and_the_delta_with_its_verdict(db):
     assert any(n.startswith("[low, high] = 95% bootstrap interval of the difference of medians") for n in t.notes)
     assert "I/Os = measured IOPS × (ramp + runtime): the load is the job's fixed rate (4k-randread at 1,000 IOPS), " \
            "the same in every cell." in t.notes
-    assert "perf cycles: not available in this run." in t.notes
+    assert "QEMU cycles/IO: not measured (no perf count stored in this run)." in t.notes
+    assert "ZFS threads µs/IO" not in header and not any(n.startswith("ZFS threads =") for n in t.notes)  # no ZFS
     assert "Accelerator: KVM (from the vCPU threads' names)." in t.notes
     assert not any(n.startswith("Under TCG") for n in t.notes)
     idle = next(n for n in t.notes if n.startswith("The idle VM's CPU"))
@@ -273,6 +277,44 @@ def test_html_renders_the_stacked_plot(db):
     assert "QEMU total 36.5 µs/IO (baseline)" in caption
     assert "iothread=on: " in caption and "QEMU total 29.0 µs/IO (-7.5 µs/IO, cheaper)" in caption
     assert "aio=threads: " in caption and "(saturated: not compared)" in caption
+
+
+def with_perf(row: dict, perf: PerfCycles) -> dict:
+    return dict(row, perf=perf.to_json(row["ios"]))
+
+
+def test_perf_cycles_per_io_where_counted_and_why_not_where_not(db):
+    counted = [(1000.0, with_perf(row, PerfCycles(c, 12.0, idle_cycles=12e6, event="cycles")))
+               for (_, row), c in zip(BASE, (3_612_000_000, 3_012_000_000, 3_312_000_000))]
+    new_run(db, {"baseline": counted})
+    t = table(db)[0][1]
+    assert t.records[0]["cycles_per_io"] == pytest.approx((3_312_000_000 - 12e6) / IOS) == 275_000.0
+    assert "QEMU cycles/IO" in [c.header for c in t.columns] and "275,000" in render([t], Format.TABLE)
+    assert ("QEMU cycles/IO = perf stat cycles of the QEMU process over the job's ramp + runtime, the idle VM's cycles "
+            "taken off, per I/O.") in t.notes
+    # this machine: perf is there, the VM it is has no PMU: no column, the note says why
+    why = "perf: cycles <not supported> (no hardware counters: a virtual machine without a virtual PMU)"
+    new_run(db, {"baseline": [(1000.0, with_perf(row, PerfCycles(None, 12.0, why=why))) for _, row in BASE]})
+    t = table(db)[0][1]
+    assert t.records[0]["cycles_per_io"] is None and "QEMU cycles/IO" not in [c.header for c in t.columns]
+    assert f"QEMU cycles/IO: not measured: {why}." in t.notes
+    assert f"QEMU cycles/IO: not measured: {why}." in render([t], Format.TABLE)
+
+
+def test_the_zfs_threads_part_of_the_host_rest(db):
+    def zfs(row: dict, us: float) -> dict:
+        z = ZfsCpu(40, 2, 1, 0.0, us * IOS / 1e6 + 0.03, idle_s=0.03)
+        return dict(row, host=dict(row["host"], zfs=z.to_json(IOS)))
+    new_run(db, {"baseline": [(1000.0, zfs(row, us)) for (_, row), us in zip(BASE, (2.0, 3.0, 2.5))],
+                 "iothread=on": [(1000.0, zfs(row, us)) for (_, row), us in zip(IOTHREAD, (4.0, 5.0, 4.5))]})
+    t = table(db)[0][1]
+    base, io = t.records
+    assert base["zfs_us"] == pytest.approx(2.5) and io["zfs_us"] == pytest.approx(4.5)
+    assert io["deltas"]["zfs"]["value"] == pytest.approx(2.0) and io["deltas"]["zfs"]["verdict"] == "costlier"
+    header = render([t], Format.TABLE).splitlines()[2]
+    assert "ZFS threads µs/IO" in header and header.index("host rest µs/IO") < header.index("ZFS threads µs/IO")
+    assert any(n.startswith("ZFS threads = the part of host rest spent in the host's ZFS kernel threads") for n in t.notes)
+    assert "ZFS threads: +2.0 µs/IO [+1.0, +3.0], costlier" in io["changes"]
 
 
 def test_fio_cpu_per_io():

@@ -1,7 +1,7 @@
 """The QEMU per-thread CPU accounting of issue 17 (vmbench/telemetry/qemu_cpu.py): the snapshot
 command, parsing real /proc text, thread classes from QEMU's own names, the accounting (EXITED,
 accounted share, idle subtraction, context switches, the rest of the host, the cgroup), the JSON
-row, and perf's cycles."""
+row (perf's cycles: test_perf.py)."""
 
 from __future__ import annotations
 
@@ -554,46 +554,3 @@ def test_unnamed_threads_are_stated():
     got = q.account(snap(text), snap(text.replace("time 1795514447.", "time 1795514448.")), ios=1)
     assert got.accel is None and got.to_json()["named"] is False
     assert [t.cls for t in got.threads] == [C.MAIN] + [C.OTHER] * 5
-
-
-def test_perf_stat_argv():
-    assert q.perf_stat_argv(2194, 10) == ["perf", "stat", "-e", "cycles", "-x", ",", "--log-fd", "1", "-p", "2194",
-                                          "--", "sleep", "10"]
-    with pytest.raises(ValueError, match="positive number of seconds"):
-        q.perf_stat_argv(2194, 0)
-    assert q.perf_probe_argv(7) == ["sh", "-c", q.PERF_PROBE_SCRIPT, "sh", "7"]
-
-
-def test_parse_perf_stat():
-    counted = "3170546017,,cycles,4007348104,100.00,,\n"
-    assert q.parse_perf_stat(counted) == 3170546017 and q.perf_stat_why(counted) is None
-    assert q.parse_perf_stat("12345,,cycles:u,1000,100.00,,\n") == 12345
-    # this machine (a VM without a PMU): perf 6.1 printed exactly this
-    real = "<not supported>,,cycles,0,100.00,,\n"
-    assert q.parse_perf_stat(real) is None
-    assert q.perf_stat_why(real) == "not available: cycles <not supported> (no hardware PMU, e.g. a virtual machine)"
-    assert q.perf_stat_why("<not counted>,,cycles,0,0.00,,\n") == "not available: cycles <not counted>"
-    gone = "Problems finding threads of monitor\n\n Usage: perf stat [<options>] [<command>]\n"
-    assert q.parse_perf_stat(gone) is None
-    assert q.perf_stat_why(gone) == "not available: perf printed no cycles (Usage: perf stat [<options>] [<command>])"
-    assert q.perf_stat_why("") == "not available: perf printed no cycles (no output)"
-
-
-@pytest.mark.parametrize("probe, available, why", [
-    ("perf -\nparanoid 2\nuid 0\nqemu_uid 64055\n", False, "not installed"),
-    ("perf /usr/bin/perf\nparanoid 2\nuid 0\nqemu_uid 64055\n", True, "root"),  # this machine
-    ("perf /usr/bin/perf\nparanoid 3\nuid 1000\nqemu_uid 1000\n", False, "perf_event_paranoid=3"),
-    ("perf /usr/bin/perf\nparanoid 1\nuid 1000\nqemu_uid 64055\n", False, "QEMU runs as uid 64055"),
-    ("perf /usr/bin/perf\nparanoid 2\nuid 1000\nqemu_uid 1000\n", True, "user-space cycles only"),
-    ("perf /usr/bin/perf\nparanoid -1\nuid 1000\nqemu_uid 1000\n", True, "perf_event_paranoid=-1"),
-    ("perf /usr/bin/perf\nparanoid -\nuid 1000\nqemu_uid 1000\n", False, "no /proc/sys/kernel/perf_event_paranoid"),
-])
-def test_perf_access(probe, available, why):
-    got = q.perf_access(probe)
-    assert got.available is available and why in got.why
-
-
-def test_perf_probe_runs_here():
-    out = subprocess.run(q.perf_probe_argv(os.getpid()), capture_output=True, text=True, check=True).stdout
-    keys = [line.split(" ", 1)[0] for line in out.splitlines()]
-    assert keys == ["perf", "paranoid", "uid", "qemu_uid"] and f"uid {os.getuid()}" in out

@@ -6,7 +6,9 @@ the host, :meth:`vmbench.telemetry.qemu_cpu.CpuPerIo.to_json`, attached by
 Pure: measurements in, :class:`CpuRow` out; :mod:`vmbench.report.cputables` lays them out.
 Per (cell, stack, layer, job) group: the median over repeats of µs of CPU per I/O of each
 thread class (vCPU, iothread, main loop, workers, other + exited), the QEMU process, the rest
-of the host and the VM's cgroup, all with the idle VM's cost taken off; context switches per
+of the host (and the part of it spent in the host's ZFS kernel threads, where there are any)
+and the VM's cgroup, all with the idle VM's cost taken off; perf's cycles per I/O where perf
+counted, else why not; context switches per
 I/O; the guest's own CPU per I/O (its /proc/stat) and the guest fio's (fio's usr/sys CPU);
 the host fio's for the same job as the reference; each with its per-repeat values.  Every
 figure against the same group in the baseline (the first cell, as the gap table's
@@ -38,12 +40,13 @@ from .stats import Delta
 
 #: the thread classes of the split, in the table's order ("other" holds QEMU's other and exited threads)
 CLASSES = ("vcpu", "iothread", "main", "worker", "other")
-#: every figure of a row: the classes, the QEMU process ("qemu"), the rest of the host, the VM's
-#: cgroup, context switches per I/O, the guest's own CPU and the guest fio's, all per I/O
-FIGURES = CLASSES + ("qemu", "host_rest", "cgroup", "switches", "guest", "guest_fio")
+#: every figure of a row: the classes, the QEMU process ("qemu"), the rest of the host and its
+#: ZFS kernel threads' part ("zfs"), the VM's cgroup, context switches per I/O, the guest's own
+#: CPU and the guest fio's, all per I/O
+FIGURES = CLASSES + ("qemu", "host_rest", "zfs", "cgroup", "switches", "guest", "guest_fio")
 #: what each figure is, in words (the deltas' names: "iothread: -3.1 µs/IO [...]")
 NAMES = {"vcpu": "vCPU", "iothread": "iothread", "main": "main loop", "worker": "workers", "other": "other+exited",
-         "qemu": "QEMU", "host_rest": "host rest", "cgroup": "cgroup", "switches": "switches", "guest": "guest",
+         "qemu": "QEMU", "host_rest": "host rest", "zfs": "ZFS threads", "cgroup": "cgroup", "switches": "switches", "guest": "guest",
          "guest_fio": "guest fio"}
 #: the unit of each figure
 UNITS = {k: "switches/IO" if k == "switches" else "µs/IO" for k in FIGURES}
@@ -181,6 +184,7 @@ def repeat_figures(m: Mapping) -> dict[str, float | None]:
     out["other"] = _sum(cls("other"), cls("exited"))
     out["qemu"] = _num((d.get("process") or {}).get("us_per_io"))
     out["host_rest"] = _num((d.get("host") or {}).get("rest_us_per_io"))
+    out["zfs"] = _num(((d.get("host") or {}).get("zfs") or {}).get("us_per_io"))
     out["cgroup"] = _num((d.get("cgroup") or {}).get("us_per_io"))
     out["switches"] = _switches_per_io(d)
     out["guest"] = _num((d.get("guest") or {}).get("us_per_io"))
@@ -193,13 +197,16 @@ def _per_io(d: Mapping, seconds: float | None) -> float | None:
 
 
 def _perf(d: Mapping) -> tuple[float | None, str | None]:
-    """(cycles per I/O, why not): from an optional ``perf`` entry ({"cycles": N} or {"why": ...})."""
+    """(cycles per I/O, why not) from the row's ``perf`` entry (:class:`~vmbench.telemetry.perf.PerfCycles`:
+    its cycles_per_io, else its cycles less idle_cycles over the row's I/Os; or its why)."""
     perf = d.get("perf")
     if not isinstance(perf, Mapping):
         return None, None
-    cycles, ios = _num(perf.get("cycles")), _num(d.get("ios")) or 0.0
-    if cycles is not None and ios > 0:
-        return cycles / ios, None
+    per, cycles, ios = _num(perf.get("cycles_per_io")), _num(perf.get("cycles")), _num(d.get("ios")) or 0.0
+    if per is None and cycles is not None and ios > 0:
+        per = (cycles - (_num(perf.get("idle_cycles")) or 0.0)) / ios
+    if per is not None:
+        return per, None
     return None, str(perf["why"]) if perf.get("why") else None
 
 

@@ -21,7 +21,7 @@ from .tables import Column, Table, as_policy, f_text, saturation_notes
 #: the record key of each figure's median
 KEYS = {k: "switches_per_io" if k == "switches" else f"{k}_us" for k in FIGURES}
 HEADERS = {"vcpu": "vCPU", "iothread": "iothread", "main": "main loop", "worker": "workers", "other": "other+exited",
-           "qemu": "QEMU total", "host_rest": "host rest", "cgroup": "cgroup", "switches": "switches/IO",
+           "qemu": "QEMU total", "host_rest": "host rest", "zfs": "ZFS threads", "cgroup": "cgroup", "switches": "switches/IO",
            "guest": "guest", "guest_fio": "guest fio"}
 
 CLASS_NOTE = ("µs/IO = microseconds of CPU per I/O, the median over repeats, on the host unless named. "
@@ -37,6 +37,9 @@ CLASS_NOTE = ("µs/IO = microseconds of CPU per I/O, the median over repeats, on
               "host fio = fio's own CPU (usr + sys) per I/O, in the guest and, as the reference, on the host for the same job.")
 ACCOUNTED_NOTE = ("accounted = the share of the QEMU process's CPU that its live threads account for (the lowest over "
                   "repeats); the rest was spent by threads that exited during the run, counted under other+exited.")
+ZFS_NOTE = ("ZFS threads = the part of host rest spent in the host's ZFS kernel threads (z_*, txg_*, zvol*, spa_*, arc_*, "
+            "dbu_*, dp_*, l2arc*, zthr*: the pool's I/O pipeline, compression and checksums, transaction groups), the idle "
+            "VM's share taken off; threads that exited during the run are not counted.")
 TCG_NOTE = "under TCG the vCPU share is mostly instruction emulation; the split of the rest stays meaningful."
 
 
@@ -118,6 +121,9 @@ def cpu_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
     if multi_cell:
         cols.append(Column("vs_baseline", "QEMU vs baseline", row_fmt=f_delta))
     cols.append(Column(KEYS["host_rest"], "host rest µs/IO", f_us))
+    zfs = any(r.get("zfs_us") is not None for r in records)
+    if zfs:
+        cols.append(Column(KEYS["zfs"], "ZFS threads µs/IO", f_us))
     if any(r.get("cgroup_us") is not None for r in records):
         cols.append(Column(KEYS["cgroup"], "cgroup µs/IO", f_us))
     cols += [Column(KEYS["switches"], "switches/IO", f_switches), Column(KEYS["guest"], "guest µs/IO", f_us),
@@ -133,6 +139,8 @@ def cpu_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
     if any(r.tcg for r in rows):
         notes.append(TCG_NOTE[0].upper() + TCG_NOTE[1:])
     notes += rate_notes(rows)
+    if zfs:
+        notes.append(ZFS_NOTE)
     notes.append(perf_note(rows))
     notes.append(ACCOUNTED_NOTE)
     if multi_cell:
@@ -175,10 +183,12 @@ def accel_note(rows: Sequence[CpuRow]) -> str:
 
 
 def perf_note(rows: Sequence[CpuRow]) -> str:
-    if any(r.perf_cycles.samples for r in rows):
-        return "QEMU cycles/IO = perf stat cycles of the QEMU process per I/O (not idle-subtracted), where perf counted."
+    """What QEMU cycles/IO is, or why perf counted no cycles (as each run stored it)."""
     whys = list(dict.fromkeys(w for r in rows for w in r.perf_why))
-    return "perf cycles: not available in this run" + (f" ({'; '.join(whys)})." if whys else ".")
+    if any(r.perf_cycles.samples for r in rows):
+        return ("QEMU cycles/IO = perf stat cycles of the QEMU process over the job's ramp + runtime, the idle VM's "
+                "cycles taken off, per I/O" + (f"; where it is missing: {'; '.join(whys)}." if whys else "."))
+    return "QEMU cycles/IO: not measured" + (f": {'; '.join(whys)}." if whys else " (no perf count stored in this run).")
 
 
 def rate_notes(rows: Sequence[CpuRow]) -> list[str]:

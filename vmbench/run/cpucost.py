@@ -2,18 +2,22 @@
 snapshots of the QEMU process's threads on the host (:mod:`vmbench.telemetry.qemu_cpu`)
 before and after the run, the idle VM's own cost measured once per boot and subtracted, and
 the guest's busy CPU beside it.  Stored as a "qemu-cpu" telemetry row of the measurement.
-Never fails a run: a snapshot that cannot be taken is a warning and no row.
+Where perf is installed and allowed (probed once per boot, :mod:`vmbench.telemetry.perf`), its
+cycles of the QEMU process are counted in a thread beside each run for the job's ramp +
+runtime, the idle VM's rate (counted while it is measured) taken off; otherwise the row says
+why not.  Never fails a run: a snapshot that cannot be taken is a warning and no row.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..errors import VmbenchError
-from ..telemetry import qemu_cpu
+from ..telemetry import perf, qemu_cpu
+from ..telemetry.perf import PerfCycles, PerfRun
 from ..telemetry.qemu_cpu import IdleRate, QemuSnapshot
 from ..transport.base import Transport
 
@@ -27,6 +31,8 @@ GUEST_HZ = 100  # USER_HZ: the unit of the guest's /proc/stat
 class Start:
     snapshot: QemuSnapshot
     guest_busy: float | None  # the guest's busy CPU seconds so far
+    perf: PerfRun | None = None  # perf counting the QEMU process beside the run
+    perf_why: str | None = None  # why perf is not counting
 
 
 def guest_busy_seconds(text: str) -> float | None:
@@ -54,6 +60,34 @@ class CpuCost:
         self.sleep = sleep
         self.idle: IdleRate | None = None
         self.idle_done = False
+        #: why perf does not count this VM's QEMU process (None: it does, or not probed yet)
+        self.perf_why: str | None = None
+        self.perf_probed = False
+        self.idle_cycles_per_s: float | None = None
+
+    def probe_perf(self) -> str | None:
+        """Whether perf may count the QEMU process (once; None: it may): installed, allowed."""
+        if not self.perf_probed:
+            self.perf_probed = True
+            try:
+                out = self.host.run(perf.perf_probe_argv(self.pid), timeout=60, check=False).stdout
+                access = perf.perf_access(out)
+                self.perf_why = None if access.available else access.why
+            except (VmbenchError, OSError) as exc:
+                self.perf_why = f"perf: cannot probe {self.host.name}: {str(exc).splitlines()[0] if str(exc) else exc!r}"
+            if self.perf_why:
+                log.info("CPU per I/O: no cycles of QEMU process %s: %s", self.pid, self.perf_why)
+        return self.perf_why
+
+    def _perf_run(self, seconds: float | None) -> tuple[PerfRun | None, str | None]:
+        if self.probe_perf() is not None:
+            return None, self.perf_why
+        if seconds is None or seconds <= 0:
+            return None, "perf: the job's duration is not known"
+        try:
+            return PerfRun(self.host, self.pid, seconds), None
+        except (ValueError, RuntimeError) as exc:
+            return None, f"perf: not started: {exc}"
 
     def _snapshot(self) -> QemuSnapshot | None:
         try:
@@ -78,8 +112,15 @@ class CpuCost:
         a = self._snapshot()
         if a is None:
             return None
+        counting, _ = self._perf_run(seconds)  # perf's first count: does it count, what does the idle VM cost
         self.sleep(seconds)
         b = self._snapshot()
+        if counting is not None:
+            got = counting.result()
+            if got.cycles is None:  # <not supported>, not allowed...: the same for every run of this boot
+                self.perf_why = got.why
+            else:
+                self.idle_cycles_per_s = got.cycles / seconds
         if b is None:
             return None
         try:
@@ -88,9 +129,15 @@ class CpuCost:
             log.warning("CPU per I/O: idle measurement unusable: %s", exc)
         return self.idle
 
-    def begin(self) -> Start | None:
+    def begin(self, seconds: float | None = None) -> Start | None:
+        """Before a run: a snapshot, the guest's CPU, and perf started for ``seconds`` (the
+        job's ramp + runtime, the window its I/Os are counted over)."""
         snap = self._snapshot()
-        return None if snap is None else Start(snap, self._guest_busy())
+        if snap is None:
+            return None
+        busy = self._guest_busy()
+        counting, why = self._perf_run(seconds)
+        return Start(snap, busy, counting, why)
 
     def end(self, start: Start | None, *, ios: float) -> dict | None:
         """The run's cost as stored (``CpuPerIo.to_json()``), or None when it was not sampled."""
@@ -101,8 +148,11 @@ class CpuCost:
             return None
         busy = self._guest_busy()
         guest = None if busy is None or start.guest_busy is None else max(0.0, busy - start.guest_busy)
+        cycles = (start.perf.result(idle_per_s=self.idle_cycles_per_s) if start.perf is not None
+                  else PerfCycles.missing(start.perf_why or "perf: not started"))
         try:
-            return qemu_cpu.account(start.snapshot, after, ios=ios, idle=self.idle, guest_busy_s=guest).to_json()
+            cost = qemu_cpu.account(start.snapshot, after, ios=ios, idle=self.idle, guest_busy_s=guest)
+            return replace(cost, perf=cycles).to_json()
         except ValueError as exc:
             log.warning("CPU per I/O: snapshots of QEMU process %s unusable: %s", self.pid, exc)
             return None

@@ -163,7 +163,7 @@ class Measurer:
         must_match = self.host_argv.get(job.name) if where.side_name == "guest" else None
         # a guest's pool is the host's: sampled on the host side only (never the host twice)
         on_host = where.side_name == "guest" and where.host_side is not None
-        cpu_start = where.cpu.begin() if where.cpu is not None else None
+        cpu_start = where.cpu.begin(job.duration) if where.cpu is not None else None
         run = run_fio(where.side, job, where.target, where.workdir, label=label, progress=self.progress,
                       slow=where.slow, must_match=must_match,
                       zfs_pool=where.zfs_pool if where.side_name == "host" or on_host else None,

@@ -4,7 +4,9 @@ Two snapshots taken on the host before and after a fio run in the guest (:func:`
 one read-only command; :func:`parse_snapshot`) give every thread's CPU ticks and context
 switches, the process total (exited threads included), the host's /proc/stat and the VM's
 cgroup v2 ``cpu.stat`` (libvirt's ``.../emulator`` leaf is replaced by its parent, the machine
-scope that holds the vCPUs too; Proxmox: ``qemu.slice/<vmid>.scope``).
+scope that holds the vCPUs too; Proxmox: ``qemu.slice/<vmid>.scope``).  Where the zfs module is
+loaded, also each ZFS kernel thread (:mod:`vmbench.telemetry.zfs_threads`): their CPU is the
+"zfs" part of the rest of the host (threads gone by the end are lost from it).
 
 :func:`classify` knows QEMU's thread names (with ``-name ...,debug-threads=on``, which libvirt
 and Proxmox pass): ``CPU <n>/<ACCEL>`` (system/cpus.c) and ``ALL CPUs/TCG`` (tcg-accel-ops-rr.c)
@@ -22,8 +24,8 @@ kernel splits the process's and each thread's time separately); its total is wha
 ``accounted_share``: the per-thread sum's share of the total.  The rest of the host: its busy
 CPU (user+nice+system+irq+softirq+steal) minus the process.  An :class:`IdleRate` (:func:`idle_rate`)
 times the elapsed time is subtracted from every figure, never below 0, and stated.  Perf cycles
-(:func:`perf_access`, :func:`perf_stat_argv`, :func:`parse_perf_stat`) are optional.  Unreadable
-output raises :class:`SnapshotError` (a ValueError): the caller makes it a warning.
+(:mod:`vmbench.telemetry.perf`) are optional, kept beside.  Unreadable output raises
+:class:`SnapshotError` (a ValueError): the caller makes it a warning.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ import re
 from dataclasses import asdict, dataclass, fields, replace
 from enum import Enum
 from typing import Any, Mapping
+
+from .perf import PerfCycles
+from .zfs_threads import ZfsCpu, is_zfs_thread
 
 #: the host cpu line's fields, in /proc/stat's order (guest time is already in user and nice)
 HOST_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -43,7 +48,8 @@ FORMAT = 1
 #: One snapshot of process $1, lines "<key> <value>": "@qemu-cpu 1", pid, time (date +%s.%N),
 #: clk_tck, host (/proc/stat's cpu line), proc (/proc/PID/stat); per thread "task TID", comm,
 #: stat, "ctxt VOLUNTARY INVOLUNTARY"; cgroup (/proc/PID/cgroup lines); under cgroup v2
-#: "cgroup_cpu DIR" and "cpustat KEY VALUE" lines; "." last.  Shell builtins read /proc (no
+#: "cgroup_cpu DIR" and "cpustat KEY VALUE" lines; with the zfs module loaded, "zfs STAT" per
+#: ZFS kernel thread (its /proc/PID/stat; kernel threads are processes); "." last.  Shell builtins read /proc (no
 #: fork per thread: a millisecond or so).  Exit 3 when the process is gone.
 SNAPSHOT_SCRIPT = r"""p=$1; d=/proc/$p
 [ -r "$d/stat" ] || { echo "no process $p" >&2; exit 3; }
@@ -67,6 +73,13 @@ if [ -n "$cg" ] && [ "$cg" != / ]; then
     echo "cgroup_cpu $r$cg"
     { while read -r k x; do echo "cpustat $k $x"; done < "$r$cg/cpu.stat"; } 2>/dev/null
     break
+  done
+fi
+if [ -d /sys/module/zfs ]; then
+  for d in /proc/[0-9]*; do
+    { IFS= read -r c < "$d/comm"; } 2>/dev/null || continue
+    case $c in z_*|txg_*|zvol*|spa_*|arc_*|dbu_*|dbuf*|dp_*|l2arc*|zthr*) ;; *) continue;; esac
+    { IFS= read -r s < "$d/stat"; } 2>/dev/null && echo "zfs $s"
   done
 fi
 echo .
@@ -165,6 +178,7 @@ class QemuSnapshot:
     threads: tuple[ThreadSample, ...]
     cgroups: tuple[str, ...] = ()  # /proc/<pid>/cgroup lines
     cgroup_cpu: CgroupCpu | None = None
+    zfs: tuple[ThreadSample, ...] | None = None  # the host's ZFS kernel threads (None: there are none)
 
     @property
     def host_busy(self) -> int:
@@ -215,6 +229,7 @@ def parse_snapshot(text: str) -> QemuSnapshot:
     cgroups: list[str] = []
     cpustat: dict[str, int] = {}
     task: dict[str, str] = {}
+    zfs: list[ThreadSample] = []
 
     def end_task() -> None:
         if {"task", "comm", "stat", "ctxt"} <= task.keys():
@@ -239,6 +254,10 @@ def parse_snapshot(text: str) -> QemuSnapshot:
             k, _, v = value.partition(" ")
             if v.strip().isdigit():
                 cpustat[k] = int(v)
+        elif key == "zfs":
+            zt = _zfs_thread(value)
+            if zt is not None:
+                zfs.append(zt)
         else:
             values[key] = value
     end_task()
@@ -263,7 +282,15 @@ def parse_snapshot(text: str) -> QemuSnapshot:
         cg = CgroupCpu(values["cgroup_cpu"], cpustat["usage_usec"] / 1e6, None if user is None else user / 1e6,
                        None if system is None else system / 1e6)
     u, s, cu, cs, start = _ints(rest, _UTIME, _STIME, _CUTIME, _CSTIME, _START)
-    return QemuSnapshot(pid, comm, time_s, clk_tck, jiffies, u, s, cu + cs, start, tuple(threads), tuple(cgroups), cg)
+    return QemuSnapshot(pid, comm, time_s, clk_tck, jiffies, u, s, cu + cs, start, tuple(threads), tuple(cgroups), cg,
+                        tuple(zfs) or None)
+
+
+def _zfs_thread(line: str) -> ThreadSample | None:
+    """A ZFS kernel thread from its /proc stat line (None: not a kernel thread of ZFS's names)."""
+    pid, comm, rest = parse_stat(line)
+    flags, u, s, start = _ints(rest, 6, _UTIME, _STIME, _START)
+    return ThreadSample(pid, comm, u, s, start, 0, 0) if is_zfs_thread(comm, flags) else None
 
 
 @dataclass(frozen=True)
@@ -305,15 +332,16 @@ class IdleRate:
     classes: Mapping[ThreadClass, ClassRate]
     host_rest_per_s: float
     cgroup_per_s: float | None = None
+    zfs_per_s: float | None = None  # the host's ZFS kernel threads
 
     def to_json(self) -> dict[str, Any]:
         return {"elapsed_s": self.elapsed_s, "host_rest_per_s": self.host_rest_per_s, "cgroup_per_s": self.cgroup_per_s,
-                "classes": {c.value: asdict(r) for c, r in self.classes.items()}}
+                "zfs_per_s": self.zfs_per_s, "classes": {c.value: asdict(r) for c, r in self.classes.items()}}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> IdleRate:
         return cls(float(d["elapsed_s"]), {ThreadClass.parse(k): ClassRate(**v) for k, v in d["classes"].items()},
-                   float(d["host_rest_per_s"]), d.get("cgroup_per_s"))
+                   float(d["host_rest_per_s"]), d.get("cgroup_per_s"), d.get("zfs_per_s"))
 
 
 @dataclass(frozen=True)
@@ -376,6 +404,8 @@ class CpuPerIo:
     cgroup: CgroupCpu | None = None
     guest_busy_s: float | None = None
     idle: IdleRate | None = None
+    zfs: ZfsCpu | None = None  # the host's ZFS kernel threads (None: none on the host)
+    perf: PerfCycles | None = None  # perf's cycles of the process, counted beside (None: not tried)
 
     @property
     def process_s(self) -> float:
@@ -408,8 +438,10 @@ class CpuPerIo:
             "classes": {c.value: self.classes[c].to_json(ios) for c in ThreadClass},
             "threads_sum_s": self.threads_sum_s, "accounted_share": self.accounted_share,
             "host": {"busy_s": self.host_busy_s, "rest_s": self.host_rest_s, "idle_rest_s": self.idle_host_rest_s,
-                     "net_rest_s": net_rest, "rest_us_per_io": _per_io(net_rest * 1e6, ios)},
+                     "net_rest_s": net_rest, "rest_us_per_io": _per_io(net_rest * 1e6, ios),
+                     "zfs": None if self.zfs is None else self.zfs.to_json(ios)},
             "cgroup": None if self.cgroup is None else self.cgroup.to_json(ios),
+            "perf": None if self.perf is None else self.perf.to_json(ios),
             "guest": None if self.guest_busy_s is None else
             {"busy_s": self.guest_busy_s, "us_per_io": _per_io(self.guest_busy_s * 1e6, ios)},
             "idle": None if self.idle is None else self.idle.to_json(),
@@ -430,7 +462,9 @@ class CpuPerIo:
             host_busy_s=h["busy_s"], idle_host_rest_s=h["idle_rest_s"],
             cgroup=None if cg is None else CgroupCpu(**{f.name: cg[f.name] for f in fields(CgroupCpu)}),
             guest_busy_s=None if g is None else g["busy_s"],
-            idle=None if d.get("idle") is None else IdleRate.from_json(d["idle"]))
+            idle=None if d.get("idle") is None else IdleRate.from_json(d["idle"]),
+            zfs=None if h.get("zfs") is None else ZfsCpu.from_json(h["zfs"]),
+            perf=None if d.get("perf") is None else PerfCycles.from_json(d["perf"]))
 
 
 def _per_io(amount: float, ios: float) -> float | None:
@@ -442,20 +476,35 @@ def _cap(amount: float, available: float) -> float:
     return max(0.0, min(amount, available))
 
 
-def _thread_ticks(before: QemuSnapshot, after: QemuSnapshot) -> list[tuple[ThreadSample, ThreadClass, tuple[int, ...], bool]]:
-    """Per thread alive at the end: (sample, class, (utime, stime, voluntary, involuntary) deltas,
-    new).  A tid in both snapshots whose start time differs or whose counters went back is a new
-    thread (a reused tid), counted from 0."""
-    old = {t.tid: t for t in before.threads}
+def _deltas(before: tuple[ThreadSample, ...], after: tuple[ThreadSample, ...]) -> list[tuple[ThreadSample, tuple[int, ...], bool]]:
+    """Per thread alive at the end: (sample, (utime, stime, voluntary, involuntary) deltas, new).
+    A tid in both snapshots whose start time differs or whose counters went back is a new thread
+    (a reused tid), counted from 0."""
+    old = {t.tid: t for t in before}
     out = []
-    for t in after.threads:
+    for t in after:
         now = (t.utime, t.stime, t.voluntary, t.involuntary)
         b = old.get(t.tid)
         was = (b.utime, b.stime, b.voluntary, b.involuntary) if b is not None else (0, 0, 0, 0)
         new = b is None or b.starttime != t.starttime or any(x < y for x, y in zip(now, was))
-        delta = now if new else tuple(x - y for x, y in zip(now, was))
-        out.append((t, classify(t.comm, after.comm, is_main=t.tid == after.pid), delta, new))
+        out.append((t, now if new else tuple(x - y for x, y in zip(now, was)), new))
     return out
+
+
+def _thread_ticks(before: QemuSnapshot, after: QemuSnapshot) -> list[tuple[ThreadSample, ThreadClass, tuple[int, ...], bool]]:
+    """:func:`_deltas` of the QEMU process's threads, each with its class."""
+    return [(t, classify(t.comm, after.comm, is_main=t.tid == after.pid), d, new)
+            for t, d, new in _deltas(before.threads, after.threads)]
+
+
+def _zfs(before: QemuSnapshot, after: QemuSnapshot, tck: int, idle_s: float) -> ZfsCpu | None:
+    """The ZFS kernel threads' CPU between the snapshots (None unless both have them)."""
+    if before.zfs is None or after.zfs is None:
+        return None
+    rows = _deltas(before.zfs, after.zfs)
+    cpu = sum(d[0] + d[1] for _, d, _ in rows) / tck
+    return ZfsCpu(len(rows), sum(new for *_, new in rows), len({t.tid for t in before.zfs} - {t.tid for t in after.zfs}),
+                  sum(d[0] for _, d, _ in rows) / tck, sum(d[1] for _, d, _ in rows) / tck, _cap(idle_s, cpu))
 
 
 def account(before: QemuSnapshot, after: QemuSnapshot, *, ios: float, idle: IdleRate | None = None,
@@ -507,7 +556,8 @@ def account(before: QemuSnapshot, after: QemuSnapshot, *, ios: float, idle: Idle
         process_user_s=pu / tck, process_system_s=ps / tck,
         children_s=(after.children - before.children) / tck,
         host_busy_s=host_busy, idle_host_rest_s=_cap(idle.host_rest_per_s * elapsed, rest) if idle is not None else 0.0,
-        cgroup=cgroup, guest_busy_s=guest_busy_s, idle=idle)
+        cgroup=cgroup, guest_busy_s=guest_busy_s, idle=idle,
+        zfs=_zfs(before, after, tck, (idle.zfs_per_s or 0.0) * elapsed if idle is not None else 0.0))
 
 
 def idle_rate(before: QemuSnapshot, after: QemuSnapshot) -> IdleRate:
@@ -516,81 +566,5 @@ def idle_rate(before: QemuSnapshot, after: QemuSnapshot) -> IdleRate:
     e = got.elapsed_s
     return IdleRate(e, {c: ClassRate(k.user_s / e, k.system_s / e, (k.voluntary or 0) / e, (k.involuntary or 0) / e)
                         for c, k in got.classes.items()},
-                    got.host_rest_s / e, None if got.cgroup is None else got.cgroup.usage_s / e)
-
-
-#: Prints "perf PATH" (or "perf -"), "paranoid N" (/proc/sys/kernel/perf_event_paranoid, or -),
-#: "uid N" (ours) and "qemu_uid N" (the owner of /proc/$1, or -).
-PERF_PROBE_SCRIPT = r"""p=$1
-echo "perf $(command -v perf || echo -)"
-v=-; { read -r v < /proc/sys/kernel/perf_event_paranoid; } 2>/dev/null; echo "paranoid $v"
-echo "uid $(id -u)"
-echo "qemu_uid $(stat -c %u "/proc/$p" 2>/dev/null || echo -)"
-"""
-
-
-@dataclass(frozen=True)
-class PerfAccess:
-    available: bool
-    why: str  # what allows it, or why not
-
-
-def perf_probe_argv(pid: int) -> list[str]:
-    """The command that tells whether perf may count process ``pid`` (:func:`perf_access`)."""
-    return ["sh", "-c", PERF_PROBE_SCRIPT, "sh", _pid(pid)]
-
-
-def perf_access(probe: str) -> PerfAccess:
-    """Whether ``perf stat -p`` may count the QEMU process (:data:`PERF_PROBE_SCRIPT`'s output).
-    kernel.perf_event_paranoid: -1 anything, 0 no raw tracepoints, 1 no CPU-wide events, 2 no
-    kernel-side counting, 3 (Debian's patch) no perf at all, each for users without
-    CAP_PERFMON/CAP_SYS_ADMIN; root is not restricted.  A user counts only its own processes."""
-    v = dict((line.split(" ", 1) + [""])[:2] for line in probe.splitlines() if line.strip())
-    if v.get("perf", "-") in ("-", ""):
-        return PerfAccess(False, "not available: perf is not installed (Debian: linux-perf)")
-    if v.get("uid") == "0":
-        return PerfAccess(True, "perf runs as root")
-    try:
-        paranoid = int(v.get("paranoid", ""))
-    except ValueError:
-        return PerfAccess(False, "not available: no /proc/sys/kernel/perf_event_paranoid (no perf events)")
-    if paranoid >= 3:
-        return PerfAccess(False, f"not available: kernel.perf_event_paranoid={paranoid} forbids perf to non-root")
-    if v.get("qemu_uid") != v.get("uid"):
-        return PerfAccess(False, f"not available: QEMU runs as uid {v.get('qemu_uid')}, perf as uid {v.get('uid')}")
-    if paranoid == 2:
-        return PerfAccess(True, "kernel.perf_event_paranoid=2: user-space cycles only (cycles:u)")
-    return PerfAccess(True, f"kernel.perf_event_paranoid={paranoid}")
-
-
-def perf_stat_argv(pid: int, seconds: int) -> list[str]:
-    """``perf stat -e cycles -x, -p PID -- sleep N``, its CSV on stdout (--log-fd 1)."""
-    if int(seconds) <= 0:
-        raise ValueError(f"perf stat needs a positive number of seconds, not {seconds!r}")
-    return ["perf", "stat", "-e", "cycles", "-x", ",", "--log-fd", "1", "-p", _pid(pid), "--", "sleep", str(int(seconds))]
-
-
-def _cycles_line(text: str) -> list[str] | None:
-    for line in text.splitlines():
-        parts = line.split(",")
-        if len(parts) >= 3 and re.fullmatch(r"cycles(:[ukh]+)?", parts[2].strip()):
-            return parts
-    return None
-
-
-def parse_perf_stat(text: str) -> int | None:
-    """The cycles ``perf stat -x,`` counted, None when it counted none (see :func:`perf_stat_why`)."""
-    parts = _cycles_line(text)
-    return int(parts[0]) if parts is not None and parts[0].strip().isdigit() else None
-
-
-def perf_stat_why(text: str) -> str | None:
-    """Why :func:`parse_perf_stat` found no cycles in ``text`` (None when it did)."""
-    parts = _cycles_line(text)
-    if parts is None:
-        last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "no output")
-        return f"not available: perf printed no cycles ({last[:120]})"
-    value = parts[0].strip()
-    if value == "<not supported>":
-        return "not available: cycles <not supported> (no hardware PMU, e.g. a virtual machine)"
-    return None if value.isdigit() else f"not available: cycles {value or 'empty'}"
+                    got.host_rest_s / e, None if got.cgroup is None else got.cgroup.usage_s / e,
+                    None if got.zfs is None else got.zfs.cpu_s / e)
