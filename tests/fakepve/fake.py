@@ -204,3 +204,14 @@ class FakePve:
         vm = Vm(vmid, conf)
         self.state.vms[vmid] = vm
         return vm
+
+    def add_user_vm(self, vmid: int = 101, name: str = "web1", storage: str = "local", disk: str = "scsi0",
+                    disk_options: str = "", **config: Any) -> Vm:
+        """A VM a user made (not vmbench, not a template): one disk ``disk`` on ``storage``
+        with ``disk_options`` before its ``size=`` (as PVE stores them), no vmbench tags;
+        ``config`` adds or overrides keys (``cpu``, ``scsihw``, ``boot``, ``ide2``, ``efidisk0``...)."""
+        vm = self.add_template(vmid, name, template=False, storage=storage, tags="", disk=disk, agent=False, **config)
+        if disk_options:
+            volid, _, size = str(vm.config[disk]).partition(",")
+            vm.config[disk] = f"{volid},{disk_options.strip(',')},{size}"
+        return vm
