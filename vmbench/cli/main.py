@@ -101,6 +101,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     plan = make_plan(scenario)
     accel = args.accel or _cached_accelerator(scenario)
+    if scenario.tune is not None and scenario.tune.round is None:  # each round is planned by the search
+        from .tune import print_tune_plan
+
+        return print_tune_plan(scenario, accel, args.json)
     est = estimate(plan, accel or "tcg")
     if args.json:
         doc = plan.summary()

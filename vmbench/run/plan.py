@@ -275,6 +275,9 @@ class Plan:
             "guest_measurements_max": len(self.guest_measurements()) * policy.max,
             "host_measurements_max": self.host_measurements(policy.max),
             **({"load": s.load.to_json(), "vms_booted": sum(u.step.size for u in self.load_units())} if s.load else {}),
+            # the question vmbench advise answers for this run; a tune's round (vmbench tune --resume/--show)
+            **({"advise": s.advise.to_json()} if s.advise is not None else {}),
+            **({"tune": s.tune.plan_json(s.name, s.baseline)} if s.tune is not None and s.tune.round is not None else {}),
         }
 
 

@@ -4,7 +4,8 @@ Everything a user can get wrong is refused here, before anything is provisioned,
 message naming the file, the line, the key and the allowed values.
 
 The sections are read by the modules next to this one: hosts (hypervisor, storage), axes and
-vm (VM settings), matrix (cells), stacks, jobs and targets; parsers holds the small shared ones.
+vm (VM settings), matrix (cells), stacks, jobs and targets, load (many VMs), tune (tune: and
+advise:); parsers holds the small shared ones.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .load import parse_load
 from .reader import Context, Section, as_bool, as_int, as_name, as_str, load_yaml
 from .stacks import _stacks
 from .targets import _crypto, _targets
+from .tune import TUNE_MIN_REPEATS, AdviseSpec, parse_advise, parse_tune
 from .vm import _check_vm, _vm, vm_problems
 
 __all__ = ["load_scenario", "parse_scenario", "vm_problems", "VM_AXES"]
@@ -30,7 +32,7 @@ __all__ = ["load_scenario", "parse_scenario", "vm_problems", "VM_AXES"]
 TOP_KEYS = (
     "name", "description", "template", "hypervisor", "storage", "vm", "vary", "mode", "cells",
     "journey", "jobs", "stacks", "targets", "repeats", "host_baseline", "crypto_benchmark", "host_only",
-    "load",
+    "load", "tune", "advise",
 )
 
 
@@ -68,14 +70,25 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
                        "set storage.type: zfs (zvols) or zfs-dataset, with storage.dataset")
     baseline = _vm(top.section("vm"), VmConfig(zfs=zfs))
     _check_vm(top, "vm", baseline, hypervisor)
-    repeat_policy = _repeats(top)
+    tuning = top.has("tune")
+    repeat_policy = _repeats(top, TUNE_MIN_REPEATS if tuning else 1)
+    if tuning and repeat_policy.min < TUNE_MIN_REPEATS:
+        raise top.fail("repeats", f"a tune needs at least {TUNE_MIN_REPEATS} repeats per cell: its decisions are verdicts "
+                                  f"(faster, slower, within noise), which need {TUNE_MIN_REPEATS} repeats on each side",
+                       f"leave repeats out (a tune repeats {TUNE_MIN_REPEATS} times), or give {TUNE_MIN_REPEATS} or more")
     host_baseline = top.get("host_baseline", as_bool, True)
 
     stacks = _stacks(ctx, top)
     stacks_by_name = {s.name: s for s in stacks}
     jobs = _jobs(ctx, top, base_dir or Path("."))
 
-    cells, mode, skipped = _cells(ctx, top, baseline, hypervisor, stacks, stacks_by_name)
+    tune = None
+    skipped: tuple[tuple[str, str], ...]
+    if tuning:
+        tune, cells = parse_tune(ctx, top, baseline, hypervisor, storage, jobs, tuple(stacks))
+        mode, skipped = ("one-factor" if tune.round is not None else "tune"), ()
+    else:
+        cells, mode, skipped = _cells(ctx, top, baseline, hypervisor, stacks, stacks_by_name)
     jobs = _resolve_sizes(ctx, top, jobs, cells, storage, stacks)
     _check_jobs_vs_stacks(ctx, top, jobs, stacks)
     if host_only:
@@ -87,6 +100,9 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
     targets = _targets(ctx, top, jobs, stacks, cells)
     crypto = _crypto(top, stacks)
     load = parse_load(ctx, top, jobs)
+    advise = parse_advise(ctx, top, jobs)
+    if advise is None and tune is not None:  # the runs of a tune answer its question
+        advise = AdviseSpec((tune.goal,), tune.allow)
     if load is not None:
         if host_only:
             raise top.fail("load", "does not apply to a host_only scenario (no VM is booted)")
@@ -116,6 +132,8 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
         skipped_cells=skipped,
         host_only=host_only,
         load=load,
+        tune=tune,
+        advise=advise,
     )
 
 
@@ -138,10 +156,10 @@ MAX_REPEATS = 100
 _PERCENT = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*%\s*")
 
 
-def _repeats(top: Section) -> RepeatPolicy:
+def _repeats(top: Section, default: int = 1) -> RepeatPolicy:
     """``repeats: N`` (fixed) or ``repeats: {min: N, max: M, until_cv: 5%}`` (adaptive)."""
     if not isinstance(top.raw("repeats", None), dict):
-        n = top.get("repeats", _repeat_count, 1)
+        n = top.get("repeats", _repeat_count, default)
         return RepeatPolicy(n, n)
     sec = top.section("repeats")
     sec.done(REPEAT_KEYS)  # unknown keys first: a misspelt max is named as such

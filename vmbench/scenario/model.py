@@ -14,6 +14,7 @@ from ..units import format_size
 
 if TYPE_CHECKING:
     from .load import LoadSpec
+    from .tune import AdviseSpec, TuneSpec
 
 MiB = 1 << 20
 
@@ -510,6 +511,8 @@ class Scenario:
     repeat_policy: RepeatPolicy | None = None  # None: fixed, ``repeats`` times
     host_only: bool = False  # no VM: every cell is a host storage variant measured on the host
     load: "LoadSpec | None" = None  # many VMs at once (scenario/load.py); None: one VM per cell
+    tune: "TuneSpec | None" = None  # tune: (scenario/tune.py): a search run by vmbench tune; with .round, one round of it
+    advise: "AdviseSpec | None" = None  # advise: the goals and allowed risks vmbench advise answers for this run
 
     def __post_init__(self) -> None:
         if self.repeat_policy is None:
