@@ -391,3 +391,14 @@ def main_(argv):
     from vmbench.cli.main import main
 
     return main(argv)
+
+
+def test_vmbench_run_refuses_a_tune_scenario_before_anything(tmp_path, capsys):
+    from vmbench.cli.main import main
+
+    scenario = Path(__file__).resolve().parents[2] / "scenarios" / "tune.yaml"
+    db = tmp_path / "r.db"
+    assert main(["run", str(scenario), "--db", str(db)]) == UsageError.exit_code
+    err = capsys.readouterr().err
+    assert "is a tune (it has a tune: section)" in err and "vmbench tune" in err
+    assert not db.exists()

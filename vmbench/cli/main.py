@@ -230,6 +230,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not args.scenario:
             raise UsageError("vmbench run needs a scenario file (or --resume RUN)")
         scenario = load_scenario(args.scenario)
+        if scenario.plan_mode == "tune":  # a tune's rounds are runs `vmbench tune` makes and decides between
+            raise UsageError(f"{args.scenario} is a tune (it has a tune: section): `vmbench run` would only measure its start",
+                             f"run it with `vmbench tune {args.scenario}`; `vmbench plan {args.scenario}` shows its first round and budget")
         db = ResultsDB(args.db)
         _say_migrated(db, progress)
     runner = Runner(scenario, db, progress, resume=resume)
