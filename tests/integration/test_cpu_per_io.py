@@ -4,6 +4,8 @@ process is sampled on the host thread by thread.  The threads add up to the proc
 
 from __future__ import annotations
 
+import json
+
 from tests.integration.conftest import run_tag_resources, vmbench, write
 from vmbench.results.db import ResultsDB
 
@@ -41,4 +43,14 @@ def test_per_thread_accounting_and_the_iothread_share(machine, tmp_path):
     rep = vmbench("report", "latest", "--db", str(db_path))
     assert rep.returncode == 0, rep.stderr
     print(rep.stdout)
+    # advise on CPU per I/O: iothread=on against the baseline, on the QEMU process's µs per I/O
+    adv = vmbench("advise", "latest", "--db", str(db_path), "--goal", "4k-read-200:cpu-per-io", "--format", "json")
+    assert adv.returncode == 0, adv.stderr
+    advice = json.loads(adv.stdout)
+    judged = advice["recommendations"] + advice["unsupported"]
+    # (one repeat: not judged, said so; a cell short of its fixed rate is compared with nothing)
+    assert all((r["cell"], r["change"], r["unit"]) == ("iothread=on", "iothread: off -> on", "µs/IO (QEMU)") for r in judged), judged
+    assert judged or any("4k-read-200:cpu-per-io" in n for n in advice["notes"]), advice["notes"]
+    assert any(s.startswith("cheapest cell ") for s in advice["standing"])
+    print(vmbench("advise", "latest", "--db", str(db_path), "--goal", "4k-read-200:cpu-per-io").stdout)
     assert run_tag_resources(machine, r.tag) == []

@@ -78,6 +78,13 @@ def test_scaling_1_2_3_vms(machine, tmp_path):
     rep = vmbench("report", "latest", "--db", str(db_path))
     assert rep.returncode == 0, rep.stderr
     print(rep.stdout)
+    # advise: how many VMs share the storage is not a setting: nothing recommended, each step's standing
+    adv = vmbench("advise", "latest", "--db", str(db_path), "--format", "json")
+    assert adv.returncode == 0, adv.stderr
+    advice = json.loads(adv.stdout)
+    assert advice["top"] is None and advice["recommendations"] == []
+    assert len(advice["standing"]) == 3 and all(s.split(": aggregate ")[0] in ("1 VM", "2 VMs", "3 VMs") for s in advice["standing"]), advice["standing"]
+    assert any(n.startswith("load: scaling:") for n in advice["notes"])
     assert run_tag_resources(machine, r.tag) == []
 
 
@@ -109,6 +116,14 @@ def test_noisy_neighbour_in_three_phases_with_a_limit(machine, tmp_path):
     # recover, or not judged when the phase's victim window was not fully loaded)
     assert "The victim's p99" in text.stdout and "victim p99 vs alone" in text.stdout
     json.loads(rep.stdout)
+    # advise: the limit on the aggressors is the change, judged on the victim's p99 against the unlimited phase
+    adv = vmbench("advise", "latest", "--db", str(db_path), "--goal", "victim:p99", "--format", "json")
+    assert adv.returncode == 0, adv.stderr
+    advice = json.loads(adv.stdout)
+    judged = advice["recommendations"] + advice["unsupported"]
+    assert any(r["change"] == f"aggressor iops_wr: default -> {LIMIT}" for r in judged), judged
+    assert any(n.startswith("load: noisy neighbour:") for n in advice["notes"])
+    print(vmbench("advise", "latest", "--db", str(db_path)).stdout)
     assert run_tag_resources(machine, r.tag) == []
 
 

@@ -70,6 +70,19 @@ def test_run_report_and_nothing_left(machine, shared_run):
         assert g["p50_ms"] <= g["p99_ms"] <= g["p999_ms"]
     text = vmbench("report", "--db", str(db_path))
     assert "gap (host/guest)" in text.stdout and "4k-randwrite" in text.stdout
+    assert "Advice for run" in text.stdout and "is my number good?" in text.stdout  # every report ends with the advice
+
+    # advise: one cell, one repeat: nothing to rank; where it stands against the host, what to try next
+    adv = vmbench("advise", "latest", "--db", str(db_path), "--format", "json")
+    assert adv.returncode == 0, adv.stderr
+    doc = json.loads(adv.stdout)
+    assert doc["top"] is None and doc["recommendations"] == []
+    assert any(g["goal"] == "4k-randwrite:iops" for g in doc["goals"])
+    assert any(s.startswith("best cell ") and "of the host on the same storage (4k-randwrite IOPS" in s for s in doc["standing"])
+    assert any("not measured: aio io_uring" in s for s in doc["not_tried"])
+    assert any(n.startswith("guests ran under ") for n in doc["notes"])
+    bad = vmbench("advise", "latest", "--db", str(db_path), "--goal", "4k-randwrite:fast")
+    assert bad.returncode == 2 and "--goal 4k-randwrite:fast" in bad.stderr
 
     assert run_tag_resources(machine, r.tag) == []
 

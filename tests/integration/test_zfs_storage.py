@@ -111,6 +111,19 @@ def test_host_only_sweep_reads_back_and_samples_the_pool(zfs_host, tmp_path):
     assert all("shorter than steady state" in n for n in notes.values())  # 3 s < 3 x 5 s
     text = vmbench("report", "latest", "--db", str(db_path))
     print(text.stdout)
+    assert "Advice for run" in text.stdout
+    # advise on the host-only sweep: storage variants against the first, no VM settings to try
+    adv = vmbench("advise", "latest", "--db", str(db_path), "--format", "json")
+    assert adv.returncode == 0, adv.stderr
+    advice = json.loads(adv.stdout)
+    assert "host only: fio ran on the host, no VM (no accelerator)" in advice["notes"]
+    judged = advice["recommendations"] + advice["unsupported"]
+    assert judged and all(r["change"] for r in judged)
+    assert all(any(k in r["change"] for k in ("volblocksize", "compression")) for r in judged)
+    assert not any("iothread" in s or "aio" in s for s in advice["not_tried"])
+    if advice["top"] is not None:  # a significant improvement: the zfs commands that apply it
+        assert any(a["kind"] == "zfs" for a in advice["apply"])
+    print(vmbench("advise", "latest", "--db", str(db_path)).stdout)
     # nothing of vmbench's is left; the user's zvol and dataset are as they were
     assert _ours(zfs_host) == []
     assert _user_things(zfs_host) == before

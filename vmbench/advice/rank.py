@@ -1,0 +1,235 @@
+"""A stored run -> :class:`~vmbench.advice.model.Advice`: which measured change to make for the
+user's goal, with its evidence; what the evidence does not support; what was not tried;
+where the best cell stands; the snippets that apply the recommendation.
+
+Pure: :func:`advise` reads a loaded run (:class:`~vmbench.report.load.RunData`) and nothing
+else.  The goals, when none are given: the run's ``advise.goals`` (the scenario's
+``advise:`` section, stored in the plan), else its targets (``min_mb_s`` -> MB/s,
+``min_iops`` -> IOPS, ``max_p99_ms`` -> p99 of the target's job), else each job on its own
+metric, plus CPU per I/O when the run sampled QEMU's CPU.  Risks allowed: those given and the
+run's ``advise.allow``.
+
+Ranking, per goal in order: the improvements (the verdict significant and in the goal's
+direction) whose every risk is allowed, by effect size; then the risky ones, each labelled
+with what it risks.  The rest (within noise, worse, not judged) is ``unsupported``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Mapping, Sequence
+
+from ..drivers.current import CurrentVm
+
+from ..report.load import RunData
+from ..report.loadrows import load_plan
+from ..report.loadtables import load_header
+from ..report.rows import job_metrics
+from ..report.cpurows import has_qemu_cpu
+from . import measured, untried
+from .loadadvice import from_neighbours, scaling_standing
+from .measured import Ctx, effect
+from .model import Advice, Goal, GoalMetric, Recommendation, Risk, Snippet
+from .risks import parse_allow, stack_flags
+from .standing import cpu_standing, host_standing, luks_standing, measured_rw
+
+TARGET_GOALS = (("min_mb_s", GoalMetric.MBPS), ("min_iops", GoalMetric.IOPS), ("max_p99_ms", GoalMetric.P99))
+
+
+def default_goals(data: RunData) -> tuple[Goal, ...]:
+    """The run's own question: ``advise.goals``, else its targets, else each job's metric
+    (and CPU per I/O where QEMU's CPU was sampled).  A stored goal that does not parse is left
+    out (:func:`advise` says so in its notes)."""
+    stored = (data.plan.get("advise") or {}).get("goals") or []
+    goals = []
+    for text in stored:
+        try:
+            goals.append(Goal.parse(str(text), source="the scenario's advise: goals"))
+        except ValueError:
+            continue
+    if goals:
+        return tuple(dict.fromkeys(goals))
+    for i, t in enumerate(data.targets, 1):
+        for key, metric in TARGET_GOALS:
+            if t.get(key) is not None and t.get("job"):
+                goals.append(Goal(str(t["job"]), metric, f"target {i} ({key} {t[key]:g} on {t['job']})"))
+    if goals:
+        return tuple(dict.fromkeys(goals))
+    lp = load_plan(data.plan)
+    metrics = job_metrics(data.plan)
+    jobs = [lp.victim_job] if lp is not None and lp.kind == "neighbours" and lp.victim_job else data.jobs
+    for job in jobs:
+        m = metrics.get(job)
+        goals.append(Goal(job, GoalMetric.of(m) if m is not None else GoalMetric.IOPS, "the job's metric"))
+    if lp is None and has_qemu_cpu(data.measurements):
+        goals += [Goal(job, GoalMetric.CPU_PER_IO, "the run sampled QEMU's CPU") for job in data.jobs]
+    return tuple(dict.fromkeys(goals))
+
+
+def stored_allow(data: RunData) -> tuple[frozenset[Risk], list[str]]:
+    """The run's ``advise.allow`` risks, and a note for each name that is not a risk."""
+    names = (data.plan.get("advise") or {}).get("allow") or []
+    out: set[Risk] = set()
+    notes = []
+    for n in names:
+        try:
+            out |= parse_allow([n], "advise.allow")
+        except ValueError as exc:
+            notes.append(f"left out of the stored advise.allow: {exc}")
+    return frozenset(out), notes
+
+
+def advise(data: RunData, goals: Sequence[Goal] = (), allow: frozenset[Risk] = frozenset(), current: CurrentVm | None = None,
+           vm: str | None = None) -> Advice:
+    """The advice for one loaded run.  ``current``: a user's VM read with
+    :func:`vmbench.drivers.current.read_current` (the snippets keep its disk's other options);
+    ``vm``: the VMID or domain name the snippets name when no VM was read."""
+    notes: list[str] = []
+    stored = (data.plan.get("advise") or {}).get("goals") or []
+    for text in stored:
+        try:
+            Goal.parse(str(text))
+        except ValueError as exc:
+            notes.append(f"left out of the stored advise.goals: {exc}")
+    extra_allow, allow_notes = stored_allow(data)
+    notes += allow_notes
+    ctx = Ctx(data, frozenset(allow) | extra_allow, stack_flags(data.plan, data.scenario_text))
+    goals = tuple(goals) or default_goals(data)
+    notes = _run_notes(data) + notes
+    recs: list[Recommendation] = []
+    unsupported: list[Recommendation] = []
+    standing: list[str] = []
+    not_tried: list[str] = []
+    for goal in goals:
+        jobs = [goal.job] if goal.job else _jobs(data)
+        for job in jobs:
+            found, stand, more = _for_job(ctx, goal, job)
+            if goal.job and job not in data.jobs:
+                more = [f"goal {goal}: the run has no job {job} (its jobs: {', '.join(data.jobs) or 'none'})"]
+            good = [r for r in found if r.improves]
+            recs += sorted(good, key=lambda r: (not r.allowed, -effect(r)))
+            unsupported += [r for r in found if not r.improves]
+            standing += stand
+            notes += more
+            if not found and not more and job in data.jobs:
+                notes.append(f"goal {_goal_label(goal, job)}: the run measured no change to judge (one cell, or no comparable rows)")
+            elif found and not any(r.delta.judged for r in found):
+                notes.append(f"goal {_goal_label(goal, job)}: nothing could be judged "
+                             f"({_why_unjudged(found)})")
+            not_tried += _not_tried(ctx, goal, job)
+    advice = Advice(run=f"{data.run.id} ({data.run.tag})", goals=goals, recommendations=tuple(recs),
+                    unsupported=tuple(unsupported), not_tried=tuple(dict.fromkeys(not_tried)),
+                    standing=tuple(dict.fromkeys(standing)), notes=tuple(dict.fromkeys(notes)))
+    top = advice.top()
+    if top is None:
+        return advice
+    snippets, why = apply_snippets(top, current, vm)
+    return Advice(advice.run, advice.goals, advice.recommendations, advice.unsupported, advice.not_tried, advice.standing,
+                  snippets, advice.notes + ((why,) if why else ()))
+
+
+def _jobs(data: RunData) -> list[str]:
+    lp = load_plan(data.plan)
+    if lp is not None and lp.kind == "neighbours" and lp.victim_job:
+        return [lp.victim_job]
+    return data.jobs
+
+
+def _goal_label(goal: Goal, job: str) -> str:
+    return f"{job}:{goal.metric.value}"
+
+
+def _why_unjudged(found: Sequence[Recommendation]) -> str:
+    whys = list(dict.fromkeys(r.delta.why for r in found if r.delta.why))
+    return "; ".join(whys) or "no verdict"
+
+
+def _for_job(ctx: Ctx, goal: Goal, job: str) -> tuple[list[Recommendation], list[str], list[str]]:
+    """(every measured change, standing lines, notes) for one goal and job, by the run's kind."""
+    data = ctx.data
+    lp = load_plan(data.plan)
+    if goal.metric is GoalMetric.CPU_PER_IO:
+        if lp is not None or not has_qemu_cpu(data.measurements):
+            return [], [], [f"goal {_goal_label(goal, job)}: the run did not sample the QEMU process's CPU (no CPU per I/O)"]
+        return measured.from_cpu(ctx, goal, job), cpu_standing(ctx, goal, job), []
+    if data.plan.get("host_only"):
+        return measured.from_host_only(ctx, goal, job), [], []
+    if lp is not None and lp.kind == "neighbours":
+        return from_neighbours(ctx, goal, job, lp)
+    if lp is not None:
+        stand, notes = scaling_standing(ctx, goal, job, lp)
+        return [], stand, notes
+    if data.plan.get("mode") == "journey":
+        found = measured.from_journey(ctx, goal, job)
+    else:
+        found = measured.from_gaps(ctx, goal, job)
+    found += measured.from_layers(ctx, goal, job)
+    return found, host_standing(ctx, goal, job) + luks_standing(ctx, goal, job), []
+
+
+def _storage_kind(data: RunData) -> str:
+    text = str(data.plan.get("storage") or "")
+    kind = data.environment.get("storage_type")
+    if text.startswith("zvols") or kind == "zfs":
+        return "zvol"
+    if text.startswith("files on child datasets") or kind == "zfs-dataset":
+        return "dataset"
+    return ""
+
+
+def _not_tried(ctx: Ctx, goal: Goal, job: str) -> list[str]:
+    data = ctx.data
+    if load_plan(data.plan) is not None:
+        lp = load_plan(data.plan)
+        if lp is not None and lp.kind == "neighbours" and not any(
+                k in (v.get("overrides") or {}) for s in lp.steps for v in s.vms for k in ("iops", "iops_wr", "iops_rd", "mbps", "mbps_wr", "mbps_rd")):
+            return [f"{_goal_label(goal, job)}: not measured: an I/O limit on the aggressors (iops_wr, mbps_wr in a phase's overrides)"]
+        return []
+    settings = [c.get("settings") or {} for c in ctx.cells]
+    rw = measured_rw(ctx, job)
+    luks = any((st.get("luks") for st in data.plan.get("stacks") or []))
+    found = untried.not_tried(goal.metric, settings, guest=not data.plan.get("host_only"), storage=_storage_kind(data),
+                              writes=rw is None or "write" in str(rw) or rw == "randrw", luks=luks)
+    return [f"{_goal_label(goal, job)}: not measured: {c.label} ({c.why})" for c in found]
+
+
+def _run_notes(data: RunData) -> list[str]:
+    """The accelerator and the load every figure was measured under."""
+    accels = sorted({str(b.get("accelerator")) for b in data.boots if b.get("accelerator")}) \
+        or sorted({str(m.get("accelerator")) for m in data.measurements if m.get("side") == "guest" and m.get("accelerator")})
+    out = []
+    if data.plan.get("host_only"):
+        out.append("host only: fio ran on the host, no VM (no accelerator)")
+    elif accels:
+        out.append(f"guests ran under {', '.join(accels)}"
+                   + ("; under TCG (software emulation) the figures include the emulation's cost: the ranking holds for "
+                      "this machine, measure again under KVM before acting on it" if any("tcg" in a.lower() for a in accels) else ""))
+    load = load_header(data.plan)
+    out.append(f"load: {load}" if load else "load: one VM at a time, one fio job at a time")
+    return out
+
+
+def changed_settings(r: Recommendation) -> dict[str, object]:
+    """The settings a recommendation changes that a VM or its storage has (not a layer, a
+    stack or an aggressor's limit)."""
+    from ..scenario.axes import AXIS_BY_SETTING
+
+    return {c.axis: c.after for c in r.changes if c.axis in AXIS_BY_SETTING and c.after is not None}
+
+
+def apply_snippets(r: Recommendation, current: CurrentVm | None = None, vm: str | None = None) -> tuple[tuple[Snippet, ...], str | None]:
+    """The snippets that apply ``r``'s changed settings (:mod:`vmbench.advice.apply`), and why
+    there are none when so."""
+    settings = changed_settings(r)
+    if not settings:
+        return (), "the recommendation changes no VM or storage setting: no command to apply"
+    try:  # the one place that imports the snippets' module (written beside this one)
+        snippets = importlib.import_module(f"{__package__}.apply").snippets
+    except (ImportError, AttributeError):
+        return (), "apply snippets are not available in this vmbench (vmbench.advice.apply)"
+    ident = vm or (current.ident if current is not None else "") or "VMID"
+    return tuple(snippets(settings, current, ident)), None
+
+
+def goal_sources(goals: Sequence[Goal]) -> Mapping[str, str]:
+    return {str(g): g.source for g in goals}

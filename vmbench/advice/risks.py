@@ -1,0 +1,107 @@
+"""Which stored settings trade safety for speed (:class:`~vmbench.advice.model.Risk`).
+
+Pure: a cell's stored settings (``VmConfig.settings()`` keys) or a stack's LUKS layer in,
+the risks it carries out.  A change carries the risks of the values it sets (``after``): a
+change that keeps ``cache=writeback`` as it was does not carry it, one that sets it does.
+What each risk costs, in words, is :data:`~vmbench.advice.model.RISKS`.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+import yaml
+
+from .model import RISKS, Change, Risk
+
+#: the dm-crypt flags that run encryption in the submitting context (a LUKS layer's perf_flags)
+CRYPT_FLAGS = ("no_read_workqueue", "no_write_workqueue")
+
+
+def value_risks(key: str, value: object) -> tuple[Risk, ...]:
+    """The risks of one stored setting ``key`` at ``value``."""
+    text = str(value).strip().lower() if value is not None else ""
+    if key == "cache" and text == "unsafe":
+        return (Risk.CACHE_UNSAFE,)
+    if key == "cache" and text == "writeback":
+        return (Risk.CACHE_WRITEBACK,)
+    if key == "sync" and text == "disabled":
+        return (Risk.ZFS_SYNC_DISABLED,)
+    if key == "perf_flags" and any(f in text for f in CRYPT_FLAGS):
+        return (Risk.CRYPT_NO_WORKQUEUE,)
+    return ()
+
+
+def setting_risks(settings: Mapping[str, object]) -> tuple[Risk, ...]:
+    """Every risk a cell's stored settings carry (in :class:`Risk` order)."""
+    found = {r for k, v in settings.items() for r in value_risks(k, v)}
+    return tuple(r for r in Risk if r in found)
+
+
+def change_risks(changes: Iterable[Change], stack_flags: Mapping[str, Sequence[str]] | None = None) -> tuple[Risk, ...]:
+    """The risks the values a change sets carry; a stack or layer change carries the dm-crypt
+    risk when the stack it moves to has workqueue flags (``stack_flags``: by stack name)."""
+    found: set[Risk] = set()
+    flags = stack_flags or {}
+    for c in changes:
+        found.update(value_risks(c.axis, c.after))
+        if c.axis in ("stack", "stacks", "layer"):
+            for name in _names(c.after if c.axis != "layer" else c.before):
+                if any(f in CRYPT_FLAGS for f in flags.get(name, ())):
+                    found.add(Risk.CRYPT_NO_WORKQUEUE)
+    return tuple(r for r in Risk if r in found)
+
+
+def _names(value: object) -> list[str]:
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return [] if value is None else [str(value)]
+
+
+def allowed(risks: Iterable[Risk], allow: Iterable[Risk]) -> bool:
+    """Every risk was allowed by name (no risk: allowed)."""
+    ok = set(allow)
+    return all(r in ok for r in risks)
+
+
+def describe(risks: Iterable[Risk]) -> tuple[str, ...]:
+    """Each risk in words, as :data:`RISKS` says it."""
+    return tuple(RISKS[r] for r in risks)
+
+
+def parse_allow(names: Iterable[object], where: str = "--allow") -> frozenset[Risk]:
+    """Risk names -> risks; ValueError naming ``where`` and what is allowed."""
+    out = set()
+    for n in names:
+        try:
+            out.add(Risk.parse(n))
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    return frozenset(out)
+
+
+def stack_flags(plan: Mapping, scenario_text: str = "") -> dict[str, tuple[str, ...]]:
+    """Each stack's dm-crypt perf_flags: from the plan's stacks (``luks.perf_flags``) where it
+    stores them, else read from the scenario text as run (its ``stacks:`` section; a text that
+    does not parse gives none)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for st in plan.get("stacks") or []:
+        luks = st.get("luks") if isinstance(st, Mapping) else None
+        if isinstance(luks, Mapping) and luks.get("perf_flags"):
+            out[str(st["name"])] = tuple(str(f) for f in luks["perf_flags"])
+    if out or not scenario_text:
+        return out
+    try:
+        doc = yaml.safe_load(scenario_text)
+    except yaml.YAMLError:
+        return out
+    stacks = doc.get("stacks") if isinstance(doc, dict) else None
+    for st in stacks if isinstance(stacks, list) else []:
+        if not isinstance(st, dict) or "name" not in st:
+            continue
+        for layer in st.get("layers") or []:
+            luks = layer.get("luks") if isinstance(layer, dict) else None
+            flags = luks.get("perf_flags") if isinstance(luks, dict) else None
+            if isinstance(flags, list) and flags:
+                out[str(st["name"])] = tuple(str(f) for f in flags)
+    return out

@@ -1,0 +1,118 @@
+"""What commonly matters for a goal, by goal metric: the next experiments to suggest when a
+run did not measure them ("not measured: aio io_uring, virtio-scsi with iothread").
+
+A small table, not a model: each :class:`Candidate` names stored settings (the axes'
+``settings_key`` names of :mod:`vmbench.scenario.axes`, with the values a scenario writes)
+and where it applies.  :func:`not_tried` keeps those no valid cell of the run has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from .model import GoalMetric
+
+VARIED = "*"  # a value that means "any value other than the baseline's": the axis was varied
+AES = "+aes"  # a CPU with AES-NI: host-passthrough, max, or a model with +aes
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """Settings worth measuring for a goal.  ``applies``: "vm" (a guest run), "zvol" (ZFS
+    zvols), "dataset" (ZFS datasets), "zfs" (either), "luks" (a stack with a LUKS layer);
+    ``writes``: only for a job that writes."""
+
+    settings: Mapping[str, object]
+    why: str
+    applies: str = "vm"
+    writes: bool = False
+
+    @property
+    def label(self) -> str:
+        return " with ".join(_label(k, v) for k, v in self.settings.items())
+
+
+def _label(key: str, value: object) -> str:
+    if value is VARIED:
+        return f"{key} (another value)"
+    if value is True:
+        return key
+    if key == "cpu" and value == AES:
+        return "a CPU model with AES-NI (host-passthrough, or +aes)"
+    return f"{key} {value}"
+
+
+_LATENCY = (
+    Candidate({"aio": "io_uring"}, "fewer syscalls per I/O than threads"),
+    Candidate({"iothread": True}, "takes the disk's I/O off QEMU's main loop"),
+    Candidate({"bus": "virtio-scsi", "iothread": True}, "one controller per disk (Proxmox virtio-scsi-single) with its own iothread"),
+    Candidate({"cache": "none"}, "O_DIRECT on the host: no double caching, no page-cache copies"),
+)
+_ZFS_WRITES = (
+    Candidate({"volblocksize": VARIED}, "the zvol's block size against the guest's I/O size (write amplification)",
+              applies="zvol", writes=True),
+    Candidate({"recordsize": VARIED}, "the dataset's record size against the guest's I/O size (write amplification)",
+              applies="dataset", writes=True),
+    Candidate({"compression": "lz4"}, "fewer bytes to the pool for compressible data", applies="zfs", writes=True),
+)
+_LUKS = (Candidate({"cpu": AES}, "without the aes flag the guest encrypts in software (see the crypto ceiling)", applies="luks"),)
+
+#: by goal metric, in the order they are suggested
+COMMON: Mapping[GoalMetric, tuple[Candidate, ...]] = {
+    GoalMetric.IOPS: _LATENCY + _ZFS_WRITES + _LUKS,
+    GoalMetric.P50: _LATENCY + _LUKS,
+    GoalMetric.P95: _LATENCY + _LUKS,
+    GoalMetric.P99: _LATENCY + _LUKS,
+    GoalMetric.P999: _LATENCY + _LUKS,
+    GoalMetric.MBPS: (Candidate({"aio": "io_uring"}, "fewer syscalls per I/O than threads"),
+                      Candidate({"iothread": True}, "takes the disk's I/O off QEMU's main loop")) + _ZFS_WRITES + _LUKS,
+    GoalMetric.CPU_PER_IO: (Candidate({"iothread": True}, "the I/O path's CPU on a thread of its own"),
+                            Candidate({"aio": "io_uring"}, "fewer syscalls per I/O than threads"),
+                            Candidate({"aio": "native"}, "Linux AIO: no thread pool")),
+}
+
+
+def has_aes(cpu: object) -> bool:
+    label = str(cpu or "")
+    return "+aes" in label or label in ("host-passthrough", "host", "max")
+
+
+def measured(c: Candidate, cells: Sequence[Mapping[str, object]]) -> bool:
+    """Some cell (stored settings) has every setting of ``c``; a :data:`VARIED` setting is
+    measured when the cells hold two values or more of it."""
+    for key, want in c.settings.items():
+        if want is VARIED and len({repr(s.get(key)) for s in cells}) < 2:
+            return False
+    fixed = {k: v for k, v in c.settings.items() if v is not VARIED}
+    return any(all(_matches(s.get(k), k, v) for k, v in fixed.items()) for s in cells)
+
+
+def _matches(have: object, key: str, want: object) -> bool:
+    if key == "cpu" and want == AES:
+        return has_aes(have)
+    if isinstance(want, bool):
+        return have is want or str(have).lower() == str(want).lower()
+    return str(have) == str(want)
+
+
+def not_tried(metric: GoalMetric, cells: Sequence[Mapping[str, object]], *, guest: bool, storage: str = "",
+              writes: bool = False, luks: bool = False) -> list[Candidate]:
+    """The candidates for ``metric`` that apply to the run (``guest``: it ran VMs;
+    ``storage``: "zvol", "dataset" or ""; ``writes``: the goal's job writes; ``luks``: a stack
+    has a LUKS layer) and that no cell measured."""
+    out = []
+    for c in COMMON.get(metric, ()):
+        if c.applies == "vm" and not guest:
+            continue
+        if c.applies in ("zvol", "dataset") and storage != c.applies:
+            continue
+        if c.applies == "zfs" and storage not in ("zvol", "dataset"):
+            continue
+        if c.applies == "luks" and not (luks and guest):
+            continue
+        if c.writes and not writes:
+            continue
+        if not measured(c, cells):
+            out.append(c)
+    return out

@@ -1,0 +1,140 @@
+"""The report's advice section (issue 18): :class:`~vmbench.advice.model.Advice` laid out as two
+tables, rendered like every other (text, Markdown, JSON by :mod:`.render`; HTML by :mod:`.html`).
+
+* ``advice``: per goal, the measured changes: the recommendation first, then the other
+  improvements (the risky ones labelled), then what the evidence does not support (within
+  noise, worse, not judged), each with its cells, figures, delta with interval and verdict,
+  repeats, risks and evidence.
+* ``advice-next``: where the best cell stands ("is my number good?"), what was not tried
+  that commonly matters for the goal, the commands that apply the recommendation, and the
+  notes (the accelerator and the load every figure was measured under).
+
+:func:`advice_json` is the whole advice as plain data (``vmbench advise --format json``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..advice.model import RISKS, Advice, GoalMetric, Recommendation
+from .stats import NOISE
+from .tables import Column, Table, f_text
+
+STATUS_TOP = "recommended"
+
+
+def delta_text(r: Recommendation) -> str:
+    """"+12.3% [+4.1, +20.2] faster"; CPU per I/O "-3.1 µs/IO [-4.0, -2.2] cheaper"."""
+    d = r.delta
+    if d.value is None:
+        return f"- ({d.why})" if d.why else "-"
+    if r.goal.metric is GoalMetric.CPU_PER_IO:
+        def point(v: float) -> str:
+            return f"{v:+.1f} µs/IO"
+
+        def bound(v: float) -> str:
+            return f"{v:+.1f}"
+    else:
+        def point(v: float) -> str:
+            return f"{v * 100:+.1f}%"
+
+        def bound(v: float) -> str:
+            return f"{v * 100:+.1f}"
+    if d.verdict is not None and d.low is not None and d.high is not None:
+        return f"{point(d.value)} [{bound(d.low)}, {bound(d.high)}] {d.verdict}"
+    return f"{point(d.value)} (no verdict: {d.why})" if d.why else point(d.value)
+
+
+def status(r: Recommendation, top: bool = False) -> str:
+    if r.improves:
+        if top:
+            return STATUS_TOP
+        return "improves" if r.allowed else "improves, but risky: not allowed (--allow " + ", ".join(x.value for x in r.risks) + ")"
+    d = r.delta
+    if d.verdict is None:
+        return f"not judged: {d.why}" if d.why else "not judged"
+    if d.verdict == NOISE:
+        return "not supported: within noise"
+    return f"not supported: {d.verdict}"
+
+
+def _num(v: float | None, r: Recommendation) -> str:
+    if v is None:
+        return "-"
+    if r.goal.metric is GoalMetric.IOPS:
+        return f"{v:,.0f}"
+    if r.goal.metric in (GoalMetric.MBPS, GoalMetric.CPU_PER_IO):
+        return f"{v:,.1f}"
+    return f"{v:.3f}" if v < 1 else f"{v:.2f}"
+
+
+def record(r: Recommendation, top: bool = False) -> dict:
+    d = r.delta
+    return {"goal": f"{r.job}:{r.goal.metric.value}", "goal_source": r.goal.source, "status": status(r, top),
+            "change": r.label, "cell": r.cell, "reference": r.reference,
+            "value": r.value, "reference_value": r.reference_value, "unit": r.unit,
+            "figures": f"{_num(r.reference_value, r)} -> {_num(r.value, r)} {r.unit}",
+            "delta": d.value, "delta_low": d.low, "delta_high": d.high, "delta_verdict": d.verdict, "delta_why": d.why,
+            "delta_text": delta_text(r), "repeats": r.repeats,
+            "risks": ", ".join(x.value for x in r.risks), "evidence": "; ".join(r.evidence),
+            "settings": dict(r.settings)}
+
+
+def advice_tables(advice: Advice, header: dict | None = None) -> list[Table]:
+    """The two tables of the advice section."""
+    header = header or {}
+    records = []
+    for goal in advice.goals:
+        top = advice.top(goal)
+        mine = [r for r in advice.recommendations if r.goal == goal]
+        records += [record(r, r is top) for r in mine]
+        records += [record(r) for r in advice.unsupported if r.goal == goal]
+    cols = [Column("goal", "goal (job:metric)"), Column("status", "status"), Column("change", "change"),
+            Column("cell", "cell"), Column("reference", "against"),
+            Column("figures", "figure (metric)", f_text), Column("delta_text", "change [95% interval] verdict", f_text),
+            Column("repeats", "repeats"), Column("risks", "risks", f_text), Column("evidence", "evidence", f_text)]
+    notes = [f"goal {g}: from {g.source}" for g in advice.goals]
+    notes.append("Each change is a cell against its reference on the goal's metric (the baseline cell; the step before in a "
+                 "journey; the layer below or the baseline's same layer for stacks), with the report's bootstrap interval; "
+                 "only a significant verdict in the goal's direction is an improvement. A change that risks data is never "
+                 "recommended first unless its risk is allowed by name (vmbench advise --allow RISK).")
+    risky = sorted({x for r in advice.recommendations + advice.unsupported for x in r.risks}, key=lambda x: list(RISKS).index(x))
+    notes += [f"{x.value}: {RISKS[x]}" for x in risky]
+    notes += list(advice.notes)
+    facts = {k: str(header[k]) for k in ("accelerator", "load") if header.get(k)}
+    changes = Table("advice", f"Advice for run {advice.run}: the changes measured, ranked for each goal", cols, records, notes, facts)
+    nxt = [{"what": "is my number good?", "text": s} for s in advice.standing]
+    nxt += [{"what": "not tried", "text": s} for s in advice.not_tried]
+    top = advice.top()
+    if top is not None:
+        nxt.append({"what": "recommendation", "text": f"{top.job}:{top.goal.metric.value}: {top.label} ({delta_text(top)}, "
+                                                       f"{top.cell} against {top.reference})"})
+    nxt += [{"what": f"apply ({s.kind})", "text": s.text + (f"  # {s.note}" if s.note else "")} for s in advice.apply]
+    if top is not None and not advice.apply:
+        nxt.append({"what": "apply", "text": "no command: " + next((n for n in advice.notes if "apply" in n or "command" in n),
+                                                                     "nothing to apply")})
+    if top is None:
+        nxt.append({"what": "recommendation", "text": "none: no change improved a goal significantly without a risk that was not allowed"})
+    nxt_table = Table("advice-next", "Advice: where the run stands, what to try next, how to apply",
+                      [Column("what", "what"), Column("text", "advice", f_text)], nxt,
+                      ["vmbench never applies anything to a VM: the commands are for you to review and run."] if advice.apply else [],
+                      facts)
+    return [changes, nxt_table]
+
+
+def advice_json(advice: Advice) -> dict[str, Any]:
+    """The advice as plain data."""
+    top = advice.top()
+    return {
+        "run": advice.run,
+        "goals": [{"goal": str(g), "job": g.job, "metric": g.metric.value, "source": g.source,
+                   "top": record(t, True) if (t := advice.top(g)) is not None else None} for g in advice.goals],
+        "top": record(top, True) if top is not None else None,
+        "recommendations": [record(r, r is top) for r in advice.recommendations],
+        "unsupported": [record(r) for r in advice.unsupported],
+        "standing": list(advice.standing),
+        "not_tried": list(advice.not_tried),
+        "apply": [{"kind": s.kind, "text": s.text, "note": s.note} for s in advice.apply],
+        "notes": list(advice.notes),
+        "risks": {x.value: RISKS[x] for r in advice.recommendations + advice.unsupported for x in r.risks},
+    }
