@@ -126,3 +126,25 @@ def test_read_current_through_a_libvirt_scenario(domain, tmp_path):
         read_current(s, f"{name}-missing")
     assert xmls(dom) == before
     assert not dom.isActive()
+
+
+def test_advise_reads_the_domain_through_a_stored_run_and_changes_nothing(domain, tmp_path):
+    """``vmbench advise --read-vm --domain NAME`` on a real stored run (the v2 fixture, a
+    libvirt run on qemu:///system): the advice says what it read from the user's domain and
+    where it differs from the run's baseline; the domain is the same before and after."""
+    import shutil
+
+    from tests.integration.conftest import vmbench
+
+    conn, dom, name = domain
+    db = tmp_path / "v2.db"
+    shutil.copy(ROOT / "tests" / "data" / "results-v2.db", db)
+    before = xmls(dom)
+    out = vmbench("advise", "latest", "--db", str(db), "--domain", name, "--read-vm")
+    assert out.returncode == 0, out.stderr
+    assert f"your VM: libvirt domain {name} ({URI}), disk vda (read only, not changed)" in out.stdout
+    assert "bus=virtio-blk, cache=writeback" in out.stdout
+    assert "your VM differs from the run's baseline in cache writeback (the run: none)" in out.stdout
+    assert xmls(dom) == before and not dom.isActive()
+    bad = vmbench("advise", "latest", "--db", str(db), "--domain", name + "-missing", "--read-vm")
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr and name + "-missing" in bad.stderr

@@ -16,7 +16,7 @@ from tests.unit.test_load_report import neighbours, scaling  # noqa: F401  (fixt
 from vmbench.advice.model import Goal, GoalMetric, Risk
 from vmbench.advice.rank import advise
 from vmbench.cli.main import main
-from vmbench.report.build import build_report
+from vmbench.advice.table import report_with_advice
 from vmbench.report.load import load_run
 from vmbench.results.db import ResultsDB
 
@@ -51,7 +51,7 @@ def test_zfs_host_only_variants(db):
     assert any("compression lz4" in s for s in a.not_tried)
     assert "zfs" in {s.kind for s in a.apply} and any("4k" in s.text for s in a.apply)
     assert advise(data, allow=frozenset({Risk.ZFS_SYNC_DISABLED})).top().cell == "sync=disabled"
-    header, tables = build_report(data)
+    header, tables = report_with_advice(data)
     assert [t.name for t in tables][-2:] == ["advice", "advice-next"]
 
 
@@ -67,7 +67,7 @@ def test_cpu_per_io_goal(db):
     assert top.delta.verdict == "cheaper" and top.value < top.reference_value
     assert any(e.startswith("main loop: ") and e.endswith("cheaper") for e in top.evidence)
     assert any(s.startswith("cheapest cell iothread=on: QEMU ") and "the host's own fio spends" in s for s in a.standing)
-    header, tables = build_report(data)
+    header, tables = report_with_advice(data)
     rec = next(r for r in tables[-2].records if r["goal"] == "4k-randread:cpu-per-io")
     assert rec["status"] == "recommended" and " µs/IO [" in rec["delta_text"] and rec["delta_text"].endswith("cheaper")
 
@@ -110,7 +110,7 @@ def test_real_older_runs_one_repeat_nothing_judged(tmp_path, name):
     assert any(n.startswith("guests ran under tcg") for n in a.notes)
     # even with the risk allowed, one repeat proves nothing
     assert advise(load_run(db, "latest"), allow=frozenset({Risk.CACHE_WRITEBACK})).top() is None
-    header, tables = build_report(load_run(db, "latest"))
+    header, tables = report_with_advice(load_run(db, "latest"))
     assert tables[-1].records[-1]["text"].startswith("none: no change improved a goal significantly")
     db.close()
 

@@ -17,7 +17,7 @@ import pytest
 
 from vmbench.cli.main import main
 from vmbench.errors import ResultsError
-from vmbench.report.build import build_report
+from vmbench.advice.table import report_with_advice
 from vmbench.report.load import load_run
 from vmbench.report.render import Format, render
 from vmbench.results.db import SCHEMA_VERSION, ResultsDB
@@ -103,7 +103,7 @@ def test_v1_database_is_upgraded_in_place_with_a_backup(v1, data_dir, tmp_path):
     ResultsDB(tmp_path / "fresh.db").close()
     assert _columns(v1) == _columns(tmp_path / "fresh.db")
     # the same report, record for record, as the v1 release printed
-    header, tables = build_report(load_run(db, "latest"))
+    header, tables = report_with_advice(load_run(db, "latest"))
     _same_as_v1_report(json.loads(render(tables, Format.JSON, header)), json.loads((data_dir / "results-v1-report.json").read_text()))
     # guest measurements know their boot (their cell's); host rows have none; all attempt 1
     run = db.resolve_run("latest")
@@ -145,7 +145,7 @@ def test_v2_database_is_upgraded_to_v3_and_reads_the_same(tmp_path, data_dir):
     rows = db.rows("measurements", run.id)
     assert rows and {(m["vm"], m["load_step"], m["role"], json.dumps(m["load"])) for m in rows} == {(0, 0, None, "{}")}
     assert {(b["vm"], b["load_step"]) for b in db.rows("boots", run.id)} == {(0, 0)}
-    header, tables = build_report(load_run(db, "latest"))
+    header, tables = report_with_advice(load_run(db, "latest"))
     _same_as_v1_report(json.loads(render(tables, Format.JSON, header)), json.loads((data_dir / "results-v1-report.json").read_text()))
     db.close()
 
@@ -351,6 +351,6 @@ def test_the_report_loads_the_run_once_into_plain_values(tmp_path):
     assert [s.source for s in data.series] == ["fio-iops", "cpu"]
     assert data.series[0].key == MeasurementKey.of(dict(first, cell=None))
     assert data.measurements[0]["telemetry"]["cpu_idle"] == 40.0
-    header, tables = build_report(data)
+    header, tables = report_with_advice(data)
     assert header["run"].startswith("1 (") and tables[0].name == "gaps"
     assert "fio-iops host: 1 point" in render_html(data)

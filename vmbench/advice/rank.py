@@ -95,7 +95,7 @@ def advise(data: RunData, goals: Sequence[Goal] = (), allow: frozenset[Risk] = f
     notes += allow_notes
     ctx = Ctx(data, frozenset(allow) | extra_allow, stack_flags(data.plan, data.scenario_text))
     goals = tuple(goals) or default_goals(data)
-    notes = _run_notes(data) + notes
+    notes = _run_notes(data) + notes + (_current_notes(current, data) if current is not None else [])
     recs: list[Recommendation] = []
     unsupported: list[Recommendation] = []
     standing: list[str] = []
@@ -126,6 +126,24 @@ def advise(data: RunData, goals: Sequence[Goal] = (), allow: frozenset[Risk] = f
     snippets, why = apply_snippets(top, current, vm)
     return Advice(advice.run, advice.goals, advice.recommendations, advice.unsupported, advice.not_tried, advice.standing,
                   snippets, advice.notes + ((why,) if why else ()))
+
+
+def _current_notes(current: CurrentVm, data: RunData) -> list[str]:
+    """What was read from the user's VM, and where it differs from the run's baseline (the
+    advice is about the run's cells: a difference means the run did not start where the VM is)."""
+    mine = current.vm.settings()
+    shown = ", ".join(f"{k}={v}" for k, v in mine.items() if k not in ("vcpus", "memory_mib"))
+    notes = [f"your VM: {current.source}, disk {current.disk} (read only, not changed): {shown}"]
+    cells = data.valid_cells
+    base = (cells[0].get("settings") or {}) if cells else {}
+    differ = [f"{k} {mine[k]} (the run: {base[k]})" for k in mine
+              if k in base and k not in ("vcpus", "memory_mib") and str(mine[k]) != str(base[k])]
+    if differ:
+        notes.append("your VM differs from the run's baseline in " + ", ".join(differ)
+                     + ": the measured changes start from the baseline, not from your VM")
+    notes += [f"your VM, assumed: {a}" for a in getattr(current, "assumed", ())]
+    notes += [f"your VM, not an axis vmbench varies: {u}" for u in current.unknown]
+    return notes
 
 
 def _jobs(data: RunData) -> list[str]:

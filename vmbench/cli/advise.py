@@ -74,7 +74,7 @@ def parse_allow(names: list[str]):
 
 def cmd_advise(args: argparse.Namespace) -> int:
     from ..advice.rank import advise
-    from ..report.advicetable import advice_json, advice_tables
+    from ..advice.table import advice_json, advice_tables
     from ..report.load import load_run
     from ..report.render import Format, render
     from ..results.db import ResultsDB

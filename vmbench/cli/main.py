@@ -204,7 +204,7 @@ def _cached_accelerator(scenario) -> str | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..report.build import build_report
+    from ..advice.table import report_with_advice
     from ..report.load import load_run
     from ..report.render import Format, render
     from ..results.db import ResultsDB
@@ -243,7 +243,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if outcome.invalid_cells:
         progress.warn(f"{len(outcome.invalid_cells)} cell(s) not measured because a setting did not take effect: {', '.join(outcome.invalid_cells)}")
     if args.report:
-        header, tables = build_report(load_run(db, outcome.run_id))
+        header, tables = report_with_advice(load_run(db, outcome.run_id))
         sys.stdout.write(render(tables, Format.TABLE, header))
     return 0 if not outcome.invalid_cells else 6
 
@@ -262,7 +262,7 @@ def _run_alive(run) -> bool:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ..report.build import build_report
+    from ..advice.table import report_with_advice
     from ..report.load import load_run
     from ..report.render import Format, render
     from ..results.db import ResultsDB
@@ -275,7 +275,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         db = ResultsDB(args.db, create=False)
         _say_migrated(db, ConsoleProgress())
         data = load_run(db, args.run)
-        path = write_html(data, args.output)
+        path = write_html(data, args.output, report_with_advice(data))
         print(f"wrote {path}")
         return 0
     try:
@@ -284,7 +284,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"--format: {exc} (or html with -o FILE)") from None
     db = ResultsDB(args.db, create=False)
     _say_migrated(db, ConsoleProgress())
-    header, tables = build_report(load_run(db, args.run))
+    header, tables = report_with_advice(load_run(db, args.run))
     text = render(tables, fmt, header)
     if args.output:
         Path(args.output).write_text(text)

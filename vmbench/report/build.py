@@ -5,8 +5,9 @@
 header lines and the table models out, each table laid out by :mod:`.tables` or
 :mod:`.hostonly` from the rows of :mod:`.rows` (the CPU per I/O table, after the gap table when the
 run sampled QEMU's CPU, by :mod:`.cputables`); a load run's (many VMs at once) by
-:mod:`.loadtables` from :mod:`.loadrows`, in place of the single-VM gap and layer tables.  Every
-report ends with the advice for the run (:mod:`.advicetable`).
+:mod:`.loadtables` from :mod:`.loadrows`, in place of the single-VM gap and layer tables.  The advice
+section a printed report ends with is added above this package, by
+:func:`vmbench.advice.table.report_with_advice` (advice reads these rows).
 """
 
 from __future__ import annotations
@@ -23,22 +24,8 @@ from .tables import Table, cells_table, crypto_table, gap_table, journey_table, 
 
 
 def build_report(data: RunData) -> tuple[dict, list[Table]]:
-    """The header lines and the tables of a loaded run, the advice section last
-    (:mod:`.advicetable`, from :func:`vmbench.advice.rank.advise` with the run's own goals)."""
-    header, tables = _measured(data)
-    return header, tables + advice_section(data, header)
-
-
-def advice_section(data: RunData, header: dict) -> list[Table]:
-    """The advice tables of a run (its own goals and allowed risks, no VM read)."""
-    from ..advice.rank import advise  # advice reads the report's rows: imported when used
-    from .advicetable import advice_tables
-
-    return advice_tables(advise(data), header)
-
-
-def _measured(data: RunData) -> tuple[dict, list[Table]]:
-    """The header lines and the measurement tables of a loaded run."""
+    """The header lines and the measurement tables of a loaded run (the advice section is
+    added by :func:`vmbench.advice.table.report_with_advice`, which reads these rows)."""
     run, env, plan, boots = data.run, data.environment, data.plan, data.boots
     cells, measurements, jobs = list(data.cells), list(data.measurements), data.jobs
     accels = sorted({b["accelerator"] for b in boots}) or [env.get("accelerator", "?")]

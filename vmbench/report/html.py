@@ -77,10 +77,11 @@ class TableView:
     missing: str
 
 
-def write_html(data: RunData, path: str | os.PathLike) -> Path:
-    """Write the run's report page to ``path`` (replaced atomically); returns the path."""
+def write_html(data: RunData, path: str | os.PathLike, made: tuple[dict, Sequence[Table]] | None = None) -> Path:
+    """Write the run's report page to ``path`` (replaced atomically); returns the path.
+    ``made``: its header and tables when the caller made them (with the advice section)."""
     out = Path(path)
-    text = render_html(data)
+    text = render_page(data, *made) if made is not None else render_html(data)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(out)

@@ -1,5 +1,6 @@
 """The report's advice section (issue 18): :class:`~vmbench.advice.model.Advice` laid out as two
-tables, rendered like every other (text, Markdown, JSON by :mod:`.render`; HTML by :mod:`.html`).
+tables, rendered like every other (text, Markdown, JSON by :mod:`vmbench.report.render`; HTML by
+:mod:`vmbench.report.html`); :func:`report_with_advice` puts them after a run's report tables.
 
 * ``advice``: per goal, the measured changes: the recommendation first, then the other
   improvements (the risky ones labelled), then what the evidence does not support (within
@@ -16,11 +17,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..advice.model import RISKS, Advice, GoalMetric, Recommendation
-from .stats import NOISE
-from .tables import Column, Table, f_text
+from ..report.build import build_report
+from ..report.load import RunData
+from ..report.stats import NOISE
+from ..report.tables import Column, Table, f_text
+from .model import RISKS, Advice, GoalMetric, Recommendation
 
 STATUS_TOP = "recommended"
+
+
+def report_with_advice(data: RunData) -> tuple[dict, list[Table]]:
+    """A run's report (:func:`vmbench.report.build.build_report`) with its advice section last
+    (the run's own goals and allowed risks, no VM read): what ``vmbench report`` prints."""
+    from .rank import advise
+
+    header, tables = build_report(data)
+    return header, tables + advice_tables(advise(data), header)
 
 
 def delta_text(r: Recommendation) -> str:
