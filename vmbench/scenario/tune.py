@@ -39,7 +39,7 @@ from .reader import Context, LineDict, LineList, Section, as_int, as_name, as_st
 from .vm import _vm, vm_problems
 
 if TYPE_CHECKING:
-    from ..advice.model import Goal, Risk
+    from .goals import Goal, Risk
 
 TUNE_KEYS = ("goal", "axes", "allow", "budget", "from", "round")
 ADVISE_KEYS = ("goal", "allow")
@@ -72,7 +72,7 @@ class AdviseSpec:
 
 
 def _goal(sec: Section, key: str, value: Any, jobs: list[FioJob], source: str) -> "Goal":
-    from ..advice.model import Goal, GoalMetric
+    from .goals import Goal, GoalMetric
 
     try:
         goal = Goal.parse(value, source) if isinstance(value, str) else None
@@ -88,7 +88,7 @@ def _goal(sec: Section, key: str, value: Any, jobs: list[FioJob], source: str) -
 
 
 def _allow(sec: Section) -> frozenset["Risk"]:
-    from ..advice.model import Risk
+    from .goals import Risk
 
     if not sec.has("allow"):
         return frozenset()

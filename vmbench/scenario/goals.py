@@ -1,0 +1,85 @@
+"""What a user asks of a run (:class:`Goal`, :class:`GoalMetric`) and what a setting risks
+(:class:`Risk`, :data:`RISKS`): named by scenarios (``advise:``, ``tune:``), by ``vmbench
+advise --goal/--allow``, and used by the advice (:mod:`vmbench.advice`).  Closed choices and
+their parsing only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..fio.job import Metric
+from ..settings import Choice
+
+
+class GoalMetric(Choice):
+    """What a goal is about: a job's fio figure, or the host CPU it costs per I/O."""
+
+    IOPS = "iops"
+    MBPS = "mbps"
+    P50 = "p50"
+    P95 = "p95"
+    P99 = "p99"
+    P999 = "p99.9"
+    CPU_PER_IO = "cpu-per-io"  # the QEMU process's µs of host CPU per I/O (issue 17)
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self in (GoalMetric.IOPS, GoalMetric.MBPS)
+
+    @property
+    def fio_metric(self) -> Metric | None:
+        """The fio figure this goal judges (None for CPU per I/O)."""
+        return None if self is GoalMetric.CPU_PER_IO else Metric(self.value)
+
+    @classmethod
+    def of(cls, metric: Metric) -> "GoalMetric":
+        return cls(metric.value)
+
+
+@dataclass(frozen=True)
+class Goal:
+    """A job and a metric to improve.  ``job`` None: every job of the run, each on this metric.
+    ``source`` says where the goal came from, in words ("target 1 (min_mb_s 118 on
+    1m-write)", "--goal", "the job's metric")."""
+
+    job: str | None
+    metric: GoalMetric
+    source: str = "--goal"
+
+    @classmethod
+    def parse(cls, text: str, source: str = "--goal") -> "Goal":
+        """``JOB:METRIC`` or ``METRIC`` ("4k-randread:p99", "mbps", "cpu-per-io"); ValueError
+        naming what is allowed."""
+        job, sep, metric = str(text).strip().rpartition(":")
+        if not metric:
+            raise ValueError(f"{text!r} is not a goal: JOB:METRIC or METRIC, METRIC one of {GoalMetric.allowed()}")
+        return cls(job or None, GoalMetric.parse(metric), source)
+
+    def __str__(self) -> str:
+        return f"{self.job}:{self.metric.value}" if self.job else self.metric.value
+
+
+class Risk(Choice):
+    """A setting that trades safety for speed; named by ``--allow`` (and ``allow:`` in a tune
+    scenario) to let it be recommended first.  What each risks is :data:`RISKS`."""
+
+    CACHE_UNSAFE = "cache-unsafe"
+    CACHE_WRITEBACK = "cache-writeback"
+    ZFS_SYNC_DISABLED = "zfs-sync-disabled"
+    CRYPT_NO_WORKQUEUE = "crypt-no-workqueue"
+
+
+#: what each risk costs, in words, shown beside every recommendation that carries it
+RISKS: Mapping[Risk, str] = {
+    Risk.CACHE_UNSAFE: "cache=unsafe ignores the guest's flushes: a host crash or power loss loses or corrupts "
+                       "data the guest believed was on disk",
+    Risk.CACHE_WRITEBACK: "cache=writeback keeps writes in the host page cache: safe only if the guest sends "
+                          "flushes (barriers on, a filesystem that flushes); otherwise a host crash loses them",
+    Risk.ZFS_SYNC_DISABLED: "sync=disabled makes ZFS acknowledge synchronous writes before they are on disk: a "
+                            "crash loses up to the last transaction groups (seconds of writes) the guest was told "
+                            "were safe",
+    Risk.CRYPT_NO_WORKQUEUE: "dm-crypt no_read_workqueue/no_write_workqueue run encryption in the submitting "
+                             "context: faster on some CPUs, but known to stall or hang on others (kernel-dependent)",
+}
