@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import FakeDriver, IopsScript, install_fake_image
+from tests.unit.tune_scenarios import tune_yaml
 from vmbench.advice.model import Advice, Goal, Recommendation, Risk
 from vmbench.errors import Interrupted, UsageError
 from vmbench.paths import StatePaths
@@ -26,17 +27,7 @@ from vmbench.settings import Aio
 from vmbench.tune.engine import Tuner, load_tune, tune_runs
 from vmbench.tune.report import tune_tables
 
-TUNE = """
-name: t
-storage: {scratch_size: 256M}
-vm: {cache: none, aio: threads}
-jobs:
-  - {name: j1, rw: randread, bs: 4k, size: 16M, runtime: 1s, ramp: 0s}
-tune:
-  goal: j1:iops
-  axes: {bus: [virtio-scsi, sata], cache: [writeback], iothread: [true], aio: [io_uring, native]}
-  budget: {boots: 20}
-"""
+TUNE = tune_yaml("{boots: 20}")
 
 #: the scripted judge's effect of each variation on the goal (whatever the baseline)
 EFFECTS = {"iothread=on": 0.20, "cache=writeback": 0.40, "aio=io_uring": 0.10, "aio=native": 0.03}

@@ -5,6 +5,7 @@ import textwrap
 
 import pytest
 
+from tests.unit.tune_scenarios import tune_yaml
 from vmbench.advice.model import Goal, GoalMetric, Risk
 from vmbench.errors import ScenarioError
 from vmbench.run.plan import make_plan
@@ -14,17 +15,7 @@ from vmbench.scenario.tune import (Candidate, Decided, TuneBudget, TuneFrom, Tun
                                    vm_from_yaml, vm_yaml)
 from vmbench.settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature
 
-TUNE = """
-name: t
-storage: {scratch_size: 256M}
-vm: {cache: none, aio: threads}
-jobs:
-  - {name: j1, rw: randread, bs: 4k, size: 16M, runtime: 1s, ramp: 0s}
-tune:
-  goal: j1:iops
-  axes: {bus: [virtio-scsi, sata], cache: [writeback], iothread: [true], aio: [io_uring, native]}
-  budget: {boots: 12, time: 90m}
-"""
+TUNE = tune_yaml("{boots: 12, time: 90m}")
 
 TWO_JOBS = """
 name: t

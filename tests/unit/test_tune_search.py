@@ -3,6 +3,7 @@ leaves out and why, the next baseline, when the tune stops, and what a round dec
 
 import textwrap
 
+from tests.unit.tune_scenarios import tune_yaml
 from vmbench.advice.model import Advice, Goal, GoalMetric, Recommendation, Risk
 from vmbench.report.stats import Delta
 from vmbench.scenario import parse_scenario
@@ -11,17 +12,7 @@ from vmbench.scenario.tune import TuneBudget
 from vmbench.settings import Aio, Bus, Cache
 from vmbench.tune.search import Decision, Round, RoundPlan, Stop, bounds, decide, next_round
 
-TUNE = """
-name: t
-storage: {scratch_size: 256M}
-vm: {cache: none, aio: threads}
-jobs:
-  - {name: j1, rw: randread, bs: 4k, size: 16M, runtime: 1s, ramp: 0s}
-tune:
-  goal: j1:iops
-  axes: {bus: [virtio-scsi, sata], cache: [writeback], iothread: [true], aio: [io_uring, native]}
-  budget: {boots: 100}
-"""
+TUNE = tune_yaml("{boots: 100}")
 GOAL = Goal("j1", GoalMetric.IOPS, "tune.goal")
 
 
