@@ -38,7 +38,7 @@ CLASS_NOTE = ("µs/IO = microseconds of CPU per I/O, the median over repeats, on
 ACCOUNTED_NOTE = ("accounted = the share of the QEMU process's CPU that its live threads account for (the lowest over "
                   "repeats); the rest was spent by threads that exited during the run, counted under other+exited.")
 ZFS_NOTE = ("ZFS threads = the part of host rest spent in the host's ZFS kernel threads (z_*, txg_*, zvol*, spa_*, arc_*, "
-            "dbu_*, dp_*, l2arc*, zthr*: the pool's I/O pipeline, compression and checksums, transaction groups), the idle "
+            "dbu_*, dbuf*, dp_*, l2arc*, zthr*: the pool's I/O pipeline, compression and checksums, transaction groups), the idle "
             "VM's share taken off; threads that exited during the run are not counted.")
 TCG_NOTE = "under TCG the vCPU share is mostly instruction emulation; the split of the rest stays meaningful."
 
@@ -46,6 +46,8 @@ TCG_NOTE = "under TCG the vCPU share is mostly instruction emulation; the split 
 def f_us(v: Any) -> str:
     if v is None:
         return "-"
+    if abs(v) < 0.005:
+        v = 0.0  # a difference of clock ticks rounds to nothing: never "-0.00"
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 1 else f"{v:.2f}"
 
 

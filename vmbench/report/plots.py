@@ -93,6 +93,8 @@ _MS = FuncFormatter(lambda v, _pos: f"{v:g}")
 def fmt_num(v: float | None) -> str:
     if v is None:
         return "-"
+    if abs(v) < 0.0005:
+        v = 0.0  # never "-0.000"
     if abs(v) >= 100:
         return f"{v:,.0f}"
     if abs(v) >= 10:
