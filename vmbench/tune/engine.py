@@ -303,7 +303,7 @@ def _stop_reason(db: ResultsDB, last: RunRow, rounds: Sequence[Round], start: Vm
         scenario = parse_scenario(db.scenario_text(last.id), last.scenario_path, base_dir=Path(last.scenario_path).parent)
     except VmbenchError:  # e.g. a job file no longer there: the search cannot be asked again
         return None if rounds[-1].decision.chosen else \
-            f"round {rounds[-1].number} improved the goal significantly with nothing it tried"
+            f"nothing round {rounds[-1].number} tried improved the goal significantly"
     assert scenario.tune is not None
     nxt = next_round(scenario.tune, start, rounds, scenario.hypervisor, scenario.storage, make_cost(scenario, accel))
     return nxt.reason if isinstance(nxt, Stop) else None

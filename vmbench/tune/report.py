@@ -92,12 +92,17 @@ def _record(r: Round, metric: GoalMetric) -> dict[str, Any]:
     }
 
 
+def _on_off(value: object) -> str:
+    """A switch as the report's cells table shows it (on/off), anything else as stored."""
+    return ("on" if value else "off") if isinstance(value, bool) else f_text(value)
+
+
 def settings_table(tune: Tune) -> Table:
     start, final = tune.start.settings(), tune.final.settings()
     keys = list(dict.fromkeys([*start, *final]))
     records = [{"setting": k, "start": stored_setting(start, k), "final": stored_setting(final, k),
                 "changed": "changed" if start.get(k) != final.get(k) else ""} for k in keys]
-    cols = [Column("setting", "setting"), Column("start", "start", f_text), Column("final", "final", f_text),
+    cols = [Column("setting", "setting"), Column("start", "start", _on_off), Column("final", "final", _on_off),
             Column("changed", "", f_text)]
     notes = [] if tune.changed() else ["The tune kept the start: nothing it tried improved the goal significantly."]
     return Table("tune-settings", "Final settings against the start", cols, records, notes)

@@ -166,7 +166,7 @@ def next_round(spec: TuneSpec, start: VmConfig, history: Sequence[Round], hv: Hy
         if last.decision is None:
             raise ValueError(f"round {last.number} is not finished")
         if last.decision.chosen is None:
-            return Stop(f"round {last.number} improved {spec.goal} significantly with nothing it tried")
+            return Stop(f"nothing round {last.number} tried improved {spec.goal} significantly")
     baseline = last.after if last else start
     number = len(history) + 1
     order, left_out = candidates(spec, baseline, hv, storage, measured(history))
