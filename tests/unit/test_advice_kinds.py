@@ -136,3 +136,13 @@ def test_cli_advise(tmp_path, capsys):
                           (["--format", "csv"], "--format csv")):
         assert main(["advise", "--db", str(path)] + argv) == 2
         assert message in capsys.readouterr().err
+
+
+def test_cpu_per_io_on_a_cpu_bound_host_is_called_suspect():
+    from vmbench.advice.measured import busy_note
+
+    assert busy_note({"baseline": 57.0, "aio=io_uring": 80.0}) == []
+    assert busy_note({"baseline": None, "aio=io_uring": None}) == []
+    assert busy_note({"baseline": 57.0, "aio=io_uring": 99.6}) == [
+        "the host's CPUs were nearly all busy while it ran (baseline 57%, aio=io_uring 100% busy): QEMU's threads competed "
+        "for CPU, with each other or with other work, so its CPU per I/O is suspect; measure again on a host with CPU to spare"]

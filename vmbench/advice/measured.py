@@ -26,7 +26,7 @@ from ..report import cpurows
 from ..report.cpurows import CpuRow
 from ..report.hostonly import host_only_rows
 from ..report.load import RunData
-from ..report.rows import SATURATED, Row, gap_rows, journey_rows, judge_change, layer_rows
+from ..report.rows import CPU_IDLE_MIN, SATURATED, Row, aggregate, gap_rows, group, journey_rows, judge_change, layer_rows, raw_group
 from ..report.stats import Delta, change_words
 from ..scenario.axes import STORAGE_AXES, VM_SETTING_KEYS
 from .model import Change, Goal, GoalMetric, Recommendation, Risk
@@ -339,9 +339,30 @@ def from_cpu(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
         evidence += [f"{r.cell}: {n}" for n in r.notes]
         if r.tcg:
             evidence.append("vCPUs under TCG: the vCPU threads' time is emulation, not the I/O path alone")
+        evidence += busy_host(ctx, job, r.cell, ref.cell)
         out.append(make(ctx, goal, job, r.cell + where, ref.cell + where, changes, r.value("qemu"), ref.value("qemu"), d,
                         min(r.sampled, ref.sampled), evidence))
     return out
+
+
+def busy_host(ctx: Ctx, job: str, cell: str, ref: str) -> list[str]:
+    """:func:`busy_note` for two cells' raw-disk runs of ``job`` (the host's CPU sampled beside the guest)."""
+    groups = group(ctx.measurements)
+    busy = {}
+    for name in (ref, cell):
+        rows = groups.get(raw_group(name, job))
+        busy[name] = aggregate(rows).host_cpu_busy if rows else None
+    return busy_note(busy)
+
+
+def busy_note(busy: Mapping[str, float | None]) -> list[str]:
+    """A warning when the host's CPUs were nearly all busy (% busy per cell) while a cell ran:
+    CPU per I/O measured on a CPU-bound host is suspect."""
+    if not any(b is not None and b > 100 - CPU_IDLE_MIN for b in busy.values()):
+        return []
+    shown = ", ".join(f"{n} {b:.0f}%" for n, b in busy.items() if b is not None)
+    return [f"the host's CPUs were nearly all busy while it ran ({shown} busy): QEMU's threads competed for CPU, with "
+            "each other or with other work, so its CPU per I/O is suspect; measure again on a host with CPU to spare"]
 
 
 def from_host_only(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
