@@ -1,4 +1,4 @@
-"""Many VMs at once, for real (issue 16): a scaling run of 1, 2 and 3 clones, and a noisy
+"""Many VMs at once, for real (issue 16): a scaling run of 1 and 3 clones, and a noisy
 neighbour run with one victim and two aggressors in three phases (alone, busy, and busy with
 an IOPS limit on the aggressors), each through ``vmbench run`` with real guests, real fio and
 the report read back.  Under TCG the figures are slow and noisy; what is checked is that every
@@ -20,7 +20,7 @@ storage: {scratch_size: 384M}
 vm: {memory: 512M, vcpus: 1, bus: virtio-blk, cache: none, aio: native}
 jobs:
   - {name: 4k-randread, rw: randread, bs: 4k, iodepth: 4, size: 64M, runtime: 4s, ramp: 2s}
-load: {vms: [1, 2, 3], boot_parallel: 3}
+load: {vms: [1, 3], boot_parallel: 3}
 """
 
 LIMIT = 40  # IOPS per aggressor in the limited phase: far below what they reach unlimited
@@ -54,27 +54,27 @@ def _run(tmp_path, name, text):
     return db_path, db, db.resolve_run("latest"), run
 
 
-def test_scaling_1_2_3_vms(machine, tmp_path):
+def test_scaling_1_and_3_vms(machine, tmp_path):
     db_path, db, r, run = _run(tmp_path, "scaling", SCALING)
     rows = db.rows("measurements", r.id)
     guest = [m for m in rows if m["side"] == "guest"]
-    assert sorted((m["load_step"], m["vm"]) for m in guest) == [(1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2)]
+    assert sorted((m["load_step"], m["vm"]) for m in guest) == [(1, 0), (2, 0), (2, 1), (2, 2)]
     host = [m for m in rows if m["side"] == "host"]
-    assert sorted((m["load_step"], m["vm"]) for m in host) == [(1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2)]
-    assert len({m["target"] for m in host if m["load_step"] == 3}) == 3  # three host volumes at once
+    assert sorted((m["load_step"], m["vm"]) for m in host) == [(1, 0), (2, 0), (2, 1), (2, 2)]
+    assert len({m["target"] for m in host if m["load_step"] == 2}) == 3  # three host volumes at once
     for m in guest + host:
         assert m["iops"] > 0 and m["clat_bins"]
         load = m["load"]
         assert load["window"] and load["clock_offset_ms"] is not None
         assert load["start_skew_ms"] is not None
-    # the VMs of a step ran together: every window of step 3 overlaps every other's
-    step3 = [m["load"]["window"] for m in guest if m["load_step"] == 3]
+    # the VMs of a step ran together: every window of the 3-VM step overlaps every other's
+    step3 = [m["load"]["window"] for m in guest if m["load_step"] == 2]
     assert max(w["measured_from_ms"] for w in step3) < min(w["measured_to_ms"] for w in step3)
     skews = {m["load_step"]: m["load"]["start_skew_ms"] for m in guest}
     print("start skew per step (ms):", skews)
     assert all(m["role"] == "peer" for m in guest)
     boots = db.rows("boots", r.id)
-    assert len(boots) == 6 and len({b["domain_name"] for b in boots}) == 6
+    assert len(boots) == 4 and len({b["domain_name"] for b in boots}) == 4
     rep = vmbench("report", "latest", "--db", str(db_path))
     assert rep.returncode == 0, rep.stderr
     print(rep.stdout)
@@ -83,7 +83,7 @@ def test_scaling_1_2_3_vms(machine, tmp_path):
     assert adv.returncode == 0, adv.stderr
     advice = json.loads(adv.stdout)
     assert advice["top"] is None and advice["recommendations"] == []
-    assert len(advice["standing"]) == 3 and all(s.split(": aggregate ")[0] in ("1 VM", "2 VMs", "3 VMs") for s in advice["standing"]), advice["standing"]
+    assert len(advice["standing"]) == 2 and all(s.split(": aggregate ")[0] in ("1 VM", "3 VMs") for s in advice["standing"]), advice["standing"]
     assert any(n.startswith("load: scaling:") for n in advice["notes"])
     assert run_tag_resources(machine, r.tag) == []
 
