@@ -18,18 +18,21 @@ from .model import RISKS, Change, Risk
 CRYPT_FLAGS = ("no_read_workqueue", "no_write_workqueue")
 
 
+#: (stored setting, value) -> the risk that value carries: one row per risky setting
+VALUE_RISKS: Mapping[tuple[str, str], Risk] = {
+    ("cache", "unsafe"): Risk.CACHE_UNSAFE,
+    ("cache", "writeback"): Risk.CACHE_WRITEBACK,
+    ("sync", "disabled"): Risk.ZFS_SYNC_DISABLED,
+}
+
+
 def value_risks(key: str, value: object) -> tuple[Risk, ...]:
     """The risks of one stored setting ``key`` at ``value``."""
     text = str(value).strip().lower() if value is not None else ""
-    if key == "cache" and text == "unsafe":
-        return (Risk.CACHE_UNSAFE,)
-    if key == "cache" and text == "writeback":
-        return (Risk.CACHE_WRITEBACK,)
-    if key == "sync" and text == "disabled":
-        return (Risk.ZFS_SYNC_DISABLED,)
     if key == "perf_flags" and any(f in text for f in CRYPT_FLAGS):
         return (Risk.CRYPT_NO_WORKQUEUE,)
-    return ()
+    risk = VALUE_RISKS.get((key, text))
+    return (risk,) if risk is not None else ()
 
 
 def setting_risks(settings: Mapping[str, object]) -> tuple[Risk, ...]:
