@@ -323,3 +323,13 @@ def test_fio_cpu_per_io():
     assert fio_cpu_us_per_io(two) == pytest.approx(300.0)  # clones summed, the load tail left out
     assert fio_cpu_us_per_io({}) is None and fio_cpu_us_per_io({"jobs": [{"jobname": "x"}]}) is None
     assert fio_cpu_us_per_io(fio(0.0, 1.0, 1.0)) is None
+
+
+def test_a_host_whose_counters_lost_ticks_has_no_rest():
+    """A host /proc/stat that counted less busy CPU than QEMU's own threads (a VM's counters
+    lose ticks): its rest is not known, never a negative µs/IO."""
+    from vmbench.report.cpurows import rest_undercounted
+
+    short = {"host": {"rest_s": -6.8, "rest_us_per_io": -759.0}}
+    assert rest_undercounted(short) and not rest_undercounted({"host": {"rest_s": -0.01}})
+    assert not rest_undercounted({"host": {"rest_s": 2.3}}) and not rest_undercounted({})

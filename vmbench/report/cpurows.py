@@ -103,6 +103,7 @@ class CpuRow:
     notes: tuple[str, ...] = ()
     shared_from: str | None = None  # a raw disk measured once in another cell of the same VM
     is_baseline: bool = False  # a group of the baseline cell: the others are compared with it
+    rest_undercounted: int = 0  # repeats whose host /proc/stat counted less busy CPU than QEMU's threads
 
     @property
     def tcg(self) -> bool:
@@ -167,6 +168,20 @@ def _switches_per_io(d: Mapping) -> float | None:
     return total / ios
 
 
+#: a host whose /proc/stat counted this much less busy CPU than the QEMU process's own threads
+#: (more than a few clock ticks): its rest cannot be told (a virtual machine's tick-sampled
+#: counters lose ticks under load; the threads' runtime is measured, not sampled)
+UNDERCOUNT_S = 0.1
+UNDERCOUNT_NOTE = ("host rest not known: in {n} of {m} repeats the host's /proc/stat counted less busy CPU than the QEMU "
+                   "process's own threads (a virtual machine's tick-sampled counters lose ticks under load)")
+
+
+def rest_undercounted(d: Mapping) -> bool:
+    """The row's host busy CPU fell short of the QEMU process's (beyond :data:`UNDERCOUNT_S`)."""
+    rest = _num((d.get("host") or {}).get("rest_s"))
+    return rest is not None and rest < -UNDERCOUNT_S
+
+
 def repeat_figures(m: Mapping) -> dict[str, float | None]:
     """One measurement's figures (:data:`FIGURES`) from its qemu-cpu row and its fio output; all
     None but guest_fio when it has no qemu-cpu row or counted no I/O."""
@@ -183,7 +198,7 @@ def repeat_figures(m: Mapping) -> dict[str, float | None]:
     out.update({c: cls(c) for c in CLASSES[:-1]})
     out["other"] = _sum(cls("other"), cls("exited"))
     out["qemu"] = _num((d.get("process") or {}).get("us_per_io"))
-    out["host_rest"] = _num((d.get("host") or {}).get("rest_us_per_io"))
+    out["host_rest"] = None if rest_undercounted(d) else _num((d.get("host") or {}).get("rest_us_per_io"))
     out["zfs"] = _num(((d.get("host") or {}).get("zfs") or {}).get("us_per_io"))
     out["cgroup"] = _num((d.get("cgroup") or {}).get("us_per_io"))
     out["switches"] = _switches_per_io(d)
@@ -289,8 +304,10 @@ def _accel(rows: Sequence[Mapping]) -> str:
 def _group_row(key: MeasurementKey, rows: Sequence[dict], host_rows: Sequence[dict] | None) -> CpuRow:
     sampled = [r for r in rows if (d := qemu_cpu(r)) is not None and (_num(d.get("ios")) or 0) > 0]
     per = [repeat_figures(r) for r in rows]
-    figures = {k: Figure.of([p[k] for p in per]) for k in FIGURES}
     cpu = [d for r in sampled if (d := qemu_cpu(r)) is not None]
+    undercounted = sum(rest_undercounted(d) for d in cpu)
+    # one repeat whose host counters lost ticks makes the others' rest suspect too: none is shown
+    figures = {k: Figure.of([] if k == "host_rest" and undercounted else [p[k] for p in per]) for k in FIGURES}
     shares = [s for d in cpu if (s := _num(d.get("accounted_share"))) is not None]
     perf = [_perf(d) for d in cpu]
     host_fio = None
@@ -308,7 +325,7 @@ def _group_row(key: MeasurementKey, rows: Sequence[dict], host_rows: Sequence[di
         ios=Figure.of([_num(d.get("ios")) for d in cpu]),
         fixed_rate=fixed_rate(params), saturated=saturation(rows), named=all(d.get("named") for d in cpu),
         perf_cycles=Figure.of([c for c, _ in perf]), perf_why=tuple(dict.fromkeys(w for _, w in perf if w)),
-        baseline=None, shared_from=rows[0].get("shared_from"))
+        baseline=None, shared_from=rows[0].get("shared_from"), rest_undercounted=undercounted)
 
 
 def cpu_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str]) -> list[CpuRow]:
@@ -363,5 +380,7 @@ def _with_notes(row: CpuRow, baseline: str | None, extra: Sequence[str] = ()) ->
         notes.append(f"QEMU sampled in {row.sampled} of {row.repeats} repeats")
     if not row.named:
         notes.append("QEMU threads unnamed (no debug-threads): the split by class is not known")
+    if row.rest_undercounted:
+        notes.append(UNDERCOUNT_NOTE.format(n=row.rest_undercounted, m=row.sampled))
     notes += list(extra)
     return replace(row, notes=tuple(notes), baseline=baseline)
