@@ -146,3 +146,18 @@ def test_cpu_per_io_on_a_cpu_bound_host_is_called_suspect():
     assert busy_note({"baseline": 57.0, "aio=io_uring": 99.6}) == [
         "the host's CPUs were nearly all busy while it ran (baseline 57%, aio=io_uring 100% busy): QEMU's threads competed "
         "for CPU, with each other or with other work, so its CPU per I/O is suspect; measure again on a host with CPU to spare"]
+
+
+def test_a_suspect_improvement_is_never_the_recommendation():
+    from dataclasses import replace
+
+    from vmbench.advice.model import Advice, Recommendation
+    from vmbench.advice.table import status
+    from vmbench.report.stats import Delta
+
+    goal = Goal("j", GoalMetric.CPU_PER_IO)
+    rec = Recommendation(goal, "j", "aio=io_uring", "baseline", (), 1.0, 2.0, Delta(-1.0, -1.5, -0.5, "cheaper", None), 3, True)
+    bad = replace(rec, suspect="the host's CPUs were nearly all busy")
+    assert Advice("1", (goal,), (bad,), (), (), ()).top() is None
+    assert Advice("1", (goal,), (bad, rec), (), (), ()).top() is rec
+    assert status(bad) == "improves, but suspect: the host's CPUs were nearly all busy"

@@ -18,7 +18,7 @@ baseline's, a stack against another) use the report's :func:`~vmbench.report.row
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from ..fio.job import Metric
@@ -339,9 +339,10 @@ def from_cpu(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
         evidence += [f"{r.cell}: {n}" for n in r.notes]
         if r.tcg:
             evidence.append("vCPUs under TCG: the vCPU threads' time is emulation, not the I/O path alone")
-        evidence += busy_host(ctx, job, r.cell, ref.cell)
-        out.append(make(ctx, goal, job, r.cell + where, ref.cell + where, changes, r.value("qemu"), ref.value("qemu"), d,
-                        min(r.sampled, ref.sampled), evidence))
+        busy = busy_host(ctx, job, r.cell, ref.cell)
+        rec = make(ctx, goal, job, r.cell + where, ref.cell + where, changes, r.value("qemu"), ref.value("qemu"), d,
+                   min(r.sampled, ref.sampled), evidence + busy)
+        out.append(replace(rec, suspect="the host's CPUs were nearly all busy") if busy else rec)
     return out
 
 

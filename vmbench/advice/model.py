@@ -62,6 +62,7 @@ class Recommendation:
     allowed: bool = True
     settings: Mapping[str, object] = field(default_factory=dict)  # ``cell``'s stored settings (what to apply)
     unit: str = ""  # "IOPS", "MB/s", "ms (p99)", "µs/IO"
+    suspect: str | None = None  # why the measurement cannot be trusted (never the recommendation then)
 
     @property
     def label(self) -> str:
@@ -96,5 +97,7 @@ class Advice:
     notes: tuple[str, ...] = ()  # the accelerator, the load, why a goal could not be judged
 
     def top(self, goal: Goal | None = None) -> Recommendation | None:
-        """The recommendation: the first allowed improvement (for ``goal``, or any)."""
-        return next((r for r in self.recommendations if r.allowed and r.improves and (goal is None or r.goal == goal)), None)
+        """The recommendation: the first allowed improvement whose measurement is not suspect (for
+        ``goal``, or any)."""
+        return next((r for r in self.recommendations
+                     if r.allowed and r.improves and not r.suspect and (goal is None or r.goal == goal)), None)

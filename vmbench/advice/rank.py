@@ -107,7 +107,7 @@ def advise(data: RunData, goals: Sequence[Goal] = (), allow: frozenset[Risk] = f
             if goal.job and job not in data.jobs:
                 more = [f"goal {goal}: the run has no job {job} (its jobs: {', '.join(data.jobs) or 'none'})"]
             good = [r for r in found if r.improves]
-            recs += sorted(good, key=lambda r: (not r.allowed, -effect(r)))
+            recs += sorted(good, key=lambda r: (not r.allowed or bool(r.suspect), -effect(r)))
             unsupported += [r for r in found if not r.improves]
             standing += stand
             notes += more

@@ -61,6 +61,8 @@ def status(r: Recommendation, top: bool = False) -> str:
     if r.improves:
         if top:
             return STATUS_TOP
+        if r.suspect:
+            return f"improves, but suspect: {r.suspect}"
         return "improves" if r.allowed else "improves, but risky: not allowed (--allow " + ", ".join(x.value for x in r.risks) + ")"
     d = r.delta
     if d.verdict is None:
@@ -88,7 +90,7 @@ def record(r: Recommendation, top: bool = False) -> dict:
             "figures": f"{_num(r.reference_value, r)} -> {_num(r.value, r)} {r.unit}",
             "delta": d.value, "delta_low": d.low, "delta_high": d.high, "delta_verdict": d.verdict, "delta_why": d.why,
             "delta_text": delta_text(r), "repeats": r.repeats,
-            "risks": ", ".join(x.value for x in r.risks), "evidence": "; ".join(r.evidence),
+            "risks": ", ".join(x.value for x in r.risks), "suspect": r.suspect, "evidence": "; ".join(r.evidence),
             "settings": dict(r.settings)}
 
 
