@@ -3,12 +3,12 @@ scenario file through the plan to the runner (with the fake hypervisor), resume 
 fio's time series stored as telemetry rows of their measurement."""
 
 import functools
-import shutil
 import textwrap
 
 import pytest
 
-from tests.fakes import FakeDriver, IopsScript, attach_fio_series, fake_series, fio_run, install_fake_image, is_fio_run
+from tests.fakes import FakeDriver, IopsScript, attach_fio_series, fake_series, fio_run, is_fio_run
+from tests.unit.conftest import fresh_state
 from vmbench.errors import CommandError, ScenarioError
 from vmbench.paths import StatePaths
 from vmbench.run.plan import estimate, make_plan
@@ -159,13 +159,6 @@ def test_pending_steps_go_on_from_what_is_stored():
 # ---- the runner ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    root = tmp_path_factory.mktemp("template")
-    install_fake_image(StatePaths(root / "state"))
-    ResultsDB(root / "results.db").close()
-    return root
-
 
 class Env(ResultsDB):
     """The test's results database, which also makes runners over it."""
@@ -178,11 +171,8 @@ class Env(ResultsDB):
 
 @pytest.fixture
 def env(tmp_path, monkeypatch, template):
-    state = StatePaths(tmp_path / "state")
-    shutil.copytree(template / "state", state.root)
-    monkeypatch.setenv("VMBENCH_STATE_DIR", str(state.root))
-    shutil.copy(template / "results.db", tmp_path / "results.db")
-    db = Env(tmp_path / "results.db")
+    state, db_path = fresh_state(tmp_path, monkeypatch, template)
+    db = Env(db_path)
     db.state = state
     db.conn.execute("PRAGMA synchronous = OFF")  # every row is a commit: no fsync in tests
     yield db

@@ -3,7 +3,6 @@ plan's steps, every failure and interruption cleans up and names its step, resum
 what is missing (on the same host only)."""
 
 import functools
-import shutil
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import (
-    FakeDriver, FakeHost, FakeStorage, fio_run, install_fake_image, is_fio_run, is_precondition, without_target_and_output,
+    FakeDriver, FakeHost, FakeStorage, fio_run, is_fio_run, is_precondition, without_target_and_output,
 )
+from tests.unit.conftest import fresh_state
 from vmbench.cli.cleanup import find_leftovers, remove_leftovers
 from vmbench.errors import CommandError, GuestError, HypervisorError, Interrupted, PreflightError
 from vmbench.paths import StatePaths
@@ -81,22 +81,11 @@ def scenario(text: str):
     return parse_scenario(textwrap.dedent(text), "t.yaml")
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    """A built image and an empty results database, copied into each test (fast)."""
-    root = tmp_path_factory.mktemp("template")
-    install_fake_image(StatePaths(root / "state"))
-    ResultsDB(root / "results.db").close()
-    return root
-
 
 @pytest.fixture
 def env(tmp_path, monkeypatch, template):
-    state = StatePaths(tmp_path / "state")
-    shutil.copytree(template / "state", state.root)
-    monkeypatch.setenv("VMBENCH_STATE_DIR", str(state.root))
-    shutil.copy(template / "results.db", tmp_path / "results.db")
-    db = ResultsDB(tmp_path / "results.db")
+    state, db_path = fresh_state(tmp_path, monkeypatch, template)
+    db = ResultsDB(db_path)
     db.conn.execute("PRAGMA synchronous = OFF")  # every row is a commit: no fsync in tests
     yield Env(tmp_path, state, db)
     db.close()

@@ -4,16 +4,16 @@ the next baseline; Ctrl-C leaves nothing behind and --resume finishes the round 
 on; --show and `vmbench plan` on a tune scenario."""
 
 import json
-import shutil
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.fakes import FakeDriver, IopsScript, install_fake_image
+from tests.fakes import FakeDriver, IopsScript
 from tests.unit.tune_scenarios import tune_yaml
-from vmbench.advice.model import Advice, Goal, Recommendation, Risk
+from tests.unit.conftest import fresh_state
+from vmbench.advice.model import Advice, Recommendation, Risk
 from vmbench.errors import Interrupted, UsageError
 from vmbench.paths import StatePaths
 from vmbench.progress import RecordingProgress
@@ -46,21 +46,11 @@ class Env:
         return load_scenario(path)
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    root = tmp_path_factory.mktemp("template")
-    install_fake_image(StatePaths(root / "state"))
-    ResultsDB(root / "results.db").close()
-    return root
-
 
 @pytest.fixture
 def env(tmp_path, monkeypatch, template):
-    state = StatePaths(tmp_path / "state")
-    shutil.copytree(template / "state", state.root)
-    monkeypatch.setenv("VMBENCH_STATE_DIR", str(state.root))
-    shutil.copy(template / "results.db", tmp_path / "results.db")
-    db = ResultsDB(tmp_path / "results.db")
+    state, db_path = fresh_state(tmp_path, monkeypatch, template)
+    db = ResultsDB(db_path)
     db.conn.execute("PRAGMA synchronous = OFF")
     yield Env(tmp_path, state, db)
     db.close()
