@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import FakeAgent, FakeDriver, FakeHost, ScriptedTransport
-from tests.unit.test_repeats import STACK, env, scenario, template  # noqa: F401 (fixtures)
+from tests.unit.test_repeats import STACK, env, scenario  # noqa: F401 (fixtures; template comes from conftest)
 from vmbench.report.build import build_report
 from vmbench.report.load import load_run
 from vmbench.report.render import Format, render
