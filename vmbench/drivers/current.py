@@ -9,12 +9,35 @@ zvol or dataset where the host transport reaches it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, TypeVar
 
 from ..scenario.model import VmConfig
 
 if TYPE_CHECKING:
     from ..scenario.model import Hypervisor, Scenario
+
+
+T = TypeVar("T")
+
+
+def read_choice(enum: Any, value: str | None, what: str, where: str, unknown: list[str]) -> Any:
+    """``value`` as a member of the Choice ``enum``; None when the VM states none (absent, empty or
+    "default"), or when it is not one vmbench knows (said in ``unknown``, naming ``where``)."""
+    if value is None or value in ("", "default"):
+        return None
+    try:
+        return enum.parse(value)
+    except ValueError:
+        unknown.append(f"{what}: {where} has {value!r}, not one of {enum.allowed()}")
+        return None
+
+
+def assume(value: T | None, default: T, note: str, assumed: list[str]) -> T:
+    """``value``, or the hypervisor's ``default`` when the VM states none (said in ``assumed``)."""
+    if value is not None:
+        return value
+    assumed.append(note)
+    return default
 
 
 @dataclass(frozen=True)

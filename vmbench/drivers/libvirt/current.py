@@ -15,7 +15,8 @@ from typing import Any
 from ...errors import HypervisorError, PreflightError
 from ...scenario.model import LIMIT_BURSTS, LIMIT_RATES, MiB, CpuConfig, IoLimits, VmConfig, limit_mbps
 from ...settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
-from ..current import CurrentVm
+from ..current import CurrentVm, assume
+from ..current import read_choice as _choice
 from .connection import _quiet, libvirt
 from .xml import iotune_name
 
@@ -46,14 +47,10 @@ def parse_domain(xml: str, *, source: str, ident: str, disk: str | None = None) 
     d = drv.attrib if drv is not None else {}
     if bus is Bus.VIRTIO_BLK:
         iothread = "iothread" in d or (drv is not None and drv.find("iothreads") is not None)
-    cache = _choice(Cache, d.get("cache"), "cache", dev, unknown)
-    if cache is None:
-        cache = Cache.WRITEBACK
-        assumed.append(f"cache: {dev} states none; QEMU's default is writeback")
-    aio = _choice(Aio, d.get("io"), "aio (io)", dev, unknown)
-    if aio is None:
-        aio = Aio.THREADS
-        assumed.append(f"aio: {dev} states no io=; QEMU's default is threads")
+    cache = assume(_choice(Cache, d.get("cache"), "cache", dev, unknown), Cache.WRITEBACK,
+                   f"cache: {dev} states none; QEMU's default is writeback", assumed)
+    aio = assume(_choice(Aio, d.get("io"), "aio (io)", dev, unknown), Aio.THREADS,
+                 f"aio: {dev} states no io=; QEMU's default is threads", assumed)
     fmt = _choice(ImageFormat, d.get("type"), "format (driver type)", dev, unknown)
     if fmt is None:
         fmt = ImageFormat.RAW
@@ -166,16 +163,6 @@ def _bus(root: ET.Element, disk: ET.Element, dev: str, unknown: list[str]) -> tu
 def _controller_index(disk: ET.Element) -> str:
     addr = disk.find("address")
     return addr.get("controller", "0") if addr is not None and addr.get("type") == "drive" else "0"
-
-
-def _choice(enum: Any, value: str | None, what: str, dev: str, unknown: list[str]) -> Any:
-    if value is None or value == "default":
-        return None
-    try:
-        return enum.parse(value)
-    except ValueError:
-        unknown.append(f"{what}: {dev} has {value!r}, not one of {enum.allowed()}")
-        return None
 
 
 def _limits(disk: ET.Element, unknown: list[str]) -> IoLimits:

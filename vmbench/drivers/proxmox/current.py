@@ -14,7 +14,8 @@ from typing import Any, Mapping
 from ...errors import HypervisorError
 from ...scenario.model import LIMIT_BURSTS, LIMIT_RATES, CpuConfig, IoLimits, VmConfig, limit_mbps
 from ...settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
-from ..current import CurrentVm
+from ..current import CurrentVm, assume
+from ..current import read_choice as _choice
 from .config import DISK_KEY_RE, cpu_from_config, parse_disk, parse_options, storage_of, volume_format
 
 #: the disk read when none is named and ``boot: order=`` names none, in this order
@@ -54,15 +55,11 @@ def parse_config(config: Mapping[str, Any], *, vmid: int | str, node: str, disk:
         iothread = False
         unknown.append(f"iothread: {key} has iothread=1, which Proxmox ignores with scsihw {hw or 'lsi'} "
                        "(it needs virtio-scsi-single); read as off")
-    cache = _choice(Cache, opts.get("cache"), "cache", key, unknown)
-    if cache is None:
-        cache = Cache.NONE
-        assumed.append(f"cache: {key} states none; Proxmox's default is none (O_DIRECT)")
-    aio = _choice(Aio, opts.get("aio"), "aio", key, unknown)
-    if aio is None:
-        aio = Aio.IO_URING
-        assumed.append(f"aio: {key} states none; Proxmox's default is io_uring (native or threads on LVM, CIFS "
-                       "and krbd storages when the cache is not direct)")
+    cache = assume(_choice(Cache, opts.get("cache"), "cache", key, unknown), Cache.NONE,
+                   f"cache: {key} states none; Proxmox's default is none (O_DIRECT)", assumed)
+    aio = assume(_choice(Aio, opts.get("aio"), "aio", key, unknown), Aio.IO_URING,
+                 f"aio: {key} states none; Proxmox's default is io_uring (native or threads on LVM, CIFS "
+                 "and krbd storages when the cache is not direct)", assumed)
     fmt = _choice(ImageFormat, volume_format(volid, opts), "format", key, unknown) or ImageFormat.RAW
     discard = None if "discard" not in opts else Discard.UNMAP if opts["discard"] == "on" else Discard.IGNORE
     zeroes: DetectZeroes | None = None
@@ -129,16 +126,6 @@ def _pick_disk(config: Mapping[str, Any], source: str, disk: str | None) -> str:
         return disks[0]
     raise HypervisorError(f"{source} has no disk (scsiN, virtioN, sataN or ideN)",
                           "vmbench reads a VM's disk settings from one of its disks")
-
-
-def _choice(enum: Any, value: str | None, what: str, key: str, unknown: list[str]) -> Any:
-    if value is None or value == "":
-        return None
-    try:
-        return enum.parse(value)
-    except ValueError:
-        unknown.append(f"{what}: {key} has {value!r}, not one of {enum.allowed()}")
-        return None
 
 
 def _number(text: str | None) -> float:
