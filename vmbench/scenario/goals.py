@@ -14,19 +14,21 @@ from ..settings import Choice
 
 
 class GoalMetric(Choice):
-    """What a goal is about: a job's fio figure, or the host CPU it costs per I/O."""
+    """What a goal is about: a job's fio figure (:class:`~vmbench.fio.job.Metric`, spelled the
+    same), or the host CPU it costs per I/O."""
 
-    IOPS = "iops"
-    MBPS = "mbps"
-    P50 = "p50"
-    P95 = "p95"
-    P99 = "p99"
-    P999 = "p99.9"
+    IOPS = Metric.IOPS.value
+    MBPS = Metric.MBPS.value
+    P50 = Metric.P50.value
+    P95 = Metric.P95.value
+    P99 = Metric.P99.value
+    P999 = Metric.P999.value
     CPU_PER_IO = "cpu-per-io"  # the QEMU process's µs of host CPU per I/O (issue 17)
 
     @property
     def higher_is_better(self) -> bool:
-        return self in (GoalMetric.IOPS, GoalMetric.MBPS)
+        metric = self.fio_metric
+        return metric is not None and metric.higher_is_better
 
     @property
     def fio_metric(self) -> Metric | None:
