@@ -34,6 +34,7 @@ from ..settings import DriverName, Feature
 from ..units import format_duration, parse_duration
 from .axes import AXIS_BY_NAME, STORAGE_AXES, VM_AXES
 from .hosts import storage_problems
+from .matrix import _shown
 from .model import Cell, CpuConfig, Hypervisor, Stack, Storage, VmConfig
 from .reader import Context, LineDict, LineList, Section, as_int, as_name, as_str, items, join, load_yaml
 from .vm import _vm, vm_problems
@@ -317,12 +318,6 @@ def _axes(ctx: Context, sec: Section, baseline: VmConfig, hv: Hypervisor, storag
             raise axes_sec.fail(axis, "needs at least one value to try", f"{axis} is {AXIS_BY_NAME[axis].describe}")
         out.append((axis, tuple(cands)))
     return tuple(out)
-
-
-def _shown(raw: object) -> str:
-    if isinstance(raw, bool):
-        return "on" if raw else "off"
-    return str(raw)
 
 
 def _budget(sec: Section) -> TuneBudget:

@@ -13,7 +13,8 @@ from ..report.tables import Column, Table, delta_pct, f_int, f_mb, f_ms, f_text
 from ..scenario.axes import stored_setting
 from ..units import format_duration
 from .engine import Tune
-from .search import Round, effect, risk_words, spent
+from ..advice.table import delta_text as effect
+from .search import Round, risk_words, spent
 
 
 def _figure(metric: GoalMetric, value: float | None) -> str:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from ..advice.model import Advice, Goal, Recommendation, RISKS
+from ..advice.table import delta_text as effect  # how a recommendation's change reads (CPU per I/O in µs/IO)
 from ..scenario.hosts import storage_problems
 from ..scenario.model import Cell, Hypervisor, Scenario, Storage, VmConfig
 from ..scenario.tune import Candidate, TuneBudget, TuneSpec, vary
@@ -234,17 +235,6 @@ def decide(advice: Advice, goal: Goal, variations: Sequence[Variation]) -> Decis
         allow = ", ".join(k.value for k in r.risks)
         why += f"; {r.label} improved it ({effect(r)}) but risks data on a crash: not taken unless allowed (allow: [{allow}])"
     return Decision(None, None, best, held, why)
-
-
-def effect(r: Recommendation) -> str:
-    """"+31.2% [+20.1, +40.3] faster" or "+2.0% (no verdict: fewer than 3 repeats)"."""
-    d = r.delta
-    if d.value is None:
-        return f"no figure ({d.why})" if d.why else "no figure"
-    text = f"{d.value * 100:+.1f}%"
-    if d.verdict is not None and d.low is not None and d.high is not None:
-        return f"{text} [{d.low * 100:+.1f}, {d.high * 100:+.1f}] {d.verdict}"
-    return f"{text} (no verdict: {d.why})" if d.why else text
 
 
 def risk_words(r: Recommendation) -> list[str]:
