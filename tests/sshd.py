@@ -152,11 +152,11 @@ class TestSshd:
             proc.kill()
             proc.wait()
 
-    def kill_sessions(self) -> int:
-        """SIGKILL every per-connection sshd process (the listener's sshd descendants); the
-        commands they ran keep running, as after a network drop.  Returns how many."""
+    def session_pids(self) -> list[int]:
+        """The per-connection sshd processes (the listener's sshd descendants; with
+        ``internal-sftp`` they serve SFTP themselves)."""
         if self.proc is None:
-            return 0
+            return []
         todo, victims = [self.proc.pid], []
         while todo:
             for kid in _children(todo.pop()):
@@ -167,6 +167,12 @@ class TestSshd:
                 if comm == "sshd":
                     victims.append(kid)
                     todo.append(kid)
+        return victims
+
+    def kill_sessions(self) -> int:
+        """SIGKILL every per-connection sshd process (the listener's sshd descendants); the
+        commands they ran keep running, as after a network drop.  Returns how many."""
+        victims = self.session_pids()
         for pid in victims:
             try:
                 os.kill(pid, signal.SIGKILL)

@@ -114,6 +114,7 @@ class ZfsStorageHost:
         self.conn: libvirt.virConnect | None = None
         self.dom: libvirt.virDomain | None = None
         self.boot_seconds = 0.0  # domain start -> first successful SSH command
+        self.agent: GuestAgentTransport | None = None  # the guest through its agent, once started
 
     # ---- public API ------------------------------------------------------------------------
 
@@ -184,7 +185,7 @@ class ZfsStorageHost:
         started = time.monotonic()
         deadline = started + self.boot_timeout
         self.dom.create()
-        agent = GuestAgentTransport(self.name, lambda cmd, timeout: agent_command(self.dom, cmd, timeout))
+        agent = self.agent = GuestAgentTransport(self.name, lambda cmd, timeout: agent_command(self.dom, cmd, timeout))
         self._wait(deadline, "the guest agent", lambda: agent.channel({"execute": "guest-ping"}, 5) is not None)
         pub = Path(self.key_file + ".pub").read_bytes()
         agent.run(["sh", "-c", "install -d -m 700 /root/.ssh && cat > /root/.ssh/authorized_keys && chmod 600 /root/.ssh/authorized_keys"],

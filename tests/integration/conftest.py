@@ -8,6 +8,7 @@ a CI run that silently skipped them would prove nothing).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -64,8 +65,26 @@ def run_tag_resources(driver, tag: str) -> list:
     return [l for l in driver.leftovers() if l.run_tag == tag]
 
 
-def vmbench(*args: str, timeout: float = 1800, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vmbench", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, **kw)
+def vmbench(*args: str, timeout: float = 900, **kw) -> subprocess.CompletedProcess:
+    """``python -m vmbench ARGS``.  Past ``timeout`` (or when the test itself times out) it
+    gets Ctrl-C, as a user would give it, so it removes what it made; then the test fails with
+    the end of its log.  Each test's own limit (pytest-timeout, setup.cfg) is longer."""
+    proc = subprocess.Popen([sys.executable, "-m", "vmbench", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, **kw)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException as exc:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        if isinstance(exc, subprocess.TimeoutExpired):
+            pytest.fail(f"vmbench {' '.join(args)} ran past {timeout:g}s; after Ctrl-C it ended with {proc.returncode}. "
+                        f"Its log ends:\n{err[-4000:]}")
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

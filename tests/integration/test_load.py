@@ -14,6 +14,9 @@ import pytest
 from tests.integration.conftest import run_tag_resources, vmbench, write
 from vmbench.results.db import ResultsDB
 
+#: a whole many-VM or ZFS run in one test: longer than the suite's per-test limit
+pytestmark = pytest.mark.timeout(1800)
+
 SCALING = """
 name: it-scaling
 storage: {scratch_size: 384M}
@@ -48,7 +51,7 @@ load:
 def _run(tmp_path, name, text):
     scenario = write(tmp_path, f"{name}.yaml", text)
     db_path = tmp_path / f"{name}.db"
-    run = vmbench("run", str(scenario), "--db", str(db_path), timeout=2400)
+    run = vmbench("run", str(scenario), "--db", str(db_path), timeout=1500)
     assert run.returncode == 0, run.stderr[-4000:]
     db = ResultsDB(db_path, create=False)
     return db_path, db, db.resolve_run("latest"), run

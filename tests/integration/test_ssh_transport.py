@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.sshd import SSHD, TestSshd
+from tests.stress import hammer
 from vmbench.errors import CommandError, CommandTimeout, PreflightError
 from vmbench.scenario.model import SshConfig
 from vmbench.transport import hostkeys
@@ -341,3 +343,35 @@ def test_hosts_trust_and_check(sshd, tmp_path, capsys):
     assert ns.func(ns) == 2  # stdin is not a TTY and no --yes: refused, after showing the key
     assert sshd.host_key_fingerprint in capsys.readouterr().out
     assert not (tmp_path / "kh2").exists()
+
+
+def test_sixteen_threads_share_one_transport(ssh, tmp_path):
+    """A many-VM run reads and writes host files from several threads at once: none may
+    take another's SFTP reply (the old single shared SFTPClient hung here), and more
+    threads than sshd's MaxSessions (10) wait for a session instead of failing."""
+    errors = hammer(ssh, str(tmp_path), threads=16, rounds=6, close=ssh.close)
+    assert errors == []
+    assert ssh.run(["true"]).returncode == 0
+
+
+def test_a_stalled_sftp_session_fails_the_step_naming_the_host(sshd, tmp_path):
+    t = SshTransport(cfg_for(sshd), stall_timeout=2.0)
+    try:
+        (tmp_path / "f").write_bytes(b"x")
+        assert t.read_file(str(tmp_path / "f")) == b"x"
+        sftp_pids = sshd.session_pids()  # with internal-sftp, they serve SFTP: stopped, it stalls
+        assert sftp_pids
+        for pid in sftp_pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises(HostConnectionError) as exc:
+                t.read_file(str(tmp_path / "f"))
+            assert time.monotonic() - started < 30
+            assert "did not answer for 2s while reading" in exc.value.message and "127.0.0.1" in exc.value.message
+        finally:
+            for pid in sftp_pids:
+                os.kill(pid, signal.SIGCONT)
+        assert t.read_file(str(tmp_path / "f")) == b"x"  # a new session after the stalled one
+    finally:
+        t.close()

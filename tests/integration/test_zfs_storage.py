@@ -11,8 +11,14 @@ import json
 import pytest
 
 from tests.integration.conftest import vmbench, write
+from tests.stress import hammer
 from tests.zfshost import ZfsStorageHost
 from vmbench.results.db import ResultsDB
+from vmbench.scenario.model import SshConfig
+from vmbench.transport.ssh import SshTransport
+
+#: a whole many-VM or ZFS run in one test: longer than the suite's per-test limit
+pytestmark = pytest.mark.timeout(1800)
 
 SWEEP = """
 name: it-zfs-sweep
@@ -67,7 +73,7 @@ def test_host_only_sweep_reads_back_and_samples_the_pool(zfs_host, tmp_path):
     assert plan.returncode == 0, plan.stderr
     assert "host only: no VM" in plan.stdout and "storage variants: 6" in plan.stdout
     db_path = tmp_path / "r.db"
-    run = vmbench("run", str(path), "--db", str(db_path), timeout=2400)
+    run = vmbench("run", str(path), "--db", str(db_path), timeout=1500)
     assert run.returncode == 0, run.stderr[-3000:]
     db = ResultsDB(db_path, create=False)
     r = db.resolve_run("latest")
@@ -194,3 +200,19 @@ def test_files_on_child_datasets_with_their_recordsize(zfs_host, tmp_path):
     ms = db.rows("measurements", r.id)
     assert len(ms) == 2 and all(m["target"].endswith("-hostref.raw") and m["iops"] > 0 for m in ms)
     assert _ours(zfs_host) == [] and _user_things(zfs_host) == before
+
+
+def test_sixteen_threads_share_one_guest_agent_and_one_ssh_connection(zfs_host):
+    """A many-VM run talks to a guest's agent and to a remote host from several threads at
+    once: commands and files from 16 threads on one agent transport, and on one SshTransport
+    to the ZFS guest's sshd, all arrive whole, and nothing hangs."""
+    assert zfs_host.agent is not None
+    zfs_host.agent.run(["mkdir", "-p", "/root/stress-agent", "/root/stress-ssh"], timeout=60)
+    assert hammer(zfs_host.agent, "/root/stress-agent", threads=16, rounds=3, deadline_s=600) == []
+    cfg = SshConfig(host=zfs_host.host, port=zfs_host.port, user="root", key_file=zfs_host.key_file, known_hosts=zfs_host.known_hosts)
+    ssh = SshTransport(cfg)
+    try:
+        assert hammer(ssh, "/root/stress-ssh", threads=16, rounds=3, deadline_s=600, close=ssh.close) == []
+    finally:
+        ssh.close()
+    zfs_host.agent.run(["rm", "-rf", "/root/stress-agent", "/root/stress-ssh"], timeout=60)

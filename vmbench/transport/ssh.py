@@ -18,7 +18,7 @@ import shlex
 import socket
 import threading
 import time
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import paramiko
 
@@ -30,11 +30,26 @@ from . import hostkeys
 log = logging.getLogger(__name__)
 logging.getLogger("paramiko").addHandler(logging.NullHandler())  # the library never prints
 
+
+class _RefusedChannels(logging.Filter):
+    """paramiko logs a session the host refused as an ERROR; :meth:`SshTransport._session`
+    waits and asks again, so the record says nothing the user must act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno == logging.ERROR and "open FAILED" in record.getMessage())
+
+
+logging.getLogger("paramiko.transport").addFilter(_RefusedChannels())
+
 _PGID_PREFIX = b"vmbench-pgid "
 _WRAPPER = 'echo "vmbench-pgid $$" >&2; exec "$@"'
 _CHUNK = 32768
 _RESUME_HINT = "the run keeps what it measured; `vmbench run --resume` finishes it"
 _DROPPED = (socket.error, EOFError, paramiko.SSHException)
+#: SFTP sessions one transport keeps open at most (threads beyond wait for a free one)
+SFTP_SESSIONS = 3
+#: seconds an SFTP request or a channel open may make no progress before the step fails
+IO_STALL_SECONDS = 60.0
 
 
 class HostConnectionError(VmbenchError):
@@ -53,7 +68,8 @@ def remote_command(argv: Sequence[str], env: Mapping[str, str] | None = None) ->
 class SshTransport:
     """The :class:`~vmbench.transport.base.Transport` of a host reached over SSH; connects lazily."""
 
-    def __init__(self, cfg: SshConfig, *, connect_timeout: float = 15.0, keepalive: int = 15) -> None:
+    def __init__(self, cfg: SshConfig, *, connect_timeout: float = 15.0, keepalive: int = 15,
+                 stall_timeout: float = IO_STALL_SECONDS) -> None:
         self.cfg = cfg
         self.name = f"host {cfg.label}"
         self.where = f"{cfg.user}@{cfg.host}:{cfg.port}"
@@ -61,7 +77,13 @@ class SshTransport:
         self.keepalive = keepalive
         self.known_hosts = os.path.expanduser(cfg.known_hosts) if cfg.known_hosts else hostkeys.default_known_hosts()
         self._ssh: paramiko.SSHClient | None = None
-        self._sftp: paramiko.SFTPClient | None = None
+        #: idle SFTP sessions of the current connection; each is used by one thread at a time
+        #: (paramiko's SFTPClient is not safe to share: two threads reading replies on one
+        #: channel take each other's and wait forever)
+        self._sftp_idle: list[paramiko.SFTPClient] = []
+        self._sftp_open = 0  # SFTP sessions of the current connection, idle or in use
+        self._sftp_free = threading.Condition(threading.Lock())
+        self.stall_timeout = stall_timeout
         self._fingerprint: str | None = None
         self._connected_once = False
         self._lock = threading.RLock()
@@ -76,11 +98,14 @@ class SshTransport:
 
     def close(self) -> None:
         with self._lock:
-            for thing in (self._sftp, self._ssh):
+            with self._sftp_free:
+                idle, self._sftp_idle, self._sftp_open = self._sftp_idle, [], 0
+                self._sftp_free.notify_all()
+            for thing in (*idle, self._ssh):
                 if thing is not None:
                     with contextlib.suppress(Exception):  # closing a dead connection may raise anything
                         thing.close()
-            self._sftp = self._ssh = None
+            self._ssh = None
 
     def reconnect(self) -> None:
         with self._lock:
@@ -172,10 +197,27 @@ class SshTransport:
         return HostConnectionError(f"lost the SSH connection to {self.where} while {step}{detail}", hint=_RESUME_HINT)
 
     def _session(self, step: str) -> paramiko.Channel:
-        try:
-            return self._client().get_transport().open_session(timeout=self.connect_timeout)  # type: ignore[union-attr]
-        except _DROPPED as exc:
-            raise self._lost(step, exc) from None
+        """A new session channel.  A host that refuses one because the connection has as many
+        as its sshd allows (``MaxSessions``, 10 by default) is asked again as the others end,
+        for up to ``stall_timeout`` seconds; then the step fails naming the limit."""
+        deadline = time.monotonic() + self.stall_timeout
+        wait = 0.05
+        while True:
+            transport = self._client().get_transport()
+            try:
+                return transport.open_session(timeout=self.connect_timeout)  # type: ignore[union-attr]
+            except _DROPPED as exc:
+                # refused with the connection up: a ChannelException, or (paramiko hands the
+                # reason to one of the threads opening at once) "Unable to open channel."
+                if transport is None or not transport.is_active():
+                    raise self._lost(step, exc) from None
+                if time.monotonic() + wait > deadline:
+                    raise HostConnectionError(
+                        f"{self.where} refused a new SSH session for {self.stall_timeout:g}s while {step}: {exc}",
+                        hint="sshd allows MaxSessions sessions per connection (10 by default): raise it in the host's "
+                        "sshd_config, or run fewer VMs on this host at once") from None
+                time.sleep(wait)
+                wait = min(wait * 2, 1.0)
 
     # ---- commands --------------------------------------------------------------------------
 
@@ -352,21 +394,65 @@ class SshTransport:
 
     # ---- files -----------------------------------------------------------------------------
 
-    def _sftp_client(self, step: str) -> paramiko.SFTPClient:
-        with self._lock:
-            ssh = self._client()
-            if self._sftp is None:
-                try:
-                    self._sftp = ssh.open_sftp()
-                except _DROPPED as exc:
-                    raise self._lost(step, exc) from None
-            return self._sftp
+    @contextlib.contextmanager
+    def _sftp_session(self, step: str) -> Iterator[paramiko.SFTPClient]:
+        """An SFTP session for this thread alone, for the ``with`` block: an idle one of the
+        connection, a new one, or the first one another thread gives back (at most
+        :data:`SFTP_SESSIONS`).  Every request on it fails after ``stall_timeout`` seconds
+        without progress.  A session whose block raised is closed, never reused."""
+        ssh = self._client()
+        sftp = self._checkout(ssh, step)
+        ok = False
+        try:
+            yield sftp
+            ok = True
+        finally:
+            self._checkin(ssh, sftp, reuse=ok)
 
+    def _checkout(self, ssh: paramiko.SSHClient, step: str) -> paramiko.SFTPClient:
+        deadline = time.monotonic() + self.stall_timeout
+        with self._sftp_free:
+            while not self._sftp_idle and self._sftp_open >= SFTP_SESSIONS:
+                if not self._sftp_free.wait(max(0.0, deadline - time.monotonic())) and time.monotonic() >= deadline:
+                    raise HostConnectionError(f"no SFTP session to {self.where} came free within {self.stall_timeout:g}s while {step}",
+                                              hint=_RESUME_HINT)
+            if self._sftp_idle:
+                return self._sftp_idle.pop()
+            self._sftp_open += 1
+        try:
+            chan = self._session(step)
+            try:
+                chan.settimeout(self.stall_timeout)  # every request on it, the version handshake first
+                chan.invoke_subsystem("sftp")
+                sftp = paramiko.SFTPClient(chan)
+            except (OSError, *_DROPPED) as exc:
+                chan.close()
+                raise self._lost(step, exc) from None
+        except BaseException:
+            with self._sftp_free:
+                self._sftp_open -= 1
+                self._sftp_free.notify()
+            raise
+        return sftp
+
+    def _checkin(self, ssh: paramiko.SSHClient, sftp: paramiko.SFTPClient, *, reuse: bool) -> None:
+        with self._sftp_free:
+            current = ssh is self._ssh
+            if reuse and current:
+                self._sftp_idle.append(sftp)
+            elif current:
+                self._sftp_open -= 1
+            self._sftp_free.notify()
+        if not (reuse and current):
+            with contextlib.suppress(Exception):
+                sftp.close()
     def _file_error(self, exc: BaseException, step: str, path: str) -> BaseException:
         """What to raise for a failed file operation: a lost connection, or an OSError with
         the path and the host (FileNotFoundError stays one, as with LocalTransport)."""
         ssh = self._ssh
         transport = ssh.get_transport() if ssh is not None else None
+        if isinstance(exc, TimeoutError) and transport is not None and transport.is_active():  # this session stalled
+            return HostConnectionError(f"{self.where} did not answer for {self.stall_timeout:g}s while {step}", hint=_RESUME_HINT)
         if not isinstance(exc, OSError) or isinstance(exc, TimeoutError) or transport is None or not transport.is_active():
             return self._lost(step, exc)
         if exc.errno is None:
@@ -375,9 +461,8 @@ class SshTransport:
 
     def read_file(self, path: str) -> bytes:
         step = f"reading {path}"
-        sftp = self._sftp_client(step)
         try:
-            with sftp.open(path, "rb") as f:
+            with self._sftp_session(step) as sftp, sftp.open(path, "rb") as f:
                 if (size := f.stat().st_size or 0) > 0:
                     f.prefetch(size)
                 return f.read()
@@ -388,9 +473,8 @@ class SshTransport:
         """Write a file; the mode is set before any data goes in.  ``mode=None`` keeps an
         existing file's mode (for /proc, /sys: one write of the whole data)."""
         step = f"writing {path}"
-        sftp = self._sftp_client(step)
         try:
-            with sftp.open(path, "wb") as f:
+            with self._sftp_session(step) as sftp, sftp.open(path, "wb") as f:
                 if mode is not None:
                     f.chmod(mode)
                     f.set_pipelined(True)
@@ -403,9 +487,8 @@ class SshTransport:
         ``progress(bytes_done, total)`` after each chunk."""
         step = f"uploading {local_path} to {remote_path}"
         part = remote_path + ".part"
-        with open(local_path, "rb") as src:
+        with open(local_path, "rb") as src, self._sftp_session(step) as sftp:
             total = os.fstat(src.fileno()).st_size
-            sftp = self._sftp_client(step)
             try:
                 with sftp.open(part, "wb") as dst:
                     dst.chmod(mode)
@@ -420,7 +503,7 @@ class SshTransport:
             except (OSError, *_DROPPED) as exc:
                 error = self._file_error(exc, step, remote_path)
                 if not isinstance(error, HostConnectionError):
-                    with contextlib.suppress(*_DROPPED):
+                    with contextlib.suppress(OSError, *_DROPPED):
                         sftp.remove(part)
                 raise error from None
         if progress and total == 0:
