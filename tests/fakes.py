@@ -4,6 +4,7 @@ transport, host storage, driver, guest) for running the runner without a machine
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
 import json
 import threading
@@ -12,7 +13,7 @@ import posixpath
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Union
 
 from vmbench.command import Completed
 from vmbench.drivers.base import Accelerator, Applied, Check, HostChecks, Leftover, VmRequest, VmResources
@@ -943,6 +944,13 @@ class FakeGuest:
         self.transport = transport
         self.boot_seconds = 0.5
 
+    @contextlib.contextmanager
+    def limits_lifted(self) -> Iterator[bool]:
+        """Lifted (and recorded in ``driver.lifts``) when the VM has write or total limits."""
+        lifted = self.request.vm.limits.write_rate(1 << 20) is not None
+        self.driver.lifts.append((self.name, lifted))
+        yield lifted
+
     def applied(self) -> Applied:
         """Exactly what was asked (plus FakeDriver.applied_changes), so cells are valid: every
         reading an axis's ``verify`` names (the guest's own come from FakeGuestTransport) is
@@ -999,6 +1007,7 @@ class FakeDriver:
         self.fail_with = fail_with
         self.hostname = hostname
         self.applied_changes = dict(applied_changes or {})
+        self.lifts: list[tuple[str, bool]] = []  # (VM, lifted) per FakeGuest.limits_lifted
         self.guest_kernel = guest_kernel
         self.fio_iops = fio_iops  # every guest's (the host's is FakeHost.fio_iops)
         self.fio_series = fio_series

@@ -110,6 +110,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         doc = plan.summary()
         doc["estimate"] = {"accelerator": est.accelerator, "seconds": round(est.total), "boots_seconds": est.boots,
                            "guest_fio_seconds": est.guest_fio, "host_fio_seconds": est.host_fio}
+        if not scenario.host_only:
+            from ..run.plan import precondition_lines
+
+            doc["precondition"] = precondition_lines(plan)
         print(json.dumps(doc, indent=2))
         return 0
     from ..run.plan import cell_layers
@@ -159,6 +163,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"left out of the factorial: {name}: {why}")
     if any(not j.direct for j in s.jobs):
         print("note: buffered jobs (direct: false) drop the page cache before each run, on the guest and on the whole host")
+    from ..run.plan import precondition_lines
+
+    print("\npreconditioning (written data before reads):")
+    for line in precondition_lines(plan):
+        print(f"  {line}")
     print()
     guest = len(plan.guest_measurements()) * s.repeats
     vms = sum(u.step.size for u in plan.load_units()) if s.load else len(plan.boots)

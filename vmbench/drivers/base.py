@@ -10,7 +10,7 @@ driver never asks which driver it has: what differs is a method or an attribute 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, ContextManager, Protocol, Sequence
 
 from ..progress import Progress
 from ..guest.needs import GuestNeeds
@@ -137,6 +137,14 @@ class Guest(Protocol):
 
     def applied(self) -> Applied:
         """What the hypervisor says it applied to this VM and its scratch disk."""
+        ...
+
+    def limits_lifted(self) -> ContextManager[bool]:
+        """For the ``with`` block, the scratch disk's I/O limits off in the running VM (a
+        precondition never writes through the limits being measured); on leaving, put back
+        and read back from the hypervisor (a limit not back in effect raises HypervisorError).
+        Yields whether they were lifted: False when the disk has none, or where this
+        hypervisor keeps them on (the precondition's deadline then follows the limits)."""
         ...
 
 

@@ -142,6 +142,13 @@ class FioJob:
         return self.rw not in ("read", "randread")
 
     @property
+    def reads(self) -> bool:
+        """Reads what is on the target (a job file may: it is taken to)."""
+        if self.jobfile is not None:
+            return True
+        return self.rw not in ("write", "randwrite") and self.rwmixread != 0
+
+    @property
     def duration(self) -> float | None:
         """Seconds fio measures plus ramp; None when a job file does not say."""
         if self.jobfile is not None:
@@ -271,12 +278,32 @@ def fio_env(job: FioJob, target: str) -> dict[str, str]:
     return env
 
 
+#: the block size of the precondition's writes (:func:`precondition_job`)
+PRECONDITION_BS = 1 << 20
+
+
+def to_precondition(jobs: Sequence[FioJob]) -> FioJob | None:
+    """The job whose region a target's precondition writes: the biggest of the jobs that
+    read (METHOD rule 6: written data before reads); None when none reads, so a target whose
+    jobs only write (an aggressor writing, a write sweep) is not preconditioned."""
+    reading = [j for j in jobs if j.reads]
+    return max(reading, key=lambda j: j.size) if reading else None
+
+
+def precondition_seconds(size: int, rate: float | None, *, slow: bool) -> float:
+    """How long the precondition of ``size`` bytes may take: at ``rate`` bytes/s when the
+    disk's I/O limits allow no more (:meth:`IoLimits.write_rate`), else at 20 MB/s (TCG) or
+    100 MB/s; doubled, plus a minute, as a deadline."""
+    floor = (20e6 if slow else 100e6)
+    return size / (min(rate, floor) if rate else floor) * (2 if rate else 1) + 60
+
+
 def precondition_job(job: FioJob) -> FioJob:
     """A sequential 1M write over the job's region, so reads never hit unwritten holes."""
     return FioJob(
         name=f"precondition-{job.name}",
         rw="write",
-        bs=1 << 20,
+        bs=PRECONDITION_BS,
         iodepth=8,
         numjobs=1,
         runtime=0,

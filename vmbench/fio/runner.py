@@ -24,7 +24,7 @@ from ..transport import ops
 from ..transport.base import Transport
 from ..units import format_duration
 from . import jobfile
-from .job import LOG_AVG_MSEC, FioJob, check_identical, fio_argv, fio_env, precondition_argv
+from .job import LOG_AVG_MSEC, FioJob, check_identical, fio_argv, fio_env, precondition_argv, precondition_seconds
 from .result import FioResult, parse_fio_json
 from .window import EPOCH_MS, FioWindow, measured_logs, window_from_logs
 
@@ -171,12 +171,15 @@ def run_fio(
                   jobfile_text=text, rewrites=rewrites, window=window)
 
 
-def precondition(transport: Transport, job: FioJob, target: str, workdir: str, *, slow: bool = False) -> dict:
-    """Write the job's whole region once so reads never measure unwritten (sparse) space."""
+def precondition(transport: Transport, job: FioJob, target: str, workdir: str, *, slow: bool = False,
+                 write_rate: float | None = None) -> dict:
+    """Write the job's whole region once so reads never measure unwritten (sparse) space;
+    ``write_rate``: the bytes a second the target's I/O limits let 1 MiB writes through, which
+    the deadline follows."""
     output = f"{workdir}/pre-{secrets.token_hex(4)}.json"
     argv = precondition_argv(job, target, output)
     try:
-        transport.run(argv, timeout=max(MIN_TIMEOUT, job.size / 1e6 / (20 if slow else 100) + 60))
+        transport.run(argv, timeout=max(MIN_TIMEOUT, precondition_seconds(job.size, write_rate, slow=slow)))
         raw = transport.read_file(output).decode("utf-8", errors="replace")
     finally:
         _remove(transport, [output])

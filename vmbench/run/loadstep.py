@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 from ..drivers.base import Guest, VmRequest, VmResources
 from ..errors import CommandError, GuestError, VmbenchError
 from ..fio import window as fio_window
-from ..fio.job import FioJob
-from ..fio.runner import FioRun, precondition, run_fio
+from ..fio.job import PRECONDITION_BS, FioJob, to_precondition
+from ..fio.runner import FioRun, run_fio
 from ..guest.disk import ScratchDisk
 from ..guest.layers import StackBuilder
 from ..results.key import MeasurementKey
@@ -34,7 +34,7 @@ from ..scenario.load import LoadMember, Role
 from ..scenario.model import Cell, Stack
 from ..transport.base import Transport
 from .evidence import problems
-from .measure import Where, drop_caches, measurement_values
+from .measure import Where, drop_caches, measurement_values, precondition_at
 from .plan import LoadUnit, Step, boot_layers
 
 if TYPE_CHECKING:
@@ -307,7 +307,8 @@ class LoadStepRun:
                 boot_id=mem.boot_id, layer="raw", settings=mem.request.vm.settings(),
                 # the host is sampled once per round, alongside VM 0
                 host_side=r.host if mem.member.vm == 0 else None, host_workdir=r.host_workdir,
-                host_target=mem.res.scratch_path, zfs_pool=self.s.storage.zfs_pool)))
+                host_target=mem.res.scratch_path, zfs_pool=self.s.storage.zfs_pool,
+                write_rate=mem.request.vm.limits.write_rate(PRECONDITION_BS), lift_limits=mem.guest.limits_lifted)))
         raw = [st for st in steps if st.stack is None]
         if raw:
             self._measure(sides, raw, f"{cell.name}: raw")
@@ -349,11 +350,15 @@ class LoadStepRun:
     def _measure(self, sides: list[Side], steps: list[Step], label: str) -> None:
         """Precondition every side's target (at once), then every round and repeat."""
         r = self.r
-        biggest = max(self.s.jobs, key=lambda j: j.size)
-        r.step = f"preconditioning {label} on {len(sides)} target(s)"
-        r.progress.step(f"{label}: preconditioning {len(sides)} target(s) at once")
-        in_parallel([functools.partial(precondition, sd.transport, biggest, sd.where.target, sd.where.workdir, slow=sd.where.slow)
-                     for sd in sides], len(sides))
+        by_job = {j.name: j for j in self.s.jobs}
+        todo = [(sd, pre) for sd in sides
+                if (pre := to_precondition([by_job[name] for name in {st.job for st in steps if st.vm == sd.vm}])) is not None]
+        if todo:
+            r.step = f"preconditioning {label} on {len(todo)} target(s)"
+            r.progress.step(f"{label}: preconditioning {len(todo)} of {len(sides)} target(s) at once (those whose jobs read)")
+            in_parallel([functools.partial(precondition_at, sd.where, pre) for sd, pre in todo], len(todo))
+        else:
+            r.progress.step(f"{label}: not preconditioned (no job here reads)")
         by_vm = {sd.vm: sd for sd in sides}
         roles = {m.vm: m.role for m in self.unit.step.members}
         for rnd_no, rnd in enumerate(self.load.rounds(self.s.jobs), 1):

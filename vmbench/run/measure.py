@@ -11,12 +11,13 @@ with a ``host_side``, the host's too: "host-disk", "host-cpu", "zpool", "arc").
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, ContextManager, Sequence
 
-from ..fio.job import FioJob, job_hash
+from ..fio.job import PRECONDITION_BS, FioJob, job_hash, to_precondition
 from ..fio.runner import FioRun, precondition, run_fio
 from .cpucost import IDLE_SECONDS, CpuCost
 from .plan import Step, Stored
@@ -57,6 +58,11 @@ class Where:
     host_target: str | None = None
     #: for a guest whose QEMU process the host can sample: what each run costs the host's CPU
     cpu: "CpuCost | None" = None
+    #: bytes a second the scratch disk's I/O limits let the precondition's 1 MiB writes
+    #: through (None: no limit), which its deadline follows
+    write_rate: float | None = None
+    #: for a guest: its :meth:`Guest.limits_lifted`, around the precondition
+    lift_limits: Callable[[], ContextManager[bool]] | None = None
 
     @property
     def slow(self) -> bool:
@@ -88,6 +94,15 @@ def cv_label(cv: float | None) -> str:
     return "not known" if cv is None else f"{cv * 100:.1f}%"
 
 
+def precondition_at(where: Where, job: FioJob) -> dict:
+    """Precondition ``where.target`` for ``job`` with the disk's I/O limits lifted where the
+    hypervisor can (put back and read back after); where it cannot, through them, with a
+    deadline that follows them."""
+    with where.lift_limits() if where.lift_limits is not None else contextlib.nullcontext(False) as lifted:
+        return precondition(where.side, job, where.target, where.workdir, slow=where.slow,
+                            write_rate=None if lifted else where.write_rate)
+
+
 class Measurer:
     def __init__(self, scenario: Scenario, db: ResultsDB, run_id: int, attempt: int, progress: Progress,
                  host_argv: dict[str, tuple[str, ...]] | None = None, stored: Stored | None = None) -> None:
@@ -109,14 +124,10 @@ class Measurer:
         plan order) while :meth:`RepeatPolicy.wants_more` says so for its stored repeats."""
         if not steps:
             return
-        s = self.scenario
-        biggest = max(s.jobs, key=lambda j: j.size)
         if where.cpu is not None and not where.cpu.idle_done:
             self.progress.step(f"{where.label}: the idle VM's CPU on the host, {IDLE_SECONDS:g}s (subtracted from its jobs' CPU per I/O)")
             where.cpu.measure_idle()
-        self.progress.step(f"{where.label}: preconditioning {format_size(biggest.size)} of {where.target}")
-        pre = precondition(where.side, biggest, where.target, where.workdir, slow=where.slow)
-        log.debug("precondition %s: %s", where.target, pre)
+        self.precondition(where, {st.job for st in steps})
         for i, step in enumerate(steps, 1):
             self._run(where, step, f"{i}/{len(steps)}")
         if not self.policy.adaptive:
@@ -133,6 +144,16 @@ class Measurer:
                 self._run(where, last[st.job])
         for st in last.values():
             self.progress.step(f"{where.label}: {st.job}: {self._stop_reason(st)}")
+
+    def precondition(self, where: Where, job_names: set[str]) -> None:
+        """Write the region of the biggest job run here that reads; nothing when none reads."""
+        pre_job = to_precondition([j for j in self.scenario.jobs if j.name in job_names])
+        if pre_job is None:
+            self.progress.step(f"{where.label}: not preconditioned (no job here reads)")
+            return
+        self.progress.step(f"{where.label}: preconditioning {format_size(pre_job.size)} of {where.target}")
+        pre = precondition_at(where, pre_job)
+        log.debug("precondition %s: %s", where.target, pre)
 
     def _values(self, step: Step) -> list[float]:
         return list(self.iops.get(step.group(), {}).values())

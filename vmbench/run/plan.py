@@ -8,12 +8,13 @@ VM configurations.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import Mapping, Sequence
 
-from ..fio.job import FioJob
+from ..fio.job import PRECONDITION_BS, FioJob, to_precondition
 from ..results.key import MeasurementKey
 from ..scenario.load import LoadMember, LoadStep, Role
-from ..scenario.model import Cell, Scenario, Stack, VmConfig, layer_path
+from ..scenario.model import MiB, Cell, Scenario, Stack, VmConfig, layer_path
+from ..units import format_duration, format_size
 
 
 @dataclass(frozen=True)
@@ -357,8 +358,7 @@ def estimate(plan: Plan, accelerator: str) -> Estimate:
         d = job.duration
         return (UNKNOWN_JOB_SECONDS if d is None else d) + FIO_OVERHEAD[accel_]
 
-    def precondition(job: FioJob, accel_: str) -> float:
-        return job.size / 1e6 / PRECONDITION_MB_S[accel_]
+    pre_job = to_precondition(s.jobs)  # every target runs every job here
 
     policy = s.repeat_policy
     assert policy is not None
@@ -366,23 +366,61 @@ def estimate(plan: Plan, accelerator: str) -> Estimate:
     if s.load is not None:
         return _load_estimate(plan, accel)
     references = len(plan.host_references())
-    biggest = max(s.jobs, key=lambda j: j.size)  # each measured layer is preconditioned once
     targets = 0
-    layers = 0.0
-    for boot in () if s.host_only else plan.boots:
+    layers = guest_pre = 0.0
+    for boot in () if s.host_only else plan.boots:  # each measured layer is preconditioned once
         targets += len(boot_layers(boot))
+        guest_pre += len(boot_layers(boot)) * precondition_estimate(pre_job, boot.vm, accel)
         layers += LAYER_BUILD_SECONDS[accel] * sum(len(st.layers) for c in boot.cells for st in c.stacks)
 
     def guest(repeats: int) -> float:
-        return targets * (sum(job_seconds(j, accel) * repeats for j in s.jobs) + precondition(biggest, accel))
+        return targets * sum(job_seconds(j, accel) * repeats for j in s.jobs) + guest_pre
 
     def host(repeats: int) -> float:
-        return references * (sum(job_seconds(j, "kvm") * repeats for j in s.jobs) + precondition(biggest, "kvm"))
+        return references * (sum(job_seconds(j, "kvm") * repeats for j in s.jobs) + precondition_estimate(pre_job, None, "kvm"))
 
     cpus = {b.cpu_label for b in plan.boots}
     crypto = len(s.crypto_benchmark) * CRYPTO_BENCH_SECONDS[accel] * (len(cpus) + 1) if s.crypto_benchmark else 0.0
     return Estimate(accelerator=accel, boots=boots, guest_fio=guest(policy.min), host_fio=host(policy.min), layers=layers,
                     crypto=crypto, guest_fio_max=guest(policy.max), host_fio_max=host(policy.max))
+
+
+def precondition_estimate(job: FioJob | None, vm: VmConfig | None, accel: str) -> float:
+    """Seconds to precondition one target for ``job`` (None: nothing to precondition) on a VM
+    whose I/O limits may hold the writes back (None: the host)."""
+    if job is None:
+        return 0.0
+    rate = PRECONDITION_MB_S[accel] * 1e6
+    limit = vm.limits.write_rate(PRECONDITION_BS) if vm is not None else None
+    return job.size / (min(rate, limit) if limit else rate)
+
+
+def precondition_lines(plan: Plan) -> list[str]:
+    """What ``vmbench plan`` says of preconditioning: which targets are written before their
+    jobs and why, and how long a target takes where the VM's I/O limits hold the writes."""
+    s = plan.scenario
+    if s.load is None:
+        groups: list[tuple[str, Sequence[FioJob], list[VmConfig]]] = [("every target", s.jobs, [b.vm for b in plan.boots])]
+    else:
+        rounds = s.load.rounds(s.jobs)
+        by_name = {j.name: j for j in s.jobs}
+        units = plan.load_units()
+        groups = [(f"{role.value} VMs' targets", [by_name[r[role]] for r in rounds if role in r],
+                   [u.vm_of(m) for u in units for m in u.step.members if m.role is role])
+                  for role in Role if any(role in r for r in rounds)]
+    lines = []
+    for who, jobs, vms in groups:
+        job = to_precondition(jobs)
+        if job is None:
+            lines.append(f"{who}: not preconditioned (no job reads: {', '.join(sorted({j.name for j in jobs}))})")
+            continue
+        lines.append(f"{who}: {format_size(job.size)} written before the jobs (job {job.name} reads)")
+        for limits in sorted({vm.limits for vm in vms if vm.limits.write_rate(PRECONDITION_BS)}, key=repr):
+            vm = next(v for v in vms if v.limits == limits)
+            rate = limits.write_rate(PRECONDITION_BS) or 0.0
+            lines.append(f"  through the limits {', '.join(f'{k}={v:g}' for k, v in limits.given().items())}: "
+                         f"{rate / MiB:g} MiB/s, about {format_duration(precondition_estimate(job, vm, 'kvm'))} a target")
+    return lines
 
 
 def _load_estimate(plan: Plan, accel: str) -> Estimate:
@@ -399,13 +437,14 @@ def _load_estimate(plan: Plan, accel: str) -> Estimate:
         return max((by_name[j].duration or UNKNOWN_JOB_SECONDS) for j in rnd.values()) + s.load.tail_seconds + s.load.lead_seconds + FIO_OVERHEAD[accel_]  # type: ignore[union-attr]
 
     per_target = {a: sum(round_seconds(r, a) for r in rounds) * s.repeats for a in ("kvm", accel)}
-    biggest = max(s.jobs, key=lambda j: j.size)
+    pre_jobs = {role: to_precondition([by_name[r[role]] for r in rounds if role in r]) for role in Role}
     for unit in plan.load_units():
         n = unit.step.size
         boots += -(-n // par) * BOOT_SECONDS[accel] * max(1.0, n / 2 if accel == "tcg" else 1.0) + TEARDOWN_SECONDS
         targets = len(boot_layers(unit.boot))
-        guest += targets * (per_target[accel] + biggest.size / 1e6 / PRECONDITION_MB_S[accel] * n)
+        # the VMs precondition at once: the slowest sets the pace (all share the host's disk)
+        guest += targets * (per_target[accel] + sum(precondition_estimate(pre_jobs[m.role], unit.vm_of(m), accel) for m in unit.step.members))
         layers += LAYER_BUILD_SECONDS[accel] * sum(len(st.layers) for c in unit.boot.cells for st in c.stacks)
         if unit.has_host:
-            host += per_target["kvm"] + biggest.size / 1e6 / PRECONDITION_MB_S["kvm"] * n
+            host += per_target["kvm"] + sum(precondition_estimate(pre_jobs[m.role], None, "kvm") for m in unit.step.members)
     return Estimate(accelerator=accel, boots=boots, guest_fio=guest, host_fio=host, layers=layers, crypto=0.0)

@@ -19,6 +19,7 @@ from ..drivers import make_driver
 from ..drivers.base import Accelerator, Guest, HypervisorDriver, VmRequest, VmResources
 from .environment import host_differences, host_environment
 from ..errors import CommandError, GuestError, HypervisorError, Interrupted, PreflightError, VmbenchError
+from ..fio.job import PRECONDITION_BS
 from .evidence import effective_settings, guest_view, problems
 from ..guest.crypto import run_benchmarks
 from ..guest.disk import ScratchDisk, find_scratch
@@ -407,7 +408,8 @@ class Runner:
                       boot_id=boot_id, layer="raw", settings=cell.vm.settings(),
                       # the host is sampled too while the guest's fio runs: its CPU and, on ZFS, the pool
                       host_side=self.host, host_workdir=self.host_workdir, host_target=guest.resources.scratch_path,
-                      zfs_pool=self.scenario.storage.zfs_pool, cpu=self._cpu_cost(boot_id, guest, evidence.get("qemu_pid")))
+                      zfs_pool=self.scenario.storage.zfs_pool, cpu=self._cpu_cost(boot_id, guest, evidence.get("qemu_pid")),
+                      write_rate=cell.vm.limits.write_rate(PRECONDITION_BS), lift_limits=guest.limits_lifted)
         if raw_steps:
             self.step = f"measuring {cell.name}: raw disk"
             self.measurer.measure(where, raw_steps)

@@ -117,6 +117,13 @@ class IoLimits:
         """The bursts that are set (``iops_max``, ``mbps_rd_max``...)."""
         return tuple(n for n in LIMIT_BURSTS if self.get(n) is not None)
 
+    def write_rate(self, block: int) -> float | None:
+        """Bytes a second these limits let through for writes of ``block`` bytes, bursts left
+        aside (QEMU counts each request as one operation); None when no limit holds writes."""
+        rates = [float(limit_bytes(v)) for n in ("mbps", "mbps_wr") if (v := self.get(n)) is not None]
+        rates += [float(v * block) for n in ("iops", "iops_wr") if (v := self.get(n)) is not None]
+        return min(rates) if rates else None
+
 
 @dataclass(frozen=True)
 class VmConfig:

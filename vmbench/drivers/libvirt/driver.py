@@ -11,12 +11,13 @@ creates is named ``vmbench-<run tag>-...`` and the domains carry vmbench metadat
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import re
 import time
 import xml.etree.ElementTree as ET
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from ..base import Accelerator, Applied, HostChecks, Leftover, VmRequest, VmResources, create_host_reference, note_volume
 from ...storage.leftover import remove_work_leftover, work_leftovers
@@ -88,6 +89,32 @@ class LibvirtGuest:
         out["qemu_cmdline"] = self.driver.qemu_cmdline(self.name)
         out["qemu_pid"] = self.driver.qemu_pid(self.name)
         return applied_from_readings(out, self.resources.scratch_path, self.resources.scratch_serial)
+
+    @contextlib.contextmanager
+    def limits_lifted(self) -> Iterator[bool]:
+        """The scratch disk's ``<iotune>`` set to no limit live (virDomainSetBlockIoTune), then
+        put back as it was and read back (see :meth:`Guest.limits_lifted`)."""
+        live = libvirt.VIR_DOMAIN_AFFECT_LIVE
+        with hypervisor_errors(f"reading the I/O limits of {self.name}"):
+            dev = _scratch_target(self.dom.XMLDesc(0), self.resources.scratch_serial)
+            saved = self.dom.blockIoTune(dev, live) if dev else {}
+        held = {k: v for k, v in saved.items() if k != "group_name" and v}
+        if not held:
+            yield False
+            return
+        with hypervisor_errors(f"lifting the I/O limits of {self.name} for the precondition"):
+            self.dom.setBlockIoTune(dev, {k: 0 for k in saved if k != "group_name"}, live)
+        try:
+            yield True
+        finally:
+            with hypervisor_errors(f"putting back the I/O limits of {self.name} after the precondition"):
+                self.dom.setBlockIoTune(dev, {k: v for k, v in saved.items() if k != "group_name" or v}, live)
+                back = self.dom.blockIoTune(dev, live)
+            lost = {k: (v, back.get(k)) for k, v in held.items() if back.get(k) != v}
+            if lost:
+                raise HypervisorError(f"{self.name}: the scratch disk's I/O limits are not back after the precondition: "
+                                      + ", ".join(f"{k} {got} (set {want})" for k, (want, got) in lost.items()),
+                                      "the VM is removed; nothing was measured through the wrong limits")
 
 
 class LibvirtDriver:
@@ -483,6 +510,14 @@ def _destroy(dom: "libvirt.virDomain") -> None:
 def _undefine(dom: "libvirt.virDomain") -> None:
     if dom.isPersistent():
         dom.undefineFlags(0)
+
+
+def _scratch_target(live_xml: str, serial: str) -> str | None:
+    """The scratch disk's target device (``vdb``, ``sdb``) in the domain XML."""
+    for disk in ET.fromstring(live_xml).findall("./devices/disk"):
+        if disk.findtext("serial") == serial and (target := disk.find("target")) is not None:
+            return target.get("dev")
+    return None
 
 
 def _scratch_alias(live_xml: str, serial: str) -> str | None:

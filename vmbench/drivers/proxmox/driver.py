@@ -15,13 +15,14 @@ Everything it creates is named ``vmbench-<tag>-...`` and VMs are tagged ``vmbenc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ... import __version__
 from ...errors import GuestError, HypervisorError, PreflightError, VmbenchError
@@ -96,6 +97,11 @@ class PveGuest:
         if pid is not None and str(pid).isdigit():
             applied = replace(applied, qemu_pid=int(pid))
         return applied
+
+    @contextlib.contextmanager
+    def limits_lifted(self) -> Iterator[bool]:
+        """On Proxmox the disk's limits stay on (a precondition's deadline follows them)."""
+        yield False
 
 
 class ProxmoxDriver(Preflight, Removal):
