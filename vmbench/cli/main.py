@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 import time
 import traceback
@@ -479,6 +480,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print("interrupted", file=sys.stderr)
         return Interrupted.exit_code
+    except BrokenPipeError:  # `vmbench plan ... | head`: the reader is gone, as with any Unix tool
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        return 128 + signal.SIGPIPE
     except OSError as exc:  # a file or directory vmbench needs: say which, not a traceback
         if args.debug:
             traceback.print_exc()
@@ -487,6 +491,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, PermissionError):
             print("hint: vmbench needs root for qemu:///system, its state in /var/lib/vmbench and host fio on pool files", file=sys.stderr)
         return 1
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+
