@@ -333,3 +333,15 @@ def test_a_host_whose_counters_lost_ticks_has_no_rest():
     short = {"host": {"rest_s": -6.8, "rest_us_per_io": -759.0}}
     assert rest_undercounted(short) and not rest_undercounted({"host": {"rest_s": -0.01}})
     assert not rest_undercounted({"host": {"rest_s": 2.3}}) and not rest_undercounted({})
+
+
+def test_a_cost_with_the_idle_share_taken_off_never_prints_negative():
+    """Issue 26: "other+exited -0.49 µs/IO" (a class that did almost nothing, less the idle
+    VM's share) is a cost, never negative: shown as 0."""
+    from vmbench.report.cpurows import SOURCE, repeat_figures
+
+    m = {"qemu_cpu": {"kind": SOURCE, "ios": 100, "process": {"us_per_io": 6.0},
+                      "classes": {"vcpu": {"us_per_io": 5.0}, "main": {"us_per_io": -0.2},
+                                  "other": {"us_per_io": -0.7}, "exited": {"us_per_io": 0.21}}}}
+    got = repeat_figures(m)
+    assert (got["vcpu"], got["main"], got["other"], got["qemu"]) == (5.0, 0.0, 0.0, 6.0)

@@ -135,6 +135,13 @@ def _sum(*values: float | None) -> float | None:
     return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
 
+def _cost(v: float | None) -> float | None:
+    """A thread class's CPU per I/O with the idle VM's share taken off: a class that did
+    almost nothing can dip under zero by the idle measurement's noise; a cost is never
+    negative, so it is shown as 0."""
+    return None if v is None else max(0.0, v)
+
+
 def fio_cpu_us_per_io(fio: Any) -> float | None:
     """fio's own CPU per I/O in µs, from its json output: per job (each clone; a load run's tail
     left out) usr_cpu + sys_cpu (% of one CPU over job_runtime, ms), over every direction's
@@ -195,8 +202,8 @@ def repeat_figures(m: Mapping) -> dict[str, float | None]:
     def cls(name: str) -> float | None:
         return _num((classes.get(name) or {}).get("us_per_io"))
 
-    out.update({c: cls(c) for c in CLASSES[:-1]})
-    out["other"] = _sum(cls("other"), cls("exited"))
+    out.update({c: _cost(cls(c)) for c in CLASSES[:-1]})
+    out["other"] = _cost(_sum(cls("other"), cls("exited")))
     out["qemu"] = _num((d.get("process") or {}).get("us_per_io"))
     out["host_rest"] = None if rest_undercounted(d) else _num((d.get("host") or {}).get("rest_us_per_io"))
     out["zfs"] = _num(((d.get("host") or {}).get("zfs") or {}).get("us_per_io"))
