@@ -210,7 +210,10 @@ def _cached_accelerator(scenario) -> str | None:
     if scenario.hypervisor.accel.value != "auto":
         return scenario.hypervisor.accel.value
     # the probe cache is on this machine: no need to reach the host for it
-    return make_driver(scenario.hypervisor, scenario.storage, host=LocalTransport()).cached_accelerator()
+    try:
+        return make_driver(scenario.hypervisor, scenario.storage, host=LocalTransport()).cached_accelerator()
+    except VmbenchError:  # e.g. no libvirt binding here: a plan needs none
+        return None
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from ...errors import GuestError, HypervisorError, PreflightError
 
 log = logging.getLogger(__name__)
 
-try:  # libvirt-python is a dependency; keep import errors readable
+try:  # the `libvirt` extra (libvirt-python): a Proxmox-only install has no libvirt
     import libvirt
     import libvirt_qemu
 except ImportError:  # pragma: no cover - exercised only on broken installs
@@ -23,10 +23,17 @@ def _quiet(_ctx: Any, _err: Any) -> None:
     """libvirt prints every error to stderr by default; we report them ourselves."""
 
 
+def require_binding(uri: str) -> None:
+    """A libvirt scenario needs libvirt-python (the ``libvirt`` extra): say so before anything."""
+    if libvirt is None:
+        raise PreflightError(f"the libvirt Python binding is not installed, and {uri} is a libvirt URI",
+                             "install vmbench with its libvirt extra: pip install 'vmbench[libvirt]' (it compiles against "
+                             "libvirt-dev; on Debian, python3-libvirt is the same binding), or run `make demo`")
+
+
 def open_connection(uri: str, *, shown_as: str | None = None, host: str = "localhost") -> "libvirt.virConnect":
     """Open ``uri`` (``shown_as`` is the URI the user wrote, for messages)."""
-    if libvirt is None:
-        raise PreflightError("the libvirt Python binding is not installed", "run `make demo` or `pip install libvirt-python`")
+    require_binding(shown_as or uri)
     libvirt.registerErrorHandler(_quiet, None)
     try:
         return libvirt.open(uri)

@@ -35,7 +35,7 @@ from ...transport.agent import GuestAgentTransport
 from ...transport.base import HostTransport
 from .accel import KvmProbe, cached_answer, choose_accelerator
 from .bridge import LibvirtBridge
-from .connection import agent_command, hypervisor_errors, libvirt, monitor_command, open_connection
+from .connection import agent_command, hypervisor_errors, libvirt, monitor_command, open_connection, require_binding
 from .evidence import applied_from_readings
 from .storage import DirPoolStorage
 from .xml import NS, DomainSpec, domain_xml
@@ -123,6 +123,7 @@ class LibvirtDriver:
 
     def __init__(self, hv: Hypervisor, storage: Storage, *, host: HostTransport, state: StatePaths, paths: HostPaths,
                  scratch_storage: VolumeStorage | None = None) -> None:
+        require_binding(hv.uri)
         self.hv = hv
         self.uri = hv.uri
         self.host = host
