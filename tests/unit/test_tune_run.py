@@ -383,3 +383,19 @@ def test_vmbench_run_refuses_a_tune_scenario_before_anything(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "is a tune (it has a tune: section)" in err and "vmbench tune" in err
     assert not db.exists()
+
+
+def test_a_tune_report_opens_with_what_it_changed(env):
+    """Issue 26: the tune's report opens with its answer, its figures those of the journey."""
+    from vmbench.report.summary import summary_lines
+
+    rounds = Rounds(env)
+    t = tuner(env, rounds)
+    head, tables = tune_tables(t.run(**start(t)))
+    lines = summary_lines(head, tables)
+    assert len(lines) == 1 and lines[0].startswith(
+        "The tune changed iothread off -> on, aio threads -> io_uring: round 1 kept iothread=on (+20.0% [+16.0, +24.0] faster); "
+        "round 2 kept aio=io_uring (")
+    body = render(tables, Format.TABLE, head)
+    assert "+20.0% [+16.0, +24.0] faster" in body
+    assert render(tables, Format.TABLE, head, lines).startswith("Summary\n=======\nThe tune changed iothread off -> on")

@@ -220,6 +220,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..advice.table import report_with_advice
     from ..report.load import load_run
     from ..report.render import Format, render
+    from ..report.summary import summary_lines
     from ..results.db import ResultsDB
     from ..run.runner import Runner
     from ..scenario import load_scenario, parse_scenario
@@ -257,7 +258,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         progress.warn(f"{len(outcome.invalid_cells)} cell(s) not measured because a setting did not take effect: {', '.join(outcome.invalid_cells)}")
     if args.report:
         header, tables = report_with_advice(load_run(db, outcome.run_id))
-        sys.stdout.write(render(tables, Format.TABLE, header))
+        sys.stdout.write(render(tables, Format.TABLE, header, summary_lines(header, tables)))
     return 0 if not outcome.invalid_cells else 6
 
 
@@ -278,6 +279,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ..advice.table import report_with_advice
     from ..report.load import load_run
     from ..report.render import Format, render
+    from ..report.summary import summary_lines
     from ..results.db import ResultsDB
 
     if args.format == "html":
@@ -298,7 +300,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     db = ResultsDB(args.db, create=False)
     _say_migrated(db, ConsoleProgress())
     header, tables = report_with_advice(load_run(db, args.run))
-    text = render(tables, fmt, header)
+    text = render(tables, fmt, header, summary_lines(header, tables))
     if args.output:
         Path(args.output).write_text(text)
         print(f"wrote {args.output}")

@@ -154,6 +154,7 @@ def _accel_of_rounds(db, tune_id: str) -> str:
 def render_tune(tune: "Tune", fmt) -> str:
     """The journey, the final settings and the snippets that apply them."""
     from ..report.render import render
+    from ..report.summary import summary_lines
     from ..tune.engine import current_vm
     from ..tune.report import tune_tables
 
@@ -166,7 +167,7 @@ def render_tune(tune: "Tune", fmt) -> str:
         vmid = current.ident if current is not None and current.kind == "proxmox" else "VMID"
         snips = tuple(snippets(changed, current, vmid=vmid))
     head, tables = tune_tables(tune, snips)
-    return render(tables, fmt, head)
+    return render(tables, fmt, head, summary_lines(head, tables))
 
 
 # ---- vmbench plan TUNE-SCENARIO ---------------------------------------------------------------

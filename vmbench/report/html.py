@@ -28,6 +28,7 @@ from markupsafe import Markup
 from .build import build_report
 from .load import RunData
 from .sections import plot_sections
+from .summary import summary_lines
 from .tables import Table
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -102,7 +103,8 @@ def render_page(data: RunData, header: dict, tables: Sequence[Table]) -> str:
                         ("Plan", json.dumps(run.plan, indent=2, sort_keys=True, default=str)),
                         ("Scenario file as run", data.scenario_text))
     return _jinja().get_template("page.html.j2").render(
-        title=title, header=header, tables=[table_view(t) for t in tables], sections=plot_sections(data, tables),
+        title=title, summary=summary_lines(header, tables), header=header, tables=[table_view(t) for t in tables],
+        sections=plot_sections(data, tables),
         flags=flags(data, header, tables), environment=environment_text)
 
 

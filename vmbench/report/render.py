@@ -9,7 +9,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Sequence
+import textwrap
+from typing import Any, Sequence
 
 from tabulate import tabulate
 
@@ -24,15 +25,26 @@ class Format(Choice):
     JSON = "json"
 
 
-def render(tables: Sequence[Table], fmt: Format, header: dict | None = None) -> str:
+#: the width the text summary is wrapped to (a 120-column terminal)
+WIDTH = 120
+
+
+def render(tables: Sequence[Table], fmt: Format, header: dict | None = None, summary: Sequence[str] = ()) -> str:
+    """The report; ``summary`` (:func:`~vmbench.report.summary.summary_lines`) opens it."""
     if fmt is Format.JSON:
-        doc = {"run": header or {}, "tables": [{"name": t.name, "title": t.title, "records": t.records, "notes": t.notes,
-                                               "facts": t.facts, "missing": t.missing} for t in tables]}
+        doc: dict[str, Any] = {"summary": list(summary)} if summary else {}
+        doc.update({"run": header or {}, "tables": [{"name": t.name, "title": t.title, "records": t.records, "notes": t.notes,
+                                                     "facts": t.facts, "missing": t.missing} for t in tables]})
         return json.dumps(doc, indent=2, default=str) + "\n"
     if fmt is Format.CSV:
         return _csv(tables)
     tablefmt = "github" if fmt is Format.MARKDOWN else "simple"
     parts = []
+    if summary:
+        if fmt is Format.MARKDOWN:
+            parts.append("## Summary\n\n" + "\n".join(f"- {line}" for line in summary))
+        else:
+            parts.append("Summary\n=======\n" + "\n".join(textwrap.fill(line, WIDTH, subsequent_indent="  ") for line in summary))
     if header:
         if fmt is Format.MARKDOWN:
             parts.append("\n".join(f"- **{k}**: {v}" for k, v in header.items()))

@@ -1,0 +1,172 @@
+"""The answer first: a few sentences that open every report, read off the report's own tables.
+
+:func:`summary_lines` is pure: the header and the tables a report prints (with the advice
+section) in, at most :data:`MAX_LINES` sentences out.  Every figure in them is the text of a
+cell of a table below (:meth:`Column.text` of the same record), never arithmetic of its own, so
+the summary and the tables cannot disagree:
+
+* the host-vs-guest gap per job on the baseline's raw disk, with its verdict (one VM), or the
+  scaling knee (many VMs), or what each phase did to the victim (noisy neighbour), or the best
+  storage variant (host only);
+* the setting or layer that changed a job most;
+* the targets met or missed;
+* the recommendation, or what would give one;
+* the flags that change how to read it (TCG, figures from a cache, CPU-bound).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from .stats import FEWER, MIN_REPEATS
+from .tables import Table
+
+MAX_LINES = 6
+
+
+#: what a delta without a verdict says in its cell; said once, in its own sentence
+NO_VERDICT = f" (no verdict: {FEWER})"
+FEWER_SENTENCE = f"No verdicts yet: {FEWER}; `repeats: {MIN_REPEATS}` in the scenario would give them."
+
+
+def summary_lines(header: Mapping[str, str], tables: Sequence[Table]) -> list[str]:
+    """The summary of a report whose header and tables are given (see the module doc)."""
+    by = {t.name: t for t in tables}
+    answer = [*_gaps(by.get("gaps")), *_scaling(by.get("load-scaling")), *_neighbours(by.get("load-neighbours")),
+              *_host_only(by.get("host-only")), *_tune(by.get("tune-journey"), by.get("tune-settings"))]
+    lines = [*answer[:3], *_biggest_change(by.get("gaps"), by.get("layers")), *_targets(by.get("targets"))]
+    advice = _advice(by.get("advice"), by.get("advice-next"))
+    if any(NO_VERDICT in line for line in lines):
+        lines = [line.replace(NO_VERDICT, "") for line in lines]
+        advice = [FEWER_SENTENCE]
+    flags = _flags(header, tables)
+    return lines[:MAX_LINES - len(advice) - len(flags)] + advice + flags
+
+
+def _text(t: Table, key: str, record: Mapping) -> str:
+    """What the table shows in column ``key`` of ``record``."""
+    col = next(c for c in t.columns if c.key == key)
+    text = getattr(col, "text", None)  # an older table model's columns have only fmt
+    return text(dict(record)) if text is not None else str(col.fmt(record.get(key)))
+
+
+def _has(t: Table, key: str) -> bool:
+    return any(c.key == key for c in t.columns)
+
+
+def _gaps(t: Table | None) -> list[str]:
+    if t is None or not _has(t, "gap"):
+        return []
+    guests = [r for r in t.records if r.get("side") == "guest" and r.get("layer") == "raw"]
+    if not guests:
+        return []
+    baseline = guests[0].get("cell")
+    parts = [f"{r['job']} {_text(t, 'gap', r)}" for r in guests if r.get("cell") == baseline]
+    where = f", cell {baseline}" if baseline and len({r.get('cell') for r in guests}) > 1 else ""
+    header = next(c.header for c in t.columns if c.key == "gap")
+    return [f"Host vs guest on the raw disk{where}, {header}: " + "; ".join(parts) + "."]
+
+
+def _biggest_change(gaps: Table | None, layers: Table | None) -> list[str]:
+    """The cell (vs the baseline) and the layer (vs the one below) that changed a job most."""
+    out = []
+    if gaps is not None and _has(gaps, "vs_baseline"):
+        moved = [r for r in gaps.records if isinstance(r.get("vs_baseline"), (int, float))]
+        if moved:
+            r = max(moved, key=lambda r: abs(r["vs_baseline"]))
+            out.append(f"Biggest change from the baseline: {r['cell']}, {r['job']} {_text(gaps, 'vs_baseline', r)}.")
+    if layers is not None and _has(layers, "vs_below"):
+        costs = [r for r in layers.records if isinstance(r.get("vs_below"), (int, float)) and r.get("layer") not in ("host", "raw")]
+        if costs:
+            r = min(costs, key=lambda r: r["vs_below"])
+            stack = f"stack {r['stack']}, " if r.get("stack") else ""
+            out.append(f"Costliest layer: {r['layer']} ({stack}{r['job']}{', cell ' + r['cell'] if r.get('cell') else ''}): "
+                       f"{_text(layers, 'vs_below', r)} vs the layer below.")
+    return out
+
+
+def _scaling(t: Table | None) -> list[str]:
+    if t is None or not t.records:
+        return []
+    out = []
+    for job in dict.fromkeys(r["job"] for r in t.records):
+        rows = [r for r in t.records if r["job"] == job and r.get("layer") == "raw"] or [r for r in t.records if r["job"] == job]
+        knee = next((r for r in rows if r.get("knee")), None)
+        last = rows[-1]
+        if knee is not None:
+            out.append(f"{job}: the knee is at {knee['vms']} VMs ({_text(t, 'iops', knee)} IOPS in all, "
+                       f"p99 {_text(t, 'p99_ms', knee)} ms): past it more VMs add latency, not throughput.")
+        else:
+            out.append(f"{job}: no knee up to {last['vms']} VMs ({_text(t, 'iops', last)} IOPS in all, p99 {_text(t, 'p99_ms', last)} ms).")
+    return out
+
+
+def _neighbours(t: Table | None) -> list[str]:
+    if t is None:
+        return []
+    out = []
+    for r in t.records:
+        if r.get("reference") or not r.get("sentence"):
+            continue
+        out.append(f"{r['phase']}: {r['sentence']} (victim p99 {_text(t, 'p99_ms', r)} ms, {_text(t, 'p99_change', r)} vs alone).")
+    return out
+
+
+def _host_only(t: Table | None) -> list[str]:
+    if t is None or not t.records:
+        return []
+    out = []
+    for job in dict.fromkeys(r["job"] for r in t.records):
+        rows = [r for r in t.records if r["job"] == job and isinstance(r.get("iops"), (int, float))]
+        if len(rows) > 1:
+            best = max(rows, key=lambda r: r["iops"])
+            change = f", {_text(t, 'vs_baseline', best)} vs the first" if best is not rows[0] else " (the first variant)"
+            out.append(f"{job}: fastest storage variant {best['storage'] or best['cell']}: {_text(t, 'iops', best)} IOPS{change}.")
+    return out
+
+
+def _tune(journey: Table | None, settings: Table | None) -> list[str]:
+    if journey is None or settings is None:
+        return []
+    changed = [f"{r['setting']} {_text(settings, 'start', r)} -> {_text(settings, 'final', r)}"
+               for r in settings.records if r.get("changed")]
+    kept = [f"round {r['round']} kept {r['kept']} ({_text(journey, 'effect', r)})" for r in journey.records
+            if r.get("kept") and not str(r["kept"]).startswith(("nothing", "(unfinished"))]
+    if not changed:
+        return [f"The tune kept the start: nothing it tried in {len(journey.records)} round(s) improved the goal significantly."]
+    return [f"The tune changed {', '.join(changed)}: " + "; ".join(kept) + "."]
+
+
+def _targets(t: Table | None) -> list[str]:
+    if t is None or not t.records:
+        return []
+    counts = {k: sum(1 for r in t.records if r.get("result") == k) for k in ("PASS", "FAIL", "NOT MEASURED")}
+    failed = [f"{r['target']} ({r['job']})" for r in t.records if r.get("result") == "FAIL"]
+    said = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+    return [f"Targets: {said}" + (f"; missed: {'; '.join(failed[:2])}" + (" ..." if len(failed) > 2 else "") if failed else "") + "."]
+
+
+def _advice(advice: Table | None, following: Table | None) -> list[str]:
+    if advice is None:
+        return []
+    top = next((r for r in advice.records if r.get("status") == "recommended"), None)
+    if top is not None:
+        return [f"Recommended for {top['goal']}: {top['change']}, {top['delta_text']}."]
+    if any(FEWER in str(r.get("status")) for r in advice.records):
+        return [FEWER_SENTENCE]
+    why = next((r["text"] for r in (following.records if following else []) if r.get("what") == "recommendation"), None)
+    return [f"Nothing recommended: {why.removeprefix('none: ')}."] if why else []
+
+
+def _flags(header: Mapping[str, str], tables: Sequence[Table]) -> list[str]:
+    flags = []
+    if "tcg" in str(header.get("accelerator", "")):
+        flags.append("guests ran under TCG (no KVM): slow and noisy, not KVM figures")
+    notes = " ".join(str(r.get("note") or "") for t in tables for r in t.records)
+    if "cached?" in notes:
+        flags.append("some figures may come from a cache (note column)")
+    if "CPU-bound?" in notes:
+        flags.append("some runs were CPU-bound (note column)")
+    if header.get("warning"):
+        flags.append(str(header["warning"]))
+    return [("Read with care: " + "; ".join(flags) + ".")] if flags else []
