@@ -72,3 +72,30 @@ def test_read_file_in_chunks_and_write_file():
     assert agent.calls[-5]["arguments"]["arg"] == ["-m", "644", "/dev/null", "/run/vmbench/job.fio"]
     t.write_file("/proc/sys/vm/drop_caches", b"3\n", mode=None)
     assert not any(c.get("arguments", {}).get("arg", [None])[-1] == "/proc/sys/vm/drop_caches" for c in agent.calls if c["execute"] == "guest-exec")
+
+
+def test_commands_from_many_threads_reach_the_agent_one_at_a_time():
+    """libvirt lets one agent command through at a time and fails a caller that waited 30 s;
+    the transport queues its own threads instead."""
+    import threading
+    import time as _time
+
+    inside, most = [0], [0]
+    lock = threading.Lock()
+
+    def channel(command, timeout):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        _time.sleep(0.002)
+        with lock:
+            inside[0] -= 1
+        return {"pid": 1} if command["execute"] == "guest-exec" else {"exited": True, "exitcode": 0}
+
+    t = GuestAgentTransport("guest", channel, sleep=lambda s: None)
+    workers = [threading.Thread(target=lambda: [t.run(["true"]) for _ in range(5)]) for _ in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(30)
+    assert most[0] == 1 and not any(w.is_alive() for w in workers)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import threading
 import time
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
@@ -29,6 +30,21 @@ class AgentChannel(Protocol):
         ...
 
 
+class OneAtATime:
+    """An agent channel that sends one command at a time, whichever thread asks.  The agent
+    answers one command at a time anyway; libvirt makes a second caller wait for the first
+    (its agent job) and gives up after 30 s, which many threads on one guest reach.  Each
+    command is bounded by its own timeout, so a waiting thread waits at most for the others'."""
+
+    def __init__(self, channel: AgentChannel) -> None:
+        self._channel = channel
+        self._lock = threading.Lock()
+
+    def __call__(self, command: dict[str, Any], timeout: float) -> Any:
+        with self._lock:
+            return self._channel(command, timeout)
+
+
 class GuestAgentTransport:
     def __init__(
         self,
@@ -40,7 +56,7 @@ class GuestAgentTransport:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.name = name
-        self.channel = channel
+        self.channel: AgentChannel = channel if isinstance(channel, OneAtATime) else OneAtATime(channel)
         self.poll_interval = poll_interval
         self.clock = clock
         self.sleep = sleep
