@@ -113,12 +113,12 @@ def test_html_report_opens_offline_with_every_section_and_plot(machine, tmp_path
 
     # and painted: the screenshot is not blank and has the plots' colours
     shot = tmp_path / "report.png"
-    shot_run = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,4000", "--hide-scrollbars", report.as_uri())
+    shot_run = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,6000", "--hide-scrollbars", report.as_uri())
     assert shot_run.returncode == 0 and shot.exists(), shot_run.stderr[-3000:]
     from PIL import Image  # matplotlib's own dependency
 
     img = Image.open(shot).convert("RGB")
-    assert img.size == (1400, 4000)
+    assert img.size == (1400, 6000)  # the summary, the header and the tables come first
     colours = img.getcolors(maxcolors=1 << 20) or []
     assert len(colours) > 50  # text, tables and plots, not an empty page
     near = lambda c, ref: all(abs(a - b) <= 12 for a, b in zip(c, ref))  # noqa: E731
