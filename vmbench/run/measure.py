@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, ContextManager, Sequence
 
-from ..fio.job import PRECONDITION_BS, FioJob, job_hash, to_precondition
+from ..fio.job import FioJob, job_hash, to_precondition
 from ..fio.runner import FioRun, precondition, run_fio
 from .cpucost import IDLE_SECONDS, CpuCost
 from .plan import Step, Stored
