@@ -70,7 +70,9 @@ def test_run_report_and_nothing_left(machine, shared_run):
         assert g["p50_ms"] <= g["p99_ms"] <= g["p999_ms"]
     text = vmbench("report", "--db", str(db_path))
     assert "gap (host/guest)" in text.stdout and "4k-randwrite" in text.stdout
-    assert "Advice for run" in text.stdout and "is my number good?" in text.stdout  # every report ends with the advice
+    assert "Advice: where the run stands" in text.stdout and "is my number good?" in text.stdout  # every report ends with the advice
+    assert "Advice for run" not in text.stdout  # one cell: no change to rank, so no empty table of changes
+    assert max(len(line) for line in text.stdout.splitlines()) <= 120 and "not shown, to fit 120 columns" in text.stdout
 
     # advise: one cell, one repeat: nothing to rank; where it stands against the host, what to try next
     adv = vmbench("advise", "latest", "--db", str(db_path), "--format", "json")
@@ -118,7 +120,7 @@ def test_device_and_cpu_telemetry_on_host_and_guest(machine, shared_run):
     assert rep.returncode == 0, rep.stderr
     records = [rec for rec in json.loads(rep.stdout)["tables"][0]["records"] if rec["job"] in ("1m-write", "1m-read")]
     assert len(records) == 4 and all(rec.get("dev_write_mb_s") is not None and rec.get("cpu_pct") is not None for rec in records), records
-    text = vmbench("report", "latest", "--db", str(db_path))
+    text = vmbench("report", "latest", "--db", str(db_path), "--section", "gaps")  # the table whole
     assert "dev MB/s r/w" in text.stdout and "CPU %" in text.stdout, text.stdout
 
     assert run_tag_resources(machine, r.tag) == []

@@ -277,7 +277,7 @@ def test_every_report_has_the_advice_section(db):
     assert first["status"] == "recommended" and first["change"] == "iothread: off -> on"
     assert first["figures"] == "1,000 -> 1,200 IOPS" and first["delta_text"].startswith("+20.0% [")
     assert advice.facts["accelerator"] == "kvm"
-    text = render(tables, Format.TABLE, header)
+    text = render(tables, Format.TABLE, header, wide=True)
     assert "Advice for run" in text and "improves, but risky: not allowed (--allow cache-unsafe)" in text
     assert "cache-unsafe: cache=unsafe ignores the guest's flushes" in text
     doc = json.loads(render(tables, Format.JSON, header))

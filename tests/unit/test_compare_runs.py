@@ -55,7 +55,7 @@ def test_same_rows_side_by_side_with_delta_interval_and_verdict():
     assert guest["B_vs_baseline"] == pytest.approx(9100 / 8000 - 1)
     assert guest["B_vs_baseline_low"] == pytest.approx(9000 / 8200 - 1) and guest["B_vs_baseline_high"] == pytest.approx(9400 / 7900 - 1)
     assert guest["B_vs_baseline_verdict"] == "faster" and host["B_vs_baseline_verdict"] == "within noise"
-    text = render([table], Format.TABLE)
+    text = render([table], Format.TABLE, wide=True)
     assert "B vs A" in text and "+13.7% [+9.8, +19.0] faster" in text and "IOPS A" in text and "p99 ms B" in text
     assert table.facts["hosts"].endswith("every run on this host") and table.facts["repeats"] == "A fixed 3 repeats, B fixed 3 repeats"
 
@@ -74,7 +74,7 @@ def test_baseline_with_several_runs():
     d = (run(4), runset([40000.0], [8000.0]), CELLS)
     (table,), _ = compare_runs([a, d], 0)
     assert table.records[1]["B_vs_baseline"] == 0.0 and table.records[1]["B_vs_baseline_why"] == "fewer than 3 repeats"
-    assert "+0.0% (no verdict: fewer than 3 repeats)" in render([table], Format.TABLE)
+    assert "+0.0% (no verdict: fewer than 3 repeats)" in render([table], Format.TABLE, wide=True)
 
 
 def test_different_fio_parameters_are_refused_with_the_difference_named():
@@ -158,7 +158,7 @@ def _modify(path, *, iodepth: int | None = None, kernel: str | None = None) -> N
 
 
 def test_v1_run_compared_with_itself(v1, capsys):
-    assert compare("1", "latest", "--db", str(v1)) == 0
+    assert compare("1", "latest", "--db", str(v1), "--wide") == 0
     captured = capsys.readouterr()
     assert "migrated" in captured.err and "Refused" not in captured.out
     assert "Runs compared: A = run 1, B = run 1 (baseline A)" in captured.out
@@ -175,7 +175,7 @@ def test_v1_against_a_modified_copy_across_schema_versions(v1, tmp_path, capsys)
     shutil.copyfile(v1, other)
     ResultsDB(v1).close()  # a.db is now schema v2; b.db stays v1 until the command opens it
     _modify(other, iodepth=8)
-    assert compare(f"{v1}:1", f"{other}:latest", "--db", str(tmp_path / "unused.db")) == 0
+    assert compare(f"{v1}:1", f"{other}:latest", "--db", str(tmp_path / "unused.db"), "--wide") == 0
     out = capsys.readouterr().out
     table, refused = out.split("Refused (not compared)\n======================\n")
     assert "4k-randwrite  guest   baseline" in table and "B refused (see below)" in table

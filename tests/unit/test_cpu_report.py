@@ -147,7 +147,7 @@ def test_medians_fio_reference_and_the_delta_with_its_verdict(db):
     assert io["deltas"]["main"]["verdict"] == "cheaper"
     assert "iothread: +4.5 µs/IO [+4.0, +5.0], costlier" in io["changes"]
     assert "main loop: -10.0 µs/IO [-11.0, -9.0], cheaper" in io["changes"] and "vCPU" not in io["changes"]
-    text = render([t], Format.TABLE)
+    text = render([t], Format.TABLE, wide=True)
     assert "-7.5 µs/IO [-8.0, -5.5], cheaper" in text
     header = text.splitlines()[2]
     for col in ("vCPU µs/IO", "iothread µs/IO", "main loop µs/IO", "workers µs/IO", "other+exited µs/IO", "QEMU total µs/IO",
@@ -185,7 +185,7 @@ def test_fewer_repeats_have_no_verdict_and_say_so(db):
     t = table(db)[0][1]
     io = t.records[1]
     assert io["vs_baseline_verdict"] is None and io["vs_baseline_why"] == "fewer than 3 repeats"
-    assert "(no verdict: fewer than 3 repeats)" in render([t], Format.TABLE)
+    assert "(no verdict: fewer than 3 repeats)" in render([t], Format.TABLE, wide=True)
     assert any("Differences carry no verdict where a side has fewer than 3 repeats" in n and "as few as 2" in n for n in t.notes)
 
 
@@ -289,7 +289,7 @@ def test_perf_cycles_per_io_where_counted_and_why_not_where_not(db):
     new_run(db, {"baseline": counted})
     t = table(db)[0][1]
     assert t.records[0]["cycles_per_io"] == pytest.approx((3_312_000_000 - 12e6) / IOS) == 275_000.0
-    assert "QEMU cycles/IO" in [c.header for c in t.columns] and "275,000" in render([t], Format.TABLE)
+    assert "QEMU cycles/IO" in [c.header for c in t.columns] and "275,000" in render([t], Format.TABLE, wide=True)
     assert ("QEMU cycles/IO = perf stat cycles of the QEMU process over the job's ramp + runtime, the idle VM's cycles "
             "taken off, per I/O.") in t.notes
     # this machine: perf is there, the VM it is has no PMU: no column, the note says why
@@ -298,7 +298,7 @@ def test_perf_cycles_per_io_where_counted_and_why_not_where_not(db):
     t = table(db)[0][1]
     assert t.records[0]["cycles_per_io"] is None and "QEMU cycles/IO" not in [c.header for c in t.columns]
     assert f"QEMU cycles/IO: not measured: {why}." in t.notes
-    assert f"QEMU cycles/IO: not measured: {why}." in render([t], Format.TABLE)
+    assert f"QEMU cycles/IO: not measured: {why}." in render([t], Format.TABLE, wide=True)
 
 
 def test_the_zfs_threads_part_of_the_host_rest(db):
@@ -311,7 +311,7 @@ def test_the_zfs_threads_part_of_the_host_rest(db):
     base, io = t.records
     assert base["zfs_us"] == pytest.approx(2.5) and io["zfs_us"] == pytest.approx(4.5)
     assert io["deltas"]["zfs"]["value"] == pytest.approx(2.0) and io["deltas"]["zfs"]["verdict"] == "costlier"
-    header = render([t], Format.TABLE).splitlines()[2]
+    header = render([t], Format.TABLE, wide=True).splitlines()[2]
     assert "ZFS threads µs/IO" in header and header.index("host rest µs/IO") < header.index("ZFS threads µs/IO")
     assert any(n.startswith("ZFS threads = the part of host rest spent in the host's ZFS kernel threads") for n in t.notes)
     assert "ZFS threads: +2.0 µs/IO [+1.0, +3.0], costlier" in io["changes"]

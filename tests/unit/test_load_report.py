@@ -139,7 +139,7 @@ def test_scaling_aggregates_merged_percentiles_fairness_and_knee(scaling):
     assert "VM 2 repeat 2: window not covered by VM 0's load" in recs[2]["excluded"] and "repeat 2 not in the aggregate" in recs[2]["excluded"]
     # targets: min_iops on the slowest VM
     assert [r["target"] for r in recs] == ["PASS", "PASS", "PASS"]
-    text = render(tables, Format.TABLE)
+    text = render(tables, Format.TABLE, wide=True)
     assert "knee = the first step k > 1 whose aggregate IOPS gained less than 0.25" in text
     assert "merged bin by bin (never averaged)" in text and "guests ran under kvm" in text
     vms = [r for r in tables[1].records if r["step"] == "3 VMs"]
@@ -244,7 +244,7 @@ def test_neighbours_change_verdict_limits_targets_and_recovery(neighbours):
     assert [c["ratio"] for c in limited["limit_checks"]] == [0.99, 0.95] and busy["limits"] == ""
     assert limited["overrides"] == "iops_wr=200"
     assert (alone["target"], busy["target"], limited["target"]) == ("PASS", "FAIL (p99 6.00 ms > 2)", "PASS")
-    text = render(tables, Format.TABLE)
+    text = render(tables, Format.TABLE, wide=True)
     assert "+423.8% [+354.5, +500.0] higher" in text and "The victim's p99 recovered under limited." in text
     assert "The victim's p99 held in a phase when the interval" in text
     doc = json.loads(render(tables, Format.JSON, header))

@@ -94,7 +94,7 @@ def test_p99_judged_job_gets_a_latency_verdict_with_an_interval(db):
     base = rec[("4k-at-500", "baseline")]
     assert base["gap"] == pytest.approx(1.00 / 0.20) and base["gap_verdict"] == "gap"
     assert base["gap_low"] == pytest.approx(0.95 / 0.21) and base["gap_high"] == pytest.approx(1.10 / 0.19)
-    text = render([t], Format.TABLE)
+    text = render([t], Format.TABLE, wide=True)
     assert "judged by" in text and "vs baseline (judged by)" in text and "gap (judged by)" in text
     assert "+110.0% [+81.8, +131.6] higher p99, worse" in text
     assert ("ratio of medians of each repeat's p99 / IOPS (percentile method, 9,999 resamples of the repeats, fixed seed; "
@@ -137,7 +137,7 @@ def test_saturated_fixed_rate_cell_is_flagged_and_left_out(db):
     assert slow.gap is None and slow.vs_baseline is None and all(d.verdict is None for d in slow.deltas.values())
     assert [r.figures.saturated for r in rows if r.cell != "slow"] == [None] * 3
     t = gap_table(list(data.measurements), data.valid_cells, ["4k-at-500"], 3, metrics=job_metrics(data.plan))
-    text = render([t], Format.TABLE)
+    text = render([t], Format.TABLE, wide=True)
     assert "saturated (achieved X of Y) = a fixed-rate job whose median achieved rate was under 97%" in text
     # a saturated baseline: the other cells are not compared with it, and say so
     order = [data.valid_cells[2], data.valid_cells[1]]
@@ -196,7 +196,7 @@ def test_layer_and_journey_and_targets_on_p99():
     tt = targets_table(meas, [{"job": "4k-at-500", "cell": "s1", "layer": "ext4", "max_p99_ms": 5, "min_iops": 400}],
                        {"4k-at-500": Metric.P999})
     assert tt is not None and tt.records[0]["result"] == "PASS" and tt.records[0]["metric"] == "p99.9"
-    assert "p99.9 3.30 ms" in render([tt], Format.TABLE) and not tt.records[0].get("note")
+    assert "p99.9 3.30 ms" in render([tt], Format.TABLE, wide=True) and not tt.records[0].get("note")
 
 
 def test_two_runs_compared_on_p99(db):
@@ -215,7 +215,7 @@ def test_two_runs_compared_on_p99(db):
     assert guest["B_vs_baseline"] == pytest.approx(1.7 / 1.0 - 1) and guest["B_vs_baseline_verdict"] == "higher p99, worse"
     assert guest["B_vs_baseline_low"] == pytest.approx(1.6 / 1.1 - 1) and guest["B_vs_baseline_high"] == pytest.approx(1.8 / 0.95 - 1)
     assert host["B_vs_baseline_verdict"] == "within noise"
-    text = render([table], Format.TABLE)
+    text = render([table], Format.TABLE, wide=True)
     assert "B vs A (p99)" in text and "+70.0% [+45.5, +89.5] higher p99, worse" in text
     # a saturated group in one run: flagged, not compared
     c = store(db, PLAN_JOBS, [RATED_GROUPS[0], ("guest", "baseline", RATED, [(400.0, 1.0)] * 3)], tag="c")
@@ -264,6 +264,6 @@ def test_compare_shows_a_judged_latency_it_has_no_column_for(db):
     (table,), _ = compare_runs(runs, 0)
     wb = table.records[2]
     assert wb["metric"] == "p99.9" and wb["A_metric_ms"] == wb["B_metric_ms"] == pytest.approx(2.2)
-    text = render([table], Format.TABLE)
+    text = render([table], Format.TABLE, wide=True)
     assert "judged ms A" in text and "p99.9 2.20" in text and "B vs A (p99.9)" in text
     assert wb["B_vs_baseline_verdict"] == "within noise"

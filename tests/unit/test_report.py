@@ -32,7 +32,7 @@ def test_gap_is_host_over_guest_and_baseline_change():
 
 def test_gap_table_text_exact():
     t = gap_table(MEAS, CELLS, ["4k-randwrite"], repeats=1)
-    assert render([t], Format.TABLE) == """\
+    assert render([t], Format.TABLE, wide=True) == """\
 Host vs guest, raw scratch disk
 ===============================
 job           side    cell             IOPS    MB/s    p50 ms    p99 ms    p99.9 ms    gap (host/guest)                          vs baseline                                note
@@ -190,7 +190,7 @@ RMEAS = (repeats("host", None, [40000.0, 41000.0, 39500.0])
 
 def test_gap_table_with_intervals_verdicts_and_repeat_policy_exact():
     t = gap_table(RMEAS, RCELLS, ["4k-randwrite"], RepeatPolicy(3, 10, 0.05), env={"host_memory_mib": 16384})
-    assert render([t], Format.TABLE) == """\
+    assert render([t], Format.TABLE, wide=True) == """\
 Host vs guest, raw scratch disk
 ===============================
 job           side    cell             IOPS    MB/s    p50 ms    p99 ms    p99.9 ms    CV    repeats                  gap (host/guest)        vs baseline                      note
@@ -228,12 +228,12 @@ def test_layer_and_journey_deltas_carry_intervals():
     ext4 = [r for r in lt.records if r["layer"] == "+ext4"][0]
     assert ext4["vs_below"] == pytest.approx(6000 / 8000 - 1) and ext4["vs_below_verdict"] == "slower"
     assert ext4["vs_below_high"] == pytest.approx(6100 / 7900 - 1) and ext4["gap_verdict"] == "gap"
-    text = render([lt], Format.TABLE)
+    text = render([lt], Format.TABLE, wide=True)
     assert "-25.0% [-28.0, -22.8] slower" in text and "repeats:      3 per group (fixed 3 repeats)" in text
     jt = journey_table(meas, cells, ["4k-randwrite"], repeats=3)
     step2 = jt.records[1]
     assert step2["vs_previous"] == pytest.approx(6050 / 6000 - 1) and step2["vs_previous_verdict"] == "within noise"
-    assert "+0.8% [-1.6, +4.2] within noise" in render([jt], Format.TABLE)
+    assert "+0.8% [-1.6, +4.2] within noise" in render([jt], Format.TABLE, wide=True)
 
 
 def test_repeat_policy_from_plan_and_stop_reasons():

@@ -150,7 +150,7 @@ def test_every_measurement_stores_disk_and_cpu_and_the_report_shows_them(env):  
     gaps, layers = tables[0], next(t for t in tables if t.name == "layers")
     for t in (gaps, layers):
         assert [c.header for c in t.columns if c.header in ("dev MB/s r/w", "CPU %")] == ["dev MB/s r/w", "CPU %"]
-    text = render([gaps], Format.TABLE)
+    text = render([gaps], Format.TABLE, wide=True)
     assert "0.00/1.05" in text and " 60 " in text  # the fake's 1 MB/s written; 40% idle
     j2 = [r for r in gaps.records if r["job"] == "j2"]  # a read job whose device read almost nothing
     assert j2 and all("served from cache?" in r["note"] for r in j2)
@@ -176,8 +176,8 @@ def test_flags_and_columns_from_synthetic_telemetry():
     assert host["note"] == "CPU-bound? (5% idle)"
     assert guest["note"].startswith("beats host: cached?") and "served from cache? (device reads 20.00 MB/s)" in guest["note"]
     assert (host["dev_read_mb_s"], host["cpu_pct"]) == (480.0, 95.0)
-    text = render([t], Format.TABLE)
+    text = render([t], Format.TABLE, wide=True)
     assert "480.0/0.00" in text and "dev MB/s r/w" in text
     # a run without telemetry: neither the columns nor the flags
     plain = gap_table([dict(x, telemetry=None) for x in meas], cells, ["r"], repeats=1)
-    assert "dev MB/s r/w" not in render([plain], Format.TABLE) and "dev_read_mb_s" not in plain.records[0]
+    assert "dev MB/s r/w" not in render([plain], Format.TABLE, wide=True) and "dev_read_mb_s" not in plain.records[0]

@@ -262,7 +262,7 @@ def test_the_host_cpu_column_and_its_note():
     assert "host CPU-bound? (4% idle)" in guest["note"] and "CPU-bound? (" not in guest["note"].replace("host CPU-bound? (", "")
     assert "pool wrote 20.0 MB/s of fio's 90.0" in guest["note"] and "scrub running during the run" in guest["note"]
     assert HOST_TELEMETRY_NOTE in t.notes
-    text = render([t], Format.TABLE)
+    text = render([t], Format.TABLE, wide=True)
     line = next(x for x in text.splitlines() if x.lstrip().startswith("w") and "guest" in x)
     assert " 30 " in line and " 96 " in line and "0.00/20.0" in line
     # no host sampled: no column, no note

@@ -481,7 +481,7 @@ def test_columns_and_notes_in_the_tables():
     host, guest = t.records
     assert (host["pool_write_mb_s"], host["write_ampl"], host["arc_hit_pct"]) == (130.0, 1.3, 90.0)
     assert "pool_read_mb_s" not in guest and "arc_hit_pct" not in guest
-    text = render([t], Format.TABLE)
+    text = render([t], Format.TABLE, wide=True)
     assert "0.00/130.0" in text and "1.30x" in text and " 90 " in text
     assert any("write ampl. = pool MB/s written" in n for n in t.notes)
     assert not host["note"]  # 130 of 100 written; 60 s >= 3 x 5 s; no scrub

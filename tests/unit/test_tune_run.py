@@ -237,7 +237,7 @@ def test_show_rebuilds_the_tune_from_the_stored_rounds_and_renders_it(env):
     journey = tables[0]
     assert [r["kept"] for r in journey.records] == ["iothread=on", "aio=io_uring", "nothing (best: bus=virtio-scsi)"]
     assert journey.records[0]["before"] == 1000.0 and journey.records[0]["after"] == 1200.0
-    text = render(tables, Format.TABLE, head)
+    text = render(tables, Format.TABLE, head, wide=True)
     assert "+20.0% [+16.0, +24.0] faster" in text
     assert "round 1: cache=writeback improved j1:iops (+40.0% [+36.0, +44.0] faster) but was not taken" in text
     settings = {r["setting"]: (r["start"], r["final"], r["changed"]) for r in tables[1].records}
@@ -396,6 +396,6 @@ def test_a_tune_report_opens_with_what_it_changed(env):
     assert len(lines) == 1 and lines[0].startswith(
         "The tune changed iothread off -> on, aio threads -> io_uring: round 1 kept iothread=on (+20.0% [+16.0, +24.0] faster); "
         "round 2 kept aio=io_uring (")
-    body = render(tables, Format.TABLE, head)
+    body = render(tables, Format.TABLE, head, wide=True)
     assert "+20.0% [+16.0, +24.0] faster" in body
     assert render(tables, Format.TABLE, head, lines).startswith("Summary\n=======\nThe tune changed iothread off -> on")

@@ -15,7 +15,7 @@ tables, rendered like every other (text, Markdown, JSON by :mod:`vmbench.report.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from ..report.build import build_report
 from ..report.load import RunData
@@ -105,8 +105,8 @@ def advice_tables(advice: Advice, header: dict | None = None) -> list[Table]:
         records += [record(r) for r in advice.unsupported if r.goal == goal]
     cols = [Column("goal", "goal (job:metric)"), Column("status", "status"), Column("change", "change"),
             Column("cell", "cell"), Column("reference", "against"),
-            Column("figures", "figure (metric)", f_text), Column("delta_text", "change [95% interval] verdict", f_text),
-            Column("repeats", "repeats"), Column("risks", "risks", f_text), Column("evidence", "evidence", f_text)]
+            Column("figures", "figure (metric)", f_text, detail=True), Column("delta_text", "change [95% interval] verdict", f_text, keep=True),
+            Column("repeats", "repeats", detail=True), Column("risks", "risks", f_text), Column("evidence", "evidence", f_text, detail=True)]
     notes = [f"goal {g}: from {g.source}" for g in advice.goals]
     notes.append("Each change is a cell against its reference on the goal's metric (the baseline cell; the step before in a "
                  "journey; the layer below or the baseline's same layer for stacks), with the report's bootstrap interval; "
@@ -118,7 +118,7 @@ def advice_tables(advice: Advice, header: dict | None = None) -> list[Table]:
     facts = {k: str(header[k]) for k in ("accelerator", "load") if header.get(k)}
     changes = Table("advice", f"Advice for run {advice.run}: the changes measured, ranked for each goal", cols, records, notes, facts)
     nxt = [{"what": "is my number good?", "text": s} for s in advice.standing]
-    nxt += [{"what": "not tried", "text": s} for s in advice.not_tried]
+    nxt += [{"what": "not tried", "text": s} for s in grouped_not_tried(advice.not_tried)]
     top = advice.top()
     if top is not None:
         nxt.append({"what": "recommendation", "text": f"{top.job}:{top.goal.metric.value}: {top.label} ({delta_text(top)}, "
@@ -134,6 +134,16 @@ def advice_tables(advice: Advice, header: dict | None = None) -> list[Table]:
                       ["vmbench never applies anything to a VM: the commands are for you to review and run."] if advice.apply else [],
                       facts)
     return [changes, nxt_table]
+
+
+def grouped_not_tried(not_tried: Sequence[str]) -> list[str]:
+    """"GOAL: not measured: WHAT" lines as one line per WHAT naming its goals, in first-seen order
+    (the JSON keeps each line)."""
+    goals: dict[str, list[str]] = {}
+    for line in not_tried:
+        goal, sep, what = line.partition(": not measured: ")
+        goals.setdefault(what if sep else line, []).append(goal if sep else "")
+    return [f"{what}: not measured ({', '.join(g)})" if any(g) else what for what, g in goals.items()]
 
 
 def advice_json(advice: Advice) -> dict[str, Any]:

@@ -32,6 +32,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     sp.add_argument("--baseline", metavar="RUN", help="the run the others are compared with")
     sp.add_argument("--db", default=str(default_db_path()), help=f"results database (default: {default_db_path()})")
     sp.add_argument("--format", default="table", help="table, markdown, csv or json")
+    sp.add_argument("--wide", action="store_true", help="every column (the text table fits 120 columns by default)")
     sp.add_argument("--allow-other-host", action="store_true",
                     help="compare runs from different hosts (kernel, CPU, QEMU, fio...) instead of refusing them")
     sp.set_defaults(func=cmd_compare)
@@ -98,7 +99,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         for r in refusals:
             print(f"refused: {r}", file=sys.stderr)
     else:
-        out = render(tables, fmt, header)
+        out = render(tables, fmt, header, wide=args.wide)
         if refusals:
             title = "Refused (not compared)"
             lines = ([f"## {title}"] if fmt is Format.MARKDOWN else [title, "=" * len(title)])

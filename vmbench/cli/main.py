@@ -278,7 +278,7 @@ def _run_alive(run) -> bool:
 def cmd_report(args: argparse.Namespace) -> int:
     from ..advice.table import report_with_advice
     from ..report.load import load_run
-    from ..report.render import Format, render
+    from ..report.render import Format, render, select_tables
     from ..report.summary import summary_lines
     from ..results.db import ResultsDB
 
@@ -300,7 +300,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     db = ResultsDB(args.db, create=False)
     _say_migrated(db, ConsoleProgress())
     header, tables = report_with_advice(load_run(db, args.run))
-    text = render(tables, fmt, header, summary_lines(header, tables))
+    if args.section:
+        try:
+            text = render(select_tables(tables, args.section), fmt, wide=True, show_empty=True)
+        except ValueError as exc:
+            raise UsageError(f"--section: {exc}", "one table whole: vmbench report --section NAME") from None
+    else:
+        text = render(tables, fmt, header, summary_lines(header, tables), wide=args.wide)
     if args.output:
         Path(args.output).write_text(text)
         print(f"wrote {args.output}")
@@ -412,6 +418,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--db", default=str(default_db_path()), help=db_help)
     sp.add_argument("--format", default="table", help="table, markdown, csv, json or html (html needs -o)")
     sp.add_argument("-o", "--output", help="write to this file instead of standard output")
+    sp.add_argument("--wide", action="store_true", help="every column of every table (the text report fits 120 columns "
+                    "by default and names the columns it leaves out)")
+    sp.add_argument("--section", action="append", metavar="NAME", help="only this table, whole (e.g. gaps, cpu-per-io, "
+                    "layers, advice; a prefix naming one table will do); repeat for more")
     sp.set_defaults(func=cmd_report)
 
     sp = sub.add_parser("runs", help="list stored runs")

@@ -23,6 +23,8 @@ KEYS = {k: "switches_per_io" if k == "switches" else f"{k}_us" for k in FIGURES}
 HEADERS = {"vcpu": "vCPU", "iothread": "iothread", "main": "main loop", "worker": "workers", "other": "other+exited",
            "qemu": "QEMU total", "host_rest": "host rest", "zfs": "ZFS threads", "cgroup": "cgroup", "switches": "switches/IO",
            "guest": "guest", "guest_fio": "guest fio"}
+#: the classes a fitted text report leaves out first (``--wide`` shows them)
+DETAIL = ("worker", "other")
 
 CLASS_NOTE = ("µs/IO = microseconds of CPU per I/O, the median over repeats, on the host unless named. "
               "vCPU = QEMU's vCPU threads (CPU n/KVM or /TCG: where the guest's code runs, or is emulated); "
@@ -119,22 +121,22 @@ def cpu_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
     if any(r.stack for r in rows):
         cols.append(Column("stack", "stack", f_text))
     cols += [Column("layer", "layer"), Column("accel", "accel")]
-    cols += [Column(KEYS[k], f"{HEADERS[k]} µs/IO", f_us) for k in CLASSES + ("qemu",)]
+    cols += [Column(KEYS[k], f"{HEADERS[k]} µs/IO", f_us, detail=k in DETAIL, keep=k == "qemu") for k in CLASSES + ("qemu",)]
     if multi_cell:
-        cols.append(Column("vs_baseline", "QEMU vs baseline", row_fmt=f_delta))
-    cols.append(Column(KEYS["host_rest"], "host rest µs/IO", f_us))
+        cols.append(Column("vs_baseline", "QEMU vs baseline", row_fmt=f_delta, keep=True))
+    cols.append(Column(KEYS["host_rest"], "host rest µs/IO", f_us, detail=True))
     zfs = any(r.get("zfs_us") is not None for r in records)
     if zfs:
-        cols.append(Column(KEYS["zfs"], "ZFS threads µs/IO", f_us))
+        cols.append(Column(KEYS["zfs"], "ZFS threads µs/IO", f_us, detail=True))
     if any(r.get("cgroup_us") is not None for r in records):
-        cols.append(Column(KEYS["cgroup"], "cgroup µs/IO", f_us))
-    cols += [Column(KEYS["switches"], "switches/IO", f_switches), Column(KEYS["guest"], "guest µs/IO", f_us),
-             Column(KEYS["guest_fio"], "guest fio µs/IO", f_us), Column("host_fio_us", "host fio µs/IO", f_us)]
+        cols.append(Column(KEYS["cgroup"], "cgroup µs/IO", f_us, detail=True))
+    cols += [Column(KEYS["switches"], "switches/IO", f_switches, detail=True), Column(KEYS["guest"], "guest µs/IO", f_us),
+             Column(KEYS["guest_fio"], "guest fio µs/IO", f_us, detail=True), Column("host_fio_us", "host fio µs/IO", f_us)]
     if any(r.get("cycles_per_io") is not None for r in records):
-        cols.append(Column("cycles_per_io", "QEMU cycles/IO", lambda v: "-" if v is None else f"{v:,.0f}"))
-    cols += [Column("accounted_share", "accounted", f_share), Column("repeats", "repeats")]
+        cols.append(Column("cycles_per_io", "QEMU cycles/IO", lambda v: "-" if v is None else f"{v:,.0f}", detail=True))
+    cols += [Column("accounted_share", "accounted", f_share, detail=True), Column("repeats", "repeats", detail=True)]
     if multi_cell and any(r["changes"] for r in records):
-        cols.append(Column("changes", "by figure vs baseline", f_text))
+        cols.append(Column("changes", "by figure vs baseline", f_text, detail=True))
     if any(r["note"] for r in records):
         cols.append(Column("note", "note", f_text))
     notes = [CLASS_NOTE, idle_note(rows), accel_note(rows)]

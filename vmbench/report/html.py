@@ -96,15 +96,16 @@ def render_html(data: RunData) -> str:
 
 
 def render_page(data: RunData, header: dict, tables: Sequence[Table]) -> str:
-    """The page of a run whose header and tables are made."""
+    """The page of a run whose header and tables are made; tables with no rows and plot sections
+    with nothing to show are left out (a crypto benchmark that gave no figures stays)."""
     run = data.run
     title = f"vmbench report: run {header.get('run', run.id)}, {run.scenario_name}"
     environment_text = (("Environment (as recorded by the run)", json.dumps(run.environment, indent=2, sort_keys=True, default=str)),
                         ("Plan", json.dumps(run.plan, indent=2, sort_keys=True, default=str)),
                         ("Scenario file as run", data.scenario_text))
     return _jinja().get_template("page.html.j2").render(
-        title=title, summary=summary_lines(header, tables), header=header, tables=[table_view(t) for t in tables],
-        sections=plot_sections(data, tables),
+        title=title, summary=summary_lines(header, tables), header=header, tables=[table_view(t) for t in tables if t.records],
+        sections=[s for s in plot_sections(data, tables) if not s.empty or s.notable],
         flags=flags(data, header, tables), environment=environment_text)
 
 

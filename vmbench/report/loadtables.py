@@ -9,6 +9,7 @@ the accelerator and the load, and state the rules of :mod:`.loadrows`.
 
 from __future__ import annotations
 
+import statistics
 from typing import Any, Mapping, Sequence
 
 from . import stats
@@ -86,11 +87,11 @@ def scaling_table(rows: Sequence[ScalingRow], plan: LoadPlan, measurements: Sequ
         })
     cols = [Column("cell", "cell"), Column("layer", "layer"), Column("job", "job"), Column("step", "step"), Column("vms", "VMs"),
             Column("iops", "IOPS (sum)", f_int), Column("mb_s", "MB/s (sum)", f_mb), Column("p50_ms", "p50 ms", f_ms),
-            Column("p99_ms", "p99 ms", f_ms), Column("p999_ms", "p99.9 ms", f_ms),
+            Column("p99_ms", "p99 ms", f_ms), Column("p999_ms", "p99.9 ms", f_ms, detail=True),
             Column("vm_min_iops", "per-VM IOPS min-max", row_fmt=f_range), Column("fairness", "fairness", f_fair),
-            Column("host_cpu_pct", "host CPU %", f_whole), Column("host_iops", "host IOPS (sum)", f_int),
-            Column("gap", "gap % (guest vs host)", row_fmt=delta_pct("gap")), Column("skew_ms", "skew ms", f_ms),
-            Column("excluded", "excluded", f_text), Column("knee", "knee", f_text)]
+            Column("host_cpu_pct", "host CPU %", f_whole, detail=True), Column("host_iops", "host IOPS (sum)", f_int),
+            Column("gap", "gap % (guest vs host)", row_fmt=delta_pct("gap"), keep=True), Column("skew_ms", "skew ms", f_ms, detail=True),
+            Column("excluded", "excluded", f_text), Column("knee", "knee", f_text, keep=True)]
     if any(r["stack"] for r in records):
         cols.insert(1, Column("stack", "stack", f_text))
     if any(r["target"] is not None for r in records):
@@ -186,6 +187,7 @@ def neighbour_table(rows: Sequence[PhaseRow], plan: LoadPlan, measurements: Sequ
             "aggressors": r.aggressors_planned, "overrides": _overrides_text(r.overrides),
             "victim_job": v.job if v else plan.victim_job, "p50_ms": v.p50_ms if v else None, "p99_ms": v.p99_ms if v else None,
             "p999_ms": v.p999_ms if v else None, "victim_iops": v.iops if v else None, "p99_samples": list(r.p99_samples),
+            "p99_median_ms": statistics.median(r.p99_samples) if r.p99_samples else None,
             "repeats": len(r.p99_samples), **d, "reference": r.reference,
             "aggr_iops": a.iops if a else None, "aggr_mb_s": a.mb_s if a else None,
             "limits": _limits_text(r.limits), "limit_checks": [{"vm": c.vm, "limit": c.key, "value": c.limit, "achieved": c.achieved,
@@ -194,11 +196,12 @@ def neighbour_table(rows: Sequence[PhaseRow], plan: LoadPlan, measurements: Sequ
             "excluded": "; ".join(filter(None, [_excluded_text(v), _excluded_text(a)])),
         })
     cols = [Column("cell", "cell"), Column("layer", "layer"), Column("phase", "phase"), Column("aggressors", "aggressors"),
-            Column("overrides", "settings changed", f_text), Column("p50_ms", "victim p50 ms", f_ms),
-            Column("p99_ms", "victim p99 ms", f_ms), Column("p999_ms", "victim p99.9 ms", f_ms),
-            Column("p99_change", "victim p99 vs alone", row_fmt=lambda rec: "reference" if rec.get("reference") else delta_pct("p99_change")(rec)),
-            Column("aggr_iops", "aggressors IOPS (sum)", f_int), Column("aggr_mb_s", "aggressors MB/s (sum)", f_mb),
-            Column("limits", "limit check (achieved/limit)", f_text), Column("p99_state", "victim p99", f_text),
+            Column("overrides", "settings", f_text), Column("p50_ms", "victim p50 ms", f_ms, detail=True),
+            Column("p99_ms", "victim p99 ms", f_ms), Column("p999_ms", "victim p99.9 ms", f_ms, detail=True),
+            Column("p99_median_ms", "median p99 ms", f_ms, keep=True),
+            Column("p99_change", "victim p99 vs alone", row_fmt=lambda rec: "reference" if rec.get("reference") else delta_pct("p99_change")(rec), keep=True),
+            Column("aggr_iops", "aggressors IOPS (sum)", f_int), Column("aggr_mb_s", "aggressors MB/s (sum)", f_mb, detail=True),
+            Column("limits", "limit check (achieved/limit)", f_text), Column("p99_state", "victim p99", f_text, keep=True),
             Column("excluded", "excluded", f_text)]
     if any(r["stack"] for r in records):
         cols.insert(1, Column("stack", "stack", f_text))
@@ -208,8 +211,11 @@ def neighbour_table(rows: Sequence[PhaseRow], plan: LoadPlan, measurements: Sequ
     notes = [_load_words(plan, accelerators(measurements)),
              f"The victim runs {plan.victim_job}; its p50/p99/p99.9 are fio's completion latency (clat) from its histograms merged "
              "over the included repeats (never averaged).",
-             f"victim p99 vs alone = change of the victim's p99 from the alone phase ({alone.name if alone else '-'}: the first with "
-             "no aggressor, else the first), with a 95% bootstrap interval of the ratio of the median per-repeat p99 "
+             "median p99 = the median of the included repeats' p99, each from its own histogram; settings = what the phase changed "
+             "on the aggressors. "
+             f"victim p99 vs alone = change of the victim's median p99 from the alone phase's ({alone.name if alone else '-'}: "
+             "the first with no aggressor, else the first): this row's median p99 / the alone row's - 1, "
+             "with a 95% bootstrap interval of that ratio "
              f"(each repeat's p99 from its own histogram; {stats.METHOD} method, {stats.RESAMPLES:,} resamples, fixed seed): "
              "higher / lower when the interval excludes no change, within noise when it includes it; "
              f"{stats.MIN_REPEATS} or more repeats on both sides are needed for a verdict.",

@@ -1,7 +1,10 @@
 """Render table models as text (tabulate), Markdown, CSV or JSON.
 
-Under each table: its notes, then its admissibility facts and what is not stated.  JSON
-carries them as ``facts`` and ``missing``; CSV has the records only.
+Under each table: its notes, then its admissibility facts and what is not stated, each said
+once per report.  The text report fits a 120-column terminal: a wide table leaves out its detail
+columns (:attr:`~vmbench.report.tables.Column.detail`) and says which (``--wide`` and
+``--section`` show them).  JSON carries every field (``facts``, ``missing``); CSV has the
+records only.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import csv
 import io
 import json
 import textwrap
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from tabulate import tabulate
@@ -25,12 +29,30 @@ class Format(Choice):
     JSON = "json"
 
 
-#: the width the text summary is wrapped to (a 120-column terminal)
+#: the width the text report fits (a 120-column terminal) unless asked for ``wide``
 WIDTH = 120
+#: tabulate's room beside a header (its ``MIN_PADDING``)
+HEADER_PAD = 2
+#: a wrapped text column keeps at least this many characters a line
+MIN_WRAP = 24
+#: what a fitted table says it left out (``{columns}``, ``{name}``)
+HIDDEN = "not shown, to fit {width} columns: {columns} (vmbench report --wide, or --section {name} for this table whole)"
 
 
-def render(tables: Sequence[Table], fmt: Format, header: dict | None = None, summary: Sequence[str] = ()) -> str:
-    """The report; ``summary`` (:func:`~vmbench.report.summary.summary_lines`) opens it."""
+@dataclass(frozen=True)
+class Fit:
+    """How a table is printed in a terminal: the columns kept (indexes), the width each text
+    column is wrapped to (None: as is) and the headers of the columns left out."""
+    kept: tuple[int, ...]
+    wrap: tuple[int | None, ...]
+    hidden: tuple[str, ...]
+
+
+def render(tables: Sequence[Table], fmt: Format, header: dict | None = None, summary: Sequence[str] = (),
+           wide: bool = False, show_empty: bool = False) -> str:
+    """The report; ``summary`` (:func:`~vmbench.report.summary.summary_lines`) opens it.  Text and
+    Markdown leave out tables with no rows (unless ``show_empty``) and say each note and fact once (under the first table
+    with it); text fits :data:`WIDTH` columns unless ``wide``.  JSON keeps everything."""
     if fmt is Format.JSON:
         doc: dict[str, Any] = {"summary": list(summary)} if summary else {}
         doc.update({"run": header or {}, "tables": [{"name": t.name, "title": t.title, "records": t.records, "notes": t.notes,
@@ -38,43 +60,114 @@ def render(tables: Sequence[Table], fmt: Format, header: dict | None = None, sum
         return json.dumps(doc, indent=2, default=str) + "\n"
     if fmt is Format.CSV:
         return _csv(tables)
-    tablefmt = "github" if fmt is Format.MARKDOWN else "simple"
+    markdown = fmt is Format.MARKDOWN
+    width = None if wide or markdown else WIDTH
     parts = []
     if summary:
-        if fmt is Format.MARKDOWN:
+        if markdown:
             parts.append("## Summary\n\n" + "\n".join(f"- {line}" for line in summary))
         else:
-            parts.append("Summary\n=======\n" + "\n".join(textwrap.fill(line, WIDTH, subsequent_indent="  ") for line in summary))
+            parts.append("Summary\n=======\n" + "\n".join(_wrap(line, WIDTH, "", "  ") for line in summary))
     if header:
-        if fmt is Format.MARKDOWN:
+        if markdown:
             parts.append("\n".join(f"- **{k}**: {v}" for k, v in header.items()))
         else:
-            parts.append("\n".join(f"{k + ':':<14} {v}" for k, v in header.items()))
+            parts.append("\n".join(_wrap(f"{k + ':':<14} {v}", width, "", " " * 15) for k, v in header.items()))
+    said: set[str] = set()
     for t in tables:
-        title = f"## {t.title}" if fmt is Format.MARKDOWN else f"{t.title}\n{'=' * len(t.title)}"
-        body = tabulate(
-            [[c.text(r) for c in t.columns] for r in t.records],
-            headers=[c.header for c in t.columns],
-            tablefmt=tablefmt,
-            disable_numparse=True,
-        )
-        notes = "\n".join(("- " if fmt is Format.MARKDOWN else "  ") + n for n in t.notes)
-        parts.append("\n".join(filter(None, [title, body, notes, _facts(t, fmt)])))
+        if t.records or show_empty:
+            parts.append(_markdown_table(t, said) if markdown else _text_table(t, said, width))
     return "\n\n".join(parts) + "\n"
 
 
-def _facts(t: Table, fmt: Format) -> str:
-    lines = []
-    if fmt is Format.MARKDOWN:
-        lines += [f"- **{k}**: {v}" for k, v in t.facts.items()]
-        if t.missing:
-            lines.append(f"- **not stated**: {'; '.join(t.missing)}")
-        return ("\n**Facts**\n\n" + "\n".join(lines)) if lines else ""
-    width = max((len(k) for k in list(t.facts) + (["not stated"] if t.missing else [])), default=0) + 1
-    lines += [f"  {k + ':':<{width}} {v}" for k, v in t.facts.items()]
-    if t.missing:
-        lines.append(f"  {'not stated:':<{width}} {'; '.join(t.missing)}")
-    return "\n".join(lines)
+def select_tables(tables: Sequence[Table], names: Sequence[str]) -> list[Table]:
+    """The tables named (by name, or a prefix naming one table: ``cpu`` for ``cpu-per-io``), in
+    the report's order; an unknown or ambiguous name is a :class:`ValueError` listing them."""
+    chosen: list[str] = []
+    for name in names:
+        exact = [t.name for t in tables if t.name == name]
+        found = exact or sorted({t.name for t in tables if t.name.startswith(name)})
+        if len(found) != 1:
+            what = "is in no table" if not found else f"names {len(found)} tables"
+            raise ValueError(f"section {name!r} {what} of this report; its sections: {', '.join(t.name for t in tables)}")
+        chosen.append(found[0])
+    return [t for t in tables if t.name in chosen]
+
+
+def _text_table(t: Table, said: set[str], width: int | None) -> str:
+    cells = [[c.text(r) for c in t.columns] for r in t.records]
+    headers = [c.header for c in t.columns]
+    fit = fit_table(t, cells, width) if width else Fit(tuple(range(len(headers))), (None,) * len(headers), ())
+    body = tabulate([[row[i] for i in fit.kept] for row in cells], headers=[headers[i] for i in fit.kept], tablefmt="simple",
+                    disable_numparse=True, maxcolwidths=list(fit.wrap))
+    notes = [n for n in t.notes if _first(n, said)]
+    if fit.hidden:
+        notes.append(HIDDEN.format(width=width, columns=", ".join(fit.hidden), name=t.name))
+    lines = [f"{t.title}\n{'=' * len(t.title)}", body] + [_wrap(n, width, "  ", "    ") for n in notes]
+    return "\n".join(lines + _text_facts(t, said, width))
+
+
+def _markdown_table(t: Table, said: set[str]) -> str:
+    body = tabulate([[c.text(r) for c in t.columns] for r in t.records], headers=[c.header for c in t.columns],
+                    tablefmt="github", disable_numparse=True)
+    notes = "\n".join("- " + n for n in t.notes if _first(n, said))
+    facts = [f"- **{k}**: {v}" for k, v in t.facts.items() if _first(f"{k}: {v}", said)]
+    if t.missing and _first("not stated: " + "; ".join(t.missing), said):
+        facts.append(f"- **not stated**: {'; '.join(t.missing)}")
+    return "\n".join(filter(None, [f"## {t.title}", body, notes, ("\n**Facts**\n\n" + "\n".join(facts)) if facts else ""]))
+
+
+def _text_facts(t: Table, said: set[str], width: int | None) -> list[str]:
+    facts = [(k, v) for k, v in t.facts.items() if _first(f"{k}: {v}", said)]
+    if t.missing and _first("not stated: " + "; ".join(t.missing), said):
+        facts.append(("not stated", "; ".join(t.missing)))
+    repeated = [k for k in t.facts if k not in dict(facts)]
+    if repeated:
+        facts.append(("as above", ", ".join(repeated)))
+    pad = max((len(k) for k, _ in facts), default=0) + 1
+    return [_wrap(f"  {k + ':':<{pad}} {v}", width, "", " " * (pad + 3)) for k, v in facts]
+
+
+def _first(text: str, said: set[str]) -> bool:
+    """Whether ``text`` is said here for the first time in the report (and remember it)."""
+    if text in said:
+        return False
+    said.add(text)
+    return True
+
+
+def _wrap(line: str, width: int | None, first: str, rest: str) -> str:
+    if width is None:
+        return first + line
+    return textwrap.fill(line, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False)
+
+
+def fit_table(t: Table, cells: Sequence[Sequence[str]], width: int) -> Fit:
+    """Fit a table into ``width`` columns: leave out its detail columns from the right, then
+    wrap its longest text columns (to no less than :data:`MIN_WRAP`), then leave out more
+    columns from the right (never the first two, never one to keep) until it fits."""
+    widths = [max([len(c.header) + HEADER_PAD] + [len(row[i]) for row in cells]) for i, c in enumerate(t.columns)]
+    kept = list(range(len(widths)))
+
+    def total(w: Sequence[int]) -> int:
+        return sum(w[i] for i in kept) + 2 * (len(kept) - 1)
+
+    for i in reversed(range(len(widths))):
+        if total(widths) > width and t.columns[i].detail:
+            kept.remove(i)
+    wrapped = list(widths)
+    floor = [max(MIN_WRAP, len(c.header) + HEADER_PAD) for c in t.columns]
+    while total(wrapped) > width:
+        shrinkable = [k for k in kept if wrapped[k] > floor[k]]
+        if not shrinkable:
+            break
+        i = max(shrinkable, key=lambda k: wrapped[k])
+        wrapped[i] = max(floor[i], wrapped[i] - (total(wrapped) - width))
+    for i in reversed(kept[2:]):
+        if total(wrapped) > width and not t.columns[i].keep:
+            kept.remove(i)
+    wrap = tuple(wrapped[i] if wrapped[i] < widths[i] else None for i in kept)
+    return Fit(tuple(kept), wrap, tuple(t.columns[i].header for i in range(len(widths)) if i not in kept))
 
 
 def _csv(tables: Sequence[Table]) -> str:

@@ -54,6 +54,7 @@ class PlotSection:
     heading: str
     figures: tuple[Figure, ...] = ()
     empty: str | None = None  # why there is no plot (the section shows only this)
+    notable: bool = False  # an empty section the page keeps: its emptiness is news (a step gave no figures)
     notes: tuple[str, ...] = ()  # said before the plots
     capped: tuple[Capped, ...] = ()  # what was left out
     no_intervals: bool = False  # the bars show point figures only
@@ -255,7 +256,8 @@ def crypto(data: RunData, layers: Table | None) -> PlotSection:
             specs.append(("Crypto ceilings (no LUKS layer measured)", alone[:12], None))
     made = [plots.crypto(title, groups_, target) for title, groups_, target in specs[:MAX_CRYPTO]]
     if not made:
-        return PlotSection(anchor, heading, empty="the crypto benchmark gave no figures in this run (see the crypto table)")
+        return PlotSection(anchor, heading, empty="the crypto benchmark gave no figures in this run (see the crypto table)",
+                           notable=True)
     return PlotSection(anchor, heading, _figures(made), capped=_capped((len(made), len(specs), "crypto plots")))
 
 

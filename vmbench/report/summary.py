@@ -108,7 +108,9 @@ def _neighbours(t: Table | None) -> list[str]:
     for r in t.records:
         if r.get("reference") or not r.get("sentence"):
             continue
-        out.append(f"{r['phase']}: {r['sentence']} (victim p99 {_text(t, 'p99_ms', r)} ms, {_text(t, 'p99_change', r)} vs alone).")
+        figures = (f" (victim p99 {_text(t, 'p99_median_ms', r)} ms, median of repeats, {_text(t, 'p99_change', r)} vs alone)"
+                   if r.get("p99_median_ms") is not None else "")
+        out.append(f"{r['phase']}: {r['sentence']}{figures}.")
     return out
 
 

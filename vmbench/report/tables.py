@@ -36,6 +36,8 @@ class Column:
     header: str
     fmt: Callable[[Any], str] = str
     row_fmt: Callable[[dict], str] | None = None  # formats from the whole record (a delta with its interval)
+    detail: bool = False  # the text report leaves it out first to fit the terminal (``--wide`` shows it)
+    keep: bool = False  # the text report keeps it always (the row's answer: a gap, a change, a result)
 
     def text(self, record: dict) -> str:
         return self.row_fmt(record) if self.row_fmt is not None else self.fmt(record.get(self.key))
@@ -216,7 +218,7 @@ def repeat_columns(records: list[dict], policy: RepeatPolicy) -> list[Column]:
     """The CV, and why each group has its repeats, when anything was repeated."""
     if policy.max <= 1 and not any((r.get("repeats") or 1) > 1 for r in records):
         return []
-    return [Column("cv", "CV", f_cv), Column("repeat_stop", "repeats", f_text)]
+    return [Column("cv", "CV", f_cv, detail=True), Column("repeat_stop", "repeats", f_text, detail=True)]
 
 
 def _table_facts(measurements: Sequence[dict], cells: Sequence[dict], env: dict | None, policy: RepeatPolicy,
@@ -269,15 +271,15 @@ def telemetry_columns(records: list[dict]) -> list[Column]:
     amplification and the ARC hit ratio, when some record has them (ZFS)."""
     cols = []
     if any("dev_read_mb_s" in r or "cpu_pct" in r for r in records):
-        cols += [Column("dev_mb_s", "dev MB/s r/w", row_fmt=f_dev), Column("cpu_pct", "CPU %", f_whole)]
+        cols += [Column("dev_mb_s", "dev MB/s r/w", row_fmt=f_dev, detail=True), Column("cpu_pct", "CPU %", f_whole, detail=True)]
     if _has(records, "host_cpu_pct"):
-        cols.append(Column("host_cpu_pct", "host CPU %", f_whole))
+        cols.append(Column("host_cpu_pct", "host CPU %", f_whole, detail=True))
     if _has(records, "pool_read_mb_s", "pool_write_mb_s"):
-        cols.append(Column("pool_mb_s", "pool MB/s r/w", row_fmt=f_pool))
+        cols.append(Column("pool_mb_s", "pool MB/s r/w", row_fmt=f_pool, detail=True))
     if _has(records, "write_ampl"):
-        cols.append(Column("write_ampl", "write ampl.", f_ratio))
+        cols.append(Column("write_ampl", "write ampl.", f_ratio, detail=True))
     if _has(records, "arc_hit_pct"):
-        cols.append(Column("arc_hit_pct", "ARC hit %", f_whole))
+        cols.append(Column("arc_hit_pct", "ARC hit %", f_whole, detail=True))
     return cols
 
 
@@ -310,7 +312,7 @@ FIGURE_COLUMNS = [
     Column("mb_s", "MB/s", f_mb),
     Column("p50_ms", "p50 ms", f_ms),
     Column("p99_ms", "p99 ms", f_ms),
-    Column("p999_ms", "p99.9 ms", f_ms),
+    Column("p999_ms", "p99.9 ms", f_ms, detail=True),
 ]
 
 
@@ -344,9 +346,9 @@ def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
     cols += FIGURE_COLUMNS
     cols += telemetry_columns(records)
     cols += repeat_columns(records, policy)
-    cols.append(Column("gap", gap_header("guest", used), row_fmt=delta_ratio("gap")))
+    cols.append(Column("gap", gap_header("guest", used), row_fmt=delta_ratio("gap"), keep=True))
     if multi_cell:
-        cols.append(Column("vs_baseline", metric_header("vs baseline", used), row_fmt=delta_pct("vs_baseline")))
+        cols.append(Column("vs_baseline", metric_header("vs baseline", used), row_fmt=delta_pct("vs_baseline"), keep=True))
     cols.append(Column("note", "note", f_text))
     repeated = any(r.figures.repeats > 1 for r in rows)
     notes = [
@@ -397,8 +399,8 @@ def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Seque
                         "repeat_stop": policy.stop(r.figures.repeats, r.figures.cv), **delta_fields(r, keys)})
     cols = [Column("cell", "cell"), Column("stack", "stack"), Column("job", "job")] + judged_by_column(used) + [Column("layer", "layer")]
     cols += FIGURE_COLUMNS + telemetry_columns(records) + repeat_columns(records, policy)
-    cols += [Column("vs_below", metric_header("vs layer below", used), row_fmt=delta_pct("vs_below")),
-             Column("gap", gap_header("layer", used), row_fmt=delta_ratio("gap"))]
+    cols += [Column("vs_below", metric_header("vs layer below", used), row_fmt=delta_pct("vs_below"), keep=True),
+             Column("gap", gap_header("layer", used), row_fmt=delta_ratio("gap"), keep=True)]
     notes = ["vs layer below = change in IOPS that layer costs (or gains); gap = host IOPS / IOPS at that layer." if by_iops(used) else
              "vs layer below = change in the job's metric that layer costs (or gains); gap = host / layer for IOPS and MB/s, "
              "layer / host for a latency."]
@@ -440,8 +442,8 @@ def journey_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Seq
                         "repeat_stop": policy.stop(r.figures.repeats, r.figures.cv), **delta_fields(r, keys)})
     cols = [Column("job", "job")] + judged_by_column(used) + [Column("step", "step"), Column("layer", "layer measured")] + FIGURE_COLUMNS
     cols += repeat_columns(records, policy)
-    cols += [Column("gap", gap_header("step", used), row_fmt=delta_ratio("gap")),
-             Column("vs_previous", metric_header("vs previous step", used), row_fmt=delta_pct("vs_previous"))]
+    cols += [Column("gap", gap_header("step", used), row_fmt=delta_ratio("gap"), keep=True),
+             Column("vs_previous", metric_header("vs previous step", used), row_fmt=delta_pct("vs_previous"), keep=True)]
     if any(r.get("note") for r in records):
         cols.append(Column("note", "note", f_text))
     notes = ["Each step's figure is the top measured layer of its first stack (the raw disk without stacks)."]
@@ -498,7 +500,7 @@ def targets_table(measurements: Sequence[dict], targets: Sequence[dict], metrics
                             "why": "no valid measurement matches this target"})
     cols = [Column("target", "target"), Column("cell", "cell", f_text), Column("stack", "stack", f_text), Column("layer", "layer", f_text),
             Column("job", "job", f_text), Column("mb_s", "MB/s", f_mb), Column("iops", "IOPS", f_int), Column("p99_ms", "p99 ms", f_ms),
-            Column("result", "result"), Column("why", "why", f_text)]
+            Column("result", "result", keep=True), Column("why", "why", f_text)]
     notes = []
     if any(r.get("metric") for r in records):
         cols.insert(-2, Column("metric_ms", "judged by", row_fmt=lambda r: f"{r['metric']} {f_ms(r['metric_ms'])} ms" if r.get("metric") else ""))

@@ -1,0 +1,105 @@
+"""Issue 26: the text report fits a 120-column terminal; notes and facts are said once; tables
+with nothing to show are left out; ``--wide`` and ``--section`` show a table whole; JSON keeps
+everything."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vmbench.advice.table import grouped_not_tried
+from vmbench.report.render import HIDDEN, WIDTH, Format, fit_table, render, select_tables
+from vmbench.report.tables import Column, Table
+
+NOTE = "Footnote: " + "gap = host IOPS / guest IOPS on the same storage and the same fio job " * 3  # a long note: wrapped
+
+
+def wide_table(name: str = "gaps", rows: int = 3) -> Table:
+    cols = [Column("job", "job"), Column("side", "side"), Column("iops", "IOPS"),
+            Column("gap", "gap (host/guest)", keep=True)]
+    cols += [Column(f"d{i}", f"detail column {i}", detail=True) for i in range(6)]
+    cols += [Column("tail", "tail column"), Column("why", "why")]
+    records = [{"job": f"4k-randwrite-{r}", "side": "guest", "iops": f"{r},234", "gap": f"{r}.50x (no verdict: fewer than 3 repeats)",
+                **{f"d{i}": f"{i * 1000 + r}.0" for i in range(6)}, "tail": "t" * 10, "why": "a long explanation " * 8}
+               for r in range(rows)]
+    return Table(name, "Host vs guest", cols, records, [NOTE], {"cache": "QEMU cache=none", "sync": "no sync writes"})
+
+
+def lines_of(text: str) -> list[str]:
+    return text.splitlines()
+
+
+def test_a_wide_table_leaves_out_its_detail_columns_first_and_names_them():
+    t = wide_table()
+    text = render([t], Format.TABLE)
+    assert max(len(line) for line in lines_of(text)) <= WIDTH
+    header = lines_of(text)[2]
+    assert header.split()[:4] == ["job", "side", "IOPS", "gap"] and "detail column 0" not in header
+    hidden = [c.header for c in t.columns if c.detail]
+    said = " ".join(line.strip() for line in lines_of(text) if "not shown" in line or line.startswith("    "))
+    assert all(h in said for h in hidden), said
+    assert "vmbench report --wide, or --section gaps for this table whole" in said
+
+
+def test_the_columns_to_keep_stay_and_long_text_wraps():
+    t = wide_table()
+    fit = fit_table(t, [[c.text(r) for c in t.columns] for r in t.records], WIDTH)
+    kept = [t.columns[i].key for i in fit.kept]
+    assert kept[:4] == ["job", "side", "iops", "gap"]
+    assert not any(t.columns[i].detail for i in fit.kept)
+    assert set(fit.hidden) >= {c.header for c in t.columns if c.detail}
+
+
+def test_wide_shows_every_column_and_json_every_field():
+    t = wide_table()
+    wide = render([t], Format.TABLE, wide=True)
+    assert all(c.header in wide for c in t.columns)
+    assert "not shown" not in wide
+    doc = json.loads(render([t], Format.JSON))
+    assert doc["tables"][0]["records"] == t.records and doc["tables"][0]["notes"] == [NOTE]
+
+
+def test_a_narrow_table_is_printed_as_it_is():
+    t = Table("small", "Small", [Column("a", "a"), Column("b", "b", detail=True)], [{"a": 1, "b": 2}])
+    text = render([t], Format.TABLE)
+    assert "not shown" not in text and lines_of(text)[2].split() == ["a", "b"]
+
+
+def test_notes_and_facts_are_said_once_per_report():
+    first, second = wide_table("gaps"), wide_table("cpu-per-io")
+    second.facts["accel"] = "TCG"
+    text = render([first, second], Format.TABLE)
+    assert text.count("QEMU cache=none") == 1 and text.count("Footnote:") == 1
+    assert "as above: cache, sync" in text and "accel:" in text
+    md = render([first, second], Format.MARKDOWN)
+    assert md.count("QEMU cache=none") == 1 and md.count(NOTE) == 1
+
+
+def test_tables_with_no_rows_are_left_out_but_json_keeps_them():
+    empty = Table("advice", "Advice: the changes measured", [Column("goal", "goal")], [], ["goal x: no change to judge"])
+    text = render([wide_table(), empty], Format.TABLE)
+    assert "Advice: the changes measured" not in text and "no change to judge" not in text
+    assert "Advice: the changes measured" in render([empty], Format.TABLE, show_empty=True)
+    assert [t["name"] for t in json.loads(render([wide_table(), empty], Format.JSON))["tables"]] == ["gaps", "advice"]
+
+
+def test_select_tables_by_name_or_a_prefix_naming_one():
+    tables = [wide_table("gaps"), wide_table("cpu-per-io"), wide_table("advice"), wide_table("advice-next")]
+    assert [t.name for t in select_tables(tables, ["cpu"])] == ["cpu-per-io"]
+    assert [t.name for t in select_tables(tables, ["advice", "gaps"])] == ["gaps", "advice"]  # the report's order
+    with pytest.raises(ValueError, match="'adv' names 2 tables.*gaps, cpu-per-io, advice, advice-next"):
+        select_tables(tables, ["adv"])
+    with pytest.raises(ValueError, match="'layers' is in no table"):
+        select_tables(tables, ["layers"])
+
+
+def test_the_hidden_line_names_the_section():
+    assert "--section cpu-per-io" in HIDDEN.format(width=WIDTH, columns="x", name="cpu-per-io")
+
+
+def test_not_tried_lines_are_grouped_by_what_was_not_tried():
+    lines = ["4k:iops: not measured: aio io_uring (fewer syscalls)", "1m:iops: not measured: aio io_uring (fewer syscalls)",
+             "4k:iops: not measured: iothread (off the main loop)", "something else"]
+    assert grouped_not_tried(lines) == ["aio io_uring (fewer syscalls): not measured (4k:iops, 1m:iops)",
+                                        "iothread (off the main loop): not measured (4k:iops)", "something else"]
