@@ -274,7 +274,7 @@ def fake_cli(env, monkeypatch):
     """`vmbench tune` with the runner on the fake hypervisor and the scripted judge."""
     import importlib
 
-    cli_main = importlib.import_module("vmbench.cli.main")  # vmbench.cli.main is also the function main
+    cli_common = importlib.import_module("vmbench.cli.common")
     cli_tune = importlib.import_module("vmbench.cli.tune")
     runner_mod = importlib.import_module("vmbench.run.runner")
 
@@ -287,8 +287,8 @@ def fake_cli(env, monkeypatch):
 
     monkeypatch.setattr(runner_mod, "Runner", FakeRunner)
     monkeypatch.setattr(cli_tune, "_judge", lambda: judge)
-    monkeypatch.setattr(cli_main, "_cached_accelerator", lambda scenario: "tcg")
-    monkeypatch.setattr(cli_main, "_log_to_file", lambda path: None)
+    monkeypatch.setattr(cli_common, "cached_accelerator", lambda scenario: "tcg")
+    monkeypatch.setattr(cli_common, "log_to_file", lambda path: None)
     return drivers
 
 

@@ -10,7 +10,7 @@ from ..errors import UsageError
 
 def cmd_images_build(args: argparse.Namespace) -> int:
     from ..images import ensure_image
-    from .main import ConsoleProgress
+    from .common import ConsoleProgress
 
     image = ensure_image(args.name, force=args.force, progress=ConsoleProgress())
     print(f"{image.name}: {image.directory} (hash {image.hash[:12]})")
@@ -46,7 +46,7 @@ def cmd_images_push(args: argparse.Namespace) -> int:
     from ..images.bootdisk import LAYOUT_VERSION, ensure_boot_disk
     from ..scenario import load_scenario
     from ..settings import DriverName
-    from .main import ConsoleProgress
+    from .common import ConsoleProgress
 
     s = load_scenario(args.scenario)
     if s.hypervisor.driver is not DriverName.PROXMOX:

@@ -21,57 +21,11 @@ from .. import __version__
 from ..errors import Interrupted, UsageError, VmbenchError
 from ..paths import StatePaths, default_db_path
 from ..units import format_duration
+from .common import ConsoleProgress, cached_accelerator, log_to_file, run_alive, say_migrated
 
 log = logging.getLogger("vmbench")
 
 
-# ---- progress on stderr ------------------------------------------------------------------------
-
-
-class ConsoleProgress:
-    """Steps always; status lines at most every few seconds (in place on a terminal)."""
-
-    def __init__(self, stream=None, interval: float = 5.0, quiet: bool = False) -> None:
-        self.stream = stream or sys.stderr
-        self.interval = interval
-        self.quiet = quiet
-        self.started = time.monotonic()
-        self.last_status = 0.0
-        self.tty = self.stream.isatty()
-        self.pending_newline = False
-
-    def _stamp(self) -> str:
-        e = int(time.monotonic() - self.started)
-        return f"[{e // 60:02d}:{e % 60:02d}]"
-
-    def _line(self, text: str) -> None:
-        if self.pending_newline:
-            self.stream.write("\n")
-            self.pending_newline = False
-        self.stream.write(f"{self._stamp()} {text}\n")
-        self.stream.flush()
-
-    def step(self, message: str) -> None:
-        if not self.quiet:
-            self._line(message)
-        self.last_status = time.monotonic()
-
-    def status(self, message: str) -> None:
-        if self.quiet:
-            return
-        now = time.monotonic()
-        if self.tty:
-            if now - self.last_status >= 0.5:
-                self.stream.write(f"\r\033[K{self._stamp()}   {message}")
-                self.stream.flush()
-                self.pending_newline = True
-                self.last_status = now
-        elif now - self.last_status >= self.interval:
-            self._line(f"  {message}")
-            self.last_status = now
-
-    def warn(self, message: str) -> None:
-        self._line(f"warning: {message}")
 
 
 # ---- commands --------------------------------------------------------------------------------
@@ -101,7 +55,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario)
     plan = make_plan(scenario)
-    accel = args.accel or _cached_accelerator(scenario)
+    accel = args.accel or cached_accelerator(scenario)
     if scenario.tune is not None and scenario.tune.round is None:  # each round is planned by the search
         from .tune import print_tune_plan
 
@@ -202,20 +156,6 @@ def _print_load_plan(plan) -> None:
           f"{load.tail_seconds:g}s after each measured window (fio's tail) so that every window is fully loaded")
 
 
-def _cached_accelerator(scenario) -> str | None:
-    """What the last KVM probe found for this hypervisor (no probe, no connection)."""
-    from ..drivers import make_driver
-    from ..transport.local import LocalTransport
-
-    if scenario.hypervisor.accel.value != "auto":
-        return scenario.hypervisor.accel.value
-    # the probe cache is on this machine: no need to reach the host for it
-    try:
-        return make_driver(scenario.hypervisor, scenario.storage, host=LocalTransport()).cached_accelerator()
-    except VmbenchError:  # e.g. no libvirt binding here: a plan needs none
-        return None
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from ..advice.table import report_with_advice
     from ..report.load import load_run
@@ -229,12 +169,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     resume = None
     if args.resume is not None:
         db = ResultsDB(args.db, create=False)
-        _say_migrated(db, progress)
+        say_migrated(db, progress)
         resume = db.resolve_run(args.resume)
         if resume.status in ("ok",):
             raise UsageError(f"run {resume.id} finished ({resume.status}); there is nothing to resume",
                              "`vmbench runs` lists runs; failed and interrupted ones can be resumed")
-        if resume.status == "running" and _run_alive(resume):
+        if resume.status == "running" and run_alive(resume):
             raise UsageError(f"run {resume.id} is still running", "wait for it, or stop it first")
         scenario = parse_scenario(db.scenario_text(resume.id), resume.scenario_path, base_dir=Path(resume.scenario_path).parent)
         if args.scenario and Path(args.scenario).resolve() != Path(resume.scenario_path).resolve():
@@ -248,9 +188,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.scenario} is a tune (it has a tune: section): `vmbench run` would only measure its start",
                              f"run it with `vmbench tune {args.scenario}`; `vmbench plan {args.scenario}` shows its first round and budget")
         db = ResultsDB(args.db)
-        _say_migrated(db, progress)
+        say_migrated(db, progress)
     runner = Runner(scenario, db, progress, resume=resume)
-    _log_to_file(Path(args.db).parent / "logs" / f"run-{runner.tag}.log")
+    log_to_file(Path(args.db).parent / "logs" / f"run-{runner.tag}.log")
     outcome = runner.run()
     extra = f"; {outcome.skipped_steps} measurement(s) kept from earlier attempts" if resume else ""
     progress.step(f"run {outcome.run_id} ({outcome.tag}) finished: {outcome.status}{extra}; results in {args.db}")
@@ -260,19 +200,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         header, tables = report_with_advice(load_run(db, outcome.run_id))
         sys.stdout.write(render(tables, Format.TABLE, header, summary_lines(header, tables)))
     return 0 if not outcome.invalid_cells else 6
-
-
-def _say_migrated(db, progress) -> None:
-    if getattr(db, "migrated_from", None):
-        progress.step(f"results database {db.path} migrated from schema v{db.migrated_from}; backup at {db.backup_path}")
-
-
-def _run_alive(run) -> bool:
-    """Whether the run's vmbench process is alive, by its tag (run ids are per database: run 1
-    of another database may be running)."""
-    from ..run.ledger import live_runs
-
-    return run.tag in live_runs(StatePaths.default().runs)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -288,7 +215,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         from ..report.html import write_html
 
         db = ResultsDB(args.db, create=False)
-        _say_migrated(db, ConsoleProgress())
+        say_migrated(db, ConsoleProgress())
         data = load_run(db, args.run)
         path = write_html(data, args.output, report_with_advice(data))
         print(f"wrote {path}")
@@ -298,7 +225,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(f"--format: {exc} (or html with -o FILE)") from None
     db = ResultsDB(args.db, create=False)
-    _say_migrated(db, ConsoleProgress())
+    say_migrated(db, ConsoleProgress())
     header, tables = report_with_advice(load_run(db, args.run))
     if args.section:
         try:
@@ -464,17 +391,6 @@ def _setup_logging(args: argparse.Namespace) -> None:
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.DEBUG if args.debug else logging.INFO if args.verbose else logging.CRITICAL)
     root.addHandler(handler)
-
-
-def _log_to_file(path: Path) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(path)
-    except OSError:
-        return
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.setLevel(logging.DEBUG)
-    logging.getLogger("vmbench").addHandler(handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -54,12 +54,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
         tune_id = latest_tune(db, args.scenario) if args.show == "latest" else args.show
         sys.stdout.write(render_tune(load_tune(db, tune_id, _judge(), accel=_accel_of_rounds(db, tune_id)), fmt))
         return 0
-    from .main import ConsoleProgress, _say_migrated
+    from .common import ConsoleProgress, say_migrated
 
     progress = ConsoleProgress(quiet=args.quiet)
     if args.resume is not None:
         db = ResultsDB(args.db, create=False)
-        _say_migrated(db, progress)
+        say_migrated(db, progress)
         tune_id = latest_tune(db, args.scenario) if args.resume == "latest" else args.resume
         rows = tune_runs(db, tune_id)
         path = rows[-1].scenario_path
@@ -81,7 +81,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.scenario} has no tune: section; vmbench tune searches the settings a tune: names",
                              "see scenarios/tune.yaml; `vmbench run` runs other scenarios")
         db = ResultsDB(args.db)
-        _say_migrated(db, progress)
+        say_migrated(db, progress)
         start, source, current = _start(scenario, progress)
         from ..tune.engine import current_json
 
@@ -117,18 +117,18 @@ def _start(scenario, progress):
 def _tuner(args: argparse.Namespace, scenario, db, progress):
     from ..run.runner import Runner
     from ..tune.engine import Tuner
-    from .main import _cached_accelerator, _log_to_file
+    from .common import cached_accelerator, log_to_file
 
     def run_round(s, resume) -> int:
         runner = Runner(s, db, progress, resume=resume)
-        _log_to_file(Path(args.db).parent / "logs" / f"run-{runner.tag}.log")
+        log_to_file(Path(args.db).parent / "logs" / f"run-{runner.tag}.log")
         outcome = runner.run()
         if outcome.invalid_cells:
             progress.warn(f"{len(outcome.invalid_cells)} cell(s) not measured because a setting did not take effect: "
                           f"{', '.join(outcome.invalid_cells)}")
         return outcome.run_id
 
-    return Tuner(scenario, db, progress, run_round, _judge(), accel=_cached_accelerator(scenario) or "tcg")
+    return Tuner(scenario, db, progress, run_round, _judge(), accel=cached_accelerator(scenario) or "tcg")
 
 
 def _judge():
@@ -138,9 +138,9 @@ def _judge():
 
 
 def _alive(row) -> bool:
-    from .main import _run_alive
+    from .common import run_alive
 
-    return _run_alive(row)
+    return run_alive(row)
 
 
 def _accel_of_rounds(db, tune_id: str) -> str:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Sequence, Union
 from ..fio.job import FioJob
 from ..settings import (Accel, Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, DriverName, Feature, Filesystem, ImageFormat,
                         StorageType)
+from ..transport.sshconfig import SshConfig as SshConfig  # re-exported: the scenario names it, the transport defines it
 from ..units import format_size
 
 if TYPE_CHECKING:
@@ -292,24 +293,6 @@ class Target:
         if self.max_p99_ms is not None:
             parts.append(f"p99 <= {self.max_p99_ms:g} ms")
         return ", ".join(parts)
-
-
-@dataclass(frozen=True)
-class SshConfig:
-    """How vmbench reaches a remote host over SSH (keys only, never a password).
-
-    ``host``/``port``/``user`` default to the libvirt URI's; ``key_file`` to ssh-agent and
-    the user's default keys; ``known_hosts`` to the user's ~/.ssh/known_hosts."""
-
-    host: str
-    port: int = 22
-    user: str = "root"
-    key_file: str | None = None
-    known_hosts: str | None = None
-
-    @property
-    def label(self) -> str:
-        return f"{self.user}@{self.host}" + (f":{self.port}" if self.port != 22 else "")
 
 
 @dataclass(frozen=True)

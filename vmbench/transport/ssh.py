@@ -24,7 +24,7 @@ import paramiko
 
 from ..command import Completed, format_argv, tail
 from ..errors import CommandError, CommandTimeout, PreflightError, VmbenchError
-from ..scenario.model import SshConfig
+from .sshconfig import SshConfig
 from . import hostkeys
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,101 @@
+"""What every subcommand of the ``vmbench`` command shares: progress on stderr, the log file of
+a run, the cached accelerator of a scenario's host, whether a stored run's process is alive,
+and saying that the results database was migrated.  :mod:`.main` and the other subcommands
+import from here (never from each other's private names)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+from ..errors import VmbenchError
+from ..paths import StatePaths
+
+
+# ---- progress on stderr ------------------------------------------------------------------------
+
+
+class ConsoleProgress:
+    """Steps always; status lines at most every few seconds (in place on a terminal)."""
+
+    def __init__(self, stream=None, interval: float = 5.0, quiet: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.interval = interval
+        self.quiet = quiet
+        self.started = time.monotonic()
+        self.last_status = 0.0
+        self.tty = self.stream.isatty()
+        self.pending_newline = False
+
+    def _stamp(self) -> str:
+        e = int(time.monotonic() - self.started)
+        return f"[{e // 60:02d}:{e % 60:02d}]"
+
+    def _line(self, text: str) -> None:
+        if self.pending_newline:
+            self.stream.write("\n")
+            self.pending_newline = False
+        self.stream.write(f"{self._stamp()} {text}\n")
+        self.stream.flush()
+
+    def step(self, message: str) -> None:
+        if not self.quiet:
+            self._line(message)
+        self.last_status = time.monotonic()
+
+    def status(self, message: str) -> None:
+        if self.quiet:
+            return
+        now = time.monotonic()
+        if self.tty:
+            if now - self.last_status >= 0.5:
+                self.stream.write(f"\r\033[K{self._stamp()}   {message}")
+                self.stream.flush()
+                self.pending_newline = True
+                self.last_status = now
+        elif now - self.last_status >= self.interval:
+            self._line(f"  {message}")
+            self.last_status = now
+
+    def warn(self, message: str) -> None:
+        self._line(f"warning: {message}")
+
+
+def cached_accelerator(scenario) -> str | None:
+    """What the last KVM probe found for this hypervisor (no probe, no connection)."""
+    from ..drivers import make_driver
+    from ..transport.local import LocalTransport
+
+    if scenario.hypervisor.accel.value != "auto":
+        return scenario.hypervisor.accel.value
+    # the probe cache is on this machine: no need to reach the host for it
+    try:
+        return make_driver(scenario.hypervisor, scenario.storage, host=LocalTransport()).cached_accelerator()
+    except VmbenchError:  # e.g. no libvirt binding here: a plan needs none
+        return None
+
+
+def say_migrated(db, progress) -> None:
+    if getattr(db, "migrated_from", None):
+        progress.step(f"results database {db.path} migrated from schema v{db.migrated_from}; backup at {db.backup_path}")
+
+
+def run_alive(run) -> bool:
+    """Whether the run's vmbench process is alive, by its tag (run ids are per database: run 1
+    of another database may be running)."""
+    from ..run.ledger import live_runs
+
+    return run.tag in live_runs(StatePaths.default().runs)
+
+
+def log_to_file(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path)
+    except OSError:
+        return
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.DEBUG)
+    logging.getLogger("vmbench").addHandler(handler)
