@@ -140,7 +140,7 @@ def test_advise_reads_the_domain_through_a_stored_run_and_changes_nothing(domain
     db = tmp_path / "v2.db"
     shutil.copy(ROOT / "tests" / "data" / "results-v2.db", db)
     before = xmls(dom)
-    out = vmbench("advise", "latest", "--db", str(db), "--domain", name, "--read-vm")
+    out = vmbench("advise", "latest", "--db", str(db), "--domain", name, "--read-vm", "--wide")  # lines as they are
     assert out.returncode == 0, out.stderr
     assert f"your VM: libvirt domain {name} ({URI}), disk vda (read only, not changed)" in out.stdout
     assert "bus=virtio-blk, cache=writeback" in out.stdout

@@ -39,7 +39,7 @@ def test_a_wide_table_leaves_out_its_detail_columns_first_and_names_them():
     hidden = [c.header for c in t.columns if c.detail]
     said = " ".join(line.strip() for line in lines_of(text) if "not shown" in line or line.startswith("    "))
     assert all(h in said for h in hidden), said
-    assert "vmbench report --wide, or --section gaps for this table whole" in said
+    assert "--wide shows them; vmbench report --section gaps this table whole" in said
 
 
 def test_the_columns_to_keep_stay_and_long_text_wraps():

@@ -103,8 +103,8 @@ def advice_tables(advice: Advice, header: dict | None = None) -> list[Table]:
         mine = [r for r in advice.recommendations if r.goal == goal]
         records += [record(r, r is top) for r in mine]
         records += [record(r) for r in advice.unsupported if r.goal == goal]
-    cols = [Column("goal", "goal (job:metric)"), Column("status", "status"), Column("change", "change"),
-            Column("cell", "cell"), Column("reference", "against"),
+    cols = [Column("goal", "goal (job:metric)"), Column("status", "status"), Column("change", "change", keep=True),
+            Column("cell", "cell", keep=True), Column("reference", "against"),
             Column("figures", "figure (metric)", f_text, detail=True), Column("delta_text", "change [95% interval] verdict", f_text, keep=True),
             Column("repeats", "repeats", detail=True), Column("risks", "risks", f_text), Column("evidence", "evidence", f_text, detail=True)]
     notes = [f"goal {g}: from {g.source}" for g in advice.goals]

@@ -40,6 +40,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     sp.add_argument("--goal", action="append", default=[], metavar="JOB:METRIC", help="a goal (repeatable)")
     sp.add_argument("--allow", action="append", default=[], metavar="RISK", help="a risk to allow by name (repeatable)")
     sp.add_argument("--format", default="table", help="table, markdown or json")
+    sp.add_argument("--wide", action="store_true", help="every column (the text tables fit 120 columns by default)")
     who = sp.add_mutually_exclusive_group()
     who.add_argument("--vmid", metavar="N", help="the Proxmox VMID the apply commands name")
     who.add_argument("--domain", metavar="NAME", help="the libvirt domain the apply snippets name")
@@ -106,7 +107,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(advice_json(advice), indent=2, default=str) + "\n")
         return 0
     header = _header(data)
-    sys.stdout.write(render(advice_tables(advice, header), fmt, header))
+    sys.stdout.write(render(advice_tables(advice, header), fmt, header, wide=args.wide))
     return 0
 
 

@@ -34,9 +34,9 @@ WIDTH = 120
 #: tabulate's room beside a header (its ``MIN_PADDING``)
 HEADER_PAD = 2
 #: a wrapped text column keeps at least this many characters a line
-MIN_WRAP = 24
+MIN_WRAP = 16
 #: what a fitted table says it left out (``{columns}``, ``{name}``)
-HIDDEN = "not shown, to fit {width} columns: {columns} (vmbench report --wide, or --section {name} for this table whole)"
+HIDDEN = "not shown, to fit {width} columns: {columns} (--wide shows them; vmbench report --section {name} this table whole)"
 
 
 @dataclass(frozen=True)
