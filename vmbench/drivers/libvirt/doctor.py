@@ -69,7 +69,7 @@ def libvirt_checks(driver: "LibvirtDriver", *, template: str, reprobe: bool, pro
                 driver.forget_probe()
             probe = driver.kvm_probe()
             if probe.cached() is None:
-                progress.step("probing KVM with a tiny guest (bounded, about 10 s at most)")
+                progress.step("probing KVM with a tiny guest (bounded, about 20 s at most)")
             ok, reason = probe()
             out.append(Check("KVM usable", "ok" if ok else "warn", reason,
                              "" if ok else "guests will run under TCG: correct but slow; results record the accelerator"))
