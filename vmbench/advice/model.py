@@ -16,7 +16,10 @@ from typing import Mapping
 from ..report.stats import Delta
 from ..scenario.goals import RISKS, Goal, GoalMetric, Risk
 
-__all__ = ["RISKS", "Advice", "Change", "Goal", "GoalMetric", "Recommendation", "Risk", "Snippet"]
+__all__ = ["NOT_MEASURED", "RISKS", "Advice", "Change", "Goal", "GoalMetric", "Recommendation", "Risk", "Snippet"]
+
+#: joins a goal and what it did not measure in ``Advice.not_tried`` ("GOAL: not measured: WHAT")
+NOT_MEASURED = ": not measured: "
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from ..report.cpurows import has_qemu_cpu
 from . import measured, untried
 from .loadadvice import from_neighbours, scaling_standing
 from .measured import Ctx, effect
-from .model import Advice, Goal, GoalMetric, Recommendation, Risk, Snippet
+from .model import NOT_MEASURED, Advice, Goal, GoalMetric, Recommendation, Risk, Snippet
 from .risks import parse_allow, stack_flags
 from .standing import cpu_standing, host_standing, luks_standing, measured_rw
 
@@ -201,14 +201,14 @@ def _not_tried(ctx: Ctx, goal: Goal, job: str) -> list[str]:
         lp = load_plan(data.plan)
         if lp is not None and lp.kind == "neighbours" and not any(
                 k in (v.get("overrides") or {}) for s in lp.steps for v in s.vms for k in ("iops", "iops_wr", "iops_rd", "mbps", "mbps_wr", "mbps_rd")):
-            return [f"{_goal_label(goal, job)}: not measured: an I/O limit on the aggressors (iops_wr, mbps_wr in a phase's overrides)"]
+            return [f"{_goal_label(goal, job)}{NOT_MEASURED}an I/O limit on the aggressors (iops_wr, mbps_wr in a phase's overrides)"]
         return []
     settings = [c.get("settings") or {} for c in ctx.cells]
     rw = measured_rw(ctx, job)
     luks = any((st.get("luks") for st in data.plan.get("stacks") or []))
     found = untried.not_tried(goal.metric, settings, guest=not data.plan.get("host_only"), storage=_storage_kind(data),
                               writes=rw is None or "write" in str(rw) or rw == "randrw", luks=luks)
-    return [f"{_goal_label(goal, job)}: not measured: {c.label} ({c.why})" for c in found]
+    return [f"{_goal_label(goal, job)}{NOT_MEASURED}{c.label} ({c.why})" for c in found]
 
 
 def _run_notes(data: RunData) -> list[str]:

@@ -21,7 +21,7 @@ from ..report.build import build_report
 from ..report.load import RunData
 from ..report.stats import NOISE
 from ..report.tables import Column, Table, f_text
-from .model import RISKS, Advice, GoalMetric, Recommendation
+from .model import NOT_MEASURED, RISKS, Advice, GoalMetric, Recommendation
 
 STATUS_TOP = "recommended"
 
@@ -141,7 +141,7 @@ def grouped_not_tried(not_tried: Sequence[str]) -> list[str]:
     (the JSON keeps each line)."""
     goals: dict[str, list[str]] = {}
     for line in not_tried:
-        goal, sep, what = line.partition(": not measured: ")
+        goal, sep, what = line.partition(NOT_MEASURED)
         goals.setdefault(what if sep else line, []).append(goal if sep else "")
     return [f"{what}: not measured ({', '.join(g)})" if any(g) else what for what, g in goals.items()]
 

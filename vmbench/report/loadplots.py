@@ -16,7 +16,7 @@ from typing import Sequence
 import matplotlib
 import numpy as np
 
-from .plots import COLOURS, HATCHES, LINESTYLES, MARKERS, RC, Plot, _MS, _THOUSANDS, _chars, _new, _txt, fmt_num, to_svg
+from .plots import COLOURS, HATCHES, LINESTYLES, MARKERS, RC, Plot, MS_FORMAT, THOUSANDS_FORMAT, longest_label, new_figure, label_text, fmt_num, to_svg
 
 #: (VMs, aggregate IOPS, merged p99 ms, the knee?) of one step
 ScalingPoint = tuple[int, "float | None", "float | None", bool]
@@ -25,7 +25,7 @@ Line = tuple[Sequence[float], Sequence["float | None"]]  # (times in s, values);
 
 def _wrap(text: str, width_in: float) -> tuple[str, float]:
     """A title wrapped to a width in inches, and the top margin (inches) it needs."""
-    lines = textwrap.wrap(_txt(text, 200), max(int(width_in * 15), 20)) or [""]
+    lines = textwrap.wrap(label_text(text, 200), max(int(width_in * 15), 20)) or [""]
     return "\n".join(lines), 0.2 + 0.17 * len(lines)
 
 
@@ -33,9 +33,9 @@ def scaling(title: str, series: Sequence[tuple[str, Sequence[ScalingPoint]]]) ->
     """Two panels against the number of VMs: the aggregate IOPS (sum of VMs) and the merged
     p99; one line per (cell, layer, job), the knee ringed and labelled."""
     with matplotlib.rc_context(RC):
-        legend_w = 0.45 + 0.065 * _chars(_txt(label) for label, _ in series)
+        legend_w = 0.45 + 0.065 * longest_label(label_text(label) for label, _ in series)
         head, top = _wrap(title, 8.2 + legend_w)
-        fig = _new(8.2 + legend_w, 3.1 + top, left=0.8, right=legend_w, bottom=0.5, top=top + 0.25, cols=2, gap_w=0.8)
+        fig = new_figure(8.2 + legend_w, 3.1 + top, left=0.8, right=legend_w, bottom=0.5, top=top + 0.25, cols=2, gap_w=0.8)
         ax_iops, ax_p99 = fig.subplots(1, 2)
         alt = []
         for i, (label, points) in enumerate(series):
@@ -44,8 +44,8 @@ def scaling(title: str, series: Sequence[tuple[str, Sequence[ScalingPoint]]]) ->
             xs = [p[0] for p in points]
             iops = [math.nan if p[1] is None else p[1] for p in points]
             p99 = [math.nan if p[2] is None else p[2] for p in points]
-            ax_iops.plot(xs, iops, label=_txt(label), **style)
-            ax_p99.plot(xs, p99, label=_txt(label), **style)
+            ax_iops.plot(xs, iops, label=label_text(label), **style)
+            ax_p99.plot(xs, p99, label=label_text(label), **style)
             for n, a, p, knee in points:
                 if knee:
                     for ax, y in ((ax_iops, a), (ax_p99, p)):
@@ -60,8 +60,8 @@ def scaling(title: str, series: Sequence[tuple[str, Sequence[ScalingPoint]]]) ->
             ax.set_xlabel("VMs at once")
             ax.set_title(what)
             ax.set_ylim(bottom=0)
-        ax_iops.yaxis.set_major_formatter(_THOUSANDS)
-        ax_p99.yaxis.set_major_formatter(_MS)
+        ax_iops.yaxis.set_major_formatter(THOUSANDS_FORMAT)
+        ax_p99.yaxis.set_major_formatter(MS_FORMAT)
         ax_p99.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
         fig.suptitle(head, fontsize=9.5, y=1 - 0.08 / (3.1 + top), va="top")
         return Plot(title, to_svg(fig, title), ". ".join(alt) + ".")
@@ -74,7 +74,7 @@ def per_vm_bars(title: str, steps: Sequence[tuple[str, Sequence[tuple[int, "floa
         most = max((len(vms) for _, vms in steps), default=1)
         width_in = max(4.2, 1.2 + 0.28 * most * len(steps))
         head, top_in = _wrap(title, width_in - 0.95)
-        fig = _new(width_in, 2.9 + top_in, left=0.8, right=0.15, bottom=0.55, top=top_in)
+        fig = new_figure(width_in, 2.9 + top_in, left=0.8, right=0.15, bottom=0.55, top=top_in)
         ax = fig.subplots()
         width = 0.8 / max(most, 1)
         top = 0.0
@@ -90,10 +90,10 @@ def per_vm_bars(title: str, steps: Sequence[tuple[str, Sequence[tuple[int, "floa
                 top = max(top, v)
                 parts.append(f"VM {vm} {fmt_num(iops)}{' (flagged)' if flagged else ''}")
             alt.append(f"{step}: " + ", ".join(parts))
-        ax.set_xticks(range(len(steps)), [_txt(s) for s, _ in steps])
+        ax.set_xticks(range(len(steps)), [label_text(s) for s, _ in steps])
         ax.set_ylim(0, top * 1.2 or 1)
         ax.set_ylabel("IOPS per VM")
-        ax.yaxis.set_major_formatter(_THOUSANDS)
+        ax.yaxis.set_major_formatter(THOUSANDS_FORMAT)
         ax.grid(axis="x", visible=False)
         ax.set_title(head)
         return Plot(title, to_svg(fig, title), "; ".join(alt) + ". Bars above each VM carry its number; * = a repeat excluded or not fully loaded.")
@@ -105,7 +105,7 @@ def victim_percentiles(title: str, phases: Sequence[tuple[str, "float | None", "
     with matplotlib.rc_context(RC):
         width_in = max(4.6, 1.8 + 0.9 * len(phases))
         head, top_in = _wrap(title, width_in - 0.95)
-        fig = _new(width_in, 2.9 + top_in, left=0.8, right=1.3, bottom=0.5, top=top_in)
+        fig = new_figure(width_in, 2.9 + top_in, left=0.8, right=1.3, bottom=0.5, top=top_in)
         ax = fig.subplots()
         width = 0.8 / len(names)
         alt = []
@@ -125,9 +125,9 @@ def victim_percentiles(title: str, phases: Sequence[tuple[str, "float | None", "
         handles, labels = ax.get_legend_handles_labels()
         uniq = dict(zip(labels, handles))
         ax.legend(uniq.values(), uniq.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        ax.set_xticks(range(len(phases)), [_txt(p[0]) for p in phases])
+        ax.set_xticks(range(len(phases)), [label_text(p[0]) for p in phases])
         ax.set_ylabel("completion latency, ms")
-        ax.yaxis.set_major_formatter(_MS)
+        ax.yaxis.set_major_formatter(MS_FORMAT)
         ax.grid(axis="x", visible=False)
         ax.set_title(head)
         return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")
@@ -140,7 +140,7 @@ def victim_timeline(title: str, phases: Sequence[tuple[str, "Line | None", "Line
         cols = max(len(phases), 1)
         width_in = 0.9 + 3.0 * cols + 0.5 * (cols - 1)
         head, top_in = _wrap(title, width_in)
-        fig = _new(width_in, 4.2 + top_in, left=0.9, right=0.15, bottom=0.5, top=top_in + 0.25, cols=cols, rows=2,
+        fig = new_figure(width_in, 4.2 + top_in, left=0.9, right=0.15, bottom=0.5, top=top_in + 0.25, cols=cols, rows=2,
                    gap_w=0.5, gap_h=0.35)
         grid = fig.subplots(2, cols, squeeze=False, sharex="col")
         alt = []
@@ -161,10 +161,10 @@ def victim_timeline(title: str, phases: Sequence[tuple[str, "Line | None", "Line
                 if finite:
                     alt.append(f"{phase}: {what} min {fmt_num(min(finite))}, median {fmt_num(float(np.median(finite)))}, "
                                f"max {fmt_num(max(finite))} {unit} over {fmt_num(max(ts) - min(ts))} s")
-            top.set_title(_txt(phase))
+            top.set_title(label_text(phase))
             bottom.set_xlabel("time, s")
-            bottom.yaxis.set_major_formatter(_THOUSANDS)
-            top.yaxis.set_major_formatter(_MS)
+            bottom.yaxis.set_major_formatter(THOUSANDS_FORMAT)
+            top.yaxis.set_major_formatter(MS_FORMAT)
             top.set_ylim(bottom=0)
             bottom.set_ylim(bottom=0)
         grid[0, 0].set_ylabel("victim clat, ms")

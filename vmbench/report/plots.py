@@ -63,7 +63,7 @@ def to_svg(fig: Figure, title: str) -> str:
             + f"\n <title>{html.escape(title)}</title>" + svg[head_end:])
 
 
-def _new(width: float, height: float, *, left: float = 0.7, right: float = 0.15, bottom: float = 0.5, top: float = 0.3,
+def new_figure(width: float, height: float, *, left: float = 0.7, right: float = 0.15, bottom: float = 0.5, top: float = 0.3,
          cols: int = 1, rows: int = 1, gap_w: float = 0.7, gap_h: float = 0.3) -> Figure:
     """A figure with fixed margins in inches (a layout engine cost about a third of the
     rendering time); callers size the margins from their labels."""
@@ -75,19 +75,19 @@ def _new(width: float, height: float, *, left: float = 0.7, right: float = 0.15,
     return fig
 
 
-def _chars(labels: Iterable[object]) -> int:
+def longest_label(labels: Iterable[object]) -> int:
     return max((len(str(x)) for x in labels), default=0)
 
 
-def _txt(s: object, limit: int = 40) -> str:
+def label_text(s: object, limit: int = 40) -> str:
     """Database text for matplotlib: never interpreted as mathtext (``$`` escaped), kept short."""
     s = str(s)
     s = s if len(s) <= limit else s[:limit - 3] + "..."
     return s.replace("$", r"\$")
 
 
-_THOUSANDS = FuncFormatter(lambda v, _pos: f"{v:,.0f}")
-_MS = FuncFormatter(lambda v, _pos: f"{v:g}")
+THOUSANDS_FORMAT = FuncFormatter(lambda v, _pos: f"{v:,.0f}")
+MS_FORMAT = FuncFormatter(lambda v, _pos: f"{v:g}")
 
 
 def fmt_num(v: float | None) -> str:
@@ -144,7 +144,7 @@ def waterfall(title: str, jobs: Sequence[tuple[str, Sequence[Mapping]]], rc: Map
         rows = math.ceil(n / cols)
         panel_w, panel_h = max(2.4, 0.62 * bars_max + 0.4), 2.7 + (0.3 if rotate else 0)
         bottom = 0.75 if rotate else 0.35
-        fig = _new(0.75 + 0.1 + cols * panel_w + (cols - 1) * 0.8, 0.3 + bottom + rows * panel_h + (rows - 1) * (bottom + 0.4),
+        fig = new_figure(0.75 + 0.1 + cols * panel_w + (cols - 1) * 0.8, 0.3 + bottom + rows * panel_h + (rows - 1) * (bottom + 0.4),
                    left=0.75, right=0.1, top=0.3, bottom=bottom, cols=cols, rows=rows, gap_w=0.8, gap_h=bottom + 0.4)
         grid = fig.subplots(rows, cols, squeeze=False).ravel()
         for ax in grid[n:]:
@@ -152,7 +152,7 @@ def waterfall(title: str, jobs: Sequence[tuple[str, Sequence[Mapping]]], rc: Map
         axes = grid[:n]
         alt = []
         for ax, (job, recs) in zip(axes, jobs):
-            labels = [_txt(r["layer"]) for r in recs]
+            labels = [label_text(r["layer"]) for r in recs]
             values = [r.get("iops") or 0 for r in recs]
             x = np.arange(len(recs))
             bars = ax.bar(x, values, color=[COLOURS[i % len(COLOURS)] for i in range(len(recs))],
@@ -165,14 +165,14 @@ def waterfall(title: str, jobs: Sequence[tuple[str, Sequence[Mapping]]], rc: Map
                 change = fmt_change(r.get("vs_below")) if i else ""
                 verdict = _verdict(r, "vs_below", why=False) if i else ""
                 text = fmt_num(values[i]) + (f"\n{change}" if change else "") + (f"\n{verdict}" if verdict else "")
-                ax.text(i, values[i] + top * 0.02, _txt(text, 60), ha="center", va="bottom", fontsize=6.5)
+                ax.text(i, values[i] + top * 0.02, label_text(text, 60), ha="center", va="bottom", fontsize=6.5)
                 parts.append(f"{r['layer']} {fmt_num(values[i])} IOPS" + (f" ({change}{', ' + verdict if verdict else ''})" if change else ""))
             ax.set_xticks(x, labels, rotation=25 if rotate else 0, ha="right" if rotate else "center")
             judged = any(_verdict(r, "vs_below", why=False) for r in recs[1:])
             ax.set_ylim(0, top * (1.45 if judged else 1.3))
-            ax.set_title(_txt(job))
+            ax.set_title(label_text(job))
             ax.set_ylabel("IOPS")
-            ax.yaxis.set_major_formatter(_THOUSANDS)
+            ax.yaxis.set_major_formatter(THOUSANDS_FORMAT)
             ax.grid(axis="x", visible=False)
             alt.append(f"{job}: " + "; ".join(parts))
         reasons = _reasons([r for _, recs in jobs for r in recs[1:]], "vs_below")
@@ -206,15 +206,15 @@ def latency(title: str, lines: Sequence[tuple[str, Mapping[int, int]]]) -> Plot:
     (side or layer), each with its own marker and line style."""
     points = np.concatenate([np.linspace(50, 90, 9), 100 - np.logspace(1, -2, 25)[1:]])
     with matplotlib.rc_context(RC):
-        legend_w = 0.45 + 0.065 * _chars(_txt(label) for label, _ in lines)
-        fig = _new(4.6 + legend_w, 3.4, left=0.75, right=legend_w, bottom=0.5, top=0.3)
+        legend_w = 0.45 + 0.065 * longest_label(label_text(label) for label, _ in lines)
+        fig = new_figure(4.6 + legend_w, 3.4, left=0.75, right=legend_w, bottom=0.5, top=0.3)
         ax = fig.subplots()
         alt = []
         for i, (label, bins) in enumerate(lines):
             ys = percentile_curve(bins, points)
             if ys is None:
                 continue
-            ax.plot(_nines(points), ys, label=_txt(label), color=COLOURS[i % len(COLOURS)],
+            ax.plot(_nines(points), ys, label=label_text(label), color=COLOURS[i % len(COLOURS)],
                     linestyle=LINESTYLES[i % len(LINESTYLES)], marker=MARKERS[i % len(MARKERS)],
                     markevery=[int(np.argmin(np.abs(points - p))) for p in NINES],
                     markersize=4, linewidth=1.3)
@@ -226,12 +226,12 @@ def latency(title: str, lines: Sequence[tuple[str, Mapping[int, int]]]) -> Plot:
         ax.set_xticks(_nines(np.array(NINES)), [f"{p:g}" for p in NINES])
         ax.xaxis.set_minor_locator(LogLocator(subs=()))
         ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(_MS)
+        ax.yaxis.set_major_formatter(MS_FORMAT)
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlim(_nines(50.0) * 0.95, _nines(99.99) * 1.05)
         ax.set_xlabel("percentile (log-scaled: each step adds a nine)")
         ax.set_ylabel("completion latency, ms (log)")
-        ax.set_title(_txt(title, 80))
+        ax.set_title(label_text(title, 80))
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
         return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")
 
@@ -254,7 +254,7 @@ def cell_bars(title: str, recs: Sequence[Mapping], key: str, label_key: str = "c
     reasons = _reasons(recs, key)
     shared = len(reasons) == 1 and not any(r.get(f"{key}_verdict") for r in recs)
     with matplotlib.rc_context(RC):
-        fig = _new(6.3, 0.85 + 0.3 * max(len(recs), 2), left=0.25 + 0.065 * _chars(_txt(r.get(label_key) or "") for r in recs),
+        fig = new_figure(6.3, 0.85 + 0.3 * max(len(recs), 2), left=0.25 + 0.065 * longest_label(label_text(r.get(label_key) or "") for r in recs),
                    right=0.15, bottom=0.5, top=0.3)
         ax = fig.subplots()
         ys = np.arange(len(recs))[::-1]
@@ -291,15 +291,15 @@ def cell_bars(title: str, recs: Sequence[Mapping], key: str, label_key: str = "c
             else:
                 right = v >= ref or not pct  # a gap's bar starts at 0: text after its end
                 end = max(v, iv[1] if iv else v) if right else min(v, iv[0] if iv else v)
-            ax.text(end + (pad if right else -pad), y, _txt(text, 60), va="center", ha="left" if right else "right", fontsize=7)
-        ax.set_yticks(ys, [_txt(r.get(label_key) or "") for r in recs])
+            ax.text(end + (pad if right else -pad), y, label_text(text, 60), va="center", ha="left" if right else "right", fontsize=7)
+        ax.set_yticks(ys, [label_text(r.get(label_key) or "") for r in recs])
         ax.axvline(ref, color="#000000", linewidth=0.8)
         ax.set_xlim(lo - width * 0.45 if pct and lo < 0 else 0.0, hi + width * 0.45)  # a gap (ratio) starts at 0
         ax.set_xlabel({"gap": "gap: host IOPS / guest IOPS (1.00x = no loss; hatched = guest slower)",
                        "vs_baseline": "change in IOPS from the baseline, % (hatched = slower)",
                        "vs_previous": "change in IOPS from the previous step, % (hatched = slower)"}.get(key, key))
         ax.grid(axis="y", visible=False)
-        ax.set_title(_txt(title, 80) + (f" ({reasons[0][0].lower()}{reasons[0][1:]})" if shared else ""))
+        ax.set_title(label_text(title, 80) + (f" ({reasons[0][0].lower()}{reasons[0][1:]})" if shared else ""))
         return Plot(title, to_svg(fig, title), "; ".join(alt) + "." + (f" {reasons[0]}." if shared else ""))
 
 
@@ -315,9 +315,9 @@ def crypto(title: str, groups: Sequence[tuple[str, Sequence[tuple[str, float | N
             if name not in names:
                 names.append(name)
     with matplotlib.rc_context(RC):
-        legend_w = 0.45 + 0.065 * _chars([_txt(n) for n in names] + ["target 0000 MB/s"])
+        legend_w = 0.45 + 0.065 * longest_label([label_text(n) for n in names] + ["target 0000 MB/s"])
         rotate = len(groups) > 3
-        fig = _new(max(4.8, 1.0 + legend_w + 0.5 * len(names) * len(groups)), 3.6 + (0.5 if rotate else 0),
+        fig = new_figure(max(4.8, 1.0 + legend_w + 0.5 * len(names) * len(groups)), 3.6 + (0.5 if rotate else 0),
                    left=0.7, right=legend_w, bottom=1.0 if rotate else 0.45, top=0.3)
         ax = fig.subplots()
         width = 0.8 / max(len(names), 1)
@@ -332,7 +332,7 @@ def crypto(title: str, groups: Sequence[tuple[str, Sequence[tuple[str, float | N
                     continue
                 x = gi + (ni - (len(names) - 1) / 2) * width
                 ax.bar([x], [v], width=width * 0.95, color=COLOURS[ni % len(COLOURS)], hatch=HATCHES[(ni + 1) % len(HATCHES)],
-                       edgecolor="#222222", linewidth=0.5, label=_txt(name))
+                       edgecolor="#222222", linewidth=0.5, label=label_text(name))
                 ax.text(x, v, fmt_num(v), ha="center", va="bottom", fontsize=6.5, rotation=90 if len(names) > 3 else 0)
                 top = max(top, v)
                 parts.append(f"{name} {fmt_num(v)} MB/s")
@@ -343,11 +343,11 @@ def crypto(title: str, groups: Sequence[tuple[str, Sequence[tuple[str, float | N
         handles, labels = ax.get_legend_handles_labels()
         uniq = dict(zip(labels, handles))
         ax.legend(uniq.values(), uniq.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        ax.set_xticks(range(len(groups)), [_txt(g) for g, _ in groups], rotation=25 if rotate else 0, ha="right" if rotate else "center")
+        ax.set_xticks(range(len(groups)), [label_text(g) for g, _ in groups], rotation=25 if rotate else 0, ha="right" if rotate else "center")
         ax.set_ylim(0, top * 1.25 or 1)
         ax.set_ylabel("MB/s (ceiling converted from MiB/s)")
         ax.grid(axis="x", visible=False)
-        ax.set_title(_txt(title, 80))
+        ax.set_title(label_text(title, 80))
         return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")
 
 
@@ -357,15 +357,15 @@ def crypto(title: str, groups: Sequence[tuple[str, Sequence[tuple[str, float | N
 def timeline(title: str, panels: Sequence[tuple[str, str, Sequence[tuple[str, Sequence[float], Sequence[float]]]]]) -> Plot:
     """Stacked panels sharing the time axis: (source, unit, [(line label, t_s, values)])."""
     with matplotlib.rc_context(RC):
-        legend_w = 0.45 + 0.065 * _chars(_txt(label) for _, _, lines in panels for label, _, _ in lines)
-        fig = _new(5.0 + legend_w, 0.8 + 1.9 * len(panels), left=0.85, right=legend_w, bottom=0.5, top=0.3, rows=len(panels), gap_h=0.25)
+        legend_w = 0.45 + 0.065 * longest_label(label_text(label) for _, _, lines in panels for label, _, _ in lines)
+        fig = new_figure(5.0 + legend_w, 0.8 + 1.9 * len(panels), left=0.85, right=legend_w, bottom=0.5, top=0.3, rows=len(panels), gap_h=0.25)
         axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
         alt = []
         for ax, (source, unit, lines) in zip(axes, panels):
             positive: list[float] = []
             for i, (label, ts, vs) in enumerate(lines):
                 ts, vs = _thin(ts, vs, 600)
-                ax.plot(ts, vs, label=_txt(label), color=COLOURS[i % len(COLOURS)], linestyle=LINESTYLES[i % len(LINESTYLES)],
+                ax.plot(ts, vs, label=label_text(label), color=COLOURS[i % len(COLOURS)], linestyle=LINESTYLES[i % len(LINESTYLES)],
                         marker=MARKERS[i % len(MARKERS)], markevery=max(len(ts) // 8, 1), markersize=3.5, linewidth=1.0)
                 finite = [v for v in vs if v is not None and not math.isnan(v)]
                 positive += [v for v in finite if v > 0]
@@ -382,10 +382,10 @@ def timeline(title: str, panels: Sequence[tuple[str, str, Sequence[tuple[str, Se
                 ax.yaxis.set_minor_formatter(NullFormatter())
                 ax.set_ylabel(ax.get_ylabel() + " (log)")
             big = bool(positive) and max(positive) >= 10
-            ax.yaxis.set_major_formatter(_THOUSANDS if unit == "IOPS" or (unit in ("MB/s", "%") and big) else _MS)
+            ax.yaxis.set_major_formatter(THOUSANDS_FORMAT if unit == "IOPS" or (unit in ("MB/s", "%") and big) else MS_FORMAT)
             ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
         axes[-1].set_xlabel("time, s")
-        axes[0].set_title(_txt(title, 80))
+        axes[0].set_title(label_text(title, 80))
         return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")
 
 
@@ -409,9 +409,9 @@ def cpu_stacked(title: str, bars: Sequence[tuple[str, Mapping[str, Any], str]]) 
     verdict against the baseline, "saturated") written above.  A part below 0 (the rest of the
     host can dip a tick under the idle figure) is drawn as 0; the text gives it as measured."""
     with matplotlib.rc_context(RC):
-        legend_w = 0.45 + 0.065 * _chars(label for _, label in CPU_PARTS)
-        rotate = len(bars) > 4 or _chars(label for label, _, _ in bars) > 14
-        fig = _new(max(4.2, 1.2 + legend_w + 1.0 * len(bars)), 3.6 + (0.6 if rotate else 0), left=0.75, right=legend_w,
+        legend_w = 0.45 + 0.065 * longest_label(label for _, label in CPU_PARTS)
+        rotate = len(bars) > 4 or longest_label(label for label, _, _ in bars) > 14
+        fig = new_figure(max(4.2, 1.2 + legend_w + 1.0 * len(bars)), 3.6 + (0.6 if rotate else 0), left=0.75, right=legend_w,
                    bottom=1.05 if rotate else 0.45, top=0.3)
         ax = fig.subplots()
         x = np.arange(len(bars))
@@ -426,14 +426,14 @@ def cpu_stacked(title: str, bars: Sequence[tuple[str, Mapping[str, Any], str]]) 
         for xi, (label, rec, note) in enumerate(bars):
             total = rec.get("qemu_us")
             text = f"QEMU {fmt_num(total)}" + ("\n" + note.replace(": ", "\n").replace(", ", "\n") if note else "")
-            ax.text(xi, float(bottoms[xi]) + top * 0.02, _txt(text, 60), ha="center", va="bottom", fontsize=6.5)
+            ax.text(xi, float(bottoms[xi]) + top * 0.02, label_text(text, 60), ha="center", va="bottom", fontsize=6.5)
             parts = ", ".join(f"{name} {fmt_num(rec.get(key))}" for key, name in CPU_PARTS)
             alt.append(f"{label}: {parts} µs/IO; QEMU total {fmt_num(total)} µs/IO" + (f" ({note})" if note else ""))
-        ax.set_xticks(x, [_txt(label) for label, _, _ in bars], rotation=25 if rotate else 0, ha="right" if rotate else "center")
+        ax.set_xticks(x, [label_text(label) for label, _, _ in bars], rotation=25 if rotate else 0, ha="right" if rotate else "center")
         ax.set_ylim(0, (top or 1.0) * 1.4)
         ax.set_ylabel("host CPU µs per I/O")
         ax.grid(axis="x", visible=False)
-        ax.set_title(_txt(title, 90))
+        ax.set_title(label_text(title, 90))
         handles, labels = ax.get_legend_handles_labels()
         ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.0, 1.0))  # top of the stack first
         return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")

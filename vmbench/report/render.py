@@ -111,21 +111,23 @@ def _markdown_table(t: Table, said: set[str]) -> str:
     body = tabulate([[c.text(r) for c in t.columns] for r in t.records], headers=[c.header for c in t.columns],
                     tablefmt="github", disable_numparse=True)
     notes = "\n".join("- " + n for n in t.notes if _first(n, said))
-    facts = [f"- **{k}**: {v}" for k, v in t.facts.items() if _first(f"{k}: {v}", said)]
-    if t.missing and _first("not stated: " + "; ".join(t.missing), said):
-        facts.append(f"- **not stated**: {'; '.join(t.missing)}")
+    facts = [f"- **{k}**: {v}" for k, v in _new_facts(t, said)]
     return "\n".join(filter(None, [f"## {t.title}", body, notes, ("\n**Facts**\n\n" + "\n".join(facts)) if facts else ""]))
 
 
 def _text_facts(t: Table, said: set[str], width: int | None) -> list[str]:
-    facts = [(k, v) for k, v in t.facts.items() if _first(f"{k}: {v}", said)]
-    if t.missing and _first("not stated: " + "; ".join(t.missing), said):
-        facts.append(("not stated", "; ".join(t.missing)))
+    facts = _new_facts(t, said)
     repeated = [k for k in t.facts if k not in dict(facts)]
     if repeated:
         facts.append(("as above", ", ".join(repeated)))
     pad = max((len(k) for k, _ in facts), default=0) + 1
     return [_wrap(f"  {k + ':':<{pad}} {v}", width, "", " " * (pad + 3)) for k, v in facts]
+
+
+def _new_facts(t: Table, said: set[str]) -> list[tuple[str, str]]:
+    """The table's facts, and what it does not state, not yet said in the report."""
+    facts = list(t.facts.items()) + ([("not stated", "; ".join(t.missing))] if t.missing else [])
+    return [(k, v) for k, v in facts if _first(f"{k}: {v}", said)]
 
 
 def _first(text: str, said: set[str]) -> bool:
