@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import libvirt
 import libvirt_qemu
 import pytest
 
@@ -36,8 +37,11 @@ jobs:
 """
 
 
-def start(tmp_path, runtime: str = "2s"):
-    scenario = write(tmp_path, "faults.yaml", TWO_BOOTS.replace("RUNTIME", runtime))
+def start(tmp_path, runtime: str = "2s", boot_timeout: str | None = None):
+    text = TWO_BOOTS.replace("RUNTIME", runtime)
+    if boot_timeout:
+        text += f"hypervisor:\n  boot_timeout: {boot_timeout}\n"
+    scenario = write(tmp_path, "faults.yaml", text)
     db = tmp_path / "r.db"
     proc = subprocess.Popen([sys.executable, "-m", "vmbench", "run", str(scenario), "--db", str(db)],
                             cwd=ROOT, stderr=subprocess.PIPE, text=True)
@@ -139,11 +143,31 @@ def _agent(dom, command: dict) -> dict:
     return json.loads(libvirt_qemu.qemuAgentCommand(dom, json.dumps(command), 10, 0))
 
 
-def test_guest_agent_frozen(machine, tmp_path):
-    scenario, db_path, proc = start(tmp_path, runtime="8s")
+def suspend_when_started(machine, name: str, timeout: float = 30) -> None:
+    """Pause the domain's vCPUs as soon as it runs (the progress line comes just before)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            dom = machine.conn.lookupByName(name)
+            if dom.isActive():
+                dom.suspend()
+                return
+        except libvirt.libvirtError:
+            pass  # not defined yet
+        assert time.monotonic() < deadline, f"{name} did not start within {timeout:g}s"
+        time.sleep(0.05)
+
+
+def test_a_stalled_boot_is_started_again_then_the_guest_agent_frozen(machine, tmp_path):
+    """Two faults in one boot: the first start of the VM is paused before its kernel prints
+    anything (a stalled boot: it is started again, once), then its agent freezes mid-fio."""
+    scenario, db_path, proc = start(tmp_path, runtime="8s", boot_timeout="120s")
     lines: list[str] = []
-    wait_for(proc, "baseline: raw: 4k-randwrite", lines)
+    wait_for(proc, "booting vmbench-", lines)
     name = f"vmbench-{tag_of(lines)}-1"
+    suspend_when_started(machine, name)
+    wait_for(proc, "no console output and no guest agent", lines)
+    wait_for(proc, "baseline: raw: 4k-randwrite", lines)
     dom = machine.conn.lookupByName(name)
     # the agent stops itself: every later agent command times out
     _agent(dom, {"execute": "guest-exec", "arguments": {"path": "/bin/sh", "arg": ["-c", "kill -STOP $(pidof qemu-ga)"]}})

@@ -1,5 +1,5 @@
 """Many VMs at once, for real (issue 16): a scaling run of 1 and 3 clones, and a noisy
-neighbour run with one victim and two aggressors in three phases (alone, busy, and busy with
+neighbour run with one victim and one aggressor in three phases (alone, busy, and busy with
 an IOPS limit on the aggressors), each through ``vmbench run`` with real guests, real fio and
 the report read back.  Under TCG the figures are slow and noisy; what is checked is that every
 VM ran, at the same time (start skew, windows loaded), that the limit capped the aggressors,
@@ -40,8 +40,8 @@ targets:
   - {{job: victim, max_p99_ms: 50}}
 load:
   victim: {{job: victim}}
-  aggressors: {{count: 2, job: heavy}}
-  boot_parallel: 3
+  aggressors: {{count: 1, job: heavy}}
+  boot_parallel: 2
   phases:
     - {{name: alone, aggressors: 0}}
     - busy
@@ -96,16 +96,15 @@ def test_noisy_neighbour_in_three_phases_with_a_limit(machine, tmp_path):
     db_path, db, r, run = _run(tmp_path, "neighbours", NEIGHBOURS)
     rows = [m for m in db.rows("measurements", r.id) if m["side"] == "guest"]
     by = {(m["load_step"], m["vm"]): m for m in rows}
-    assert sorted(by) == [(1, 0), (2, 0), (2, 1), (2, 2), (3, 0), (3, 1), (3, 2)]
-    assert {by[k]["role"] for k in [(2, 1), (2, 2), (3, 1), (3, 2)]} == {"aggressor"} and by[(1, 0)]["role"] == "victim"
-    # the MB/s limit is in effect and caps the aggressors: within 10% of it, far below unlimited;
-    # they write only, so nothing preconditions through the limit (issue 24: 128 MiB at 1 MiB/s)
-    for vm in (1, 2):
-        limited = by[(3, vm)]
-        assert limited["settings"]["mbps_wr"] == LIMIT
-        assert abs(limited["bw_bytes"] - LIMIT * MiB) <= 0.1 * LIMIT * MiB, (limited["bw_bytes"], LIMIT)
-        assert by[(2, vm)]["bw_bytes"] > 2 * LIMIT * MiB
-    assert "preconditioning 1 of 3 target(s) at once" in run.stdout + run.stderr
+    assert sorted(by) == [(1, 0), (2, 0), (2, 1), (3, 0), (3, 1)]
+    assert {by[k]["role"] for k in [(2, 1), (3, 1)]} == {"aggressor"} and by[(1, 0)]["role"] == "victim"
+    # the MB/s limit is in effect and caps the aggressor: within 10% of it, far below unlimited;
+    # it writes only, so nothing preconditions through the limit (issue 24: 128 MiB at 1 MiB/s)
+    limited = by[(3, 1)]
+    assert limited["settings"]["mbps_wr"] == LIMIT
+    assert abs(limited["bw_bytes"] - LIMIT * MiB) <= 0.1 * LIMIT * MiB, (limited["bw_bytes"], LIMIT)
+    assert by[(2, 1)]["bw_bytes"] > 2 * LIMIT * MiB
+    assert "preconditioning 1 of 2 target(s) at once" in run.stdout + run.stderr
     plan = vmbench("plan", str(tmp_path / "neighbours.yaml"))
     assert "aggressor VMs' targets: not preconditioned (no job reads: heavy)" in plan.stdout, plan.stdout
     # every window was checked against every other VM's load (clocks read before and after)

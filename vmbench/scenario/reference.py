@@ -203,7 +203,9 @@ LIBVIRT_ROWS: tuple[Row, ...] = (
     _hv("hypervisor.uri", "qemu:///system, qemu:///session, qemu+ssh://USER@HOST/system", "qemu:///system (qemu+ssh with ssh.host)",
         "the libvirt connection"),
     _hv("hypervisor.accel", Accel.allowed(), Accel.AUTO.value, "KVM, or QEMU's emulation (tcg)"),
-    _hv("hypervisor.boot_timeout", _DURATION.format(10), "120s (KVM), 300s (TCG)", "how long a guest may take to boot"),
+    _hv("hypervisor.boot_timeout", _DURATION.format(10), "120s (KVM), 300s (TCG)",
+        "how long a guest may take to boot; one whose console is still empty after half of it (at most 60s KVM, "
+        "150s TCG) is started again, once"),
     _hv("hypervisor.machine", "pc, q35", "pc", "the QEMU machine type"),
     _hv("hypervisor.state_dir", "an absolute path", "vmbench's state directory", "vmbench's directory on the host"),
     _hv("hypervisor.ssh", "a mapping", "the URI's user, host and port", "SSH to the host (qemu+ssh URIs only)"),
