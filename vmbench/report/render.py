@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from tabulate import tabulate
 
 from ..settings import Choice
-from .tables import Table
+from .tables import NOTE_COLUMNS, Table
 
 
 class Format(Choice):
@@ -100,7 +100,7 @@ def _text_table(t: Table, said: set[str], width: int | None) -> str:
     fit = fit_table(t, cells, width) if width else Fit(tuple(range(len(headers))), (None,) * len(headers), ())
     body = tabulate([[row[i] for i in fit.kept] for row in cells], headers=[headers[i] for i in fit.kept], tablefmt="simple",
                     disable_numparse=True, maxcolwidths=list(fit.wrap))
-    notes = [n for n in t.notes if _first(n, said)]
+    notes = [n for n in t.notes if NOTE_COLUMNS.get(n) not in fit.hidden and _first(n, said)]
     if fit.hidden:
         notes.append(HIDDEN.format(width=width, columns=", ".join(fit.hidden), name=t.name))
     lines = [f"{t.title}\n{'=' * len(t.title)}", body] + [_wrap(n, width, "  ", "    ") for n in notes]

@@ -286,17 +286,20 @@ def telemetry_columns(records: list[dict]) -> list[Column]:
 def telemetry_table_notes(records: list[dict]) -> list[str]:
     """What the telemetry columns shown mean."""
     shown = {c.header for c in telemetry_columns(records)}
-    return ([TELEMETRY_NOTE] if "dev MB/s r/w" in shown else []) + ([HOST_TELEMETRY_NOTE] if "host CPU %" in shown else []) + (
+    return ([DEV_NOTE, CPU_NOTE, CACHE_NOTE] if "dev MB/s r/w" in shown else []) + (
+        [HOST_TELEMETRY_NOTE, HOST_BOUND_NOTE] if "host CPU %" in shown else []) + (
         [ZFS_TELEMETRY_NOTE] if shown & {"pool MB/s r/w", "write ampl.", "ARC hit %"} else [])
 
 
-TELEMETRY_NOTE = ("dev MB/s r/w = mean MB/s read/written by the device under the target while fio ran (/proc/diskstats; "
-                  "in the guest the scratch disk); CPU % = mean busy share (100 - idle) of all CPUs of the side fio ran on "
-                  "(/proc/stat). served from cache? = a read job whose device read under 10% of fio's MB/s; "
-                  "CPU-bound? = CPUs under 10% idle.")
+DEV_NOTE = ("dev MB/s r/w = mean MB/s read/written by the device under the target while fio ran (/proc/diskstats; "
+            "in the guest the scratch disk).")
+CPU_NOTE = "CPU % = mean busy share (100 - idle) of all CPUs of the side fio ran on (/proc/stat)."
+CACHE_NOTE = "served from cache? = a read job whose device read under 10% of fio's MB/s; CPU-bound? = CPUs under 10% idle."
 HOST_TELEMETRY_NOTE = ("host CPU % = mean busy share of all the host's CPUs while fio ran in the guest (guest rows whose "
-                       "scratch disk is on the host's storage, sampled on the host beside the guest's own sampler); "
-                       "host CPU-bound? = the host's CPUs under 10% idle during a guest run.")
+                       "scratch disk is on the host's storage, sampled on the host beside the guest's own sampler).")
+HOST_BOUND_NOTE = "host CPU-bound? = the host's CPUs under 10% idle during a guest run."
+#: notes that explain one column: a text report that leaves the column out leaves the note out
+NOTE_COLUMNS = {DEV_NOTE: "dev MB/s r/w", CPU_NOTE: "CPU %", HOST_TELEMETRY_NOTE: "host CPU %"}
 ZFS_TELEMETRY_NOTE = ("pool MB/s r/w = mean MB/s the ZFS pool read/wrote while fio ran (zpool iostat, every vdev of the pool; "
                       "on guest rows the host's pool under the guest's scratch disk); "
                       "write ampl. = pool MB/s written / fio's MB/s (write jobs; above 1: parity, copies, metadata, the ZIL; "
