@@ -225,6 +225,8 @@ def neighbour_table(rows: Sequence[PhaseRow], plan: LoadPlan, measurements: Sequ
              EXCLUDED_NOTE]
     if any(r["target"] is not None for r in records):
         notes.append("victim target = the scenario's targets on the victim's job, judged on its mean IOPS, MB/s and merged p99.")
+    if any(r.get("p99_change_why") == stats.FEWER for r in records):
+        notes.append(f"victim p99 vs alone carries no verdict where a phase has {stats.FEWER}: run with repeats: 3 or more.")
     notes += [r["sentence"][0].upper() + r["sentence"][1:] + "." for r in records if not r["reference"]]
     facts, missing = _facts(measurements, cells, env, policy)
     return Table("load-neighbours", "Noisy neighbour: the victim's latency per phase", cols, records, notes, facts, missing)

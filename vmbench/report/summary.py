@@ -19,13 +19,11 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from .stats import FEWER, MIN_REPEATS
-from .tables import Table
+from .tables import NO_VERDICT, Table
 
 MAX_LINES = 6
 
 
-#: what a delta without a verdict says in its cell; said once, in its own sentence
-NO_VERDICT = f" (no verdict: {FEWER})"
 FEWER_SENTENCE = f"No verdicts yet: {FEWER}; `repeats: {MIN_REPEATS}` in the scenario would give them."
 
 

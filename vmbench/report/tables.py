@@ -101,6 +101,10 @@ def f_bool(v: Any) -> str:
     return "yes" if v else "no"
 
 
+#: what a delta without a verdict for want of repeats says in its cell (its table's note says why)
+NO_VERDICT = " (no verdict)"
+
+
 def _judged(record: dict, key: str, point: Callable[[float], str], bound: Callable[[float], str]) -> str:
     v = record.get(key)
     if v is None:
@@ -109,6 +113,8 @@ def _judged(record: dict, key: str, point: Callable[[float], str], bound: Callab
     if verdict is not None and record.get(key + "_low") is not None:
         return f"{point(v)} [{bound(record[key + '_low'])}, {bound(record[key + '_high'])}] {verdict}"
     why = record.get(key + "_why")
+    if why == stats.FEWER:  # the table's note says why, once
+        return point(v) + NO_VERDICT
     return f"{point(v)} (no verdict: {why})" if why else point(v)
 
 
