@@ -4,20 +4,41 @@ KVM works (a tiny probe guest, cached)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ...errors import VmbenchError
 from ...images import Image, current_image
-from ...images.placement import host_dir, on_host, place_image
+from ...images.placement import HostImage, host_dir, on_host, place_image
+from ...paths import HostPaths, StatePaths
 from ...progress import Progress
+from ...scenario.model import Hypervisor
+from ...storage import VolumeStorage
 from ...transport import ops
+from ...transport.base import HostTransport
 from ..base import Check, HostChecks, version_check
-
-if TYPE_CHECKING:
-    from .driver import LibvirtDriver
+from .accel import KvmProbe
 
 
-def libvirt_checks(driver: "LibvirtDriver", *, template: str, reprobe: bool, progress: Progress) -> HostChecks:
+class CheckedHost(Protocol):
+    """What the checks need of the libvirt driver (which satisfies it)."""
+
+    hv: Hypervisor
+    host: HostTransport
+    state: StatePaths
+    paths: HostPaths
+    storage: VolumeStorage
+    image: HostImage | None
+
+    def describe_host(self) -> dict: ...
+
+    def forget_probe(self) -> None: ...
+
+    def kvm_probe(self) -> KvmProbe: ...
+
+    def cached_accelerator(self) -> str | None: ...
+
+
+def libvirt_checks(driver: CheckedHost, *, template: str, reprobe: bool, progress: Progress) -> HostChecks:
     hv, host = driver.hv, driver.host
     where = hv.host_label
     out = [version_check(host, where, "qemu", ["qemu-system-x86_64", "--version"], "apt-get install qemu-system-x86")]

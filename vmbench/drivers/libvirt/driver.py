@@ -36,6 +36,7 @@ from ...transport.base import HostTransport
 from .accel import KvmProbe, cached_answer, choose_accelerator
 from .bridge import LibvirtBridge
 from .connection import agent_command, hypervisor_errors, libvirt, monitor_command, open_connection, require_binding
+from .doctor import libvirt_checks
 from .evidence import applied_from_readings
 from .storage import DirPoolStorage
 from .xml import NS, DomainSpec, domain_xml
@@ -258,8 +259,6 @@ class LibvirtDriver:
         return self.accelerator
 
     def doctor_checks(self, *, template: str, reprobe: bool, progress: Progress) -> HostChecks:
-        from .doctor import libvirt_checks
-
         return libvirt_checks(self, template=template, reprobe=reprobe, progress=progress)
 
     def kvm_probe(self) -> KvmProbe:
