@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from tests.integration.conftest import ROOT, URI
-from vmbench.drivers.current import read_current
+from vmbench.drivers import read_current
 from vmbench.drivers.libvirt.current import read_domain
 from vmbench.drivers.libvirt.driver import NAME_RE
 from vmbench.errors import HypervisorError

@@ -1,5 +1,5 @@
 """Reading a user's existing VM (issue 18), pure: libvirt domain XML and Proxmox VM configs to
-:class:`~vmbench.drivers.current.CurrentVm`.
+:class:`~vmbench.drivers.existing.CurrentVm`.
 
 The libvirt samples are a domain as virt-manager defines one (q35, host-passthrough, a qcow2
 virtio disk with discard, a SATA CD-ROM), a Proxmox-like one (each SCSI disk on its own

@@ -11,7 +11,7 @@ import pytest
 from tests.fakepve.client import call, ok
 from tests.unit.test_proxmox_contract import ENV, SECRET, TOKEN_ID, VERSIONS, scenario_text
 from tests.fakepve import FakePve
-from vmbench.drivers.current import read_current
+from vmbench.drivers import read_current
 from vmbench.drivers.proxmox.api import PveApi, Secret
 from vmbench.drivers.proxmox.current import read_vm
 from vmbench.errors import HypervisorError, UsageError

@@ -337,11 +337,11 @@ def test_vmbench_plan_shows_the_start_axes_round_one_and_the_budget(env, capsys)
 def test_a_tune_from_a_users_vm_starts_from_its_settings_read_once(env, fake_cli, monkeypatch, capsys):
     import importlib
 
-    from vmbench.drivers.current import CurrentVm
+    from vmbench.drivers.existing import CurrentVm
     from vmbench.scenario.model import VmConfig as Vm
     from vmbench.settings import Bus
 
-    current_mod = importlib.import_module("vmbench.drivers.current")
+    current_mod = importlib.import_module("vmbench.drivers")
     reads = []
     read = CurrentVm(source="libvirt domain web1 (qemu:///system)", vm=Vm(bus=Bus.VIRTIO_SCSI, vcpus=8, memory_mib=8192),
                      disk="sda", disk_spec="<disk type='file' device='disk'><target dev='sda' bus='scsi'/></disk>",

@@ -6,7 +6,7 @@ settings) into :class:`~vmbench.advice.model.Snippet` s: Proxmox ``qm set`` comm
 the disk's other options, libvirt ``<disk>``/``<controller>``/``<cpu>`` elements for ``virsh
 edit``, and ``zfs set`` for the storage.  The option grammar and XML are the drivers' own
 builders (:mod:`vmbench.drivers.proxmox.config`, :mod:`vmbench.drivers.libvirt.xml`).  Only the
-keys given are changed, and with a :class:`~vmbench.drivers.current.CurrentVm` only those whose
+keys given are changed, and with a :class:`~vmbench.drivers.existing.CurrentVm` only those whose
 value differs from the VM's.  vmbench never runs any of it.
 """
 
@@ -17,7 +17,7 @@ import shlex
 from dataclasses import replace
 from typing import Any, Mapping
 
-from ..drivers.current import CurrentVm
+from ..drivers.existing import CurrentVm
 from ..drivers.proxmox.config import (BUS_PREFIX, CPU_FLAGS, DISK_KEY_RE, MAX_INDEX, burst_length_key, cpu_option, limit_options,
                                       parse_disk, parse_options, scsihw, zeroes_options)
 from ..errors import HypervisorError, UsageError

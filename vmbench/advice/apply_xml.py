@@ -18,7 +18,7 @@ from ..settings import Bus
 from .model import Snippet
 
 if TYPE_CHECKING:
-    from ..drivers.current import CurrentVm
+    from ..drivers.existing import CurrentVm
 
 #: the settings keys of the disk (a ``qm set --scsi0`` option, or the ``<disk>`` element)
 DISK_KEYS = ("bus", "cache", "iothread", "aio", "detect_zeroes", "discard") + LIMIT_NAMES

@@ -15,7 +15,7 @@ from ..scenario.zfsprops import PROPERTY_NAMES
 from .model import Snippet
 
 if TYPE_CHECKING:
-    from ..drivers.current import CurrentVm
+    from ..drivers.existing import CurrentVm
 
 ZFS_KEYS = ("volblocksize", "recordsize") + PROPERTY_NAMES
 #: properties that apply only to blocks written after the change

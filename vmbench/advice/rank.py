@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import Mapping, Sequence
 
-from ..drivers.current import CurrentVm
+from ..drivers.existing import CurrentVm
 
 from ..report.load import RunData
 from ..report.loadrows import load_plan
@@ -82,7 +82,7 @@ def stored_allow(data: RunData) -> tuple[frozenset[Risk], list[str]]:
 def advise(data: RunData, goals: Sequence[Goal] = (), allow: frozenset[Risk] = frozenset(), current: CurrentVm | None = None,
            vm: str | None = None) -> Advice:
     """The advice for one loaded run.  ``current``: a user's VM read with
-    :func:`vmbench.drivers.current.read_current` (the snippets keep its disk's other options);
+    :func:`vmbench.drivers.read_current` (the snippets keep its disk's other options);
     ``vm``: the VMID or domain name the snippets name when no VM was read."""
     notes: list[str] = []
     stored = (data.plan.get("advise") or {}).get("goals") or []

@@ -126,11 +126,11 @@ def _header(data) -> dict:
 
 
 def _read_vm(data, ident: str):
-    """The user's VM, read only (:func:`vmbench.drivers.current.read_current`) through the run's
+    """The user's VM, read only (:func:`vmbench.drivers.read_current`) through the run's
     stored scenario: its hypervisor, host and credentials as the run used them."""
     from pathlib import Path
 
-    from ..drivers.current import read_current
+    from ..drivers import read_current
     from ..scenario import parse_scenario
 
     path = data.run.scenario_path

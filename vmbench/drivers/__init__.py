@@ -18,13 +18,21 @@ from ..settings import DriverName
 from ..transport.base import HostTransport
 
 if TYPE_CHECKING:
+    from ..scenario.model import Scenario
     from .base import HypervisorDriver
+    from .existing import CurrentVm
 
 #: driver name -> "module:class", imported only when used
 DRIVERS = {
     DriverName.LIBVIRT: "vmbench.drivers.libvirt.driver:LibvirtDriver",
     DriverName.PROXMOX: "vmbench.drivers.proxmox.driver:ProxmoxDriver",  # a PVE node through its API, SSH for host work
     DriverName.NONE: "vmbench.drivers.hostonly:HostOnlyDriver",  # host-only scenarios: storage, no VM
+}
+
+#: driver name -> "module:function" reading a user's existing VM, read only (issue 18)
+READERS = {
+    DriverName.LIBVIRT: "vmbench.drivers.libvirt.current:read_current",
+    DriverName.PROXMOX: "vmbench.drivers.proxmox.current:read_current",
 }
 
 
@@ -48,3 +56,18 @@ def make_driver(hv: Hypervisor, storage: Storage | None = None, *, host: HostTra
     driver: HypervisorDriver = driver_cls(hv, storage or Storage(), host=host or make_host(hv), state=state,
                                           paths=HostPaths.for_host(hv.state_dir, state))
     return driver
+
+
+def read_current(scenario: "Scenario", ident: str, disk: str | None = None) -> "CurrentVm":
+    """The VM ``ident`` on the scenario's hypervisor, read only: a libvirt domain name or a
+    Proxmox VMID.  ``disk``: the disk to read (``vda``, ``scsi0``...); default: the boot disk."""
+    from ..errors import UsageError
+
+    hv = scenario.hypervisor
+    if hv.driver not in READERS:
+        raise UsageError(f"the scenario's hypervisor.driver is {hv.driver.value}: there is no VM to read {ident} from",
+                         "read an existing VM with a scenario whose hypervisor.driver is libvirt or proxmox")
+    module, _, func = READERS[hv.driver].partition(":")
+    reader = getattr(importlib.import_module(module), func)
+    current: CurrentVm = reader(hv, ident, disk)
+    return current

@@ -27,7 +27,7 @@ from ..scenario.tune import Candidate, Decided, TuneBudget, TuneRound, TuneSpec,
 from .search import Cost, Decision, Round, RoundPlan, Stop, Variation, decide, next_round, round_scenario
 
 if TYPE_CHECKING:
-    from ..drivers.current import CurrentVm
+    from ..drivers.existing import CurrentVm
     from ..report.load import RunData
 
 #: runs one round's scenario (a new run, or the resume of the stored one given) and returns its run id
@@ -84,7 +84,7 @@ def current_vm(data: Mapping[str, Any], start: VmConfig) -> "CurrentVm | None":
     """:func:`current_json` back to the CurrentVm (its VM is the tune's start)."""
     if not data:
         return None
-    from ..drivers.current import CurrentVm
+    from ..drivers.existing import CurrentVm
 
     return CurrentVm(source=str(data.get("source", "")), vm=start, disk=str(data.get("disk", "")),
                      disk_spec=str(data.get("disk_spec", "")), kind=str(data.get("kind", "")), ident=str(data.get("ident", "")),

@@ -1,7 +1,7 @@
 """A user's libvirt domain, read only: its disk and CPU settings as vmbench's axes (issue 18).
 
 :func:`parse_domain` is pure: a domain's XML (as ``virsh dumpxml --inactive`` prints it) to a
-:class:`~vmbench.drivers.current.CurrentVm`, read the way :mod:`.xml` writes the same
+:class:`~vmbench.drivers.existing.CurrentVm`, read the way :mod:`.xml` writes the same
 settings (and :mod:`.evidence` reads them back).  :func:`read_domain` opens libvirt
 **read-only** (``virConnectOpenReadOnly``) and asks for the inactive XML (what the user
 configured, not what a running guest happens to have): nothing on the domain can change.
@@ -13,10 +13,12 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from ...errors import HypervisorError, PreflightError
-from ...scenario.model import LIMIT_BURSTS, LIMIT_RATES, MiB, CpuConfig, IoLimits, VmConfig, limit_mbps
+from ...scenario.model import Hypervisor, LIMIT_BURSTS, LIMIT_RATES, MiB, CpuConfig, IoLimits, VmConfig, limit_mbps
 from ...settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
-from ..current import CurrentVm, assume
-from ..current import read_choice as _choice
+from ..existing import CurrentVm, assume
+from ..existing import read_choice as _choice
+from .. import make_host
+from .bridge import LibvirtBridge
 from .connection import _quiet, libvirt
 from .xml import iotune_name
 
@@ -267,3 +269,20 @@ def _storage(disk: ET.Element) -> dict[str, object]:
         if src.get(key):
             out[key] = src.get(key)
     return out
+
+
+def read_current(hv: Hypervisor, name: str, disk: str | None) -> CurrentVm:
+    """The domain ``name`` on ``hv``, read only: a read-only connection to ``hv.uri``, over SSH
+    through vmbench's own verified SSH connection as the driver connects."""
+    if not hv.remote:
+        return read_domain(hv.uri, name, disk=disk)
+    host = make_host(hv)
+    bridge = None
+    try:
+        opener = getattr(host, "open_stream")
+        bridge = LibvirtBridge(opener, hv.uri)
+        return read_domain(bridge.local_uri, name, disk=disk, shown_as=hv.uri)
+    finally:
+        if bridge is not None:
+            bridge.close()
+        host.close()

@@ -1,7 +1,7 @@
 """A user's Proxmox VM, read only: its disk and CPU settings as vmbench's axes (issue 18).
 
 :func:`parse_config` is pure: a VM config (``GET /nodes/{node}/qemu/{vmid}/config``, as
-``qm config`` shows it) to a :class:`~vmbench.drivers.current.CurrentVm`, read with the same
+``qm config`` shows it) to a :class:`~vmbench.drivers.existing.CurrentVm`, read with the same
 grammar :mod:`.config` writes (disk option strings, ``scsihw``, the ``cpu`` line).
 :func:`read_vm` makes exactly one request, that GET: nothing on the VM can change.
 """
@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from ...errors import HypervisorError
-from ...scenario.model import LIMIT_BURSTS, LIMIT_RATES, CpuConfig, IoLimits, VmConfig, limit_mbps
+from ...errors import HypervisorError, UsageError
+from ...scenario.model import Hypervisor, LIMIT_BURSTS, LIMIT_RATES, CpuConfig, IoLimits, VmConfig, limit_mbps
 from ...settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
-from ..current import CurrentVm, assume
-from ..current import read_choice as _choice
+from ..existing import CurrentVm, assume
+from ..existing import read_choice as _choice
+from .api import PveApi, read_secret
 from .config import DISK_KEY_RE, cpu_from_config, parse_disk, parse_options, storage_of, volume_format
 
 #: the disk read when none is named and ``boot: order=`` names none, in this order
@@ -210,3 +211,22 @@ def _memory(config: Mapping[str, Any], unknown: list[str], assumed: list[str]) -
         unknown.append(f"memory: {raw!r} is not a number of MiB; read as 512")
         return 512
     return value
+
+
+def read_current(hv: Hypervisor, ident: str, disk: str | None) -> CurrentVm:
+    """The VM with VMID ``ident`` on the scenario's node: one ``GET .../config`` with its API token."""
+    cfg = hv.proxmox
+    if cfg is None:  # pragma: no cover - the loader always gives driver proxmox its settings
+        raise UsageError("the scenario's proxmox settings are missing")
+    text = str(ident).strip()
+    if not text.isdigit() or not 100 <= int(text) <= 999999999:
+        raise UsageError(f"{ident!r} is not a Proxmox VMID (a whole number from 100 to 999999999)",
+                         "give the VM's ID as `qm list` shows it")
+    api = PveApi(cfg, read_secret(cfg))
+    try:
+        return read_vm(api, cfg.node, int(text), disk=disk)
+    finally:
+        try:
+            api.session.close()
+        except Exception:  # noqa: BLE001 - closing is best effort
+            pass

@@ -4,18 +4,18 @@
 them.  Reading never changes the VM: libvirt's domain XML (``virDomainGetXMLDesc``) and the
 Proxmox ``GET /nodes/{node}/qemu/{vmid}/config``, plus read-only ``zfs get`` of its disk's
 zvol or dataset where the host transport reaches it.
+
+This module holds what a reader gives (:class:`CurrentVm`) and the helpers both readers use;
+the readers are :mod:`.libvirt.current` and :mod:`.proxmox.current`, picked by driver name in
+:func:`vmbench.drivers.read_current`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, TypeVar
+from typing import Any, Mapping, TypeVar
 
 from ..scenario.model import VmConfig
-
-if TYPE_CHECKING:
-    from ..scenario.model import Hypervisor, Scenario
-
 
 T = TypeVar("T")
 
@@ -62,63 +62,3 @@ class CurrentVm:
     extra: Mapping[str, str] = field(default_factory=dict)  # Proxmox: scsihw, cpu line; libvirt: the <cpu> element
     #: settings the VM does not state, read as the hypervisor's default (said, like ``unknown``)
     assumed: tuple[str, ...] = ()
-
-
-def read_current(scenario: "Scenario", ident: str, disk: str | None = None) -> CurrentVm:
-    """The VM ``ident`` on the scenario's hypervisor, read only: a libvirt domain name
-    (read-only connection to ``hypervisor.uri``; over SSH through vmbench's own verified SSH
-    connection, as the driver connects) or a Proxmox VMID (one ``GET .../config`` with the
-    scenario's API token).  ``disk``: the disk to read (``vda``, ``scsi0``...); default: the
-    boot disk."""
-    from ..errors import UsageError
-    from ..settings import DriverName
-
-    hv = scenario.hypervisor
-    if hv.driver is DriverName.LIBVIRT:
-        return _read_libvirt(hv, ident, disk)
-    if hv.driver is DriverName.PROXMOX:
-        return _read_proxmox(hv, ident, disk)
-    raise UsageError(f"the scenario's hypervisor.driver is {hv.driver.value}: there is no VM to read {ident} from",
-                     "read an existing VM with a scenario whose hypervisor.driver is libvirt or proxmox")
-
-
-def _read_libvirt(hv: "Hypervisor", name: str, disk: str | None) -> CurrentVm:
-    from .libvirt.current import read_domain
-
-    if not hv.remote:
-        return read_domain(hv.uri, name, disk=disk)
-    from . import make_host
-    from .libvirt.bridge import LibvirtBridge
-
-    host = make_host(hv)
-    bridge = None
-    try:
-        opener = getattr(host, "open_stream")
-        bridge = LibvirtBridge(opener, hv.uri)
-        return read_domain(bridge.local_uri, name, disk=disk, shown_as=hv.uri)
-    finally:
-        if bridge is not None:
-            bridge.close()
-        host.close()
-
-
-def _read_proxmox(hv: "Hypervisor", ident: str, disk: str | None) -> CurrentVm:
-    from ..errors import UsageError
-    from .proxmox.api import PveApi, read_secret
-    from .proxmox.current import read_vm
-
-    cfg = hv.proxmox
-    if cfg is None:  # pragma: no cover - the loader always gives driver proxmox its settings
-        raise UsageError("the scenario's proxmox settings are missing")
-    text = str(ident).strip()
-    if not text.isdigit() or not 100 <= int(text) <= 999999999:
-        raise UsageError(f"{ident!r} is not a Proxmox VMID (a whole number from 100 to 999999999)",
-                         "give the VM's ID as `qm list` shows it")
-    api = PveApi(cfg, read_secret(cfg))
-    try:
-        return read_vm(api, cfg.node, int(text), disk=disk)
-    finally:
-        try:
-            api.session.close()
-        except Exception:  # noqa: BLE001 - closing is best effort
-            pass
