@@ -20,7 +20,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
+from typing import Callable, Sequence, TypeVar
 
 from ..drivers.base import Guest, VmRequest, VmResources
 from ..errors import CommandError, GuestError, VmbenchError
@@ -36,9 +36,7 @@ from ..transport.base import Transport
 from .evidence import problems
 from .measure import Where, drop_caches, measurement_values, precondition_at
 from .plan import LoadUnit, Step, boot_layers
-
-if TYPE_CHECKING:
-    from .runner import Runner
+from .session import RunSession
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -156,7 +154,7 @@ def _clock_note(off: tuple[float, float, float] | None) -> str | None:
 class LoadStepRun:
     """One unit of a load run, driven with the runner's driver, database and records."""
 
-    def __init__(self, runner: "Runner", unit: LoadUnit, steps: list[Step]) -> None:
+    def __init__(self, runner: RunSession, unit: LoadUnit, steps: list[Step]) -> None:
         self.r = runner
         self.unit = unit
         self.steps = steps
@@ -226,7 +224,7 @@ class LoadStepRun:
     def _invalid(self, cell: Cell, found: list[str], evidence: dict) -> None:
         r = self.r
         assert r.outcome is not None
-        r._cell_row(cell, None, found, evidence)
+        r.record_cell(cell, None, found, evidence)
         r.progress.warn(f"cell {cell.name} ({self.unit.label}) is INVALID, not measured: " + "; ".join(found))
         if cell.name not in r.outcome.invalid_cells:
             r.outcome.invalid_cells.append(cell.name)
@@ -259,7 +257,7 @@ class LoadStepRun:
                 domain_name=guest.name, accelerator=r.accel.name, domain_xml=mem.res.native_config,
                 boot_seconds=guest.boot_seconds, attempt=r.attempt, load_step=self.unit.step.index, vm=mem.member.vm)
             r.step = f"reading back the settings of {mem.res.name}"
-            disk, evidence, eff = r._inspect(guest, mem.boot_id)
+            disk, evidence, eff = r.inspect(guest, mem.boot_id)
             mem.disk = disk
             mem.problems = tuple(f"{mem.label}: {p}" for p in problems(mem.request.vm, eff, r.accel.name))
             if mem.member.vm == 0:
@@ -282,7 +280,7 @@ class LoadStepRun:
         cell_id = None
         if self.unit.host_cell is not None:
             cell = next(c for c in self.unit.boot.cells if c.name == self.unit.host_cell)
-            cell_id = r._cell_row(cell, None, [], {"storage": self.members[0].res.storage})
+            cell_id = r.record_cell(cell, None, [], {"storage": self.members[0].res.storage})
         sides = [replace(sd, where=replace(sd.where, cell_id=cell_id)) for sd in sides]
         self._measure(sides, steps, "host")
 
@@ -298,7 +296,7 @@ class LoadStepRun:
         if found:
             self._invalid(cell, found, evidence)
             return
-        cell_id = r._cell_row(cell, self.members[0].boot_id, [], evidence, stored)
+        cell_id = r.record_cell(cell, self.members[0].boot_id, [], evidence, stored)
         sides = []
         for mem in self.members:
             assert mem.guest is not None and mem.disk is not None

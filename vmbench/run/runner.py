@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 
 from .. import __version__
 from ..drivers import make_driver
@@ -33,6 +33,7 @@ from .loadstep import LoadStepRun
 from .measure import Measurer, Where
 from ..paths import StatePaths
 from .plan import BootGroup, Plan, Step, make_plan
+from .session import RunOutcome
 from ..progress import Progress
 from ..results.db import ResultsDB, RunRow
 from ..results.key import MeasurementKey
@@ -50,16 +51,6 @@ GUEST_WORKDIR = "/run/vmbench"
 
 def new_run_tag() -> str:
     return "r" + secrets.token_hex(4)
-
-
-@dataclass
-class RunOutcome:
-    run_id: int
-    tag: str
-    status: str
-    invalid_cells: list[str] = field(default_factory=list)
-    error: str | None = None
-    skipped_steps: int = 0  # already stored by an earlier attempt (resume)
 
 
 class Runner:
@@ -325,7 +316,7 @@ class Runner:
             self.ledger.add("volume", v)
         if res.storage_problems:  # a ZFS property did not take: nothing on this storage is measured
             for cell in group.cells:
-                self._cell_row(cell, None, res.storage_problems, {"storage": res.storage})
+                self.record_cell(cell, None, res.storage_problems, {"storage": res.storage})
                 self.progress.warn(f"cell {cell.name} is INVALID, not measured: " + "; ".join(res.storage_problems))
                 self.outcome.invalid_cells.append(cell.name)
             host_steps = guest_steps = []
@@ -334,7 +325,7 @@ class Runner:
             self.step = f"measuring the host on {target}"
             self.progress.step(f"host: fio on {target} ({s.storage.describe() if s.host_only else 'the scratch disk’s storage, before the VM boots'})")
             host_cell = next((c for c in group.cells if c.name == host_steps[0].cell), None)
-            cell_id = None if host_cell is None else self._cell_row(host_cell, None, [], {"storage": res.storage})
+            cell_id = None if host_cell is None else self.record_cell(host_cell, None, [], {"storage": res.storage})
             self.measurer.measure(Where(self.host, "host", self.host_workdir, target, "host", cell=host_cell, cell_id=cell_id,
                                         settings=group.vm.storage_settings() if s.host_only else {},
                                         zfs_pool=s.storage.zfs_pool), host_steps)
@@ -349,7 +340,7 @@ class Runner:
                 accelerator=self.accel.name, domain_xml=res.native_config, boot_seconds=guest.boot_seconds, attempt=self.attempt,
             )
             self.step = f"reading back the settings of {res.name}"
-            disk, evidence, effective = self._inspect(guest, boot_id)
+            disk, evidence, effective = self.inspect(guest, boot_id)
             if res.storage:
                 evidence["storage"] = res.storage
             self._guest_crypto(group, guest, boot_id, effective)
@@ -362,7 +353,7 @@ class Runner:
         self.driver.remove_vm(res)
         self.created.remove(res)
 
-    def _inspect(self, guest: Guest, boot_id: int) -> tuple[ScratchDisk, dict, dict]:
+    def inspect(self, guest: Guest, boot_id: int) -> tuple[ScratchDisk, dict, dict]:
         gt = guest.transport
         gt.run(["mkdir", "-p", GUEST_WORKDIR], timeout=60)
         applied = guest.applied()
@@ -399,7 +390,7 @@ class Runner:
         # which cell's rows are this cell's raw-disk figures (kept from an earlier attempt when not measured now)
         raw_source = measured_raw_in or stored_evidence.get("raw_measured_in") or cell.name
         evidence = dict(evidence, raw_measured_in=raw_source, layers=kept)
-        cell_id = self._cell_row(cell, boot_id, found, evidence, stored)
+        cell_id = self.record_cell(cell, boot_id, found, evidence, stored)
         if found:
             self.progress.warn(f"cell {cell.name} is INVALID, not measured: " + "; ".join(found))
             self.outcome.invalid_cells.append(cell.name)
@@ -432,7 +423,7 @@ class Runner:
             self.cpu_costs[boot_id] = CpuCost(self.host, pid, guest.transport)
         return self.cpu_costs[boot_id]
 
-    def _cell_row(self, cell: Cell, boot_id: int | None, found: list[str], evidence: dict, stored: dict | None = None) -> int:
+    def record_cell(self, cell: Cell, boot_id: int | None, found: list[str], evidence: dict, stored: dict | None = None) -> int:
         """Add or update a cell's row (a resumed run's, or the one its host reference made)."""
         stored = stored or self.db.cell_by_name(self.run_id, cell.name)
         settings = cell.vm.storage_settings() if self.scenario.host_only else cell.vm.settings()

@@ -1,0 +1,55 @@
+"""What a run's parts share while it runs: its outcome so far, and the session a load step is
+driven with (the runner satisfies :class:`RunSession`; the load step needs no more of it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..drivers.base import Accelerator, Guest, HypervisorDriver, VmResources
+from ..guest.disk import ScratchDisk
+from ..progress import Progress
+from ..results.db import ResultsDB
+from ..scenario.model import Cell, Scenario
+from ..transport.base import Transport
+from .ledger import Ledger
+from .measure import Measurer
+from .plan import Plan
+
+
+@dataclass
+class RunOutcome:
+    run_id: int
+    tag: str
+    status: str
+    invalid_cells: list[str] = field(default_factory=list)
+    error: str | None = None
+    skipped_steps: int = 0  # already stored by an earlier attempt (resume)
+
+
+class RunSession(Protocol):
+    """The run a load step belongs to: its driver, database, records and progress."""
+
+    scenario: Scenario
+    plan: Plan
+    db: ResultsDB
+    progress: Progress
+    driver: HypervisorDriver
+    host: Transport
+    tag: str
+    run_id: int
+    attempt: int
+    host_workdir: str
+    accel: Accelerator | None
+    outcome: RunOutcome | None
+    ledger: Ledger | None
+    measurer: Measurer | None
+    created: list[VmResources]
+    boots_started: int
+    step: str  # what the run is doing, named in errors
+
+    def record_cell(self, cell: Cell, boot_id: int | None, found: list[str], evidence: dict, stored: dict | None = None) -> int:
+        """Store ``cell`` (once per run) with what was found; its id."""
+
+    def inspect(self, guest: Guest, boot_id: int) -> tuple[ScratchDisk, dict, dict]:
+        """Find the scratch disk in ``guest`` and read back its settings: (disk, evidence, effective)."""
