@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from ..errors import UsageError
-from ..transport import hostkeys
+from ..transport.sshconfig import default_known_hosts
 
 
 def parse_target(text: str, port: int | None) -> tuple[str, int]:
@@ -41,8 +41,10 @@ def _port(text: str, whole: str) -> int:
 
 
 def cmd_hosts_trust(args: argparse.Namespace) -> int:
+    from ..transport import hostkeys  # paramiko: loaded only by the commands that use it
+
     host, port = parse_target(args.host, args.port)
-    path = args.known_hosts or hostkeys.default_known_hosts()
+    path = args.known_hosts or default_known_hosts()
     key = hostkeys.scan(host, port, timeout=args.timeout)
     fp = hostkeys.fingerprint(key)
     status = hostkeys.check(host, port, key, path)
@@ -68,8 +70,10 @@ def cmd_hosts_trust(args: argparse.Namespace) -> int:
 
 
 def cmd_hosts_check(args: argparse.Namespace) -> int:
+    from ..transport import hostkeys
+
     host, port = parse_target(args.host, args.port)
-    path = args.known_hosts or hostkeys.default_known_hosts()
+    path = args.known_hosts or default_known_hosts()
     key = hostkeys.scan(host, port, timeout=args.timeout)
     status = hostkeys.check(host, port, key, path)
     print(f"{hostkeys.known_hosts_name(host, port)} presents {hostkeys.fingerprint(key)}: {status} in {path}")
@@ -84,7 +88,7 @@ def add_parser(subparsers: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("host", metavar="HOST", help="HOST, HOST:PORT or USER@HOST:PORT (the user is ignored)")
     common.add_argument("--port", type=int, help="SSH port (default 22, or the one in HOST)")
-    common.add_argument("--known-hosts", metavar="FILE", help=f"known_hosts file (default {hostkeys.default_known_hosts()})")
+    common.add_argument("--known-hosts", metavar="FILE", help=f"known_hosts file (default {default_known_hosts()})")
     common.add_argument("--timeout", type=float, default=15.0, help="connect timeout in seconds (default 15)")
     t = hsub.add_parser("trust", parents=[common], help="show a host's key and record it in known_hosts")
     t.add_argument("--replace", action="store_true", help="replace a different key recorded for this host")

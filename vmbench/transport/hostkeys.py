@@ -17,6 +17,7 @@ import paramiko
 from paramiko.hostkeys import HostKeyEntry
 
 from ..errors import PreflightError
+from .sshconfig import default_known_hosts as default_known_hosts  # re-exported
 
 Status = Literal["known", "unknown", "changed"]
 
@@ -30,10 +31,6 @@ def fingerprint(key: paramiko.PKey) -> str:
     """``ssh-ed25519 SHA256:...``: the key type and the digest ``ssh-keygen -lf`` shows."""
     digest = base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
     return f"{key.get_name()} SHA256:{digest}"
-
-
-def default_known_hosts() -> str:
-    return os.path.expanduser("~/.ssh/known_hosts")
 
 
 def scan(host: str, port: int = 22, timeout: float = 15.0) -> paramiko.PKey:

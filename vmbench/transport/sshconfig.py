@@ -3,6 +3,7 @@ the transport layer that uses them (:mod:`.ssh`); :mod:`vmbench.scenario.model` 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 
@@ -22,3 +23,8 @@ class SshConfig:
     @property
     def label(self) -> str:
         return f"{self.user}@{self.host}" + (f":{self.port}" if self.port != 22 else "")
+
+
+def default_known_hosts() -> str:
+    """The known_hosts file host keys are checked against unless a scenario names one."""
+    return os.path.expanduser("~/.ssh/known_hosts")
