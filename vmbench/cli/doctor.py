@@ -14,7 +14,8 @@ from ..drivers.base import Check, HypervisorDriver, version_check
 from ..errors import VmbenchError
 from ..paths import StatePaths
 from ..progress import NullProgress, Progress
-from ..scenario.model import Hypervisor, Scenario, Storage
+from ..scenario.model import Hypervisor, Storage
+from ..scenario.spec import Scenario
 
 __all__ = ["Check", "run_checks"]
 

@@ -18,7 +18,7 @@ from ..settings import DriverName
 from ..transport.base import HostTransport
 
 if TYPE_CHECKING:
-    from ..scenario.model import Scenario
+    from ..scenario.spec import Scenario
     from .base import HypervisorDriver
     from .existing import CurrentVm
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..scenario.model import FilesystemLayer, LuksLayer, LvmLayer, PartitionLayer, Scenario
+from ..scenario.model import FilesystemLayer, LuksLayer, LvmLayer, PartitionLayer
+from ..scenario.spec import Scenario
 from ..transport.base import Transport
 
 #: fio's json+ output with nanosecond latencies (``clat_ns``), which vmbench parses: fio 3.0

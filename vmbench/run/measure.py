@@ -24,7 +24,8 @@ from .plan import Step, Stored
 from ..progress import Progress
 from ..results.db import ResultsDB
 from ..results.key import MeasurementKey
-from ..scenario.model import Cell, RepeatPolicy, Scenario
+from ..scenario.model import Cell, RepeatPolicy
+from ..scenario.spec import Scenario
 from ..transport.base import Transport
 from ..units import format_duration, format_size
 

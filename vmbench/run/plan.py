@@ -13,7 +13,8 @@ from typing import Mapping, Sequence
 from ..fio.job import PRECONDITION_BS, FioJob, to_precondition
 from ..results.key import MeasurementKey
 from ..scenario.load import LoadMember, LoadStep, Role
-from ..scenario.model import MiB, Cell, Scenario, Stack, VmConfig, layer_path
+from ..scenario.model import MiB, Cell, Stack, VmConfig, layer_path
+from ..scenario.spec import Scenario
 from ..units import format_duration, format_size
 
 

@@ -38,7 +38,8 @@ from ..progress import Progress
 from ..results.db import ResultsDB, RunRow
 from ..results.key import MeasurementKey
 from ..guest.needs import guest_needs
-from ..scenario.model import Cell, Scenario, Stack
+from ..scenario.model import Cell, Stack
+from ..scenario.spec import Scenario
 from ..settings import CpuMode
 from .signals import signals_deferred, signals_raise
 from ..transport import ops

@@ -10,7 +10,8 @@ from ..drivers.base import Accelerator, Guest, HypervisorDriver, VmResources
 from ..guest.disk import ScratchDisk
 from ..progress import Progress
 from ..results.db import ResultsDB
-from ..scenario.model import Cell, Scenario
+from ..scenario.model import Cell
+from ..scenario.spec import Scenario
 from ..transport.base import Transport
 from .ledger import Ledger
 from .measure import Measurer

@@ -1,5 +1,6 @@
 from .loader import load_scenario, parse_scenario
-from .model import Cell, CpuConfig, FilesystemLayer, LuksLayer, LvmLayer, PartitionLayer, Scenario, Stack, Target, VmConfig
+from .model import Cell, CpuConfig, FilesystemLayer, LuksLayer, LvmLayer, PartitionLayer, Stack, Target, VmConfig
+from .spec import Scenario
 
 __all__ = [
     "load_scenario", "parse_scenario", "Cell", "CpuConfig", "FilesystemLayer", "LuksLayer", "LvmLayer",

@@ -1,4 +1,4 @@
-"""Scenario YAML -> :class:`~vmbench.scenario.model.Scenario`, validated fully.
+"""Scenario YAML -> :class:`~vmbench.scenario.spec.Scenario`, validated fully.
 
 Everything a user can get wrong is refused here, before anything is provisioned, with one
 message naming the file, the line, the key and the allowed values.
@@ -19,7 +19,8 @@ from .axes import STORAGE_AXES, VM_AXES, changed_axes
 from .hosts import _hypervisor, _storage, driver_storage_problems, storage_problems
 from .jobs import _check_jobs_vs_stacks, _jobs, _resolve_sizes
 from .matrix import _cells
-from .model import RepeatPolicy, Scenario, VmConfig
+from .model import RepeatPolicy, VmConfig
+from .spec import Scenario
 from .load import parse_load
 from .reader import Context, Section, as_bool, as_int, as_name, as_str, load_yaml
 from .stacks import _stacks

@@ -22,7 +22,8 @@ from ..progress import Progress
 from ..results.db import ResultsDB, RunRow
 from ..run.plan import estimate, make_plan
 from ..scenario.loader import parse_scenario
-from ..scenario.model import Scenario, VmConfig
+from ..scenario.model import VmConfig
+from ..scenario.spec import Scenario
 from ..scenario.tune import Candidate, Decided, TuneBudget, TuneRound, TuneSpec, round_text, vary, vm_from_yaml
 from .search import Cost, Decision, Round, RoundPlan, Stop, Variation, decide, next_round, round_scenario
 

@@ -34,7 +34,8 @@ from typing import Callable, Sequence
 from ..advice.model import Advice, Goal, Recommendation, RISKS
 from ..advice.table import delta_text as effect  # how a recommendation's change reads (CPU per I/O in µs/IO)
 from ..scenario.hosts import storage_problems
-from ..scenario.model import Cell, Hypervisor, Scenario, Storage, VmConfig
+from ..scenario.model import Cell, Hypervisor, Storage, VmConfig
+from ..scenario.spec import Scenario
 from ..scenario.tune import Candidate, TuneBudget, TuneSpec, vary
 from ..scenario.vm import vm_problems
 from ..units import format_duration
