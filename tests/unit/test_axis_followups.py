@@ -23,6 +23,7 @@ from vmbench.report.rows import cache_notes
 from vmbench.report.tables import cells_table
 from vmbench.results.db import RunRow
 from vmbench.run.evidence import effective_settings, guest_view, problems
+from vmbench.scenario.axes import settings_of
 from vmbench.scenario.model import VmConfig
 from vmbench.settings import Cache, DetectZeroes, Discard
 
@@ -159,7 +160,7 @@ def test_cells_table_columns_come_from_the_axis_table():
 
 def test_cells_table_shows_a_new_axis(queues_axis):
     s = parse("vm:\n  queues: 4\nvary:\n  queues: [2, 8]\n")
-    t = cells_table([cell(c.name, c.vm.settings()) for c in s.cells] + [cell("old", DEFAULT_SETTINGS)])
+    t = cells_table([cell(c.name, settings_of(c.vm)) for c in s.cells] + [cell("old", DEFAULT_SETTINGS)])
     assert [r["queues"] for r in t.records] == [4, 2, 8, "hypervisor default"]
 
 

@@ -1,5 +1,5 @@
 """The VM axis table: every row reads, compares, names, combines and stores its setting, and
-VmConfig.settings() (stored with every result row) keeps its keys, order and values."""
+settings_of(vm) (stored with every result row) keeps its keys, order and values."""
 
 import dataclasses
 import enum
@@ -14,7 +14,7 @@ from vmbench.run import evidence
 from vmbench.scenario import axes as axes_module
 from vmbench.scenario import parse_scenario
 from vmbench.scenario.axes import (AXES, AXIS_BY_NAME, HYPERVISOR_DEFAULT, STORAGE_AXES, VM_AXES, _field_axis, changed_axes,
-                                   setting_columns, stored_setting)
+                                   setting_columns, settings_of, stored_setting, vm_key)
 from vmbench.scenario.model import LIMIT_NAMES, CpuConfig, IoLimits, VmConfig
 from vmbench.scenario.reader import Context, LineDict, Section, as_int
 from vmbench.settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
@@ -110,7 +110,7 @@ def test_axis_round_trip(name):
     assert axis.label(vm, raw) == label
     assert changed_axes(vm, default) == (name,)  # parsing touched this axis only
     if axis.settings_key is not None:
-        assert vm.settings()[axis.settings_key] == setting
+        assert settings_of(vm)[axis.settings_key] == setting
     # merge copies exactly this axis, both ways
     merged = axis.merge(default, vm)
     assert axis.value(merged) == value and changed_axes(merged, default) == (name,)
@@ -129,23 +129,23 @@ def test_labels_name_the_value_as_written():
 def test_aes_merges_into_the_cpu_and_cpu_keeps_other_axes():
     vm = AXIS_BY_NAME["aes"].merge(read("cpu", "qemu64"), read("aes", "off"))
     assert vm.cpu == CpuConfig(model="qemu64", aes=Feature.OFF)
-    assert vm.settings()["cpu"] == "qemu64-aes"
+    assert settings_of(vm)["cpu"] == "qemu64-aes"
     assert changed_axes(vm, VmConfig()) == ("cpu", "aes")
 
 
 def test_default_settings_keys_order_and_values():
-    s = VmConfig().settings()
+    s = settings_of(VmConfig())
     assert s == DEFAULT_SETTINGS
     assert list(s) == list(DEFAULT_SETTINGS)
     assert all(type(v) in (str, bool, int) for v in s.values())  # plain values, never enums
-    assert VmConfig().key() == "bus=virtio-blk;cache=none;iothread=False;aio=threads;cpu=kvm64;format=raw;vcpus=2;memory_mib=1024"
+    assert vm_key(VmConfig()) == "bus=virtio-blk;cache=none;iothread=False;aio=threads;cpu=kvm64;format=raw;vcpus=2;memory_mib=1024"
 
 
 def test_changed_settings_keys_order_and_values():
     vm = VmConfig(vcpus=4, memory_mib=2048, bus=Bus.VIRTIO_SCSI, cache=Cache.WRITEBACK, iothread=True, aio=Aio.IO_URING,
                   cpu=CpuConfig(mode=CpuMode.HOST_PASSTHROUGH, model=None, aes=Feature.ON, features=(("avx2", Feature.OFF),)),
                   format=ImageFormat.QCOW2)
-    s = vm.settings()
+    s = settings_of(vm)
     assert s == {
         "bus": "virtio-scsi",
         "cache": "writeback",
@@ -184,9 +184,9 @@ def test_each_vm_field_is_exactly_one_axis(field):
     vm = dataclasses.replace(default, **{field: _another(getattr(default, field), field)})
     changed = [a.name for a in AXES if a.value(vm) != a.value(default)]
     assert len(changed) == 1, f"VmConfig.{field} is seen by axes {changed}; add exactly one row to AXES"
-    stored = [k for k, v in vm.settings().items() if v != default.settings().get(k)]
+    stored = [k for k, v in settings_of(vm).items() if v != settings_of(default).get(k)]
     assert len(stored) == 1, f"VmConfig.{field} changes settings() keys {stored}"
-    assert vm.key() != default.key()
+    assert vm_key(vm) != vm_key(default)
 
 
 def test_each_zfs_setting_is_exactly_one_axis():
@@ -194,8 +194,8 @@ def test_each_zfs_setting_is_exactly_one_axis():
     for name in STORAGE_AXES:
         vm = read(name, ROUND_TRIPS[name][0])
         assert [a.name for a in AXES if a.value(vm) != a.value(default)] == [name]
-        assert [k for k in vm.settings() if k not in default.settings()] == [name]
-        assert vm.key() != default.key() and vm.storage_key() != default.storage_key()
+        assert [k for k in settings_of(vm) if k not in settings_of(default)] == [name]
+        assert vm_key(vm) != vm_key(default) and vm.storage_key() != default.storage_key()
 
 
 # the storage each ZFS axis applies to
@@ -307,11 +307,11 @@ def test_a_new_axis_is_read_named_stored_shown_and_verified_from_its_row(queues_
     assert [c.changed for c in s.cells] == [(), ("queues",), ("queues",)]
     assert "queues is a whole number from 1 to 16" in str(pytest.raises(ScenarioError, parse, "vary:\n  queues: []\n").value.hint)
     # stored with each row when given; left to the hypervisor it is not stored, so old runs keep their keys
-    assert s.baseline.settings() == {**DEFAULT_SETTINGS, "queues": 4}
-    assert QueuesVm().settings() == DEFAULT_SETTINGS
-    assert QueuesVm().key() == "bus=virtio-blk;cache=none;iothread=False;aio=threads;cpu=kvm64;format=raw;vcpus=2;memory_mib=1024"
+    assert settings_of(s.baseline) == {**DEFAULT_SETTINGS, "queues": 4}
+    assert settings_of(QueuesVm()) == DEFAULT_SETTINGS
+    assert vm_key(QueuesVm()) == "bus=virtio-blk;cache=none;iothread=False;aio=threads;cpu=kvm64;format=raw;vcpus=2;memory_mib=1024"
     # report columns and old rows without it
-    assert setting_columns([c.vm.settings() for c in s.cells]) == (*DEFAULT_SETTINGS, "queues")
+    assert setting_columns([settings_of(c.vm) for c in s.cells]) == (*DEFAULT_SETTINGS, "queues")
     assert setting_columns([DEFAULT_SETTINGS]) == tuple(DEFAULT_SETTINGS)
     assert stored_setting(DEFAULT_SETTINGS, "queues") == "hypervisor default" and stored_setting({"queues": 2}, "queues") == 2
     # the run's checks that it took effect: from its verify entries; the reading travels in details

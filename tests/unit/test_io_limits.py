@@ -21,7 +21,7 @@ from vmbench.drivers.qemu_cmdline import NO_LIMIT, disk_readings, parse_cmdline,
 from vmbench.errors import ScenarioError
 from vmbench.run.evidence import effective_settings, problems
 from vmbench.scenario import parse_scenario
-from vmbench.scenario.axes import AXIS_BY_NAME, setting_columns, stored_setting
+from vmbench.scenario.axes import AXIS_BY_NAME, setting_columns, settings_of, stored_setting, vm_key
 from vmbench.scenario.model import LIMIT_NAMES, IoLimits, VmConfig
 from vmbench.scenario.vm import limit_problems
 
@@ -51,18 +51,18 @@ def test_limits_are_read_stored_when_set_and_named_in_cells():
     base = s.baseline
     assert base.limits == IoLimits(iops_rd=500, iops_rd_max=1000, mbps=12.5, mbps_max=20, burst_length=5)
     assert type(base.limits.mbps_max) is int  # a whole number of MiB/s is stored as one
-    settings = base.settings()
+    settings = settings_of(base)
     assert list(settings)[8:] == ["iops_rd", "mbps", "iops_rd_max", "mbps_max", "burst_length"]  # table order, after the rest
     assert [c.name for c in s.cells] == ["baseline", "iops_wr=100", "iops_wr=200"]
     assert [c.changed for c in s.cells] == [(), ("iops_wr",), ("iops_wr",)]
-    assert s.cells[1].vm.settings()["iops_wr"] == 100 and "iops_wr" not in settings
+    assert settings_of(s.cells[1].vm)["iops_wr"] == 100 and "iops_wr" not in settings
     # none given: nothing stored, so runs stored before the limits existed keep their keys
-    assert not set(LIMIT_NAMES) & set(VmConfig().settings())
-    assert "iops" not in VmConfig().key()
+    assert not set(LIMIT_NAMES) & set(settings_of(VmConfig()))
+    assert "iops" not in vm_key(VmConfig())
     # report columns only where some row has a limit; old rows read "none"
-    assert "iops_wr" in setting_columns([c.vm.settings() for c in s.cells])
-    assert "iops_wr" not in setting_columns([VmConfig().settings()])
-    assert stored_setting(VmConfig().settings(), "iops_wr") == "none"
+    assert "iops_wr" in setting_columns([settings_of(c.vm) for c in s.cells])
+    assert "iops_wr" not in setting_columns([settings_of(VmConfig())])
+    assert stored_setting(settings_of(VmConfig()), "iops_wr") == "none"
 
 
 def test_every_limit_is_a_row_with_its_own_readings():

@@ -8,6 +8,7 @@ import pytest
 
 from vmbench.errors import ScenarioError
 from vmbench.scenario import parse_scenario
+from vmbench.scenario.axes import settings_of
 from vmbench.settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, Filesystem
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -79,10 +80,10 @@ def test_aio_native_needs_direct_cache():
 def test_detect_zeroes_and_discard_left_to_the_hypervisor_unless_given():
     s = parse(BASE)
     assert (s.baseline.detect_zeroes, s.baseline.discard) == (None, None)
-    assert "detect_zeroes" not in s.baseline.settings() and "discard" not in s.baseline.settings()
+    assert "detect_zeroes" not in settings_of(s.baseline) and "discard" not in settings_of(s.baseline)
     vm = parse(BASE + "vm:\n  detect_zeroes: unmap\n  discard: on\n").baseline  # on/off: libvirt's and PVE's words
     assert (vm.detect_zeroes, vm.discard) == (DetectZeroes.UNMAP, Discard.UNMAP)
-    assert list(vm.settings())[-2:] == ["detect_zeroes", "discard"] and vm.settings()["discard"] == "unmap"
+    assert list(settings_of(vm))[-2:] == ["detect_zeroes", "discard"] and settings_of(vm)["discard"] == "unmap"
     vm = parse(BASE + "vm:\n  detect_zeroes: off\n  discard: ignore\n").baseline  # YAML off is false
     assert (vm.detect_zeroes, vm.discard) == (DetectZeroes.OFF, Discard.IGNORE)
     assert "is not one of: ignore, unmap" in error(BASE + "vm:\n  discard: trim\n")

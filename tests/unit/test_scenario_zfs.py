@@ -5,6 +5,7 @@ import pytest
 from vmbench.errors import ScenarioError
 from vmbench.run.plan import make_plan
 from vmbench.scenario import parse_scenario
+from vmbench.scenario.axes import settings_of
 from vmbench.settings import DriverName, StorageType
 
 JOBS = "jobs:\n  - {name: w, rw: randwrite, bs: 4k, size: 64M, runtime: 5s}\n"
@@ -26,7 +27,7 @@ def test_zvol_storage_states_volblocksize_and_properties():
               "properties: {compression: lz4, sync: standard, primarycache: all, logbias: latency}}\n")
     assert s.storage.type is StorageType.ZFS and s.storage.dataset == "rpool/vmbench" and s.storage.zfs_pool == "rpool"
     assert s.baseline.zfs.volblocksize == 16384  # stated even when the scenario does not: never ZFS's own default
-    assert s.baseline.settings()["compression"] == "lz4" and s.baseline.settings()["volblocksize"] == "16k"
+    assert settings_of(s.baseline)["compression"] == "lz4" and settings_of(s.baseline)["volblocksize"] == "16k"
 
 
 def test_dataset_storage_and_recordsize_axis_with_format():

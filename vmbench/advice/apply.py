@@ -1,6 +1,6 @@
 """The recommended settings as the exact way to apply them to a user's VM (pure; issue 18).
 
-:func:`snippets` turns stored settings (``VmConfig.settings()`` keys and values: bus, cache,
+:func:`snippets` turns stored settings (``settings_of(vm)`` keys and values: bus, cache,
 iothread, aio, cpu, format, vcpus, memory_mib, detect_zeroes, discard, the I/O limits, the ZFS
 settings) into :class:`~vmbench.advice.model.Snippet` s: Proxmox ``qm set`` commands that keep
 the disk's other options, libvirt ``<disk>``/``<controller>``/``<cpu>`` elements for ``virsh

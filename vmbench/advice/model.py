@@ -24,7 +24,7 @@ NOT_MEASURED = ": not measured: "
 
 @dataclass(frozen=True)
 class Change:
-    """One setting between two measured cells, as stored (``VmConfig.settings()`` keys and values,
+    """One setting between two measured cells, as stored (``settings_of(vm)`` keys and values,
     or a stack's layer for a layer change)."""
 
     axis: str

@@ -32,6 +32,7 @@ from .measured import Ctx, effect
 from .model import NOT_MEASURED, Advice, Goal, GoalMetric, Recommendation, Risk, Snippet
 from .risks import parse_allow, stack_flags
 from .standing import cpu_standing, host_standing, luks_standing, measured_rw
+from ..scenario.axes import settings_of
 
 TARGET_GOALS = (("min_mb_s", GoalMetric.MBPS), ("min_iops", GoalMetric.IOPS), ("max_p99_ms", GoalMetric.P99))
 
@@ -131,7 +132,7 @@ def advise(data: RunData, goals: Sequence[Goal] = (), allow: frozenset[Risk] = f
 def _current_notes(current: CurrentVm, data: RunData) -> list[str]:
     """What was read from the user's VM, and where it differs from the run's baseline (the
     advice is about the run's cells: a difference means the run did not start where the VM is)."""
-    mine = current.vm.settings()
+    mine = settings_of(current.vm)
     shown = ", ".join(f"{k}={v}" for k, v in mine.items() if k not in ("vcpus", "memory_mib"))
     notes = [f"your VM: {current.source}, disk {current.disk} (read only, not changed): {shown}"]
     cells = data.valid_cells

@@ -1,6 +1,6 @@
 """Which stored settings trade safety for speed (:class:`~vmbench.advice.model.Risk`).
 
-Pure: a cell's stored settings (``VmConfig.settings()`` keys) or a stack's LUKS layer in,
+Pure: a cell's stored settings (``settings_of(vm)`` keys) or a stack's LUKS layer in,
 the risks it carries out.  A change carries the risks of the values it sets (``after``): a
 change that keeps ``cache=writeback`` as it was does not carry it, one that sets it does.
 What each risk costs, in words, is :data:`~vmbench.advice.model.RISKS`.

@@ -22,6 +22,7 @@ from ..errors import Interrupted, UsageError, VmbenchError
 from ..paths import StatePaths, default_db_path
 from ..units import format_duration
 from .common import ConsoleProgress, cached_accelerator, log_to_file, run_alive, say_migrated
+from ..scenario.axes import settings_of, storage_settings_of
 
 log = logging.getLogger("vmbench")
 
@@ -38,7 +39,7 @@ def _print_host_only_plan(plan, est) -> int:
     where = s.hypervisor.ssh.label if s.hypervisor.ssh else "this machine"
     print(f"host only: no VM; fio on {where}, on {s.storage.describe()}; plan: {s.plan_mode}; repeats: {s.repeat_policy.describe()}")
     print()
-    rows = [[b.seq, b.cells[0].name, ", ".join(f"{k}={v}" for k, v in b.vm.storage_settings().items())] for b in plan.boots]
+    rows = [[b.seq, b.cells[0].name, ", ".join(f"{k}={v}" for k, v in storage_settings_of(b.vm).items())] for b in plan.boots]
     print(tabulate(rows, headers=["#", "cell", "storage settings (each a new zvol or dataset)"], tablefmt="simple"))
     print()
     jrows = [[j.name, j.describe(), format_duration(j.duration) if j.duration else "?", "sync" if j.is_sync else ""] for j in s.jobs]
@@ -91,7 +92,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             layers = ", ".join(l for l, _, _ in cell_layers(c))
             if c is b.cells[0] and b.seq in refs:
                 layers = "host, " + layers
-            rows.append([b.seq, c.name, ", ".join(f"{k}={v}" for k, v in c.vm.settings().items()), layers])
+            rows.append([b.seq, c.name, ", ".join(f"{k}={v}" for k, v in settings_of(c.vm).items()), layers])
     print(tabulate(rows, headers=["boot", "cell", "VM settings", "layers measured"], tablefmt="simple"))
     if len(refs) > 1:
         print("the host is measured once per storage setting, before the first boot on it (a new storage setting needs a new boot)")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ScenarioError, UsageError
 from ..paths import default_db_path
+from ..scenario.axes import settings_of
 
 if TYPE_CHECKING:
     from ..tune.engine import Tune
@@ -108,7 +109,7 @@ def _start(scenario, progress):
         raise ScenarioError(f"{scenario.path}: tune.from: the settings of {current.source} cannot be measured here: "
                             f"{problems[0][0]}", problems[0][1])
     progress.step(f"start: {current.source} (read only), disk {current.disk}: "
-                  + ", ".join(f"{k}={v}" for k, v in start.settings().items()))
+                  + ", ".join(f"{k}={v}" for k, v in settings_of(start).items()))
     for what in current.unknown:
         progress.warn(f"{current.source}: not a vmbench axis, not part of the tune: {what}")
     return start, current.source, current
@@ -202,7 +203,7 @@ def print_tune_plan(scenario, accel: str | None, as_json: bool) -> int:
             est = estimate(make_plan(rs), used)
             doc["estimate"] = {"accelerator": est.accelerator, "seconds": round(est.total)}
         doc["tune"] = {
-            "goal": str(spec.goal), "allow": sorted(a.value for a in spec.allow), "start": s.baseline.settings(),
+            "goal": str(spec.goal), "allow": sorted(a.value for a in spec.allow), "start": settings_of(s.baseline),
             "start_source": start_words, "axes": {axis: [c.label for c in values] for axis, values in spec.axes},
             "budget": spec.budget.to_json(),
             "round1": None if isinstance(first, Stop) else {
@@ -221,7 +222,7 @@ def print_tune_plan(scenario, accel: str | None, as_json: bool) -> int:
     print()
     print(f"tune:     goal {spec.goal} ({'higher' if spec.goal.metric.higher_is_better else 'lower'} is better); "
           f"allowed risks: {', '.join(sorted(a.value for a in spec.allow)) or 'none'}")
-    print(f"start:    {start_words}: " + ", ".join(f"{k}={v}" for k, v in s.baseline.settings().items()))
+    print(f"start:    {start_words}: " + ", ".join(f"{k}={v}" for k, v in settings_of(s.baseline).items()))
     print(f"budget:   {spec.budget.describe()}")
     print()
     print(tabulate([[axis, ", ".join(c.label for c in values)] for axis, values in spec.axes],
@@ -231,7 +232,7 @@ def print_tune_plan(scenario, accel: str | None, as_json: bool) -> int:
         print(f"round 1 cannot run: {first.reason}")
         print("estimated duration: 0s (nothing to run)")
         return 0
-    rows = [[1, "baseline", ", ".join(f"{k}={v}" for k, v in first.baseline.settings().items())]]
+    rows = [[1, "baseline", ", ".join(f"{k}={v}" for k, v in settings_of(first.baseline).items())]]
     rows += [[i + 2, v.name, f"{v.axis}={AXIS_BY_NAME[v.axis].setting(v.vm)}"] for i, v in enumerate(first.variations)]
     print("round 1:")
     print(tabulate(rows, headers=["boot", "cell", "settings (a variation: what it changes)"], tablefmt="simple"))

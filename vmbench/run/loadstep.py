@@ -37,6 +37,7 @@ from .evidence import problems
 from .measure import Where, drop_caches, measurement_values, precondition_at
 from .plan import LoadUnit, Step, boot_layers
 from .session import RunSession
+from ..scenario.axes import settings_of, vm_key
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -253,7 +254,7 @@ class LoadStepRun:
             mem.guest = guest
             r.progress.step(f"{mem.res.name}: guest agent answered after {guest.boot_seconds:.0f}s")
             mem.boot_id = r.db.add_boot(
-                r.run_id, seq=mem.request.seq, vm_key=mem.request.vm.key(), settings_json=mem.request.vm.settings(),
+                r.run_id, seq=mem.request.seq, vm_key=vm_key(mem.request.vm), settings_json=settings_of(mem.request.vm),
                 domain_name=guest.name, accelerator=r.accel.name, domain_xml=mem.res.native_config,
                 boot_seconds=guest.boot_seconds, attempt=r.attempt, load_step=self.unit.step.index, vm=mem.member.vm)
             r.step = f"reading back the settings of {mem.res.name}"
@@ -302,7 +303,7 @@ class LoadStepRun:
             assert mem.guest is not None and mem.disk is not None
             sides.append(Side(mem.member.vm, mem.member.role, mem.guest.transport, Where(
                 mem.guest.transport, "guest", "/run/vmbench", mem.disk.path, r.accel.name, cell=cell, cell_id=cell_id,
-                boot_id=mem.boot_id, layer="raw", settings=mem.request.vm.settings(),
+                boot_id=mem.boot_id, layer="raw", settings=settings_of(mem.request.vm),
                 # the host is sampled once per round, alongside VM 0
                 host_side=r.host if mem.member.vm == 0 else None, host_workdir=r.host_workdir,
                 host_target=mem.res.scratch_path, zfs_pool=self.s.storage.zfs_pool,

@@ -16,6 +16,7 @@ from ..scenario.load import LoadMember, LoadStep, Role
 from ..scenario.model import MiB, Cell, Stack, VmConfig, layer_path
 from ..scenario.spec import Scenario
 from ..units import format_duration, format_size
+from ..scenario.axes import settings_of, storage_settings_of, vm_key
 
 
 @dataclass(frozen=True)
@@ -242,7 +243,7 @@ class Plan:
         s = self.scenario
         policy = s.repeat_policy
         assert policy is not None
-        settings = (lambda vm: vm.storage_settings()) if s.host_only else (lambda vm: vm.settings())
+        settings = storage_settings_of if s.host_only else settings_of
         return {
             "scenario": s.name,
             "mode": s.plan_mode,
@@ -287,7 +288,7 @@ def make_plan(scenario: Scenario) -> Plan:
     groups: dict[str, list[Cell]] = {}
     vms: dict[str, VmConfig] = {}
     for cell in scenario.cells:
-        key = cell.vm.key()
+        key = vm_key(cell.vm)
         groups.setdefault(key, []).append(cell)
         vms.setdefault(key, cell.vm)
     boots = tuple(BootGroup(seq=i + 1, vm=vms[key], cells=tuple(cells)) for i, (key, cells) in enumerate(groups.items()))

@@ -45,6 +45,7 @@ from .signals import signals_deferred, signals_raise
 from ..transport import ops
 from ..transport.base import Transport
 from ..units import human_size
+from ..scenario.axes import settings_of, storage_settings_of, vm_key
 
 log = logging.getLogger(__name__)
 GUEST_WORKDIR = "/run/vmbench"
@@ -294,7 +295,7 @@ class Runner:
         s = self.scenario
         n = len(self.plan.boots)
         what = "storage" if s.host_only else "VM"
-        settings = ", ".join(f"{k}={v}" for k, v in (group.vm.storage_settings() if s.host_only else group.vm.settings()).items())
+        settings = ", ".join(f"{k}={v}" for k, v in (storage_settings_of(group.vm) if s.host_only else settings_of(group.vm)).items())
         if not steps:
             self.progress.step(f"{what} {group.seq}/{n}: already measured ({settings})")
             return
@@ -328,7 +329,7 @@ class Runner:
             host_cell = next((c for c in group.cells if c.name == host_steps[0].cell), None)
             cell_id = None if host_cell is None else self.record_cell(host_cell, None, [], {"storage": res.storage})
             self.measurer.measure(Where(self.host, "host", self.host_workdir, target, "host", cell=host_cell, cell_id=cell_id,
-                                        settings=group.vm.storage_settings() if s.host_only else {},
+                                        settings=storage_settings_of(group.vm) if s.host_only else {},
                                         zfs_pool=s.storage.zfs_pool), host_steps)
         if guest_steps:
             self.step = f"booting VM {group.seq} ({res.name})"
@@ -337,7 +338,7 @@ class Runner:
             self.boots_started += 1
             self.progress.step(f"{res.name}: guest agent answered after {guest.boot_seconds:.0f}s")
             boot_id = self.db.add_boot(
-                self.run_id, seq=group.seq, vm_key=group.vm.key(), settings_json=group.vm.settings(), domain_name=guest.name,
+                self.run_id, seq=group.seq, vm_key=vm_key(group.vm), settings_json=settings_of(group.vm), domain_name=guest.name,
                 accelerator=self.accel.name, domain_xml=res.native_config, boot_seconds=guest.boot_seconds, attempt=self.attempt,
             )
             self.step = f"reading back the settings of {res.name}"
@@ -397,7 +398,7 @@ class Runner:
             self.outcome.invalid_cells.append(cell.name)
             return None
         where = Where(guest.transport, "guest", GUEST_WORKDIR, disk.path, self.accel.name, cell=cell, cell_id=cell_id,
-                      boot_id=boot_id, layer="raw", settings=cell.vm.settings(),
+                      boot_id=boot_id, layer="raw", settings=settings_of(cell.vm),
                       # the host is sampled too while the guest's fio runs: its CPU and, on ZFS, the pool
                       host_side=self.host, host_workdir=self.host_workdir, host_target=guest.resources.scratch_path,
                       zfs_pool=self.scenario.storage.zfs_pool, cpu=self._cpu_cost(boot_id, guest, evidence.get("qemu_pid")),
@@ -427,7 +428,7 @@ class Runner:
     def record_cell(self, cell: Cell, boot_id: int | None, found: list[str], evidence: dict, stored: dict | None = None) -> int:
         """Add or update a cell's row (a resumed run's, or the one its host reference made)."""
         stored = stored or self.db.cell_by_name(self.run_id, cell.name)
-        settings = cell.vm.storage_settings() if self.scenario.host_only else cell.vm.settings()
+        settings = storage_settings_of(cell.vm) if self.scenario.host_only else settings_of(cell.vm)
         values = dict(settings_json=settings, changed_json=list(cell.changed), stacks_json=[st.name for st in cell.stacks],
                       valid=not found, problems_json=found, evidence_json=evidence)
         if boot_id is not None:

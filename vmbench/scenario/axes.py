@@ -10,7 +10,7 @@ and readers (which read back the keys its ``verify`` names).
 
 The order of :data:`AXES` matters and is kept as it was before the table existed:
 
-* it is the order of ``VmConfig.settings()`` (stored with every result row) and of a cell's
+* it is the order of :func:`settings_of` (stored with every result row) and of a cell's
   ``changed`` names;
 * it is the order axes are read and combined: ``cpu`` replaces the whole CPU, so it comes
   before ``aes``, which sets one flag of it.
@@ -37,7 +37,7 @@ class Axis:
     """One VM setting."""
 
     name: str  # the YAML key, under vm:/cells/journey and as a vary: axis
-    settings_key: str | None  # its key in VmConfig.settings(); None: stored as part of another
+    settings_key: str | None  # its key in settings_of(vm); None: stored as part of another
     parse: Callable[[Section, str, VmConfig], VmConfig]  # (section, key, vm) -> vm with the YAML value applied
     value: Callable[[VmConfig], object]  # comparable: differs between two VMs iff this axis does
     label: Callable[[VmConfig, Any], str]  # (vm, YAML value) -> the value in a vary cell's name
@@ -332,6 +332,29 @@ STORAGE_AXES: tuple[str, ...] = ("volblocksize", "recordsize", *(p.name for p in
 
 
 AXIS_BY_SETTING: dict[str, Axis] = {a.settings_key: a for a in AXES if a.settings_key is not None}
+
+
+def settings_of(vm: VmConfig) -> dict[str, object]:
+    """Every setting of ``vm``, flat, as stored with each result row and shown in reports.
+
+    One key per axis of :data:`AXES`, in its order (aes is part of the cpu label): bus, cache,
+    iothread, aio, cpu, format, vcpus, memory_mib; then the settings left to the hypervisor
+    unless the scenario gives them (detect_zeroes, discard, each I/O limit: iops, mbps_rd...),
+    and the ZFS settings that are set (volblocksize, recordsize, compression...), none on other
+    storage.  A setting left to its default is not stored, so runs stored before an axis
+    existed have the same keys."""
+    out = {key: axis.setting(vm) for key, axis in AXIS_BY_SETTING.items()}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def storage_settings_of(vm: VmConfig) -> dict[str, object]:
+    """The ZFS settings of ``vm`` alone (what a host-only cell is)."""
+    return {k: v for k, v in settings_of(vm).items() if k in STORAGE_AXES}
+
+
+def vm_key(vm: VmConfig) -> str:
+    """Equal keys mean one boot can serve both VMs' cells."""
+    return ";".join(f"{k}={v}" for k, v in settings_of(vm).items())
 #: the settings keys of the VM's own axes (not the host storage's), in table order
 VM_SETTING_KEYS: tuple[str, ...] = tuple(k for k, a in AXIS_BY_SETTING.items() if a.name not in STORAGE_AXES)
 

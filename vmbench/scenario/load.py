@@ -16,7 +16,7 @@ from enum import Enum
 from typing import Any, Sequence
 
 from ..fio.job import FioJob
-from .axes import AXES, AXIS_BY_NAME
+from .axes import AXES, AXIS_BY_NAME, settings_of
 from .model import VmConfig
 from .reader import Context, Section, as_float, as_int, as_name, items
 
@@ -58,7 +58,7 @@ class Overrides:
         return out
 
     def describe(self) -> dict[str, object]:
-        return {k: v for k, v in self.vm.settings().items() if k in {AXIS_BY_NAME[a].settings_key for a in self.axes}}
+        return {k: v for k, v in settings_of(self.vm).items() if k in {AXIS_BY_NAME[a].settings_key for a in self.axes}}
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 from ..settings import PlanMode
-from .axes import AXIS_BY_NAME, VM_AXES, changed_axes
+from .axes import AXIS_BY_NAME, VM_AXES, changed_axes, vm_key
 from .model import Cell, Hypervisor, Stack, VmConfig
 from .parsers import _unique
 from .reader import Context, LineDict, Section, as_name, as_str_list, items, join
@@ -52,15 +52,15 @@ def _vary(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, all_st
             raise vary.fail(axis, "needs at least one value", f"{axis} is {AXIS_BY_NAME[axis].describe}")
         axes.append((axis, values))
     cells = [Cell(name="baseline", vm=baseline, stacks=all_stacks)]
-    seen = {baseline.key(): "baseline"}
+    seen = {vm_key(baseline): "baseline"}
     skipped: list[tuple[str, str]] = []
     if mode is PlanMode.ONE_FACTOR:
         for axis, values in axes:
             for label, vm, path, line in values:
-                if vm.key() in seen:
+                if vm_key(vm) in seen:
                     continue
                 _check_cell_vm(ctx, path, line, vm, hv, f"{axis}={label}")
-                seen[vm.key()] = label
+                seen[vm_key(vm)] = label
                 cells.append(Cell(name=f"{axis}={label}", vm=vm, stacks=all_stacks, changed=(axis,)))
         return tuple(cells), mode.value, ()
 
@@ -71,16 +71,16 @@ def _vary(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, all_st
         for axis, (_, one, _, _) in sorted(picked, key=lambda p: VM_AXES.index(p[0])):
             vm = AXIS_BY_NAME[axis].merge(vm, one)
         name = ",".join(f"{axis}={label}" for axis, (label, _, _, _) in picked)
-        if vm.key() in seen:
-            if seen[vm.key()] != "baseline":  # the baseline's own combination is its cell: nothing is lost
-                raise top.fail("vary", f"cells {seen[vm.key()]!r} and {name!r} are the same VM",
+        if vm_key(vm) in seen:
+            if seen[vm_key(vm)] != "baseline":  # the baseline's own combination is its cell: nothing is lost
+                raise top.fail("vary", f"cells {seen[vm_key(vm)]!r} and {name!r} are the same VM",
                                "give each setting on one axis only (cpu: {model:, aes:} and an aes axis both set aes)")
             continue
         impossible = vm_problems(vm, hv)
         if impossible:  # a factorial may cross incompatible values: leave those out, and say so
             skipped.append((name, impossible[0][0]))
             continue
-        seen[vm.key()] = name
+        seen[vm_key(vm)] = name
         cells.append(Cell(name=name, vm=vm, stacks=all_stacks, changed=changed_axes(vm, baseline, [a for a, _ in axes])))
     if len(cells) == 1 and skipped:
         raise top.fail("vary", f"every combination is impossible, e.g. {skipped[0][0]}: {skipped[0][1]}")
@@ -94,7 +94,7 @@ def _refuse_repeated_value(ctx: Context, path: str, line: int, raws: list[tuple[
     vm = values[-1][1]
     shown = _shown(raws[-1][0])
     for (other_raw, other_line), (_, other_vm, _, _) in zip(raws[:-1], values[:-1]):
-        if other_vm.key() != vm.key():
+        if vm_key(other_vm) != vm_key(vm):
             continue
         other = _shown(other_raw)
         lines = f" (lines {other_line} and {line})" if other_line != line else ""
@@ -122,7 +122,7 @@ def _explicit_cells(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervis
         cell_stacks = _cell_stacks(sec, by_name, all_stacks)
         vm = _vm(sec, baseline, allow=("name", "stacks"))
         _check_cell_vm(ctx, path, line, vm, hv, name)
-        first = same.setdefault((vm.key(), cell_stacks), name)
+        first = same.setdefault((vm_key(vm), cell_stacks), name)
         if first != name and name not in same.values():  # a repeated name is refused below, as such
             raise ctx.fail(path, line, f"cell {name!r} is the same VM with the same stacks as cell {first!r}",
                            "change a setting in one of them, or remove one (repeats: N measures a cell again)")

@@ -138,33 +138,10 @@ class VmConfig:
     discard: Discard | None = None  # None: the hypervisor's default (ignore)
     limits: IoLimits = IoLimits()  # the scratch disk's I/O limits; none by default
 
-    def settings(self) -> dict[str, object]:
-        """Every setting, flat, as stored with each result row and shown in reports.
-
-        One key per axis of :data:`~vmbench.scenario.axes.AXES`, in its order (aes is part of
-        the cpu label): bus, cache, iothread, aio, cpu, format, vcpus, memory_mib; then the
-        settings left to the hypervisor unless the scenario gives them (detect_zeroes,
-        discard, each I/O limit: iops, mbps_rd...), and the ZFS settings that are set (volblocksize, recordsize,
-        compression...), none on other storage.  A setting left to its default is not stored,
-        so runs stored before an axis existed have the same keys."""
-        from .axes import AXES  # axes builds on this module
-
-        out = {a.settings_key: a.setting(self) for a in AXES if a.settings_key is not None}
-        return {k: v for k, v in out.items() if v is not None}
-
-    def storage_settings(self) -> dict[str, object]:
-        """The ZFS settings alone (what a host-only cell is)."""
-        from .axes import STORAGE_AXES
-
-        return {k: v for k, v in self.settings().items() if k in STORAGE_AXES}
-
     def storage_key(self) -> str:
         """Equal keys mean the same host storage settings (one host reference serves both)."""
         return self.zfs.key()
 
-    def key(self) -> str:
-        """Equal keys mean one boot can serve both cells."""
-        return ";".join(f"{k}={v}" for k, v in self.settings().items())
 
 
 # ---- in-guest storage layers ------------------------------------------------------------

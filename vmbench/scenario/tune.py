@@ -32,7 +32,7 @@ import yaml
 from ..fio.job import FioJob
 from ..settings import DriverName, Feature
 from ..units import format_duration, parse_duration
-from .axes import AXIS_BY_NAME, STORAGE_AXES, VM_AXES
+from .axes import AXIS_BY_NAME, STORAGE_AXES, VM_AXES, settings_of, vm_key
 from .hosts import storage_problems
 from .matrix import _shown
 from .model import Cell, CpuConfig, Hypervisor, Stack, Storage, VmConfig
@@ -224,10 +224,10 @@ class TuneSpec:
             "round": r.number,
             "goal": str(self.goal),
             "allow": sorted(a.value for a in self.allow),
-            "start": r.start.settings(),
+            "start": settings_of(r.start),
             "start_vm": vm_yaml(r.start),
             "start_source": r.start_source,
-            "baseline": baseline.settings(),
+            "baseline": settings_of(baseline),
             "baseline_vm": vm_yaml(baseline),
             "axes": {axis: [_plain(c.raw) for c in values] for axis, values in self.axes},
             "budget": self.budget.to_json(),
@@ -387,7 +387,7 @@ def _round(ctx: Context, sec: Section, spec: TuneSpec, baseline: VmConfig, hv: H
         if axis not in AXIS_BY_NAME:
             raise ctx.fail(path, line, f"{axis!r} is not a VM axis; axes: {', '.join(VM_AXES)}")
         vm = vary(baseline, axis, raw, ctx, path, line)
-        if vm.key() == baseline.key():
+        if vm_key(vm) == vm_key(baseline):
             raise ctx.fail(path, line, f"{axis}={_shown(raw)} is the baseline's own setting")
         problems = vm_problems(vm, hv) + storage_problems(vm, storage)
         if problems:

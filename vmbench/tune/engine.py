@@ -26,6 +26,7 @@ from ..scenario.model import VmConfig
 from ..scenario.spec import Scenario
 from ..scenario.tune import Candidate, Decided, TuneBudget, TuneRound, TuneSpec, round_text, vary, vm_from_yaml
 from .search import Cost, Decision, Round, RoundPlan, Stop, Variation, decide, next_round, round_scenario
+from ..scenario.axes import settings_of, vm_key
 
 if TYPE_CHECKING:
     from ..drivers.existing import CurrentVm
@@ -68,7 +69,7 @@ class Tune:
 
     def changed(self) -> dict[str, object]:
         """The final settings that differ from the start (stored keys and values)."""
-        start, final = self.start.settings(), self.final.settings()
+        start, final = settings_of(self.start), settings_of(self.final)
         return {k: v for k, v in final.items() if start.get(k) != v}
 
 
@@ -251,8 +252,8 @@ def rebuild(rows: Sequence[RunRow], decide_round: Callable[[Round, RunRow], Roun
         if row.status == "ok":
             rnd = decide_round(rnd, row)
         if i + 1 < len(rows):
-            nxt = _round(rows[i + 1]).baseline.key()
-            kept = next((v for v in rnd.variations if v.vm.key() == nxt), None)
+            nxt = vm_key(_round(rows[i + 1]).baseline)
+            kept = next((v for v in rnd.variations if vm_key(v.vm) == nxt), None)
             if kept is not None and (rnd.decision is None or rnd.decision.chosen != kept.name):
                 old = rnd.decision.chosen if rnd.decision else None
                 note = (f"round {rnd.number}: the next round started from {kept.name}, which this judge "

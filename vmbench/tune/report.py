@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from ..advice.model import GoalMetric, Recommendation, Snippet
 from ..report.tables import Column, Table, delta_pct, f_int, f_mb, f_ms, f_text
-from ..scenario.axes import stored_setting
+from ..scenario.axes import settings_of, stored_setting
 from ..units import format_duration
 from .engine import Tune
 from ..advice.table import delta_text as effect
@@ -99,7 +99,7 @@ def _on_off(value: object) -> str:
 
 
 def settings_table(tune: Tune) -> Table:
-    start, final = tune.start.settings(), tune.final.settings()
+    start, final = settings_of(tune.start), settings_of(tune.final)
     keys = list(dict.fromkeys([*start, *final]))
     records = [{"setting": k, "start": stored_setting(start, k), "final": stored_setting(final, k),
                 "changed": "changed" if start.get(k) != final.get(k) else ""} for k in keys]

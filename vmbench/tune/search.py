@@ -39,6 +39,7 @@ from ..scenario.spec import Scenario
 from ..scenario.tune import Candidate, TuneBudget, TuneSpec, vary
 from ..scenario.vm import vm_problems
 from ..units import format_duration
+from ..scenario.axes import vm_key
 
 
 @dataclass(frozen=True)
@@ -128,12 +129,12 @@ def spent(history: Sequence[Round]) -> tuple[int, float]:
 
 def measured(history: Sequence[Round]) -> set[str]:
     """Every VM configuration an earlier round measured (its key)."""
-    return {k for r in history for k in [r.baseline.key(), *(v.vm.key() for v in r.variations)]}
+    return {k for r in history for k in [vm_key(r.baseline), *(vm_key(v.vm) for v in r.variations)]}
 
 
 def round_boots(baseline: VmConfig, variations: Sequence[Variation]) -> int:
     """Boots a round takes: one per distinct VM configuration (the runner shares boots)."""
-    return len({baseline.key(), *(v.vm.key() for v in variations)})
+    return len({vm_key(baseline), *(vm_key(v.vm) for v in variations)})
 
 
 def candidates(spec: TuneSpec, baseline: VmConfig, hv: Hypervisor, storage: Storage, done: set[str]
@@ -142,18 +143,18 @@ def candidates(spec: TuneSpec, baseline: VmConfig, hv: Hypervisor, storage: Stor
     values left out as impossible with this baseline (name, why)."""
     per_axis: list[list[Variation]] = []
     left_out: list[tuple[str, str]] = []
-    seen = set(done) | {baseline.key()}
+    seen = set(done) | {vm_key(baseline)}
     for axis, values in spec.axes:
         mine = []
         for cand in values:
             vm = vary(baseline, axis, cand.raw)
-            if vm.key() in seen:
+            if vm_key(vm) in seen:
                 continue
             problems = vm_problems(vm, hv) + storage_problems(vm, storage)
             if problems:
                 left_out.append((cand.name, f"not possible with this baseline: {problems[0][0]}"))
                 continue
-            seen.add(vm.key())
+            seen.add(vm_key(vm))
             mine.append(Variation(cand, vm))
         per_axis.append(mine)
     order = [lst[i] for i in range(max((len(l) for l in per_axis), default=0)) for lst in per_axis if i < len(lst)]
