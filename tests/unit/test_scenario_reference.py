@@ -44,7 +44,7 @@ SECTIONS = [
 ]
 # hosts.py's readers whose done(...) tuples are the hypervisor's keys (no constant names them)
 HYPERVISOR_READERS = [
-    ("_hypervisor", "hypervisor (libvirt)", "hypervisor."),
+    ("read_hypervisor", "hypervisor (libvirt)", "hypervisor."),
     ("_ssh", "hypervisor (libvirt)", "hypervisor.ssh."),
     ("_pve_ssh", "hypervisor (proxmox)", "hypervisor.ssh."),
     ("_pve_token", "hypervisor (proxmox)", "hypervisor.token."),

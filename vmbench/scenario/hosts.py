@@ -10,7 +10,7 @@ from typing import Any
 
 from ..settings import Accel, DriverName, ImageFormat, StorageType
 from .model import Hypervisor, SshConfig, Storage, VmConfig, ZfsSettings
-from .parsers import MiB, _choice, _duration, _size
+from .parsers import MiB, choice_parser, duration_parser, size_parser
 from .reader import Section, as_bool, as_int, as_name, as_str
 from .zfsprops import (DATASET, PROPERTY_BY_NAME, PROPERTY_NAMES, ZVOL, parse_dataset, parse_property, parse_recordsize,
                        parse_volblocksize)
@@ -33,7 +33,7 @@ PROXMOX_ONLY_KEYS = {
 DEFAULT_VOLBLOCKSIZE = 16 << 10
 DEFAULT_RECORDSIZE = 128 << 10
 
-def _hypervisor(sec: Section, host_only: bool = False) -> Hypervisor:
+def read_hypervisor(sec: Section, host_only: bool = False) -> Hypervisor:
     driver = sec.get("driver", DriverName.parse, DriverName.NONE if host_only else DriverName.LIBVIRT)
     if host_only and driver is not DriverName.NONE:
         raise sec.fail("driver", f"a host_only scenario runs no VM; leave driver out (or say none), not {driver.value}")
@@ -51,8 +51,8 @@ def _hypervisor(sec: Section, host_only: bool = False) -> Hypervisor:
         default_uri = f"qemu+ssh://{ssh_raw.get('user', 'root')}@{ssh_raw['host']}/system"
     uri = sec.get("uri", _libvirt_uri, default_uri)
     accel = sec.get("accel", Accel.parse, Accel.AUTO)
-    boot_timeout = sec.get("boot_timeout", _duration(10), None)
-    machine = sec.get("machine", _choice(("pc", "q35")), "pc")
+    boot_timeout = sec.get("boot_timeout", duration_parser(10), None)
+    machine = sec.get("machine", choice_parser(("pc", "q35")), "pc")
     state_dir = sec.get("state_dir", _abs_path, None)
     ssh = _ssh(sec, uri)
     sec.done(("driver", "uri", "accel", "boot_timeout", "machine", "state_dir", "ssh"))
@@ -167,10 +167,10 @@ def _proxmox_hypervisor(sec: Section) -> Hypervisor:
     storage = sec.get("storage", _pattern(PVE_STORAGE_RE, "a PVE storage ID (lower-case letters, digits, - _ .)"))
     token_id, secret_file, secret_env = _pve_token(sec)
     ca_file, fingerprint, verify = _pve_tls(sec)
-    timeout = sec.get("timeout", _duration(5), 30.0)
+    timeout = sec.get("timeout", duration_parser(5), 30.0)
     accel = sec.get("accel", Accel.parse, Accel.AUTO)
-    boot_timeout = sec.get("boot_timeout", _duration(10), None)
-    clone = sec.get("clone", _choice(("linked", "full")), "linked")
+    boot_timeout = sec.get("boot_timeout", duration_parser(10), None)
+    clone = sec.get("clone", choice_parser(("linked", "full")), "linked")
     state_dir = sec.get("state_dir", _abs_path, None)
     ssh = _pve_ssh(sec, host.strip("[]"))
     sec.done(PROXMOX_KEYS)
@@ -301,11 +301,11 @@ def driver_storage_problems(hv: Hypervisor, storage: Storage) -> list[tuple[str,
 STORAGE_KEYS = ("type", "pool", "scratch_size", "dataset", "volblocksize", "recordsize", "sparse", "properties")
 
 
-def _storage(sec: Section) -> tuple[Storage, ZfsSettings]:
+def read_storage(sec: Section) -> tuple[Storage, ZfsSettings]:
     """The storage and the baseline's ZFS settings (volblocksize/recordsize always stated)."""
     kind = sec.get("type", StorageType.parse, StorageType.DIR)
     pool = sec.get("pool", as_name, "vmbench")
-    scratch = sec.get("scratch_size", _size(64 * MiB), 1 << 30)
+    scratch = sec.get("scratch_size", size_parser(64 * MiB), 1 << 30)
     sec.done(STORAGE_KEYS)
     if not kind.zfs:
         for key in ("dataset", "volblocksize", "recordsize", "sparse", "properties"):

@@ -14,7 +14,7 @@ from ..fio.engines import Reason
 from ..fio.jobparse import VMBENCH_VARIABLES
 from ..units import format_size, human_size
 from .model import Cell, Stack, Storage
-from .parsers import MiB, _choice, _duration, _size, _unique
+from .parsers import MiB, choice_parser, duration_parser, size_parser, refuse_duplicates
 from .reader import Context, Section, as_bool, as_int, as_name, as_str, as_str_list, items
 
 JOB_KEYS = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp", "size", "direct", "sync", "fsync", "ioengine",
@@ -29,7 +29,7 @@ DEFAULT_JOBFILE_SIZE = 256 * MiB  # preconditioned when a job file sets no size 
 STACK_SLACK = 128 * MiB  # room for partition table, LVM, LUKS and filesystem metadata
 
 
-def _jobs(ctx: Context, top: Section, base_dir: Path) -> list[FioJob]:
+def read_jobs(ctx: Context, top: Section, base_dir: Path) -> list[FioJob]:
     entries = items(ctx, top.raw("jobs", None), "jobs", top.line_of("jobs"))
     if not entries:
         raise top.fail("jobs", "the scenario needs at least one job (a profile, a job or a fio job file)",
@@ -38,7 +38,7 @@ def _jobs(ctx: Context, top: Section, base_dir: Path) -> list[FioJob]:
     for path, line, value in entries:
         sec = Section(ctx, value, path, line)
         if sec.has("profile"):
-            profile = sec.get("profile", _choice(tuple(profiles.PROFILES)))
+            profile = sec.get("profile", choice_parser(tuple(profiles.PROFILES)))
             select = sec.get("select", as_str_list, ())
             overrides = _job_overrides(sec, f"profile {profile}")
             sec.done(("profile", "select") + JOB_KEYS)
@@ -57,7 +57,7 @@ def _jobs(ctx: Context, top: Section, base_dir: Path) -> list[FioJob]:
                                f"rw is one of: {', '.join(RW_MODES)}")
             sec.done(("name", "profile", "file") + JOB_KEYS)
             jobs.append(_check_job(sec, FioJob(name=name, **overrides)))
-    _unique(ctx, top, "jobs", [j.name for j in jobs])
+    refuse_duplicates(ctx, top, "jobs", [j.name for j in jobs])
     return jobs
 
 
@@ -65,18 +65,18 @@ def _job_overrides(sec: Section, what: str) -> dict:
     """The entry's job keys, parsed; ``what`` names the job or profile in messages."""
     out: dict[str, Any] = {}
     parsers = {
-        "rw": _choice(RW_MODES),
-        "bs": _size(512),
+        "rw": choice_parser(RW_MODES),
+        "bs": size_parser(512),
         "iodepth": as_int(1, 1024),
         "numjobs": as_int(1, 64),
         "rwmixread": as_int(0, 100),
-        "runtime": _duration(1),
-        "ramp": _duration(0),
-        "size": _size(1 * MiB),
+        "runtime": duration_parser(1),
+        "ramp": duration_parser(0),
+        "size": size_parser(1 * MiB),
         "direct": as_bool,
         "sync": as_bool,
         "fsync": as_int(0),
-        "ioengine": _choice(IOENGINES),
+        "ioengine": choice_parser(IOENGINES),
         "buffer_compress_percentage": as_int(0, 100),
         "refill_buffers": as_bool,
     }
@@ -108,7 +108,7 @@ def _rate(value: Any) -> int:
     text = value.strip() if isinstance(value, str) else value
     if isinstance(text, str) and text.lower().endswith("/s"):
         text = text[:-2].strip()
-    return int(_size(1)(text))
+    return int(size_parser(1)(text))
 
 
 def _check_job(sec: Section, job: FioJob) -> FioJob:
@@ -128,8 +128,8 @@ def _jobfile(sec: Section, base_dir: Path) -> FioJob:
     vmbench rewrites a copy per target when it runs (vmbench.fio.jobfile)."""
     rel = sec.get("file", as_str)
     name = sec.get("name", as_name, Path(rel).stem)
-    size = sec.get("size", _size(1 * MiB), None)
-    runtime = sec.get("runtime", _duration(1), None)
+    size = sec.get("size", size_parser(1 * MiB), None)
+    runtime = sec.get("runtime", duration_parser(1), None)
     env = sec.get("env", _env, {})
     for key in RATE_KEYS:
         if sec.has(key):
@@ -193,7 +193,7 @@ def _env(value: Any) -> dict[str, str]:
     return out
 
 
-def _resolve_sizes(ctx: Context, top: Section, jobs: list[FioJob], cells: tuple[Cell, ...], storage: Storage, stacks: list[Stack]) -> list[FioJob]:
+def resolve_sizes(ctx: Context, top: Section, jobs: list[FioJob], cells: tuple[Cell, ...], storage: Storage, stacks: list[Stack]) -> list[FioJob]:
     """Cache-buster jobs get a working set of several times the largest VM's RAM; every job
     must fit the scratch disk (with room for layer metadata when there are stacks)."""
     out = []
@@ -232,7 +232,7 @@ def _resolve_sizes(ctx: Context, top: Section, jobs: list[FioJob], cells: tuple[
     return out
 
 
-def _check_jobs_vs_stacks(ctx: Context, top: Section, jobs: list[FioJob], stacks: list[Stack]) -> None:
+def check_jobs_vs_stacks(ctx: Context, top: Section, jobs: list[FioJob], stacks: list[Stack]) -> None:
     """A LUKS sector larger than 512 bytes refuses direct I/O in smaller blocks."""
     for stack in stacks:
         luks = stack.luks

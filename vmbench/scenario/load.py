@@ -137,9 +137,9 @@ def _overrides(ctx: Context, sec: Section, key: str) -> Overrides:
     if not isinstance(data, dict) or not data:
         raise sec.fail(key, "is a mapping of VM settings (the same keys as vm:), e.g. {iops_wr: 200}")
     names = tuple(a.name for a in AXES if a.name in data)
-    from .vm import _vm  # vm builds on axes, as this module does
+    from .vm import read_vm_section  # vm builds on axes, as this module does
 
-    vm = _vm(inner, VmConfig())
+    vm = read_vm_section(inner, VmConfig())
     return Overrides(names, vm)
 
 

@@ -16,17 +16,17 @@ from typing import Any
 
 from ..errors import ScenarioError
 from .axes import STORAGE_AXES, VM_AXES, changed_axes
-from .hosts import _hypervisor, _storage, driver_storage_problems, storage_problems
-from .jobs import _check_jobs_vs_stacks, _jobs, _resolve_sizes
-from .matrix import _cells
+from .hosts import read_hypervisor, read_storage, driver_storage_problems, storage_problems
+from .jobs import check_jobs_vs_stacks, read_jobs, resolve_sizes
+from .matrix import read_cells
 from .model import RepeatPolicy, VmConfig
 from .spec import Scenario
 from .load import parse_load
 from .reader import Context, Section, as_bool, as_int, as_name, as_str, load_yaml
-from .stacks import _stacks
-from .targets import _crypto, _targets
+from .stacks import read_stacks
+from .targets import read_crypto, read_targets
 from .tune import TUNE_MIN_REPEATS, AdviseSpec, parse_advise, parse_tune
-from .vm import _check_vm, _vm, vm_problems
+from .vm import check_vm, read_vm_section, vm_problems
 
 __all__ = ["load_scenario", "parse_scenario", "vm_problems", "VM_AXES"]
 
@@ -62,15 +62,15 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
     description = top.get("description", as_str, "")
     template = top.get("template", as_name, "debian12")
     host_only = top.get("host_only", as_bool, False)
-    hypervisor = _hypervisor(top.section("hypervisor"), host_only)
-    storage, zfs = _storage(top.section("storage"))
+    hypervisor = read_hypervisor(top.section("hypervisor"), host_only)
+    storage, zfs = read_storage(top.section("storage"))
     for key, message, hint in driver_storage_problems(hypervisor, storage):
         raise top.section("storage").fail(key, message, hint)
     if host_only and not storage.zfs:
         raise top.fail("host_only", "measures host storage variants, which needs ZFS storage",
                        "set storage.type: zfs (zvols) or zfs-dataset, with storage.dataset")
-    baseline = _vm(top.section("vm"), VmConfig(zfs=zfs))
-    _check_vm(top, "vm", baseline, hypervisor)
+    baseline = read_vm_section(top.section("vm"), VmConfig(zfs=zfs))
+    check_vm(top, "vm", baseline, hypervisor)
     tuning = top.has("tune")
     repeat_policy = _repeats(top, TUNE_MIN_REPEATS if tuning else 1)
     if tuning and repeat_policy.min < TUNE_MIN_REPEATS:
@@ -79,9 +79,9 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
                        f"leave repeats out (a tune repeats {TUNE_MIN_REPEATS} times), or give {TUNE_MIN_REPEATS} or more")
     host_baseline = top.get("host_baseline", as_bool, True)
 
-    stacks = _stacks(ctx, top)
+    stacks = read_stacks(ctx, top)
     stacks_by_name = {s.name: s for s in stacks}
-    jobs = _jobs(ctx, top, base_dir or Path("."))
+    jobs = read_jobs(ctx, top, base_dir or Path("."))
 
     tune = None
     skipped: tuple[tuple[str, str], ...]
@@ -89,17 +89,17 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
         tune, cells = parse_tune(ctx, top, baseline, hypervisor, storage, jobs, tuple(stacks))
         mode, skipped = ("one-factor" if tune.round is not None else "tune"), ()
     else:
-        cells, mode, skipped = _cells(ctx, top, baseline, hypervisor, stacks, stacks_by_name)
-    jobs = _resolve_sizes(ctx, top, jobs, cells, storage, stacks)
-    _check_jobs_vs_stacks(ctx, top, jobs, stacks)
+        cells, mode, skipped = read_cells(ctx, top, baseline, hypervisor, stacks, stacks_by_name)
+    jobs = resolve_sizes(ctx, top, jobs, cells, storage, stacks)
+    check_jobs_vs_stacks(ctx, top, jobs, stacks)
     if host_only:
         for key in ("stacks", "targets", "crypto_benchmark", "vm"):
             if top.has(key):
                 raise top.fail(key, "does not apply to a host_only scenario (no VM is booted)",
                                "remove it, or drop host_only to measure guests too")
     _check_storage(top, cells, storage, host_only)
-    targets = _targets(ctx, top, jobs, stacks, cells)
-    crypto = _crypto(top, stacks)
+    targets = read_targets(ctx, top, jobs, stacks, cells)
+    crypto = read_crypto(top, stacks)
     load = parse_load(ctx, top, jobs)
     advise = parse_advise(ctx, top, jobs)
     if advise is None and tune is not None:  # the runs of a tune answer its question

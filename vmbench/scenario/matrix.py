@@ -8,14 +8,14 @@ import itertools
 from ..settings import PlanMode
 from .axes import AXIS_BY_NAME, VM_AXES, changed_axes, vm_key
 from .model import Cell, Hypervisor, Stack, VmConfig
-from .parsers import _unique
+from .parsers import refuse_duplicates
 from .reader import Context, LineDict, Section, as_name, as_str_list, items, join
-from .vm import _check_cell_vm, _vm, vm_problems
+from .vm import check_cell_vm, read_vm_section, vm_problems
 
 Cells = tuple[tuple[Cell, ...], str, tuple[tuple[str, str], ...]]  # cells, plan mode, skipped (name, why)
 
 
-def _cells(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, stacks: list[Stack],
+def read_cells(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, stacks: list[Stack],
            by_name: dict[str, Stack]) -> Cells:
     present = [k for k in ("vary", "cells", "journey") if top.has(k)]
     if len(present) > 1:
@@ -44,7 +44,7 @@ def _vary(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, all_st
         for path, line, value in items(ctx, vary.raw(axis), join(vary.path, axis), vary.line_of(axis)):
             given = LineDict({axis: value})
             given.line, given.key_lines = line, {axis: line}
-            vm = _vm(Section(ctx, given, vary.path, line), baseline)
+            vm = read_vm_section(Section(ctx, given, vary.path, line), baseline)
             values.append((AXIS_BY_NAME[axis].label(vm, value), vm, path, line))
             raws.append((value, line))
             _refuse_repeated_value(ctx, path, line, raws, values)
@@ -59,7 +59,7 @@ def _vary(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, all_st
             for label, vm, path, line in values:
                 if vm_key(vm) in seen:
                     continue
-                _check_cell_vm(ctx, path, line, vm, hv, f"{axis}={label}")
+                check_cell_vm(ctx, path, line, vm, hv, f"{axis}={label}")
                 seen[vm_key(vm)] = label
                 cells.append(Cell(name=f"{axis}={label}", vm=vm, stacks=all_stacks, changed=(axis,)))
         return tuple(cells), mode.value, ()
@@ -92,23 +92,23 @@ def _refuse_repeated_value(ctx: Context, path: str, line: int, raws: list[tuple[
     """A value given twice under one ``vary:`` axis, or two spellings of one value (``1G`` and
     ``1024``, ``host`` and ``host-passthrough``), is refused naming the axis and the value."""
     vm = values[-1][1]
-    shown = _shown(raws[-1][0])
+    shown = shown_value(raws[-1][0])
     for (other_raw, other_line), (_, other_vm, _, _) in zip(raws[:-1], values[:-1]):
         if vm_key(other_vm) != vm_key(vm):
             continue
-        other = _shown(other_raw)
+        other = shown_value(other_raw)
         lines = f" (lines {other_line} and {line})" if other_line != line else ""
         message = (f"the value {shown} is given twice{lines}" if other == shown
                    else f"{shown} is the same value as {other}" + (f" (line {other_line})" if other_line != line else ""))
         raise ctx.fail(path.rpartition("[")[0], line, message, "give each value once")
 
 
-def _shown(raw: object) -> str:
+def shown_value(raw: object) -> str:
     """A vary value as the scenario wrote it (true/false read as on/off)."""
     if isinstance(raw, bool):
         return "on" if raw else "off"
     if isinstance(raw, dict):
-        return "{" + ", ".join(f"{k}: {_shown(v)}" for k, v in raw.items()) + "}"
+        return "{" + ", ".join(f"{k}: {shown_value(v)}" for k, v in raw.items()) + "}"
     return str(raw)
 
 
@@ -120,8 +120,8 @@ def _explicit_cells(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervis
         sec = Section(ctx, value, path, line)
         name = sec.get("name", as_name)
         cell_stacks = _cell_stacks(sec, by_name, all_stacks)
-        vm = _vm(sec, baseline, allow=("name", "stacks"))
-        _check_cell_vm(ctx, path, line, vm, hv, name)
+        vm = read_vm_section(sec, baseline, allow=("name", "stacks"))
+        check_cell_vm(ctx, path, line, vm, hv, name)
         first = same.setdefault((vm_key(vm), cell_stacks), name)
         if first != name and name not in same.values():  # a repeated name is refused below, as such
             raise ctx.fail(path, line, f"cell {name!r} is the same VM with the same stacks as cell {first!r}",
@@ -129,7 +129,7 @@ def _explicit_cells(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervis
         cells.append(Cell(name=name, vm=vm, stacks=cell_stacks, changed=changed_axes(vm, baseline)))
     if not cells:
         raise top.fail("cells", "needs at least one cell")
-    _unique(ctx, top, "cells", [c.name for c in cells])
+    refuse_duplicates(ctx, top, "cells", [c.name for c in cells])
     return tuple(cells), "cells", ()
 
 
@@ -141,8 +141,8 @@ def _journey(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, by_
         sec = Section(ctx, value, path, line)
         name = sec.get("name", as_name)
         cell_stacks = _cell_stacks(sec, by_name, prev_stacks)
-        vm = _vm(sec, prev_vm, allow=("name", "stacks"))
-        _check_cell_vm(ctx, path, line, vm, hv, name)
+        vm = read_vm_section(sec, prev_vm, allow=("name", "stacks"))
+        check_cell_vm(ctx, path, line, vm, hv, name)
         changed = changed_axes(vm, prev_vm)
         if cell_stacks != prev_stacks:
             changed += ("stacks",)
@@ -152,7 +152,7 @@ def _journey(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, by_
         prev_vm, prev_stacks = vm, cell_stacks
     if not cells:
         raise top.fail("journey", "needs at least one step")
-    _unique(ctx, top, "journey", [c.name for c in cells])
+    refuse_duplicates(ctx, top, "journey", [c.name for c in cells])
     return tuple(cells), "journey", ()
 
 

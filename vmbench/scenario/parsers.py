@@ -10,7 +10,7 @@ from .reader import Context, Section
 MiB = 1 << 20
 
 
-def _choice(options: tuple) -> Any:
+def choice_parser(options: tuple) -> Any:
     def parse(value: Any) -> Any:
         for o in options:
             if value == o or (isinstance(o, int) and isinstance(value, str) and value.strip() == str(o)):
@@ -20,7 +20,7 @@ def _choice(options: tuple) -> Any:
     return parse
 
 
-def _size(minimum: int) -> Any:
+def size_parser(minimum: int) -> Any:
     def parse(value: Any) -> int:
         n = parse_size(value)
         if n < minimum:
@@ -30,7 +30,7 @@ def _size(minimum: int) -> Any:
     return parse
 
 
-def _duration(minimum: float) -> Any:
+def duration_parser(minimum: float) -> Any:
     def parse(value: Any) -> float:
         n = parse_duration(value)
         if n < minimum:
@@ -40,7 +40,7 @@ def _duration(minimum: float) -> Any:
     return parse
 
 
-def _unique(ctx: Context, sec: Section, key: str, names: list[str]) -> None:
+def refuse_duplicates(ctx: Context, sec: Section, key: str, names: list[str]) -> None:
     """Refuse a name used twice in the list under ``key``."""
     seen = set()
     for n in names:

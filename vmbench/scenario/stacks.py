@@ -7,13 +7,13 @@ from typing import Any
 
 from ..settings import Filesystem
 from .model import FilesystemLayer, Layer, LuksLayer, LvmLayer, PartitionLayer, Stack
-from .parsers import MiB, _choice, _size, _unique
+from .parsers import MiB, choice_parser, size_parser, refuse_duplicates
 from .reader import Context, LineDict, Section, as_name, as_str, as_str_list, items, join
 
 LUKS_PERF_FLAGS = ("no_read_workqueue", "no_write_workqueue")
 
 
-def _stacks(ctx: Context, top: Section) -> list[Stack]:
+def read_stacks(ctx: Context, top: Section) -> list[Stack]:
     stacks = []
     for path, line, value in items(ctx, top.raw("stacks", None), "stacks", top.line_of("stacks")):
         sec = Section(ctx, value, path, line)
@@ -27,12 +27,12 @@ def _stacks(ctx: Context, top: Section) -> list[Stack]:
             if dev != "scratch":
                 raise sec.fail(key, f"{dev!r}: stacks are only ever built on vmbench's scratch disk; the root disk and other devices are refused",
                                "leave this key out, or write 'scratch'")
-        measure = sec.get("measure", _choice(("all", "top")), "all")
+        measure = sec.get("measure", choice_parser(("all", "top")), "all")
         sec.done(("name", "layers", "device", "measure"))
         if not layers:
             raise sec.fail("layers", "needs at least one layer (partition, lvm, luks, ext2/3/4, xfs, btrfs)")
         stacks.append(Stack(name=name, layers=tuple(layers), measure_all=measure == "all"))
-    _unique(ctx, top, "stacks", [s.name for s in stacks])
+    refuse_duplicates(ctx, top, "stacks", [s.name for s in stacks])
     return stacks
 
 
@@ -55,7 +55,7 @@ def _layer(ctx: Context, path: str, line: int, value: Any, below: list[Layer]) -
     if kind == "partition":
         if below:
             raise ctx.fail(path, line, "partition must be the first layer (on the raw scratch disk)")
-        part = PartitionLayer(align=sec.get("align", _size(4096), 1 * MiB))
+        part = PartitionLayer(align=sec.get("align", size_parser(4096), 1 * MiB))
         if part.align % 4096:
             raise sec.fail("align", "must be a multiple of 4 KiB")
         sec.done()
@@ -63,8 +63,8 @@ def _layer(ctx: Context, path: str, line: int, value: Any, below: list[Layer]) -
     if kind == "lvm":
         if any(isinstance(l, LvmLayer) for l in below):
             raise ctx.fail(path, line, "only one lvm layer per stack")
-        thin = sec.get("type", _choice(("linear", "thin")), "linear") == "thin"
-        extent = sec.get("extent_size", _size(1 * MiB), 4 * MiB)
+        thin = sec.get("type", choice_parser(("linear", "thin")), "linear") == "thin"
+        extent = sec.get("extent_size", size_parser(1 * MiB), 4 * MiB)
         if extent & (extent - 1):
             raise sec.fail("extent_size", "must be a power of two")
         sec.done()
@@ -72,10 +72,10 @@ def _layer(ctx: Context, path: str, line: int, value: Any, below: list[Layer]) -
     if kind == "luks":
         if any(isinstance(l, LuksLayer) for l in below):
             raise ctx.fail(path, line, "only one luks layer per stack")
-        version = sec.get("version", _choice((1, 2)), 2)
+        version = sec.get("version", choice_parser((1, 2)), 2)
         cipher = sec.get("cipher", _cipher, "aes-xts-plain64")
-        key_size = sec.get("key_size", _choice((128, 256, 512)), 512)
-        sector = sec.get("sector_size", _choice((512, 1024, 2048, 4096)), None)
+        key_size = sec.get("key_size", choice_parser((128, 256, 512)), 512)
+        sector = sec.get("sector_size", choice_parser((512, 1024, 2048, 4096)), None)
         flags = sec.get("perf_flags", as_str_list, ())
         for f in flags:
             if f not in LUKS_PERF_FLAGS:

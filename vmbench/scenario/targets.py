@@ -11,7 +11,7 @@ from .reader import Context, Section, as_float, as_str, as_str_list, items
 DEFAULT_CRYPTO = (("aes-xts-plain64", 256), ("aes-xts-plain64", 512), ("aes-cbc-essiv:sha256", 256), ("serpent-xts-plain64", 512), ("twofish-xts-plain64", 512))
 
 
-def _targets(ctx: Context, top: Section, jobs: list[FioJob], stacks: list[Stack], cells: tuple[Cell, ...]) -> list[Target]:
+def read_targets(ctx: Context, top: Section, jobs: list[FioJob], stacks: list[Stack], cells: tuple[Cell, ...]) -> list[Target]:
     out = []
     job_names = {j.name for j in jobs}
     stack_names = {s.name: s for s in stacks}
@@ -46,7 +46,7 @@ def _targets(ctx: Context, top: Section, jobs: list[FioJob], stacks: list[Stack]
     return out
 
 
-def _crypto(top: Section, stacks: list[Stack]) -> tuple[tuple[str, int], ...]:
+def read_crypto(top: Section, stacks: list[Stack]) -> tuple[tuple[str, int], ...]:
     """Ciphers for ``cryptsetup benchmark``: given, or the stacks' LUKS ciphers plus a default set."""
     if top.has("crypto_benchmark"):
         out = []

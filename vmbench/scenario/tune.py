@@ -34,10 +34,10 @@ from ..settings import DriverName, Feature
 from ..units import format_duration, parse_duration
 from .axes import AXIS_BY_NAME, STORAGE_AXES, VM_AXES, settings_of, vm_key
 from .hosts import storage_problems
-from .matrix import _shown
+from .matrix import shown_value
 from .model import Cell, CpuConfig, Hypervisor, Stack, Storage, VmConfig
 from .reader import Context, LineDict, LineList, Section, as_int, as_name, as_str, items, join, load_yaml
-from .vm import _vm, vm_problems
+from .vm import read_vm_section, vm_problems
 
 if TYPE_CHECKING:
     from .goals import Goal, Risk
@@ -243,7 +243,7 @@ def vary(base: VmConfig, axis: str, raw: Any, ctx: Context | None = None, path: 
     """``base`` with one axis set to a value as the scenario writes it."""
     given = LineDict({axis: raw})
     given.line, given.key_lines = line, {axis: line}
-    return _vm(Section(ctx or Context("<tune>"), given, path, line), base)
+    return read_vm_section(Section(ctx or Context("<tune>"), given, path, line), base)
 
 
 def parse_tune(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, storage: Storage, jobs: list[FioJob],
@@ -304,7 +304,7 @@ def _axes(ctx: Context, sec: Section, baseline: VmConfig, hv: Hypervisor, storag
             label = AXIS_BY_NAME[axis].label(vm, value)
             key = repr(AXIS_BY_NAME[axis].value(vm))
             if key in seen:
-                raise ctx.fail(path, line, f"{_shown(value)} is given twice (or is the same value as {_shown(seen[key])})",
+                raise ctx.fail(path, line, f"{shown_value(value)} is given twice (or is the same value as {shown_value(seen[key])})",
                                "give each value once")
             seen[key] = value
             problems = storage_problems(vm, storage)
@@ -373,7 +373,7 @@ def _round(ctx: Context, sec: Section, spec: TuneSpec, baseline: VmConfig, hv: H
     r.done(ROUND_KEYS)
     tune_id = r.get("id", as_name)
     number = r.get("number", as_int(1))
-    start = _vm(r.section("start", required=True), VmConfig(zfs=baseline.zfs))
+    start = read_vm_section(r.section("start", required=True), VmConfig(zfs=baseline.zfs))
     start_source = r.get("start_source", as_str, "the scenario's vm: settings")
     current = r.raw("current", None) or {}
     if not isinstance(current, dict):
@@ -388,10 +388,10 @@ def _round(ctx: Context, sec: Section, spec: TuneSpec, baseline: VmConfig, hv: H
             raise ctx.fail(path, line, f"{axis!r} is not a VM axis; axes: {', '.join(VM_AXES)}")
         vm = vary(baseline, axis, raw, ctx, path, line)
         if vm_key(vm) == vm_key(baseline):
-            raise ctx.fail(path, line, f"{axis}={_shown(raw)} is the baseline's own setting")
+            raise ctx.fail(path, line, f"{axis}={shown_value(raw)} is the baseline's own setting")
         problems = vm_problems(vm, hv) + storage_problems(vm, storage)
         if problems:
-            raise ctx.fail(path, line, f"{axis}={_shown(raw)}: {problems[0][0]}", problems[0][1])
+            raise ctx.fail(path, line, f"{axis}={shown_value(raw)}: {problems[0][0]}", problems[0][1])
         label = AXIS_BY_NAME[axis].label(vm, raw)
         cand = Candidate(axis, raw, label)
         cells.append(by_name.get(cand.name, cand))
@@ -410,7 +410,7 @@ def _round(ctx: Context, sec: Section, spec: TuneSpec, baseline: VmConfig, hv: H
 
 
 def vm_yaml(vm: VmConfig) -> dict[str, Any]:
-    """A VM's settings as the ``vm:`` keys that give exactly it (``_vm`` reads it back to ``vm``)."""
+    """A VM's settings as the ``vm:`` keys that give exactly it (``read_vm_section`` reads it back to ``vm``)."""
     out: dict[str, Any] = {"bus": vm.bus.value, "cache": vm.cache.value, "iothread": vm.iothread, "aio": vm.aio.value,
                            "cpu": _cpu_yaml(vm.cpu), "format": vm.format.value, "vcpus": vm.vcpus, "memory": vm.memory_mib}
     if vm.detect_zeroes is not None:
@@ -437,7 +437,7 @@ def _cpu_yaml(cpu: CpuConfig) -> dict[str, Any]:
 
 def vm_from_yaml(data: Mapping[str, Any], where: str = "tune") -> VmConfig:
     """:func:`vm_yaml`'s mapping (as stored in a round's plan) back to the VmConfig."""
-    return _vm(Section(Context(where), dict(data), "vm", 0), VmConfig())
+    return read_vm_section(Section(Context(where), dict(data), "vm", 0), VmConfig())
 
 
 def _plain(value: Any) -> Any:

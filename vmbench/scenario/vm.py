@@ -8,7 +8,7 @@ from .model import LIMIT_BURSTS, Hypervisor, IoLimits, VmConfig, limit_bytes
 from .reader import Context, Section
 
 
-def _vm(sec: Section, base: VmConfig, allow: tuple[str, ...] = ()) -> VmConfig:
+def read_vm_section(sec: Section, base: VmConfig, allow: tuple[str, ...] = ()) -> VmConfig:
     """``base`` with the axes ``sec`` sets; any key not an axis (nor in ``allow``) is refused."""
     vm = base
     for axis in AXES:  # table order: cpu before aes
@@ -18,14 +18,14 @@ def _vm(sec: Section, base: VmConfig, allow: tuple[str, ...] = ()) -> VmConfig:
     return vm
 
 
-def _check_vm(sec: Section, where: str, vm: VmConfig, hv: Hypervisor) -> None:
+def check_vm(sec: Section, where: str, vm: VmConfig, hv: Hypervisor) -> None:
     """Impossible combinations of VM settings."""
     problems = vm_problems(vm, hv)
     if problems:
         raise sec.fail(where, problems[0][0], problems[0][1])
 
 
-def _check_cell_vm(ctx: Context, path: str, line: int, vm: VmConfig, hv: Hypervisor, name: str) -> None:
+def check_cell_vm(ctx: Context, path: str, line: int, vm: VmConfig, hv: Hypervisor, name: str) -> None:
     problems = vm_problems(vm, hv)
     if problems:
         raise ctx.fail(path, line, f"cell {name!r}: {problems[0][0]}", problems[0][1])

@@ -19,7 +19,7 @@ except ImportError:  # pragma: no cover - exercised only on broken installs
     libvirt_qemu = None
 
 
-def _quiet(_ctx: Any, _err: Any) -> None:
+def quiet_errors(_ctx: Any, _err: Any) -> None:
     """libvirt prints every error to stderr by default; we report them ourselves."""
 
 
@@ -34,7 +34,7 @@ def require_binding(uri: str) -> None:
 def open_connection(uri: str, *, shown_as: str | None = None, host: str = "localhost") -> "libvirt.virConnect":
     """Open ``uri`` (``shown_as`` is the URI the user wrote, for messages)."""
     require_binding(shown_as or uri)
-    libvirt.registerErrorHandler(_quiet, None)
+    libvirt.registerErrorHandler(quiet_errors, None)
     try:
         return libvirt.open(uri)
     except libvirt.libvirtError as exc:

@@ -19,7 +19,7 @@ from ..existing import CurrentVm, assume
 from ..existing import read_choice as _choice
 from .. import make_host
 from .bridge import LibvirtBridge
-from .connection import _quiet, libvirt
+from .connection import quiet_errors, libvirt
 from .xml import iotune_name
 
 #: libvirt's memory units (``<memory unit=...>``; KiB when none is given)
@@ -79,7 +79,7 @@ def read_domain(uri: str, name: str, *, disk: str | None = None, shown_as: str |
     where = shown_as or uri
     if libvirt is None:
         raise PreflightError("the libvirt Python binding is not installed", "run `make demo` or `pip install libvirt-python`")
-    libvirt.registerErrorHandler(_quiet, None)
+    libvirt.registerErrorHandler(quiet_errors, None)
     try:
         conn = libvirt.openReadOnly(uri)
     except libvirt.libvirtError as exc:
