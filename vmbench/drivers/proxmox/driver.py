@@ -275,7 +275,7 @@ class ProxmoxDriver(Preflight, Removal):
                     hint = "the template's storage cannot make linked clones; set hypervisor.clone: full, or move its disks"
                 raise HypervisorError(f"{what} failed: {exc.message}", hint) from None
             rec.vmid = vmid  # it exists from now on (locked until the clone task ends)
-            self._task(upid, CLONE_TIMEOUT[self.cfg.clone], f"{what} (VMID {vmid})", rec)
+            self.wait_task(upid, CLONE_TIMEOUT[self.cfg.clone], f"{what} (VMID {vmid})", rec)
             return vmid
         raise HypervisorError(f"{what}: no free VMID after {CLONE_ATTEMPTS} attempts")  # pragma: no cover
 
@@ -290,7 +290,7 @@ class ProxmoxDriver(Preflight, Removal):
                 if self.clock() > deadline:
                     raise
                 self.sleep(1.0)
-        self._task(upid, TASK_TIMEOUT, what, rec)
+        self.wait_task(upid, TASK_TIMEOUT, what, rec)
 
     def _volume_path(self, sid: str, volid: str) -> str:
         info = self.api().get(f"/nodes/{self.node}/storage/{sid}/content/{volid}") or {}
@@ -331,7 +331,7 @@ class ProxmoxDriver(Preflight, Removal):
             raise HypervisorError(f"{res.name} was not created")
         base = f"/nodes/{rec.node}/qemu/{rec.vmid}"
         try:
-            self._task(self.api().post(f"{base}/status/start"), TASK_TIMEOUT, f"starting {res.name} (VMID {rec.vmid})", rec)
+            self.wait_task(self.api().post(f"{base}/status/start"), TASK_TIMEOUT, f"starting {res.name} (VMID {rec.vmid})", rec)
         except PveApiError as exc:
             raise GuestError(f"starting {res.name} (VMID {rec.vmid}): {exc.message}", exc.hint) from None
         accel = self.accelerator.name if self.accelerator else "tcg"

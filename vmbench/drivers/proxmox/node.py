@@ -88,7 +88,7 @@ class PveNode:
                 pass
         self.host.close()
 
-    def _task(self, upid: str | None, timeout: float, what: str, rec: VmRecord | None = None) -> TaskResult:
+    def wait_task(self, upid: str | None, timeout: float, what: str, rec: VmRecord | None = None) -> TaskResult:
         result = self.api().wait_task(upid, timeout, what)
         if result.warnings:
             text = f"{what}: Proxmox finished with {result.exitstatus}: " + "; ".join(result.warnings)

@@ -97,7 +97,7 @@ class Removal(PveNode):
                 return
         base = f"/nodes/{node}/qemu/{vmid}"
         if status.get("status") == "running":
-            self._task(self.api().post(f"{base}/status/stop"), 120, f"stopping {name} (VMID {vmid})")
+            self.wait_task(self.api().post(f"{base}/status/stop"), 120, f"stopping {name} (VMID {vmid})")
         try:
             upid = self.api().delete(base, {"purge": True, "destroy-unreferenced-disks": True})
         except PveLockedError as exc:
@@ -107,7 +107,7 @@ class Removal(PveNode):
             if exc.gone:
                 return
             raise
-        self._task(upid, 600, f"destroying {name} (VMID {vmid})")
+        self.wait_task(upid, 600, f"destroying {name} (VMID {vmid})")
 
     def _disks_left(self, node: str, sid: str, vmid: int) -> list[str]:
         try:
@@ -189,5 +189,5 @@ class Removal(PveNode):
                     raise HypervisorError(f"storage {sid} holds {volid} of VM {vmid} ({row.get('name')}), not this run's; left alone")
                 self._destroy(vmid, str(row.get("node") or node), str(row["name"]))
             else:  # a disk whose VM is gone: free it through PVE (zfs destroy of the zvol)
-                self._task(self.api().delete(f"/nodes/{node}/storage/{sid}/content/{volid}"), TASK_TIMEOUT, f"removing {volid}")
+                self.wait_task(self.api().delete(f"/nodes/{node}/storage/{sid}/content/{volid}"), TASK_TIMEOUT, f"removing {volid}")
         delete_entry(self.api(), sid)

@@ -183,7 +183,7 @@ class TemplatePush:
         params = create_params(vmid, name, identity, cfg.storage, storage_type, volid, time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         self.progress.step(f"creating VM {vmid} ({name}) on {cfg.storage}, its disk imported from {volid}")
         upid = self.api().post(f"/nodes/{self.where}/qemu", params)
-        self.n._task(upid, CREATE_TIMEOUT, f"creating template VM {vmid} ({name}) with its disk imported from {volid}")
+        self.n.wait_task(upid, CREATE_TIMEOUT, f"creating template VM {vmid} ({name}) with its disk imported from {volid}")
         base = f"/nodes/{self.where}/qemu/{vmid}"
         config = self.api().get(f"{base}/config") or {}
         disk_volid, opts = parse_disk(str(config.get(ROOT_DISK, "")))
@@ -193,7 +193,7 @@ class TemplatePush:
         if not agent_enabled(config.get("agent")):
             raise HypervisorError(f"VM {vmid}: the guest agent is not enabled after creating it (agent: {config.get('agent')})")
         self.progress.step(f"converting VM {vmid} ({name}) to a template")
-        self.n._task(self.api().post(f"{base}/template"), TASK_TIMEOUT, f"converting VM {vmid} ({name}) to a template")
+        self.n.wait_task(self.api().post(f"{base}/template"), TASK_TIMEOUT, f"converting VM {vmid} ({name}) to a template")
         config = self.api().get(f"{base}/config") or {}
         if template_state(config, identity) is not TemplateState.CURRENT:
             raise HypervisorError(f"VM {vmid} ({name}) is not a template after converting it (template: {config.get('template')})")
@@ -213,7 +213,7 @@ class TemplatePush:
         self.progress.step(f"removing vmbench's older template {vmid} ({name})")
         try:
             upid = self.api().delete(f"/nodes/{node}/qemu/{vmid}", {"purge": True, "destroy-unreferenced-disks": True})
-            self.n._task(upid, 600, f"removing the older template {vmid} ({name})")
+            self.n.wait_task(upid, 600, f"removing the older template {vmid} ({name})")
         except PveApiError as exc:
             raise HypervisorError(f"cannot remove the older template {vmid} ({name}): {exc.message}",
                                   "linked clones of it (vmbench's or yours) keep it; remove them first") from None
