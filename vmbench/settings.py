@@ -153,6 +153,16 @@ class CpuMode(Choice):
     MAX = "max"
 
 
+#: per-VM CPU flags Proxmox accepts (qemu-server CPUConfig.pm); nested-virt exists only in 9.x
+PVE_CPU_FLAGS = ("pcid", "spec-ctrl", "ibpb", "ssbd", "virt-ssbd", "amd-ssbd", "amd-no-ssb", "pdpe1gb", "md-clear",
+                 "hv-tlbflush", "hv-evmcs", "aes")
+#: CPU flags a stored CPU label may name: Proxmox's and others whose names hold a dash or a dot
+#: (so ``kvm64+spec-ctrl`` is one flag), longest first
+KNOWN_CPU_FLAGS = tuple(sorted(set(PVE_CPU_FLAGS) | {"nested-virt", "tsc-deadline", "arch-capabilities", "x2apic", "pclmulqdq",
+                                                     "ssse3", "sse4.1", "sse4.2", "avx", "avx2", "rdrand", "vmx", "svm",
+                                                     "hypervisor", "invtsc"}, key=len, reverse=True))
+
+
 class Feature(Choice):
     """A CPU feature flag forced on or off, or left as the model has it."""
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.test_current_vm import PROXMOX_LIKE, PVE9_ZFS, VIRT_MANAGER
-from vmbench.advice.apply import parse_cpu_label, snippets, vm_with
+from vmbench.advice.apply import snippets
+from vmbench.scenario.axes import vm_with
+from vmbench.scenario.model import parse_cpu_label
 from vmbench.advice.model import Snippet
 from vmbench.drivers.libvirt.current import parse_domain
 from vmbench.drivers.proxmox.current import parse_config

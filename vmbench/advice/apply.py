@@ -21,17 +21,15 @@ from ..drivers.existing import CurrentVm
 from ..drivers.proxmox.config import (BUS_PREFIX, CPU_FLAGS, DISK_KEY_RE, MAX_INDEX, burst_length_key, cpu_option, limit_options,
                                       parse_disk, parse_options, scsihw, zeroes_options)
 from ..errors import HypervisorError, UsageError
-from ..scenario.model import LIMIT_NAMES, CpuConfig, IoLimits, VmConfig
+from ..scenario.axes import AXIS_BY_SETTING, VM_SETTING_KEYS, vm_with
+from ..scenario.model import LIMIT_NAMES, IoLimits, VmConfig
 from ..settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
 from .apply_xml import DISK_KEYS, GUEST_NAME, RENAME_NOTE, libvirt_snippets
 from .apply_zfs import ZFS_KEYS, zfs_snippets
 from .model import Snippet
 
-VM_KEYS = DISK_KEYS + ("cpu", "format", "vcpus", "memory_mib")
-#: CPU flags whose names hold a dash (so ``kvm64+spec-ctrl`` is one flag)
-_KNOWN_FLAGS = tuple(sorted(set(CPU_FLAGS) | {"nested-virt", "tsc-deadline", "arch-capabilities", "x2apic", "pclmulqdq",
-                                              "ssse3", "sse4.1", "sse4.2", "avx", "avx2", "rdrand", "vmx", "svm",
-                                              "hypervisor", "invtsc"}, key=len, reverse=True))
+#: the VM settings vmbench applies: the disk's, then the VM's own (cpu, format, vcpus, memory_mib)
+VM_KEYS = DISK_KEYS + tuple(k for k in VM_SETTING_KEYS if k not in DISK_KEYS)
 
 
 def snippets(settings: Mapping[str, object], current: CurrentVm | None = None, vmid: str = "VMID") -> tuple[Snippet, ...]:
@@ -43,7 +41,7 @@ def snippets(settings: Mapping[str, object], current: CurrentVm | None = None, v
                          f"{', '.join(VM_KEYS + ZFS_KEYS)}")
     base = current.vm if current is not None else VmConfig()
     vm = vm_with(base, settings)
-    changed = tuple(k for k in VM_KEYS if k in settings and (current is None or axis_value(vm, k) != axis_value(base, k)))
+    changed = tuple(k for k in VM_KEYS if k in settings and (current is None or AXIS_BY_SETTING[k].setting(vm) != AXIS_BY_SETTING[k].setting(base)))
     zfs = {k: settings[k] for k in ZFS_KEYS if k in settings}
     if current is not None and vmid == "VMID" and current.kind == "proxmox":
         vmid = current.ident
@@ -58,134 +56,6 @@ def snippets(settings: Mapping[str, object], current: CurrentVm | None = None, v
             disk = proxmox_key(vm, changed, current) if kind == "proxmox" else None
             out += zfs_snippets(zfs, current, kind, vmid, disk=disk)
     return tuple(dict.fromkeys(out))  # the zfs set both kinds share, once
-
-
-# ---- stored settings -> VmConfig ------------------------------------------------------------
-
-
-def axis_value(vm: VmConfig, key: str) -> object:
-    """A VM's value of a settings key (comparable)."""
-    if key in LIMIT_NAMES:
-        return vm.limits.get(key)
-    if key == "cpu":
-        return vm.cpu
-    return getattr(vm, key)
-
-
-def vm_with(base: VmConfig, settings: Mapping[str, object]) -> VmConfig:
-    """``base`` with the VM settings of ``settings`` (stored values: "virtio-scsi", True,
-    "kvm64+aes", 500...); a value that is not one of the setting's is a UsageError naming it."""
-    vm, limits = base, base.limits
-    for key, value in settings.items():
-        try:
-            if is_unset(key, value) and key in UNSETTABLE:  # back to the hypervisor's default / no limit
-                if key in LIMIT_NAMES:
-                    changes_: dict[str, Any] = {key: None}
-                    limits = replace(limits, **changes_)
-                elif key == "detect_zeroes":
-                    vm = replace(vm, detect_zeroes=None)
-                else:
-                    vm = replace(vm, discard=None)
-            elif key == "bus":
-                vm = replace(vm, bus=Bus.parse(value))
-            elif key == "cache":
-                vm = replace(vm, cache=Cache.parse(value))
-            elif key == "aio":
-                vm = replace(vm, aio=Aio.parse(value))
-            elif key == "iothread":
-                vm = replace(vm, iothread=_flag(value))
-            elif key == "cpu":
-                vm = replace(vm, cpu=parse_cpu_label(str(value)))
-            elif key == "format":
-                vm = replace(vm, format=ImageFormat.parse(value))
-            elif key == "vcpus":
-                vm = replace(vm, vcpus=_whole(value))
-            elif key == "memory_mib":
-                vm = replace(vm, memory_mib=_whole(value))
-            elif key == "detect_zeroes":
-                vm = replace(vm, detect_zeroes=DetectZeroes.parse(value))
-            elif key == "discard":
-                vm = replace(vm, discard=Discard.parse(value))
-            elif key in LIMIT_NAMES:
-                number = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else -1.0
-                if number <= 0:
-                    raise ValueError(f"{value!r} is not a number above 0")
-                kept: float | int = int(number) if key.startswith("iops") or key == "burst_length" or number == int(number) else number
-                changes: dict[str, Any] = {key: kept}
-                limits = replace(limits, **changes)
-        except ValueError as exc:
-            raise UsageError(f"setting {key}: {exc}") from None
-    return replace(vm, limits=limits)
-
-
-#: the settings a stored row may leave to the hypervisor (its value then reads as the axis's ``unset``)
-UNSETTABLE = ("detect_zeroes", "discard") + LIMIT_NAMES
-
-
-def is_unset(key: str, value: object) -> bool:
-    """Whether a stored value means "left to the default" (None, "hypervisor default", "none",
-    "ZFS default": the axis's ``unset``)."""
-    from ..scenario.axes import AXIS_BY_SETTING
-
-    axis = AXIS_BY_SETTING.get(key)
-    return value is None or (axis is not None and isinstance(value, str) and value == axis.unset)
-
-
-def _flag(value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "on", "true", "yes"):
-        return True
-    if text in ("0", "off", "false", "no"):
-        return False
-    raise ValueError(f"{value!r} is not on or off")
-
-
-def _whole(value: object) -> int:
-    if isinstance(value, bool) or not str(value).strip().isdigit() or int(str(value).strip()) < 1:
-        raise ValueError(f"{value!r} is not a whole number above 0")
-    return int(str(value).strip())
-
-
-def parse_cpu_label(label: str) -> CpuConfig:
-    """A stored CPU label (:attr:`CpuConfig.label`: ``kvm64``, ``host-passthrough``, ``max``,
-    ``x86-64-v2-AES+aes``, ``qemu64-aes+pcid``) back to a :class:`CpuConfig`.  Model names
-    hold no ``+``; a ``-flag`` ending the model name is read as a flag only for known flag names."""
-    text = label.strip()
-    if not text:
-        raise ValueError("an empty CPU label")
-    stem, plus, rest = text.partition("+")
-    flags: list[tuple[str, Feature]] = []
-    while True:  # known flags removed at the end of the model name (qemu64-aes, x86-64-v2-AES-pcid)
-        m = next((f for f in _KNOWN_FLAGS if stem.endswith("-" + f) and len(stem) > len(f) + 1), None)
-        if m is None:
-            break
-        flags.insert(0, (m, Feature.OFF))
-        stem = stem[: -len(m) - 1]
-    if plus:
-        for sign, name in _split_flags("+" + rest):
-            flags.append((name, Feature.ON if sign == "+" else Feature.OFF))
-    aes = next((s for n, s in flags if n == "aes"), Feature.DEFAULT)
-    feats = tuple(sorted((n, s) for n, s in flags if n != "aes"))
-    if stem in ("host-passthrough", "host"):
-        return CpuConfig(CpuMode.HOST_PASSTHROUGH, None, aes, feats)
-    if stem == "max":
-        return CpuConfig(CpuMode.MAX, None, aes, feats)
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", stem):
-        raise ValueError(f"{label!r} is not a CPU label (a model name, host-passthrough or max, then +flag/-flag)")
-    return CpuConfig(CpuMode.MODEL, stem, aes, feats)
-
-
-def _split_flags(text: str) -> list[tuple[str, str]]:
-    """``+aes-spec-ctrl+pcid`` -> [("+","aes"), ("-","spec-ctrl"), ("+","pcid")]."""
-    out: list[tuple[str, str]] = []
-    for sign, name in re.findall(r"([+-])([^+-]+)", text):
-        if out and sign == "-" and any(k.startswith(out[-1][1] + "-" + name) for k in _KNOWN_FLAGS):
-            out[-1] = (out[-1][0], out[-1][1] + "-" + name)
-        else:
-            out.append((sign, name))
-    return out
 
 
 # ---- Proxmox --------------------------------------------------------------------------------
@@ -327,4 +197,4 @@ def limits_of(settings: Mapping[str, object]) -> IoLimits:
     return vm_with(VmConfig(), {k: v for k, v in settings.items() if k in LIMIT_NAMES}).limits
 
 
-__all__ = ["snippets", "vm_with", "parse_cpu_label", "proxmox_snippets", "libvirt_snippets", "zfs_snippets", "limits_of"]
+__all__ = ["snippets", "proxmox_snippets", "libvirt_snippets", "zfs_snippets", "limits_of"]

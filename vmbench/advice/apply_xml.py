@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 from ..drivers.libvirt.xml import cpu_xml, iotune_element
+from ..scenario.axes import DISK_SETTING_KEYS
 from ..scenario.model import LIMIT_NAMES, VmConfig
 from ..settings import Bus
 from .model import Snippet
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from ..drivers.existing import CurrentVm
 
 #: the settings keys of the disk (a ``qm set --scsi0`` option, or the ``<disk>`` element)
-DISK_KEYS = ("bus", "cache", "iothread", "aio", "detect_zeroes", "discard") + LIMIT_NAMES
+DISK_KEYS = DISK_SETTING_KEYS
 GUEST_NAME = {Bus.VIRTIO_BLK: "/dev/vdX", Bus.VIRTIO_SCSI: "/dev/sdX", Bus.VIRTIO_SCSI_SHARED: "/dev/sdX", Bus.SATA: "/dev/sdX"}
 RENAME_NOTE = ("the guest sees the disk on another bus, so its name changes ({old} -> {new}): make sure /etc/fstab and "
                "the bootloader name it by UUID or label (and a Windows guest has the driver of the new bus) before "

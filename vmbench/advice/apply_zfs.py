@@ -11,13 +11,13 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Mapping
 
-from ..scenario.zfsprops import PROPERTY_NAMES
+from ..scenario.axes import STORAGE_AXES
 from .model import Snippet
 
 if TYPE_CHECKING:
     from ..drivers.existing import CurrentVm
 
-ZFS_KEYS = ("volblocksize", "recordsize") + PROPERTY_NAMES
+ZFS_KEYS = STORAGE_AXES  # volblocksize, recordsize and the ZFS properties
 #: properties that apply only to blocks written after the change
 NEW_WRITES_ONLY = ("recordsize", "compression", "checksum", "dedup")
 

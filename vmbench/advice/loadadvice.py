@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from ..fio.job import Metric
 from ..report import stats
-from ..report.loadrows import RATE_LIMITS, LoadPlan, PhaseRow, neighbour_rows, scaling_rows
+from ..report.loadrows import LoadPlan, PhaseRow, neighbour_rows, scaling_rows
+from ..scenario.model import LIMIT_RATES
 from ..report.stats import Delta
 from .measured import Ctx, make
 from .model import Change, Goal, GoalMetric, Recommendation
 
 
 def _limits(row: PhaseRow) -> dict[str, object]:
-    return {k: v for k, v in row.overrides.items() if k in RATE_LIMITS}
+    return {k: v for k, v in row.overrides.items() if k in LIMIT_RATES}
 
 
 def from_neighbours(ctx: Ctx, goal: Goal, job: str, plan: LoadPlan) -> tuple[list[Recommendation], list[str], list[str]]:

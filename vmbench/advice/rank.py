@@ -33,6 +33,7 @@ from .model import NOT_MEASURED, Advice, Goal, GoalMetric, Recommendation, Risk,
 from .risks import parse_allow, stack_flags
 from .standing import cpu_standing, host_standing, luks_standing, measured_rw
 from ..scenario.axes import settings_of
+from ..scenario.model import LIMIT_RATES
 
 TARGET_GOALS = (("min_mb_s", GoalMetric.MBPS), ("min_iops", GoalMetric.IOPS), ("max_p99_ms", GoalMetric.P99))
 
@@ -201,7 +202,7 @@ def _not_tried(ctx: Ctx, goal: Goal, job: str) -> list[str]:
     if load_plan(data.plan) is not None:
         lp = load_plan(data.plan)
         if lp is not None and lp.kind == "neighbours" and not any(
-                k in (v.get("overrides") or {}) for s in lp.steps for v in s.vms for k in ("iops", "iops_wr", "iops_rd", "mbps", "mbps_wr", "mbps_rd")):
+                k in (v.get("overrides") or {}) for s in lp.steps for v in s.vms for k in LIMIT_RATES):
             return [f"{_goal_label(goal, job)}{NOT_MEASURED}an I/O limit on the aggressors (iops_wr, mbps_wr in a phase's overrides)"]
         return []
     settings = [c.get("settings") or {} for c in ctx.cells]

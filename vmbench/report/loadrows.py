@@ -36,6 +36,7 @@ from typing import Mapping, Sequence
 from ..fio.job import TAIL_NAME
 from ..fio.result import Histogram
 from ..results.key import MeasurementKey
+from ..scenario.model import LIMIT_RATES
 from . import stats
 from .rows import READ_MODES, WRITE_MODES, host_key
 from .stats import Delta
@@ -43,7 +44,6 @@ from .stats import Delta
 KNEE_GAIN = 0.25  # a step gaining under this share of linear scaling's gain...
 KNEE_P99 = 1.2  # ...while its p99 grew at least this much is the knee
 HELD_WITHIN = 0.10  # a victim's p99 within +10% of alone has held (recovered)
-RATE_LIMITS = ("iops", "iops_rd", "iops_wr", "mbps", "mbps_rd", "mbps_wr")  # the rates a phase's override may set
 MIB = 1 << 20
 
 KNEE_RULE = (f"knee = the first step k > 1 whose aggregate IOPS gained less than {KNEE_GAIN:g} of what linear scaling would add "
@@ -407,7 +407,7 @@ def limit_checks(rows: Sequence[Mapping], step: LoadStepPlan | None) -> tuple[Li
         vm = int(member["vm"])
         over = member.get("overrides") or {}
         inc = [r for r in rows if int(r.get("vm") or 0) == vm and not excluded(r)]
-        for key in RATE_LIMITS:
+        for key in LIMIT_RATES:  # the rates a phase's override may set
             if over.get(key) is None:
                 continue
             what = "iops" if key.startswith("iops") else "bw_bytes"

@@ -24,9 +24,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping
 
+from ..errors import UsageError
 from ..settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
 from ..units import format_size, parse_size
-from .model import LIMIT_NAMES, CpuConfig, VmConfig, ZfsSettings, limit_mbps
+from .model import LIMIT_NAMES, CpuConfig, VmConfig, ZfsSettings, limit_mbps, parse_cpu_label
 from .zfsprops import PROPERTIES, ZfsProperty, parse_property, parse_recordsize, parse_volblocksize
 from .parsers import MiB
 from .reader import Section, as_bool, as_int, as_str, join
@@ -53,6 +54,14 @@ class Axis:
     #: how a stored row without this setting reads in reports and comparisons: the setting
     #: was left to the hypervisor's default, or the row was stored before the axis existed
     unset: str = "not recorded"
+    #: (vm) -> the value under ``name`` in a ``vm:`` mapping that gives exactly this setting;
+    #: None: not written (left to the default, or written under another axis's key)
+    yaml: Callable[[VmConfig], object] = lambda vm: None
+    #: (vm, stored value) -> vm with the value ``setting`` stored (None: back to the default);
+    #: None: not a setting of the VM (the host storage's: applied with zfs set)
+    from_stored: Callable[[VmConfig, object], VmConfig] | None = None
+    #: an option of the scratch disk (``qm set --scsi0 ...``, libvirt's ``<disk>``), not of the VM
+    disk: bool = False
 
 
 # ---- YAML values of the axes that need more than one parser -------------------------------
@@ -149,6 +158,35 @@ def _mbps(value: Any) -> float:
     return limit_mbps(value)
 
 
+def _flag(value: object) -> bool:
+    """A stored on/off setting (True, "on", "1"...)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "on", "true", "yes"):
+        return True
+    if text in ("0", "off", "false", "no"):
+        return False
+    raise ValueError(f"{value!r} is not on or off")
+
+
+def _whole(value: object) -> int:
+    """A stored whole number above 0."""
+    if isinstance(value, bool) or not str(value).strip().isdigit() or int(str(value).strip()) < 1:
+        raise ValueError(f"{value!r} is not a whole number above 0")
+    return int(str(value).strip())
+
+
+def _cpu_yaml(cpu: CpuConfig) -> dict[str, Any]:
+    """The ``cpu:`` mapping that gives exactly ``cpu`` (its aes with it)."""
+    out: dict[str, Any] = {"model": cpu.model if cpu.model and cpu.mode is CpuMode.MODEL else cpu.mode.value}
+    if cpu.aes is not Feature.DEFAULT:
+        out["aes"] = cpu.aes.value
+    if cpu.features:
+        out["features"] = {name: state.value for name, state in cpu.features}
+    return out
+
+
 # ---- building rows -----------------------------------------------------------------------
 
 
@@ -164,10 +202,17 @@ def _stored(value: object) -> object:
 
 
 def _field_axis(name: str, parse: Callable[[Any], Any], describe: str, *, field: str | None = None,
-                label: Callable[[VmConfig, Any], str] = _as_written,
-                verify: tuple[tuple[str, str, bool], ...] = (), unset: str = "not recorded") -> Axis:
-    """An axis that is one plain VmConfig field (an enum, a flag or a number)."""
+                label: Callable[[VmConfig, Any], str] = _as_written, stored: Callable[[Any], Any] | None = None,
+                verify: tuple[tuple[str, str, bool], ...] = (), unset: str = "not recorded", disk: bool = False) -> Axis:
+    """An axis that is one plain VmConfig field (an enum, a flag or a number); ``stored`` reads
+    its stored value back (default: ``parse``); a field that may be None goes back to None."""
     attr = field or name
+    read = stored or parse
+
+    def from_stored(vm: VmConfig, value: object) -> VmConfig:
+        new: Any = None if value is None and getattr(VmConfig(), attr) is None else read(value)
+        return replace(vm, **{attr: new})
+
     return Axis(
         name=name,
         settings_key=attr,
@@ -179,6 +224,9 @@ def _field_axis(name: str, parse: Callable[[Any], Any], describe: str, *, field:
         describe=describe,
         verify=verify,
         unset=unset,
+        yaml=lambda vm: _stored(getattr(vm, attr)),
+        from_stored=from_stored,
+        disk=disk,
     )
 
 
@@ -204,6 +252,7 @@ def _zfs_size_axis(name: str, parse: Callable[[Any], int], describe: str) -> Axi
         merge=lambda vm, other: replace(vm, zfs=_with_size(vm.zfs, name, get(other))),
         setting=lambda vm: None if get(vm) is None else format_size(get(vm) or 0),
         describe=describe,
+        yaml=get,
     )
 
 
@@ -229,7 +278,18 @@ def _limit_axis(name: str, parse: Callable[[Any], Any], describe: str) -> Axis:
         describe=describe,
         verify=((f"config_{name}", "{config}", False), (f"qemu_{name}", "QEMU's throttling", True)),
         unset="none",
+        yaml=get,
+        from_stored=lambda vm, value: put(vm, None if value is None else _stored_limit(name, value)),
+        disk=True,
     )
+
+
+def _stored_limit(name: str, value: object) -> float | int:
+    """A stored limit: whole IOPS and seconds, MiB/s as stored (a whole number when it is one)."""
+    number = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else -1.0
+    if number <= 0:
+        raise ValueError(f"{value!r} is not a number above 0")
+    return int(number) if name.startswith("iops") or name == "burst_length" or number == int(number) else number
 
 
 def _limit_describe(name: str) -> str:
@@ -274,16 +334,18 @@ def _zfs_property_axis(prop: ZfsProperty) -> Axis:
         setting=lambda vm: vm.zfs.get(name),
         describe=f"one of: {prop.describe}",
         unset="ZFS default",
+        yaml=lambda vm: vm.zfs.get(name),
     )
 
 
 AXES: tuple[Axis, ...] = (
-    _field_axis("bus", Bus.parse, f"one of: {Bus.allowed()}",
+    _field_axis("bus", Bus.parse, f"one of: {Bus.allowed()}", disk=True,
                 verify=(("config_bus", "{config}", False), ("guest_bus", "the guest", True))),
-    _field_axis("cache", Cache.parse, f"one of: {Cache.allowed()}",
+    _field_axis("cache", Cache.parse, f"one of: {Cache.allowed()}", disk=True,
                 verify=(("config_cache", "{config}", False), ("qemu_cache", "QEMU's block layer", True))),
-    _field_axis("iothread", as_bool, "true or false", verify=(("qemu_iothread", "QEMU's iothread links", True),)),
-    _field_axis("aio", Aio.parse, f"one of: {Aio.allowed()}",
+    _field_axis("iothread", as_bool, "true or false", stored=_flag, disk=True,
+                verify=(("qemu_iothread", "QEMU's iothread links", True),)),
+    _field_axis("aio", Aio.parse, f"one of: {Aio.allowed()}", disk=True,
                 verify=(("config_aio", "{config}", False), ("qemu_aio", "the QEMU command line", True))),
     Axis(
         name="cpu",
@@ -294,6 +356,8 @@ AXES: tuple[Axis, ...] = (
         merge=lambda vm, other: replace(vm, cpu=other.cpu),  # the whole CPU: aes is merged after it
         setting=lambda vm: vm.cpu.label,
         describe=CPU_HELP,
+        yaml=lambda vm: _cpu_yaml(vm.cpu),  # aes with it
+        from_stored=lambda vm, label: replace(vm, cpu=parse_cpu_label(str(label))),  # aes with it
     ),
     Axis(
         name="aes",
@@ -307,16 +371,19 @@ AXES: tuple[Axis, ...] = (
     ),
     _field_axis("format", ImageFormat.parse, f"one of: {ImageFormat.allowed()}",
                 verify=(("config_format", "{config}", False), ("qemu_format", "QEMU's block layer", False))),
-    _field_axis("vcpus", as_int(1, 64), "a whole number from 1 to 64", verify=(("guest_cpus", "the guest", False),)),
+    _field_axis("vcpus", as_int(1, 64), "a whole number from 1 to 64", stored=_whole,
+                verify=(("guest_cpus", "the guest", False),)),
     _field_axis("memory", _memory, "a size (2G, 1536M) or a number of MiB, from 384 MiB to 1 TiB",
-                field="memory_mib", label=lambda vm, raw: f"{vm.memory_mib}M"),
+                field="memory_mib", label=lambda vm, raw: f"{vm.memory_mib}M", stored=_whole),
     # the scratch storage's ZFS settings (storage.type zfs / zfs-dataset): read back with zfs get
     # left to the hypervisor unless the scenario gives them (libvirt: off / ignore; Proxmox:
     # on, or unmap with discard on / ignore): None, not stored
     _field_axis("detect_zeroes", _detect_zeroes, f"one of: {DetectZeroes.allowed()} (true/false read as on/off)",
+                stored=DetectZeroes.parse, disk=True,
                 verify=(("config_detect_zeroes", "{config}", False), ("qemu_detect_zeroes", "the QEMU command line", True)),
                 unset=HYPERVISOR_DEFAULT),
     _field_axis("discard", _discard, f"one of: {Discard.allowed()} (on/off and true/false read as unmap/ignore)",
+                stored=Discard.parse, disk=True,
                 verify=(("config_discard", "{config}", False), ("qemu_discard", "the QEMU command line", True)),
                 unset=HYPERVISOR_DEFAULT),
     # the scratch disk's I/O limits (Proxmox's names), none unless given: not stored
@@ -355,6 +422,8 @@ def storage_settings_of(vm: VmConfig) -> dict[str, object]:
 def vm_key(vm: VmConfig) -> str:
     """Equal keys mean one boot can serve both VMs' cells."""
     return ";".join(f"{k}={v}" for k, v in settings_of(vm).items())
+#: the settings keys of the scratch disk's options (bus, cache, iothread, aio, detect_zeroes, discard, the I/O limits)
+DISK_SETTING_KEYS: tuple[str, ...] = tuple(k for k, a in AXIS_BY_SETTING.items() if a.disk)
 #: the settings keys of the VM's own axes (not the host storage's), in table order
 VM_SETTING_KEYS: tuple[str, ...] = tuple(k for k, a in AXIS_BY_SETTING.items() if a.name not in STORAGE_AXES)
 
@@ -363,6 +432,35 @@ def always_stored(axis: Axis) -> bool:
     """Whether every VM states this setting (bus, cache...), rather than leaving it to the
     hypervisor or ZFS unless the scenario gives it (detect_zeroes, compression...)."""
     return axis.setting(VmConfig()) is not None
+
+
+def vm_with(base: VmConfig, settings: Mapping[str, object]) -> VmConfig:
+    """``base`` with the VM settings of ``settings`` (stored values: "virtio-scsi", True,
+    "kvm64+aes", 500...; one that reads as the axis's ``unset`` puts a setting left to the
+    hypervisor back to its default); the host storage's settings and unknown keys are left
+    out.  A value that is not one of the setting's is a UsageError naming it."""
+    vm = base
+    for key, value in settings.items():
+        axis = AXIS_BY_SETTING.get(key)
+        if axis is None or axis.from_stored is None:
+            continue
+        try:
+            vm = axis.from_stored(vm, None if is_unset(key, value) and not always_stored(axis) else value)
+        except ValueError as exc:
+            raise UsageError(f"setting {key}: {exc}") from None
+    return vm
+
+
+def is_unset(key: str, value: object) -> bool:
+    """Whether a stored value means "left to the default" (None, "hypervisor default", "none",
+    "ZFS default": the axis's ``unset``)."""
+    axis = AXIS_BY_SETTING.get(key)
+    return value is None or (axis is not None and isinstance(value, str) and value == axis.unset)
+
+
+def vm_yaml(vm: VmConfig) -> dict[str, Any]:
+    """A VM's settings as the ``vm:`` keys that give exactly it (the ``vm:`` reader reads it back to ``vm``)."""
+    return {a.name: value for a in AXES if (value := a.yaml(vm)) is not None}
 
 
 def setting_columns(stored: Iterable[Mapping[str, object]]) -> tuple[str, ...]:

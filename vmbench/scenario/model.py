@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from dataclasses import dataclass
 from typing import Sequence, Union
 
-from ..settings import (Accel, Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, DriverName, Feature, Filesystem, ImageFormat,
-                        StorageType)
+from ..settings import (KNOWN_CPU_FLAGS, Accel, Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, DriverName, Feature, Filesystem,
+                        ImageFormat, StorageType)
 from ..transport.sshconfig import SshConfig as SshConfig  # re-exported: the scenario names it, the transport defines it
 from ..units import format_size
 
@@ -38,6 +39,46 @@ class CpuConfig:
         """Every forced flag, aes first."""
         out = [] if self.aes is Feature.DEFAULT else [("aes", self.aes)]
         return tuple(out) + tuple(f for f in self.features if f[1] is not Feature.DEFAULT)
+
+
+def parse_cpu_label(label: str) -> CpuConfig:
+    """A stored CPU label (:attr:`CpuConfig.label`: ``kvm64``, ``host-passthrough``, ``max``,
+    ``x86-64-v2-AES+aes``, ``qemu64-aes+pcid``) back to a :class:`CpuConfig`.  Model names
+    hold no ``+``; a ``-flag`` ending the model name is read as a flag only for known flag names."""
+    text = label.strip()
+    if not text:
+        raise ValueError("an empty CPU label")
+    stem, plus, rest = text.partition("+")
+    flags: list[tuple[str, Feature]] = []
+    while True:  # known flags removed at the end of the model name (qemu64-aes, x86-64-v2-AES-pcid)
+        m = next((f for f in KNOWN_CPU_FLAGS if stem.endswith("-" + f) and len(stem) > len(f) + 1), None)
+        if m is None:
+            break
+        flags.insert(0, (m, Feature.OFF))
+        stem = stem[: -len(m) - 1]
+    if plus:
+        for sign, name in _split_flags("+" + rest):
+            flags.append((name, Feature.ON if sign == "+" else Feature.OFF))
+    aes = next((s for n, s in flags if n == "aes"), Feature.DEFAULT)
+    feats = tuple(sorted((n, s) for n, s in flags if n != "aes"))
+    if stem in ("host-passthrough", "host"):
+        return CpuConfig(CpuMode.HOST_PASSTHROUGH, None, aes, feats)
+    if stem == "max":
+        return CpuConfig(CpuMode.MAX, None, aes, feats)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", stem):
+        raise ValueError(f"{label!r} is not a CPU label (a model name, host-passthrough or max, then +flag/-flag)")
+    return CpuConfig(CpuMode.MODEL, stem, aes, feats)
+
+
+def _split_flags(text: str) -> list[tuple[str, str]]:
+    """``+aes-spec-ctrl+pcid`` -> [("+","aes"), ("-","spec-ctrl"), ("+","pcid")]."""
+    out: list[tuple[str, str]] = []
+    for sign, name in re.findall(r"([+-])([^+-]+)", text):
+        if out and sign == "-" and any(k.startswith(out[-1][1] + "-" + name) for k in KNOWN_CPU_FLAGS):
+            out[-1] = (out[-1][0], out[-1][1] + "-" + name)
+        else:
+            out.append((sign, name))
+    return out
 
 
 @dataclass(frozen=True)

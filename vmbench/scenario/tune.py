@@ -32,7 +32,7 @@ import yaml
 from ..fio.job import FioJob
 from ..settings import DriverName, Feature
 from ..units import format_duration, parse_duration
-from .axes import AXIS_BY_NAME, STORAGE_AXES, VM_AXES, settings_of, vm_key
+from .axes import AXIS_BY_NAME, STORAGE_AXES, VM_AXES, settings_of, vm_key, vm_yaml
 from .hosts import storage_problems
 from .matrix import shown_value
 from .model import Cell, CpuConfig, Hypervisor, Stack, Storage, VmConfig
@@ -407,32 +407,6 @@ def _round(ctx: Context, sec: Section, spec: TuneSpec, baseline: VmConfig, hv: H
 
 
 # ---- writing a round's scenario ---------------------------------------------------------------
-
-
-def vm_yaml(vm: VmConfig) -> dict[str, Any]:
-    """A VM's settings as the ``vm:`` keys that give exactly it (``read_vm_section`` reads it back to ``vm``)."""
-    out: dict[str, Any] = {"bus": vm.bus.value, "cache": vm.cache.value, "iothread": vm.iothread, "aio": vm.aio.value,
-                           "cpu": _cpu_yaml(vm.cpu), "format": vm.format.value, "vcpus": vm.vcpus, "memory": vm.memory_mib}
-    if vm.detect_zeroes is not None:
-        out["detect_zeroes"] = vm.detect_zeroes.value
-    if vm.discard is not None:
-        out["discard"] = vm.discard.value
-    out.update(vm.limits.given())
-    if vm.zfs.volblocksize is not None:
-        out["volblocksize"] = vm.zfs.volblocksize
-    if vm.zfs.recordsize is not None:
-        out["recordsize"] = vm.zfs.recordsize
-    out.update(dict(vm.zfs.properties))
-    return out
-
-
-def _cpu_yaml(cpu: CpuConfig) -> dict[str, Any]:
-    out: dict[str, Any] = {"model": cpu.model if cpu.model and cpu.mode.value == "model" else cpu.mode.value}
-    if cpu.aes is not Feature.DEFAULT:
-        out["aes"] = cpu.aes.value
-    if cpu.features:
-        out["features"] = {name: state.value for name, state in cpu.features}
-    return out
 
 
 def vm_from_yaml(data: Mapping[str, Any], where: str = "tune") -> VmConfig:

@@ -20,7 +20,7 @@ from typing import Collection, Mapping
 
 from ...errors import HypervisorError
 from ...scenario.model import LIMIT_BURSTS, LIMIT_RATES, CpuConfig, VmConfig, limit_bytes
-from ...settings import Bus, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
+from ...settings import PVE_CPU_FLAGS, Bus, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
 from ..qemu_cmdline import AIO_DRIVERS
 
 GiB = 1 << 30
@@ -30,9 +30,8 @@ MiB = 1 << 20
 BUS_PREFIX = {Bus.VIRTIO_BLK: "virtio", Bus.VIRTIO_SCSI: "scsi", Bus.VIRTIO_SCSI_SHARED: "scsi", Bus.SATA: "sata"}
 MAX_INDEX = {"virtio": 15, "scsi": 30, "sata": 5, "ide": 3}
 DISK_KEY_RE = re.compile(r"^(virtio|scsi|sata|ide)(\d+)$")
-#: per-VM CPU flags PVE accepts (QS CPUConfig.pm); nested-virt exists only in 9.x
-CPU_FLAGS = ("pcid", "spec-ctrl", "ibpb", "ssbd", "virt-ssbd", "amd-ssbd", "amd-no-ssb", "pdpe1gb", "md-clear",
-             "hv-tlbflush", "hv-evmcs", "aes")
+#: per-VM CPU flags PVE accepts (qemu-server CPUConfig.pm)
+CPU_FLAGS = PVE_CPU_FLAGS
 #: storage types whose disks are files (``format=`` applies; qcow2 possible where listed)
 FILE_STORAGES = ("dir", "nfs", "cifs", "glusterfs", "btrfs", "cephfs")
 QCOW2_STORAGES = ("dir", "nfs", "cifs", "glusterfs")
