@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 from ..drivers.existing import CurrentVm
 
 from ..report.load import RunData
-from ..report.loadrows import load_plan
+
 from ..report.loadtables import load_header
 from ..report.rows import job_metrics
 from ..report.cpurows import has_qemu_cpu
@@ -34,6 +34,7 @@ from .risks import parse_allow, stack_flags
 from .standing import cpu_standing, host_standing, luks_standing, measured_rw
 from ..scenario.axes import settings_of
 from ..scenario.model import LIMIT_RATES
+from ..report.kind import RunKind
 
 TARGET_GOALS = (("min_mb_s", GoalMetric.MBPS), ("min_iops", GoalMetric.IOPS), ("max_p99_ms", GoalMetric.P99))
 
@@ -57,13 +58,11 @@ def default_goals(data: RunData) -> tuple[Goal, ...]:
                 goals.append(Goal(str(t["job"]), metric, f"target {i} ({key} {t[key]:g} on {t['job']})"))
     if goals:
         return tuple(dict.fromkeys(goals))
-    lp = load_plan(data.plan)
     metrics = job_metrics(data.plan)
-    jobs = [lp.victim_job] if lp is not None and lp.kind == "neighbours" and lp.victim_job else data.jobs
-    for job in jobs:
+    for job in _jobs(data):
         m = metrics.get(job)
         goals.append(Goal(job, GoalMetric.of(m) if m is not None else GoalMetric.IOPS, "the job's metric"))
-    if lp is None and has_qemu_cpu(data.measurements):
+    if not data.kind.many_vms and has_qemu_cpu(data.measurements):
         goals += [Goal(job, GoalMetric.CPU_PER_IO, "the run sampled QEMU's CPU") for job in data.jobs]
     return tuple(dict.fromkeys(goals))
 
@@ -149,9 +148,9 @@ def _current_notes(current: CurrentVm, data: RunData) -> list[str]:
 
 
 def _jobs(data: RunData) -> list[str]:
-    lp = load_plan(data.plan)
-    if lp is not None and lp.kind == "neighbours" and lp.victim_job:
-        return [lp.victim_job]
+    """The jobs a run's goals are about: a neighbour run's victim job, else every job."""
+    if data.kind is RunKind.NEIGHBOURS and data.load is not None and data.load.victim_job:
+        return [data.load.victim_job]
     return data.jobs
 
 
@@ -166,20 +165,19 @@ def _why_unjudged(found: Sequence[Recommendation]) -> str:
 
 def _for_job(ctx: Ctx, goal: Goal, job: str) -> tuple[list[Recommendation], list[str], list[str]]:
     """(every measured change, standing lines, notes) for one goal and job, by the run's kind."""
-    data = ctx.data
-    lp = load_plan(data.plan)
+    data, kind, lp = ctx.data, ctx.data.kind, ctx.data.load
     if goal.metric is GoalMetric.CPU_PER_IO:
-        if lp is not None or not has_qemu_cpu(data.measurements):
+        if kind.many_vms or not has_qemu_cpu(data.measurements):
             return [], [], [f"goal {_goal_label(goal, job)}: the run did not sample the QEMU process's CPU (no CPU per I/O)"]
         return measured.from_cpu(ctx, goal, job), cpu_standing(ctx, goal, job), []
-    if data.plan.get("host_only"):
+    if kind is RunKind.HOST_ONLY:
         return measured.from_host_only(ctx, goal, job), [], []
-    if lp is not None and lp.kind == "neighbours":
+    if kind is RunKind.NEIGHBOURS and lp is not None:
         return from_neighbours(ctx, goal, job, lp)
-    if lp is not None:
+    if kind is RunKind.SCALING and lp is not None:
         stand, notes = scaling_standing(ctx, goal, job, lp)
         return [], stand, notes
-    if data.plan.get("mode") == "journey":
+    if kind is RunKind.JOURNEY:
         found = measured.from_journey(ctx, goal, job)
     else:
         found = measured.from_gaps(ctx, goal, job)
@@ -198,17 +196,16 @@ def _storage_kind(data: RunData) -> str:
 
 
 def _not_tried(ctx: Ctx, goal: Goal, job: str) -> list[str]:
-    data = ctx.data
-    if load_plan(data.plan) is not None:
-        lp = load_plan(data.plan)
-        if lp is not None and lp.kind == "neighbours" and not any(
+    data, lp = ctx.data, ctx.data.load
+    if data.kind.many_vms:
+        if data.kind is RunKind.NEIGHBOURS and lp is not None and not any(
                 k in (v.get("overrides") or {}) for s in lp.steps for v in s.vms for k in LIMIT_RATES):
             return [f"{_goal_label(goal, job)}{NOT_MEASURED}an I/O limit on the aggressors (iops_wr, mbps_wr in a phase's overrides)"]
         return []
     settings = [c.get("settings") or {} for c in ctx.cells]
     rw = measured_rw(ctx, job)
     luks = any((st.get("luks") for st in data.plan.get("stacks") or []))
-    found = untried.not_tried(goal.metric, settings, guest=not data.plan.get("host_only"), storage=_storage_kind(data),
+    found = untried.not_tried(goal.metric, settings, guest=data.kind is not RunKind.HOST_ONLY, storage=_storage_kind(data),
                               writes=rw is None or "write" in str(rw) or rw == "randrw", luks=luks)
     return [f"{_goal_label(goal, job)}{NOT_MEASURED}{c.label} ({c.why})" for c in found]
 
@@ -218,14 +215,13 @@ def _run_notes(data: RunData) -> list[str]:
     accels = sorted({str(b.get("accelerator")) for b in data.boots if b.get("accelerator")}) \
         or sorted({str(m.get("accelerator")) for m in data.measurements if m.get("side") == "guest" and m.get("accelerator")})
     out = []
-    if data.plan.get("host_only"):
+    if data.kind is RunKind.HOST_ONLY:
         out.append("host only: fio ran on the host, no VM (no accelerator)")
     elif accels:
         out.append(f"guests ran under {', '.join(accels)}"
                    + ("; under TCG (software emulation) the figures include the emulation's cost: the ranking holds for "
                       "this machine, measure again under KVM before acting on it" if any("tcg" in a.lower() for a in accels) else ""))
-    load = load_header(data.plan)
-    out.append(f"load: {load}" if load else "load: one VM at a time, one fio job at a time")
+    out.append(f"load: {load_header(data.load)}" if data.load is not None else "load: one VM at a time, one fio job at a time")
     return out
 
 

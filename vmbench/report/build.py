@@ -21,6 +21,7 @@ from .load import RunData
 from .loadtables import load_header, load_tables
 from .rows import job_metrics
 from .tables import Table, cells_table, crypto_table, gap_table, journey_table, layer_table, targets_table
+from .kind import RunKind
 
 
 def build_report(data: RunData) -> tuple[dict, list[Table]]:
@@ -56,7 +57,7 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
             header["warning"] = f"a {env['zfs_scan']} was running on pool {env['zfs_pool']} when the run started: results are suspect"
     valid_cells = data.valid_cells
     policy = RepeatPolicy.from_plan(plan)
-    if plan.get("host_only"):
+    if data.kind is RunKind.HOST_ONLY:
         header["accelerator"] = "none (host only: no VM)"
         header["versions"] = f"fio {env.get('host_fio', '?')} (host)"
         del header["boots"]
@@ -64,10 +65,9 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
         if len(cells) > 1 or any(not c["valid"] for c in cells):
             host_only.append(storage_cells_table(cells))
         return header, host_only
-    load = load_header(plan)
-    if load is not None:  # many VMs at once: the load tables replace the single-VM gap and layer tables
-        header["load"] = load
-        tables: list[Table] = load_tables(measurements, valid_cells, jobs, plan, targets=data.targets, env=env, policy=policy)
+    if data.load is not None:  # many VMs at once: the load tables replace the single-VM gap and layer tables
+        header["load"] = load_header(data.load)
+        tables: list[Table] = load_tables(measurements, valid_cells, jobs, data.load, targets=data.targets, env=env, policy=policy)
         ct = crypto_table(data.crypto)
         if ct:
             tables.append(ct)
@@ -80,7 +80,7 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
     cpu = cpu_table(measurements, valid_cells, jobs, repeats=policy, env=env)  # None: no QEMU process was sampled
     if cpu is not None:
         tables.append(cpu)
-    if plan.get("mode") == "journey":
+    if data.kind is RunKind.JOURNEY:
         tables.append(journey_table(measurements, valid_cells, jobs, repeats=policy, env=env, metrics=metrics))
     lt = layer_table(measurements, valid_cells, jobs, data.crypto, plan.get("stacks", []), repeats=policy, env=env,
                      metrics=metrics)

@@ -8,6 +8,7 @@ put together by :mod:`.build`) -> text, JSON (:mod:`.render`) or HTML (:mod:`.ht
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -15,6 +16,8 @@ from typing import Any, Mapping, Sequence
 from ..results.db import ResultsDB, RunRow
 from ..results.key import MeasurementKey
 from ..telemetry import sampler as telemetry
+from .kind import RunKind, run_kind
+from .loadrows import LoadPlan, load_plan
 
 #: the samplers' series (fio's own are "fio-*"): the side fio ran on, the pool's (always the host's)
 #: and, for a guest run, the host's own device and CPU
@@ -58,6 +61,16 @@ class RunData:
     @property
     def plan(self) -> dict:
         return self.run.plan
+
+    @functools.cached_property
+    def kind(self) -> RunKind:
+        """What kind of run this is (decided once, from the plan)."""
+        return run_kind(self.plan)
+
+    @functools.cached_property
+    def load(self) -> LoadPlan | None:
+        """The run's load section (scaling steps or neighbour phases); None for one VM per cell."""
+        return load_plan(self.plan)
 
     @property
     def environment(self) -> dict:

@@ -232,12 +232,9 @@ def neighbour_table(rows: Sequence[PhaseRow], plan: LoadPlan, measurements: Sequ
     return Table("load-neighbours", "Noisy neighbour: the victim's latency per phase", cols, records, notes, facts, missing)
 
 
-def load_tables(measurements: Sequence[Mapping], cells: Sequence[Mapping], jobs: Sequence[str], plan: Mapping, *,
+def load_tables(measurements: Sequence[Mapping], cells: Sequence[Mapping], jobs: Sequence[str], lp: LoadPlan, *,
                 targets: Sequence[Mapping] = (), env: Mapping | None = None, policy: RepeatPolicy = RepeatPolicy(1, 1)) -> list[Table]:
-    """The tables of a load run (none for an ordinary run)."""
-    lp = load_plan(plan)
-    if lp is None:
-        return []
+    """The tables of a load run."""
     if lp.kind == "neighbours":
         phases = neighbour_rows(measurements, cells, lp, targets)
         figs = [f for p in phases for f in (p.victim, p.aggressors) if f is not None]
@@ -247,11 +244,8 @@ def load_tables(measurements: Sequence[Mapping], cells: Sequence[Mapping], jobs:
             per_vm_table([r.guest for r in rows], lp, measurements)]
 
 
-def load_header(plan: Mapping) -> str | None:
-    """The header's line for a load run (None for an ordinary run)."""
-    lp = load_plan(plan)
-    if lp is None:
-        return None
+def load_header(lp: LoadPlan) -> str:
+    """The header's line for a load run."""
     if lp.kind == "neighbours":
         return (f"noisy neighbour: victim {lp.victim_job}, aggressors {lp.aggressor_job}; phases "
                 + ", ".join(f"{s.name} ({s.count('aggressor')} aggressors)" for s in lp.steps))

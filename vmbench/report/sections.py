@@ -19,7 +19,7 @@ from ..results.key import MeasurementKey
 from .rows import host_group, raw_group
 from . import loadplots, plots
 from .load import SAMPLED, RunData
-from .loadrows import LoadPlan, excluded, load_plan
+from .loadrows import LoadPlan, excluded
 from .tables import Table
 
 MAX_WATERFALLS = 4  # (cell, stack) figures, each with one panel per job
@@ -62,9 +62,8 @@ class PlotSection:
 
 def plot_sections(data: RunData, tables: Sequence[Table]) -> list[PlotSection]:
     by_name = {t.name: t for t in tables}
-    lp = load_plan(data.plan)
-    if lp is not None:  # many VMs at once: the load section replaces the single-VM plots
-        return load_sections(data, lp, by_name)
+    if data.load is not None:  # many VMs at once: the load section replaces the single-VM plots
+        return load_sections(data, data.load, by_name)
     out = [
         waterfalls(by_name.get("layers")),
         latency(data),
