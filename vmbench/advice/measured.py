@@ -19,7 +19,7 @@ baseline's, a stack against another) use the report's :func:`~vmbench.report.row
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..fio.job import Metric
 from ..report import cpurows
@@ -43,6 +43,7 @@ class Ctx:
     flags: Mapping[str, tuple[str, ...]]
     cells: list[dict] = field(default_factory=list)
     _cpu: list[CpuRow] | None = None
+    _made: dict[tuple, list[Row]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.cells:
@@ -64,6 +65,25 @@ class Ctx:
         if self._cpu is None:
             self._cpu = cpurows.cpu_rows(self.measurements, self.cells, self.data.jobs)
         return self._cpu
+
+    # the report's rows of one job, judged by one metric: made once per run, whichever reader asks
+    def gap_rows(self, job: str, metric: Metric | None = None) -> list[Row]:
+        return self._rows("gap", job, metric, lambda: gap_rows(self.measurements, self.cells, [job], self.host_memory,
+                                                                 {job: metric} if metric is not None else None))
+
+    def layer_rows(self, job: str, metric: Metric | None = None) -> list[Row]:
+        return self._rows("layer", job, metric,
+                          lambda: layer_rows(self.measurements, self.cells, [job], {job: metric} if metric is not None else None))
+
+    def journey_rows(self, job: str, metric: Metric | None = None) -> list[Row]:
+        return self._rows("journey", job, metric,
+                          lambda: journey_rows(self.measurements, self.cells, [job], {job: metric} if metric is not None else None))
+
+    def _rows(self, kind: str, job: str, metric: Metric | None, make: Callable[[], list[Row]]) -> list[Row]:
+        key = (kind, job, metric)
+        if key not in self._made:
+            self._made[key] = make()
+        return self._made[key]
 
 
 # ---- what changed between two cells ---------------------------------------------------------
@@ -231,7 +251,7 @@ def fio_metric(goal: Goal) -> Metric:
 def from_gaps(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
     """Each cell's raw disk against the baseline cell's (the gap table's vs baseline)."""
     metric = fio_metric(goal)
-    rows = [r for r in gap_rows(ctx.measurements, ctx.cells, [job], ctx.host_memory, {job: metric}) if r.side == "guest"]
+    rows = [r for r in ctx.gap_rows(job, metric) if r.side == "guest"]
     base_name = ctx.cells[0]["name"] if ctx.cells else None
     base = next((r for r in rows if r.cell == base_name), None)
     out = []
@@ -251,7 +271,7 @@ def from_gaps(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
 def from_journey(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
     """Each journey step against the step before (the journey table's vs previous step)."""
     metric = fio_metric(goal)
-    rows = journey_rows(ctx.measurements, ctx.cells, [job], {job: metric})
+    rows = ctx.journey_rows(job, metric)
     out = []
     for prev, r in zip(rows, rows[1:]):
         d = r.deltas.get("vs_previous")
@@ -271,7 +291,7 @@ def from_layers(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
     setting does there: a CPU with AES-NI under LUKS), a stack against the cell's first stack
     with the same layers (perf flags), and each layer against the one below (its cost)."""
     metric = fio_metric(goal)
-    rows = [r for r in layer_rows(ctx.measurements, ctx.cells, [job], {job: metric}) if r.side == "guest"]
+    rows = [r for r in ctx.layer_rows(job, metric) if r.side == "guest"]
     base_name = ctx.cells[0]["name"] if ctx.cells else None
     by_key = {(r.cell, r.stack, r.layer): r for r in rows}
     out: list[Recommendation] = []

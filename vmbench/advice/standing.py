@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ..report.rows import READ_MODES, WRITE_MODES, gap_rows, layer_rows
+from ..report.rows import READ_MODES, WRITE_MODES
 from ..report.stats import Delta, label
 from .measured import Ctx, ceiling, fio_metric, unit
 from .model import Goal, GoalMetric
@@ -47,7 +47,7 @@ def _share(d: Delta) -> str:
 def host_standing(ctx: Ctx, goal: Goal, job: str) -> list[str]:
     """The best cell's raw disk against the host on its storage."""
     metric = fio_metric(goal)
-    rows = gap_rows(ctx.measurements, ctx.cells, [job], ctx.host_memory, {job: metric})
+    rows = ctx.gap_rows(job, metric)
     guests = [r for r in rows if r.side == "guest" and r.figures.value_of(metric) is not None and not r.figures.saturated]
     if not guests:
         return []
@@ -77,7 +77,7 @@ def luks_standing(ctx: Ctx, goal: Goal, job: str) -> list[str]:
     """Each LUKS layer's MB/s as a share of the crypto ceiling of its cell's CPU model."""
     if not ctx.data.crypto:
         return []
-    rows = [r for r in layer_rows(ctx.measurements, ctx.cells, [job]) if r.layer.split("+")[-1].startswith("luks")]
+    rows = [r for r in ctx.layer_rows(job) if r.layer.split("+")[-1].startswith("luks")]
     stacks: dict[str, Mapping] = {st["name"]: st.get("luks") for st in ctx.data.plan.get("stacks") or [] if st.get("luks")}
     out = []
     for r in rows:

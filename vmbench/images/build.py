@@ -214,7 +214,7 @@ def _debootstrap(
     cached = sum(1 for _ in cache.glob("*.deb"))
     progress.step(
         f"debootstrap {recipe.suite} ({recipe.variant}, {len(recipe.packages)} packages) "
-        f"from {mirror}; {cached} .debs cached in {cache}"
+        f"from {mirror}; {cached} .debs in its cache"
     )
     try:
         with _ticker(progress, "debootstrap"):
@@ -238,7 +238,7 @@ def _mmdebstrap(
     cached = sum(1 for _ in cache.glob("*.deb"))
     progress.step(
         f"mmdebstrap {recipe.suite} ({recipe.variant}, {len(recipe.packages)} packages) "
-        f"from {mirror}; {cached} .debs cached in {cache}"
+        f"from {mirror}; {cached} .debs in its cache"
     )
     try:
         with _ticker(progress, "mmdebstrap"):

@@ -119,15 +119,19 @@ def latency(data: RunData) -> PlotSection:
     valid = [c["name"] for c in data.valid_cells]
     specs: list[tuple[str, list[tuple[str, Any]]]] = []
     with_stacks = any(k.stack for k in hists)
+    by_cell: dict[Any, list[tuple[Any, Any]]] = {}  # each cell's histograms, in the stored order: one pass, not one per plot
+    for k, h in hists.items():
+        by_cell.setdefault(k.cell, []).append((k, h))
+    stacks = {cell: {k.stack for k, _ in kh if k.stack} for cell, kh in by_cell.items()}
     for job in jobs:
         host = hists.get(host_group(None, job))
         base = [("host", host.bins)] if host is not None and host.count else []
         if with_stacks:
             for cell in valid:
                 lines = list(base)
-                multi = len({k.stack for k in hists if k.cell == cell and k.stack}) > 1
-                for k, h in hists.items():
-                    if k.side == "guest" and k.cell == cell and k.job == job and h.count:
+                multi = len(stacks.get(cell, ())) > 1
+                for k, h in by_cell.get(cell, ()):
+                    if k.side == "guest" and k.job == job and h.count:
                         lines.append((k.layer if k.stack is None or not multi else f"{k.stack}: {k.layer}", h.bins))
                 if len(lines) > len(base):
                     specs.append((f"{job}, {cell}: host vs each layer", lines[:MAX_LATENCY_LINES]))

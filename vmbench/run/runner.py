@@ -325,7 +325,7 @@ class Runner:
         if host_steps:
             target = res.host_target or self.driver.create_host_reference(self.tag, request, res)
             self.step = f"measuring the host on {target}"
-            self.progress.step(f"host: fio on {target} ({s.storage.describe() if s.host_only else 'the scratch disk’s storage, before the VM boots'})")
+            self.progress.step(f"host: fio on {target} ({s.storage.describe() if s.host_only else 'the scratch disk’s storage, before boot'})")
             host_cell = next((c for c in group.cells if c.name == host_steps[0].cell), None)
             cell_id = None if host_cell is None else self.record_cell(host_cell, None, [], {"storage": res.storage})
             self.measurer.measure(Where(self.host, "host", self.host_workdir, target, "host", cell=host_cell, cell_id=cell_id,

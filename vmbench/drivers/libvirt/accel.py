@@ -113,7 +113,7 @@ class KvmProbe:
                     break
                 time.sleep(0.5)
             else:
-                return False, f"a KVM guest did not get through its kernel's early boot in {self.timeout:g}s (nested virtualization without a working KVM?)"
+                return False, f"a KVM guest hung in early boot for {self.timeout:g}s (nested KVM that does not work?)"
             elapsed = time.monotonic() - started
             text = ops.read_text(self.host, console) or ""
             if any(m in text for m in BOOT_MARKERS):
