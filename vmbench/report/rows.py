@@ -19,7 +19,6 @@ with nothing.
 from __future__ import annotations
 
 import statistics
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
@@ -260,13 +259,22 @@ def telemetry_notes(row: dict, fig: Figures) -> list[str]:
     return notes
 
 
-def group(measurements: Iterable[dict]) -> "OrderedDict[MeasurementKey, list[dict]]":
+def group(measurements: Iterable[dict]) -> dict[MeasurementKey, list[dict]]:
     """Measurements by their group's key (every repeat of one job on one target), in the
-    order they ran."""
-    out: OrderedDict[MeasurementKey, list[dict]] = OrderedDict()
+    order they ran (a plain dict: iterating it never hashes a key again, as an OrderedDict's does)."""
+    out: dict[MeasurementKey, list[dict]] = {}
     for m in measurements:
         out.setdefault(MeasurementKey.of(m, repeat=False), []).append(m)
     return out
+
+
+def _once(made: dict[tuple, "Figures"], key: tuple, rows: Sequence[dict] | None) -> "Figures | None":
+    """``rows`` aggregated, once per ``key`` in ``made`` (None without rows)."""
+    if not rows:
+        return None
+    if key not in made:
+        made[key] = aggregate(rows)
+    return made[key]
 
 
 def host_group(cell: str | None, job: str) -> MeasurementKey:
@@ -382,6 +390,7 @@ def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence
     by_name = {c["name"]: c for c in cells}
     baseline = order[0] if order else None
     out = []
+    hosts: dict[tuple, Figures] = {}  # each host reference aggregated once, not once per cell
     for job in jobs:
         shown: set = set()
         base = None
@@ -389,7 +398,7 @@ def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence
         for cell in order:
             hkey = host_key(by_name[cell])
             host_rows = groups.get(host_group(hkey, job))
-            host = aggregate(host_rows) if host_rows else None
+            host = _once(hosts, (hkey, job), host_rows)
             if host_rows and host is not None and hkey not in shown:
                 shown.add(hkey)
                 out.append(Row(job=job, sync=bool(host_rows[0].get("sync")), side="host", cell=hkey, stack=None, layer="host",
@@ -433,17 +442,22 @@ def layer_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequen
     """Per cell, stack and job: host -> raw -> each layer, with each layer's cost relative to
     the one below and to the host, on the job's metric."""
     groups = group(measurements)
+    first_of_job: dict[str, list[dict]] = {}
+    layers: dict[tuple, list[tuple[str, list[dict]]]] = {}  # (cell, stack, job) -> its layers' rows, in order
+    for k, rows in groups.items():
+        first_of_job.setdefault(k.job, rows)
+        if k.side == "guest":
+            layers.setdefault((k.cell, k.stack, k.job), []).append((k.layer, rows))
     out = []
+    hosts: dict[tuple, Figures] = {}
     for cell in cells:
         for stack in cell.get("stacks") or []:
             for job in jobs:
-                metric = metric_of(job, next((g for k, g in groups.items() if k.job == job), None), metrics)
+                metric = metric_of(job, first_of_job.get(job), metrics)
                 host_rows = groups.get(host_group(host_key(cell), job))
-                host = aggregate(host_rows) if host_rows else None
+                host = _once(hosts, (host_key(cell), job), host_rows)
                 chain: list[tuple[str, list[dict] | None]] = [("raw", groups.get(raw_group(cell["name"], job)))]
-                for k, rows in groups.items():
-                    if k.side == "guest" and k.cell == cell["name"] and k.stack == stack and k.job == job:
-                        chain.append((k.layer, rows))
+                chain += layers.get((cell["name"], stack, job), [])
                 if all(rows is None for _, rows in chain):
                     continue
                 if host_rows and host is not None:
