@@ -93,7 +93,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             if c is b.cells[0] and b.seq in refs:
                 layers = "host, " + layers
             rows.append([b.seq, c.name, ", ".join(f"{k}={v}" for k, v in settings_of(c.vm).items()), layers])
-    print(tabulate(rows, headers=["boot", "cell", "VM settings", "layers measured"], tablefmt="simple"))
+    print(tabulate(rows, headers=["boot", "cell", "VM settings", "layers measured"], tablefmt="simple",
+                   disable_numparse=True, colalign=("right", "left", "left", "left")))  # no number guessing in 10,000 rows
     if len(refs) > 1:
         print("the host is measured once per storage setting, before the first boot on it (a new storage setting needs a new boot)")
     if s.load is not None:

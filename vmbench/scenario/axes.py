@@ -410,8 +410,15 @@ def settings_of(vm: VmConfig) -> dict[str, object]:
     and the ZFS settings that are set (volblocksize, recordsize, compression...), none on other
     storage.  A setting left to its default is not stored, so runs stored before an axis
     existed have the same keys."""
-    out = {key: axis.setting(vm) for key, axis in AXIS_BY_SETTING.items()}
-    return {k: v for k, v in out.items() if v is not None}
+    made = vm.__dict__.get(_SETTINGS_OF)  # a frozen VmConfig's settings never change: made once per object
+    if made is None:
+        out = {key: axis.setting(vm) for key, axis in AXIS_BY_SETTING.items()}
+        made = {k: v for k, v in out.items() if v is not None}
+        object.__setattr__(vm, _SETTINGS_OF, made)
+    return dict(made)
+
+
+_SETTINGS_OF = "_settings_of"  # where settings_of keeps what it made, on the VmConfig itself (not a field)
 
 
 def storage_settings_of(vm: VmConfig) -> dict[str, object]:
