@@ -12,18 +12,17 @@ value differs from the VM's.  vmbench never runs any of it.
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Mapping
 
 from ..drivers.existing import CurrentVm
-from ..drivers.proxmox.config import (BUS_PREFIX, CPU_FLAGS, DISK_KEY_RE, MAX_INDEX, burst_length_key, cpu_option, limit_options,
+from ..drivers.proxmox.config import (BUS_PREFIX, DISK_KEY_RE, MAX_INDEX, burst_length_key, cpu_option, limit_options,
                                       parse_disk, parse_options, scsihw, zeroes_options)
 from ..errors import HypervisorError, UsageError
 from ..scenario.axes import AXIS_BY_SETTING, VM_SETTING_KEYS, vm_with
 from ..scenario.model import LIMIT_NAMES, IoLimits, VmConfig
-from ..settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
+from ..settings import DetectZeroes, Discard
 from .apply_xml import DISK_KEYS, GUEST_NAME, RENAME_NOTE, libvirt_snippets
 from .apply_zfs import ZFS_KEYS, zfs_snippets
 from .model import Snippet

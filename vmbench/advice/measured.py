@@ -66,23 +66,22 @@ class Ctx:
             self._cpu = cpurows.cpu_rows(self.measurements, self.cells, self.data.jobs)
         return self._cpu
 
-    # the report's rows of one job, judged by one metric: made once per run, whichever reader asks
+    # the report's rows of one job, judged by one metric (None: the job's own): made once per
+    # run, whichever reader asks
     def gap_rows(self, job: str, metric: Metric | None = None) -> list[Row]:
-        return self._rows("gap", job, metric, lambda: gap_rows(self.measurements, self.cells, [job], self.host_memory,
-                                                                 {job: metric} if metric is not None else None))
+        return self._rows("gap", job, metric, lambda jobs, metrics: gap_rows(self.measurements, self.cells, jobs, self.host_memory, metrics))
 
     def layer_rows(self, job: str, metric: Metric | None = None) -> list[Row]:
-        return self._rows("layer", job, metric,
-                          lambda: layer_rows(self.measurements, self.cells, [job], {job: metric} if metric is not None else None))
+        return self._rows("layer", job, metric, lambda jobs, metrics: layer_rows(self.measurements, self.cells, jobs, metrics))
 
     def journey_rows(self, job: str, metric: Metric | None = None) -> list[Row]:
-        return self._rows("journey", job, metric,
-                          lambda: journey_rows(self.measurements, self.cells, [job], {job: metric} if metric is not None else None))
+        return self._rows("journey", job, metric, lambda jobs, metrics: journey_rows(self.measurements, self.cells, jobs, metrics))
 
-    def _rows(self, kind: str, job: str, metric: Metric | None, make: Callable[[], list[Row]]) -> list[Row]:
-        key = (kind, job, metric)
+    def _rows(self, table: str, job: str, metric: Metric | None,
+              make: Callable[[list[str], dict[str, Metric] | None], list[Row]]) -> list[Row]:
+        key = (table, job, metric)
         if key not in self._made:
-            self._made[key] = make()
+            self._made[key] = make([job], {job: metric} if metric is not None else None)
         return self._made[key]
 
 

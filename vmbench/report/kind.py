@@ -7,7 +7,7 @@ from __future__ import annotations
 import enum
 from typing import Mapping
 
-from .loadrows import load_plan
+from .loadrows import LoadPlan
 
 
 class RunKind(enum.Enum):
@@ -23,11 +23,11 @@ class RunKind(enum.Enum):
         return self in (RunKind.SCALING, RunKind.NEIGHBOURS)
 
 
-def run_kind(plan: Mapping) -> RunKind:
-    """The kind of the run whose stored plan is ``plan``."""
+def run_kind(plan: Mapping, lp: LoadPlan | None) -> RunKind:
+    """The kind of the run whose stored plan is ``plan`` and load section ``lp``
+    (:func:`~vmbench.report.loadrows.load_plan` of it)."""
     if plan.get("host_only"):
         return RunKind.HOST_ONLY
-    lp = load_plan(plan)
     if lp is not None:
         return RunKind.NEIGHBOURS if lp.kind == "neighbours" else RunKind.SCALING
     if plan.get("mode") == "journey":

@@ -65,7 +65,7 @@ class RunData:
     @functools.cached_property
     def kind(self) -> RunKind:
         """What kind of run this is (decided once, from the plan)."""
-        return run_kind(self.plan)
+        return run_kind(self.plan, self.load)
 
     @functools.cached_property
     def load(self) -> LoadPlan | None:

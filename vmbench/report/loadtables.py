@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 from . import stats
 from .facts import RepeatPolicy, admissibility
 from .loadrows import (HELD_RULE, KNEE_RULE, LimitCheck, LoadPlan, PhaseRow, ScalingRow, StepFigures, accelerators, latency_verdict,
-                       load_plan, neighbour_rows, scaling_rows)
+                       neighbour_rows, scaling_rows)
 from .stats import Delta
 from .tables import Column, Table, delta_pct, f_int, f_mb, f_ms, f_text, f_whole
 

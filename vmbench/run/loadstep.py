@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Sequence, TypeVar
 
 from ..drivers.base import Guest, VmRequest, VmResources
-from ..errors import CommandError, GuestError, VmbenchError
+from ..errors import VmbenchError
 from ..fio import window as fio_window
 from ..fio.job import PRECONDITION_BS, FioJob, to_precondition
 from ..fio.runner import FioRun, run_fio
@@ -35,7 +35,7 @@ from ..scenario.model import Cell, Stack
 from ..transport.base import Transport
 from .evidence import problems
 from .measure import Where, drop_caches, measurement_values, precondition_at
-from .plan import LoadUnit, Step, boot_layers
+from .plan import LoadUnit, Step
 from .session import RunSession
 from ..scenario.axes import settings_of, vm_key
 

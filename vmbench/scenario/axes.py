@@ -401,6 +401,9 @@ STORAGE_AXES: tuple[str, ...] = ("volblocksize", "recordsize", *(p.name for p in
 AXIS_BY_SETTING: dict[str, Axis] = {a.settings_key: a for a in AXES if a.settings_key is not None}
 
 
+_SETTINGS_OF = "_settings_of"  # where settings_of keeps what it made, on the VmConfig itself (not a field)
+
+
 def settings_of(vm: VmConfig) -> dict[str, object]:
     """Every setting of ``vm``, flat, as stored with each result row and shown in reports.
 
@@ -418,9 +421,6 @@ def settings_of(vm: VmConfig) -> dict[str, object]:
     return dict(made)
 
 
-_SETTINGS_OF = "_settings_of"  # where settings_of keeps what it made, on the VmConfig itself (not a field)
-
-
 def storage_settings_of(vm: VmConfig) -> dict[str, object]:
     """The ZFS settings of ``vm`` alone (what a host-only cell is)."""
     return {k: v for k, v in settings_of(vm).items() if k in STORAGE_AXES}
@@ -429,6 +429,8 @@ def storage_settings_of(vm: VmConfig) -> dict[str, object]:
 def vm_key(vm: VmConfig) -> str:
     """Equal keys mean one boot can serve both VMs' cells."""
     return ";".join(f"{k}={v}" for k, v in settings_of(vm).items())
+
+
 #: the settings keys of the scratch disk's options (bus, cache, iothread, aio, detect_zeroes, discard, the I/O limits)
 DISK_SETTING_KEYS: tuple[str, ...] = tuple(k for k, a in AXIS_BY_SETTING.items() if a.disk)
 #: the settings keys of the VM's own axes (not the host storage's), in table order
