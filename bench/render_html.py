@@ -44,7 +44,7 @@ def build_run(db, n_cells: int = 100, stack_every: int = 5) -> int:
     cells = sorted(db.rows("cells", src.id), key=lambda c: c["seq"])
     meas = db.conn.execute("SELECT id, side, cell_id, stack, layer, job FROM measurements WHERE run_id = ? ORDER BY id", (src.id,)).fetchall()
     boots = {b["id"]: b for b in db.rows("boots", src.id)}
-    plan = json.loads(json.dumps(src.plan))
+    plan = json.loads(json.dumps(src.plan_json))
     plan["scenario"] = f"bench-{n_cells}-cells"
     plan["stacks"] = [STACK]
     plan["cells"], plan["boots"] = [], []

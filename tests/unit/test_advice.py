@@ -220,7 +220,7 @@ def luks_run(db: ResultsDB) -> RunData:
 
 def test_luks_layers_the_aes_cpu_the_crypto_ceiling_and_the_workqueue_risk(db):
     data = luks_run(db)
-    assert stack_flags(data.plan, data.scenario_text) == {"luks-fast": ("no_read_workqueue", "no_write_workqueue")}
+    assert stack_flags(data.plan.stacks, data.scenario_text) == {"luks-fast": ("no_read_workqueue", "no_write_workqueue")}
     a = advise(data)
     top = a.top()
     # the CPU with AES-NI triples the LUKS layer: the top, with the crypto ceiling as its evidence

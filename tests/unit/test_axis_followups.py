@@ -174,7 +174,7 @@ def stored_run(i: int, settings: dict) -> tuple:
              "sync": False, "repeat": r, "accelerator": "host" if side == "host" else "kvm", "settings": settings}
             for side, layer in (("host", "host"), ("guest", "raw")) for r in (1, 2, 3)]
     run = RunRow(id=i, tag=f"r{i}", scenario_name="s", scenario_path="s.yaml", status="ok", started_at="", finished_at=None,
-                 error=None, environment=ENV, plan={"repeats": 3})
+                 error=None, environment=ENV, plan_json={"repeats": 3})
     return run, rows, [{"id": 1, "name": "base", "valid": True}]
 
 

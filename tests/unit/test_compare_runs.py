@@ -24,7 +24,7 @@ PARAMS = {"name": "4k-randwrite", "rw": "randwrite", "bs": 4096, "iodepth": 4, "
 
 def run(i: int, env: dict | None = None, plan: dict | None = None) -> RunRow:
     return RunRow(id=i, tag=f"r{i:08d}", scenario_name="s", scenario_path="s.yaml", status="ok", started_at=f"2026-01-0{i}",
-                  finished_at=None, error=None, environment=dict(ENV, **(env or {})), plan=plan or {"repeats": 3})
+                  finished_at=None, error=None, environment=dict(ENV, **(env or {})), plan_json=plan or {"repeats": 3})
 
 
 def meas(side, cell, layer, values, *, stack=None, job="4k-randwrite", params=None, job_hash="h1", accelerator="kvm", depth=0,

@@ -45,7 +45,7 @@ def copy_run(db, scenario_name: str, cell_name=lambda name: name, luks: bool = F
     """A new run made of run 1's stored rows (the fixture's fio figures, unchanged); with
     ``luks`` its stack is called a LUKS stack and its layer luks2."""
     src = db.resolve_run(1)
-    plan = json.loads(json.dumps(src.plan))
+    plan = json.loads(json.dumps(src.plan_json))
     plan.update(plan_extra or {})
     if luks:
         plan["stacks"] = [{"name": "luks", "layers": ["luks"], "luks": {"cipher": "aes-xts-plain64", "key_bits": 512}}]

@@ -14,7 +14,7 @@ from vmbench.report.across_runs import compare_runs
 from vmbench.report.build import build_report
 from vmbench.report.html import render_html
 from vmbench.report.load import load_run
-from vmbench.report.loadrows import jain, knee_index, load_plan, scaling_rows
+from vmbench.report.loadrows import jain, knee_index, scaling_rows
 from vmbench.report.render import Format, render
 from vmbench.results.db import ResultsDB
 from vmbench.results.key import MeasurementKey
@@ -275,7 +275,7 @@ def test_an_ordinary_run_has_no_load_tables(scaling):
                            clat_bins_json={"1000": 1}, fio_json="{}")
     header, tables = build_report(load_run(db, rid))
     assert "load" not in header and [t.name for t in tables if not t.name.startswith("advice")] == ["gaps"]
-    assert load_plan(load_run(db, rid).plan) is None
+    assert load_run(db, rid).load is None
 
 
 def test_compare_two_load_runs_by_step_aggregate(scaling):
@@ -296,12 +296,12 @@ def test_compare_refuses_steps_of_different_sizes(scaling):
     db, rid = scaling
     data = load_run(db, rid)
     other = [dict(m) for m in data.measured if not (m["load_step"] == 3 and m["vm"] == 2)]
-    plan = json.loads(json.dumps(data.run.plan))
+    plan = json.loads(json.dumps(data.run.plan_json))
     plan["load"]["steps"][2]["vms"] = plan["load"]["steps"][2]["vms"][:2]
     plan["load"]["steps"][2]["name"] = "2 VMs again"
     from dataclasses import replace
 
-    runs = [(data.run, data.measured, list(data.cells)), (replace(data.run, plan=plan), other, list(data.cells))]
+    runs = [(data.run, data.measured, list(data.cells)), (replace(data.run, plan_json=plan), other, list(data.cells))]
     (table,), refusals = compare_runs(runs, 0)
     assert "4k-randwrite raw (baseline): run B vs A: load step 3 differs: 2 VMs again (2 VMs) vs 3 VMs (3 VMs)" in refusals
     step3 = [r for r in table.records if r["side"] == "guest" and r["load_step"] == 3]
@@ -311,4 +311,4 @@ def test_compare_refuses_steps_of_different_sizes(scaling):
 def test_scaling_rows_leave_invalid_cells_out(scaling):
     db, rid = scaling
     data = load_run(db, rid)
-    assert scaling_rows(data.measurements, [], load_plan(data.plan)) == []  # type: ignore[arg-type]
+    assert scaling_rows(data.measurements, [], data.load) == []  # type: ignore[arg-type]

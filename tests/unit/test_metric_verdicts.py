@@ -15,7 +15,7 @@ from vmbench.report.build import build_report
 from vmbench.report.facts import saturation
 from vmbench.report.load import load_run
 from vmbench.report.render import Format, render
-from vmbench.report.rows import gap_rows, job_metrics, metric_of
+from vmbench.report.rows import gap_rows, metric_of
 from vmbench.report.tables import gap_table, journey_table, layer_table, targets_table
 from vmbench.results.db import ResultsDB
 from vmbench.results.key import MeasurementKey
@@ -81,8 +81,8 @@ def db(tmp_path):
 def test_p99_judged_job_gets_a_latency_verdict_with_an_interval(db):
     store(db, PLAN_JOBS, RATED_GROUPS + FREE_GROUPS)
     data = load_run(db, "latest")
-    assert job_metrics(data.plan) == {"4k-at-500": Metric.P99, "4k-randread": Metric.IOPS}
-    t = gap_table(list(data.measurements), data.valid_cells, data.jobs, 3, metrics=job_metrics(data.plan))
+    assert data.plan.job_metrics == {"4k-at-500": Metric.P99, "4k-randread": Metric.IOPS}
+    t = gap_table(list(data.measurements), data.valid_cells, data.jobs, 3, metrics=data.plan.job_metrics)
     rec = {(r["job"], r["cell"]): r for r in t.records}
     wb = rec[("4k-at-500", "cache=writeback")]
     assert wb["metric"] == "p99" and wb["iops"] == 500.0 == rec[("4k-at-500", "baseline")]["iops"]
@@ -100,7 +100,7 @@ def test_p99_judged_job_gets_a_latency_verdict_with_an_interval(db):
     assert ("ratio of medians of each repeat's p99 / IOPS (percentile method, 9,999 resamples of the repeats, fixed seed; "
             "a repeat's latency percentile from its own histogram)") in text
     # lower p99 reads as better: the baseline against writeback
-    t2 = gap_table(list(data.measurements), [data.valid_cells[1], data.valid_cells[0]], ["4k-at-500"], 3, metrics=job_metrics(data.plan))
+    t2 = gap_table(list(data.measurements), [data.valid_cells[1], data.valid_cells[0]], ["4k-at-500"], 3, metrics=data.plan.job_metrics)
     assert t2.records[2]["vs_baseline_verdict"] == "lower p99, better"
     # one metric in the table: the headers name it, no judged-by column
     headers = [c.header for c in t2.columns]
@@ -114,7 +114,7 @@ def test_p99_judged_job_gets_a_latency_verdict_with_an_interval(db):
 def test_iops_judged_job_is_unchanged(db):
     store(db, PLAN_JOBS, RATED_GROUPS + FREE_GROUPS)
     data = load_run(db, "latest")
-    alone = gap_table(list(data.measurements), data.valid_cells, ["4k-randread"], 3, metrics=job_metrics(data.plan))
+    alone = gap_table(list(data.measurements), data.valid_cells, ["4k-randread"], 3, metrics=data.plan.job_metrics)
     before = gap_table(list(data.measurements), data.valid_cells, ["4k-randread"], 3)  # as without metrics
     assert alone.records == before.records and [c.header for c in alone.columns] == [c.header for c in before.columns]
     assert alone.notes == before.notes and all("metric" not in r for r in alone.records)
@@ -122,7 +122,7 @@ def test_iops_judged_job_is_unchanged(db):
     assert wb["vs_baseline"] == pytest.approx(9100 / 8000 - 1) and wb["vs_baseline_verdict"] == "faster"
     assert wb["gap"] == pytest.approx(40000 / 9100) and "vs baseline" in [c.header for c in alone.columns]
     # in a table with a p99 job its record names its metric, the figures the same
-    mixed = gap_table(list(data.measurements), data.valid_cells, data.jobs, 3, metrics=job_metrics(data.plan))
+    mixed = gap_table(list(data.measurements), data.valid_cells, data.jobs, 3, metrics=data.plan.job_metrics)
     same = [r for r in mixed.records if r["job"] == "4k-randread"]
     assert [r["metric"] for r in same] == ["IOPS"] * 4
     assert [{k: v for k, v in r.items() if k != "metric"} for r in same] == before.records
@@ -131,21 +131,21 @@ def test_iops_judged_job_is_unchanged(db):
 def test_saturated_fixed_rate_cell_is_flagged_and_left_out(db):
     store(db, PLAN_JOBS, RATED_GROUPS)
     data = load_run(db, "latest")
-    rows = gap_rows(list(data.measurements), data.valid_cells, ["4k-at-500"], metrics=job_metrics(data.plan))
+    rows = gap_rows(list(data.measurements), data.valid_cells, ["4k-at-500"], metrics=data.plan.job_metrics)
     slow = [r for r in rows if r.cell == "slow"][0]
     assert slow.note.startswith("saturated (achieved 405 of 500 IOPS): not compared")
     assert slow.gap is None and slow.vs_baseline is None and all(d.verdict is None for d in slow.deltas.values())
     assert [r.figures.saturated for r in rows if r.cell != "slow"] == [None] * 3
-    t = gap_table(list(data.measurements), data.valid_cells, ["4k-at-500"], 3, metrics=job_metrics(data.plan))
+    t = gap_table(list(data.measurements), data.valid_cells, ["4k-at-500"], 3, metrics=data.plan.job_metrics)
     text = render([t], Format.TABLE, wide=True)
     assert "saturated (achieved X of Y) = a fixed-rate job whose median achieved rate was under 97%" in text
     # a saturated baseline: the other cells are not compared with it, and say so
     order = [data.valid_cells[2], data.valid_cells[1]]
-    wb = gap_rows(list(data.measurements), order, ["4k-at-500"], metrics=job_metrics(data.plan))[-1]
+    wb = gap_rows(list(data.measurements), order, ["4k-at-500"], metrics=data.plan.job_metrics)[-1]
     assert wb.vs_baseline is None and "vs_baseline" in wb.deltas and wb.deltas["vs_baseline"].verdict is None
     assert "baseline saturated: not compared" in wb.note and wb.deltas["gap"].verdict == "gap"
     # the targets table keeps its figures and shows the flag
-    tt = targets_table(list(data.measurements), [{"job": "4k-at-500", "cell": "slow", "max_p99_ms": 5}], job_metrics(data.plan))
+    tt = targets_table(list(data.measurements), [{"job": "4k-at-500", "cell": "slow", "max_p99_ms": 5}], data.plan.job_metrics)
     assert tt is not None and tt.records[0]["note"].startswith("saturated") and tt.records[0]["result"] == "FAIL"
 
 
@@ -234,9 +234,9 @@ def test_runs_without_a_metric_read_as_iops(db):
     a = store(db, old_jobs, groups, tag="a")
     b = store(db, old_jobs, groups, tag="b")
     data = load_run(db, a)
-    assert job_metrics(data.plan) == {"4k-randread": Metric.IOPS}
+    assert data.plan.job_metrics == {"4k-randread": Metric.IOPS}
     assert metric_of("4k-randread", None, None) is Metric.IOPS and metric_of("x", [{"job_params": RATED}], None) is Metric.P99
-    t = gap_table(list(data.measurements), data.valid_cells, data.jobs, 3, metrics=job_metrics(data.plan))
+    t = gap_table(list(data.measurements), data.valid_cells, data.jobs, 3, metrics=data.plan.job_metrics)
     assert t.records == gap_table(list(data.measurements), data.valid_cells, data.jobs, 3).records
     assert "vs baseline" in [c.header for c in t.columns] and stats.describe_method() in t.notes
     runs = [(d.run, d.measured, list(d.cells)) for d in (load_run(db, a), load_run(db, b))]

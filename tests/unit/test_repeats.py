@@ -205,7 +205,7 @@ def test_fixed_repeats_run_exactly_that_many_however_iops_vary(env):
     assert len(driver.host.fio_runs) == 6 and len(driver.guest_fio_runs) == 6
     assert "baseline: raw: j1 #3 (5/6, 1s)" in steps(runner)
     assert not [m for m in steps(runner) if "CV" in m]
-    assert env.resolve_run(outcome.run_id).plan["repeat_policy"] == {"min": 3, "max": 3, "until_cv": None}
+    assert env.resolve_run(outcome.run_id).plan_json["repeat_policy"] == {"min": 3, "max": 3, "until_cv": None}
 
 
 ADAPTIVE = "{min: 3, max: 6, until_cv: 10%}"
@@ -244,7 +244,7 @@ def test_adaptive_repeats_stop_below_the_cv_or_at_max(env):
     assert "baseline: raw: j1: stopped at max 6 repeats (CV 31.6% >= 10%)" in lines
     assert "baseline: raw: j2: 3 repeats, CV 0.0% < 10%" in lines and "host: j2: 4 repeats, CV 8.2% < 10%" in lines
     assert "baseline: raw: j1 #1 (1/6, 1s)" in lines
-    assert env.resolve_run(outcome.run_id).plan["repeat_policy"] == {"min": 3, "max": 6, "until_cv": 0.1}
+    assert env.resolve_run(outcome.run_id).plan_json["repeat_policy"] == {"min": 3, "max": 6, "until_cv": 0.1}
     assert len(env.rows("measurements", outcome.run_id)) == 16
 
 

@@ -7,6 +7,7 @@ import pytest
 from vmbench.report.rows import aggregate, gap_rows, target_results
 from vmbench.report.render import Format, render
 from vmbench.report.tables import gap_table, layer_table
+from vmbench.report.stored_plan import read_plan
 
 
 def m(side, cell, layer, job, iops, bw, bins, stack=None, repeat=1, sync=False, job_hash="h1"):
@@ -237,16 +238,16 @@ def test_layer_and_journey_deltas_carry_intervals():
 
 
 def test_repeat_policy_from_plan_and_stop_reasons():
-    assert RepeatPolicy.from_plan({"repeats": 3}) == RepeatPolicy(3, 3, None)  # runs before repeat_policy: fixed
-    assert RepeatPolicy.from_plan({}) == RepeatPolicy(1, 1, None)
-    policy = RepeatPolicy.from_plan({"repeats": 3, "repeat_policy": {"min": 3, "max": 10, "until_cv": 0.05}})
+    assert read_plan({"repeats": 3}).repeat_policy == RepeatPolicy(3, 3, None)  # runs before repeat_policy: fixed
+    assert read_plan({}).repeat_policy == RepeatPolicy(1, 1, None)
+    policy = read_plan({"repeats": 3, "repeat_policy": {"min": 3, "max": 10, "until_cv": 0.05}}).repeat_policy
     assert policy == RepeatPolicy(3, 10, 0.05) and policy.adaptive
     assert policy.label() == "3..10 repeats until IOPS CV < 5%"
     assert policy.stop(4, 0.031) == "stopped at CV 3.1% < 5%"
     assert policy.stop(10, 0.072) == "max 10 repeats, CV 7.2%"
     assert policy.stop(10, 0.049) == "stopped at CV 4.9% < 5%"  # the last repeat brought it under
     assert policy.stop(5, 0.09) == "5 of max 10 repeats, CV 9.0% (run incomplete)"
-    fixed = RepeatPolicy.from_plan({"repeats": 3, "repeat_policy": {"min": 3, "max": 3, "until_cv": None}})
+    fixed = read_plan({"repeats": 3, "repeat_policy": {"min": 3, "max": 3, "until_cv": None}}).repeat_policy
     assert not fixed.adaptive and fixed.stop(3, 0.2) == "fixed 3 repeats" and fixed.stop(2, 0.1) == "2 of 3 repeats (run incomplete)"
 
 

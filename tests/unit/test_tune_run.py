@@ -81,7 +81,7 @@ class Rounds:
 
 def judge(data, goals, allow, current) -> Advice:
     """The advice, scripted: each variation's effect from EFFECTS, significant above 5%."""
-    assert data.plan["mode"] == "one-factor" and data.plan["tune"]["round"] >= 1
+    assert data.plan.mode == "one-factor" and data.plan.tune is not None and data.plan.tune.round >= 1
     goal = goals[0]
     recs, others = [], []
     for cell in data.cells:
@@ -125,17 +125,17 @@ def test_rounds_keep_the_best_safe_improvement_until_nothing_improves(env):
 
     # each round a stored one-factor run of the tune, booting each configuration once
     rows = tune_runs(env.db, tune.id)
-    assert [r.plan["tune"]["round"] for r in rows] == [1, 2, 3] and all(r.status == "ok" for r in rows)
-    assert [[c["name"] for c in r.plan["cells"]] for r in rows] == [
+    assert [r.plan_json["tune"]["round"] for r in rows] == [1, 2, 3] and all(r.status == "ok" for r in rows)
+    assert [[c["name"] for c in r.plan_json["cells"]] for r in rows] == [
         ["baseline", "bus=virtio-scsi", "cache=writeback", "iothread=on", "aio=io_uring", "bus=sata", "aio=native"],
         ["baseline", "bus=virtio-scsi", "cache=writeback", "aio=io_uring", "aio=native"],
         ["baseline", "bus=virtio-scsi", "cache=writeback"]]
     assert [d.boots for d in rounds.drivers] == [r.boots for r in tune.rounds] == [7, 5, 3]
-    assert rows[1].plan["tune"]["decided"] == [{"round": 1, "run": rows[0].tag, "cell": "iothread=on", "axis": "iothread",
+    assert rows[1].plan_json["tune"]["decided"] == [{"round": 1, "run": rows[0].tag, "cell": "iothread=on", "axis": "iothread",
                                                 "value": True}]
-    assert rows[2].plan["tune"]["baseline"]["aio"] == "io_uring" and rows[2].plan["tune"]["start"]["aio"] == "threads"
-    assert rows[1].plan["advise"] == {"goals": ["j1:iops"], "allow": []}
-    assert all(len(env.db.rows("measurements", r.id)) == 3 * (1 + len(r.plan["boots"])) for r in rows)  # host + each boot
+    assert rows[2].plan_json["tune"]["baseline"]["aio"] == "io_uring" and rows[2].plan_json["tune"]["start"]["aio"] == "threads"
+    assert rows[1].plan_json["advise"] == {"goals": ["j1:iops"], "allow": []}
+    assert all(len(env.db.rows("measurements", r.id)) == 3 * (1 + len(r.plan_json["boots"])) for r in rows)  # host + each boot
     assert_nothing_left(rounds)
 
 
@@ -181,8 +181,8 @@ def test_ctrl_c_in_a_round_leaves_nothing_and_resume_finishes_it_and_goes_on(env
     with pytest.raises(Interrupted) as exc:
         t.run(**start(t))
     assert_nothing_left(rounds)
-    rows = tune_runs(env.db, rows_id := env.db.runs()[0].plan["tune"]["id"])
-    assert [(r.plan["tune"]["round"], r.status) for r in rows] == [(1, "ok"), (2, "interrupted")]
+    rows = tune_runs(env.db, rows_id := env.db.runs()[0].plan_json["tune"]["id"])
+    assert [(r.plan_json["tune"]["round"], r.status) for r in rows] == [(1, "ok"), (2, "interrupted")]
     assert f"vmbench tune {env.tmp / 't.yaml'} --resume {rows_id}" in exc.value.hint
     interrupted = rows[1].id
     stored = env.db.measurement_keys(interrupted)
@@ -204,7 +204,7 @@ def test_ctrl_c_between_rounds_resumes_with_the_next_round(env):
     t = tuner(env, rounds)
     with pytest.raises(KeyboardInterrupt):
         t.run(**start(t))
-    tune_id = env.db.runs()[0].plan["tune"]["id"]
+    tune_id = env.db.runs()[0].plan_json["tune"]["id"]
     rows = tune_runs(env.db, tune_id)
     assert len(rows) == 1
     tune = Tuner(t.scenario, env.db, RecordingProgress(), Rounds(env), judge, accel="tcg").resume(tune_id, rows, alive=lambda r: False)
@@ -217,7 +217,7 @@ def test_resume_refuses_a_round_still_running(env):
     t = tuner(env, rounds)
     with pytest.raises(Interrupted):
         t.run(**start(t))
-    tune_id = env.db.runs()[0].plan["tune"]["id"]
+    tune_id = env.db.runs()[0].plan_json["tune"]["id"]
     env.db.conn.execute("UPDATE runs SET status = 'running'")
     rows = tune_runs(env.db, tune_id)
     with pytest.raises(UsageError, match="round 1 of tune .* is still running"):
@@ -301,7 +301,7 @@ def test_vmbench_tune_runs_and_prints_the_journey_then_show_prints_it_again(env,
     out = capsys.readouterr().out
     assert "Tuning journey: j1:iops" in out and "Final settings against the start" in out
     assert "Applying the final settings" in out and "virsh" in out or "<disk" in out
-    tune_id = ResultsDB(db).runs()[0].plan["tune"]["id"]
+    tune_id = ResultsDB(db).runs()[0].plan_json["tune"]["id"]
     assert main(["tune", "--show", tune_id, "--db", db, "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["run"]["tune"].startswith(tune_id)
@@ -360,7 +360,7 @@ def test_a_tune_from_a_users_vm_starts_from_its_settings_read_once(env, fake_cli
     assert "not a vmbench axis, not part of the tune: discard_granularity" in err
     assert reads == [("web1", "sda")]
     rows = ResultsDB(db).runs()
-    first = rows[0].plan["tune"]
+    first = rows[0].plan_json["tune"]
     assert first["start_source"] == "libvirt domain web1 (qemu:///system)" and first["current"]["ident"] == "web1"
     assert first["start"]["bus"] == "virtio-scsi" and first["start"]["vcpus"] == 2  # its disk, not its size
     assert "bus=virtio-scsi" not in [c["name"] for c in first["cells"]]  # the start's own bus

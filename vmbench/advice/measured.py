@@ -28,6 +28,7 @@ from ..report.hostonly import host_only_rows
 from ..report.load import RunData
 from ..report.rows import CPU_IDLE_MIN, SATURATED, Row, aggregate, gap_rows, group, journey_rows, judge_change, layer_rows, raw_group
 from ..report.stats import Delta, change_words
+from ..report.stored_plan import StoredPlan
 from ..scenario.axes import STORAGE_AXES, VM_SETTING_KEYS
 from .model import Change, Goal, GoalMetric, Recommendation, Risk
 from .risks import allowed, change_risks
@@ -184,14 +185,9 @@ def _x(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}x"
 
 
-def luks_ciphers(plan: Mapping) -> list[tuple[str, int]]:
+def luks_ciphers(plan: StoredPlan) -> list[tuple[str, int]]:
     """(cipher, key bits) of the plan's LUKS stacks."""
-    out = []
-    for st in plan.get("stacks") or []:
-        luks = st.get("luks") if isinstance(st, Mapping) else None
-        if isinstance(luks, Mapping) and luks.get("cipher"):
-            out.append((str(luks["cipher"]), int(luks.get("key_bits") or 0)))
-    return list(dict.fromkeys(out))
+    return list(dict.fromkeys((st.luks.cipher, st.luks.key_bits) for st in plan.stacks if st.luks is not None))
 
 
 def ceiling(crypto: Sequence[Mapping], cpu: object, cipher: str, key_bits: int) -> Mapping | None:
@@ -331,12 +327,12 @@ def from_layers(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
 def _ceiling_line(ctx: Ctx, r: Row) -> list[str]:
     if not r.layer.split("+")[-1].startswith("luks") or not ctx.data.crypto:
         return []
-    luks = next((st.get("luks") for st in ctx.data.plan.get("stacks") or [] if st.get("name") == r.stack), None)
-    if not isinstance(luks, Mapping):
+    luks = ctx.data.plan.luks_of.get(str(r.stack))
+    if luks is None:
         return []
     cpu = (ctx.by_name.get(str(r.cell)) or {}).get("settings", {}).get("cpu")
-    row = ceiling(ctx.data.crypto, cpu, str(luks.get("cipher")), int(luks.get("key_bits") or 0))
-    return [f"crypto ceiling ({luks.get('cipher')} {luks.get('key_bits')} bits, {cpu}, one CPU): {ceiling_text(row)}"] if row else []
+    row = ceiling(ctx.data.crypto, cpu, luks.cipher, luks.key_bits)
+    return [f"crypto ceiling ({luks.cipher} {luks.key_bits} bits, {cpu}, one CPU): {ceiling_text(row)}"] if row else []
 
 
 def from_cpu(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:

@@ -17,14 +17,13 @@ with what it risks.  The rest (within noise, worse, not judged) is ``unsupported
 from __future__ import annotations
 
 import importlib
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..drivers.existing import CurrentVm
 
 from ..report.load import RunData
 
 from ..report.loadtables import load_header
-from ..report.rows import job_metrics
 from ..report.cpurows import has_qemu_cpu
 from . import measured, untried
 from .loadadvice import from_neighbours, scaling_standing
@@ -43,7 +42,7 @@ def default_goals(data: RunData) -> tuple[Goal, ...]:
     """The run's own question: ``advise.goals``, else its targets, else each job's metric
     (and CPU per I/O where QEMU's CPU was sampled).  A stored goal that does not parse is left
     out (:func:`advise` says so in its notes)."""
-    stored = (data.plan.get("advise") or {}).get("goals") or []
+    stored = data.plan.advise_goals
     goals = []
     for text in stored:
         try:
@@ -58,7 +57,7 @@ def default_goals(data: RunData) -> tuple[Goal, ...]:
                 goals.append(Goal(str(t["job"]), metric, f"target {i} ({key} {t[key]:g} on {t['job']})"))
     if goals:
         return tuple(dict.fromkeys(goals))
-    metrics = job_metrics(data.plan)
+    metrics = data.plan.job_metrics
     for job in _jobs(data):
         m = metrics.get(job)
         goals.append(Goal(job, GoalMetric.of(m) if m is not None else GoalMetric.IOPS, "the job's metric"))
@@ -69,7 +68,7 @@ def default_goals(data: RunData) -> tuple[Goal, ...]:
 
 def stored_allow(data: RunData) -> tuple[frozenset[Risk], list[str]]:
     """The run's ``advise.allow`` risks, and a note for each name that is not a risk."""
-    names = (data.plan.get("advise") or {}).get("allow") or []
+    names = data.plan.advise_allow
     out: set[Risk] = set()
     notes = []
     for n in names:
@@ -86,15 +85,14 @@ def advise(data: RunData, goals: Sequence[Goal] = (), allow: frozenset[Risk] = f
     :func:`vmbench.drivers.read_current` (the snippets keep its disk's other options);
     ``vm``: the VMID or domain name the snippets name when no VM was read."""
     notes: list[str] = []
-    stored = (data.plan.get("advise") or {}).get("goals") or []
-    for text in stored:
+    for text in data.plan.advise_goals:
         try:
             Goal.parse(str(text))
         except ValueError as exc:
             notes.append(f"left out of the stored advise.goals: {exc}")
     extra_allow, allow_notes = stored_allow(data)
     notes += allow_notes
-    ctx = Ctx(data, frozenset(allow) | extra_allow, stack_flags(data.plan, data.scenario_text))
+    ctx = Ctx(data, frozenset(allow) | extra_allow, stack_flags(data.plan.stacks, data.scenario_text))
     goals = tuple(goals) or default_goals(data)
     notes = _run_notes(data) + notes + (_current_notes(current, data) if current is not None else [])
     recs: list[Recommendation] = []
@@ -163,30 +161,51 @@ def _why_unjudged(found: Sequence[Recommendation]) -> str:
     return "; ".join(whys) or "no verdict"
 
 
-def _for_job(ctx: Ctx, goal: Goal, job: str) -> tuple[list[Recommendation], list[str], list[str]]:
+Found = tuple[list[Recommendation], list[str], list[str]]  # (measured changes, standing lines, notes)
+
+
+def _for_job(ctx: Ctx, goal: Goal, job: str) -> Found:
     """(every measured change, standing lines, notes) for one goal and job, by the run's kind."""
-    data, kind, lp = ctx.data, ctx.data.kind, ctx.data.load
+    data = ctx.data
     if goal.metric is GoalMetric.CPU_PER_IO:
-        if kind.many_vms or not has_qemu_cpu(data.measurements):
+        if data.kind.many_vms or not has_qemu_cpu(data.measurements):
             return [], [], [f"goal {_goal_label(goal, job)}: the run did not sample the QEMU process's CPU (no CPU per I/O)"]
         return measured.from_cpu(ctx, goal, job), cpu_standing(ctx, goal, job), []
-    if kind is RunKind.HOST_ONLY:
-        return measured.from_host_only(ctx, goal, job), [], []
-    if kind is RunKind.NEIGHBOURS and lp is not None:
-        return from_neighbours(ctx, goal, job, lp)
-    if kind is RunKind.SCALING and lp is not None:
-        stand, notes = scaling_standing(ctx, goal, job, lp)
-        return [], stand, notes
-    if kind is RunKind.JOURNEY:
-        found = measured.from_journey(ctx, goal, job)
-    else:
-        found = measured.from_gaps(ctx, goal, job)
-    found += measured.from_layers(ctx, goal, job)
-    return found, host_standing(ctx, goal, job) + luks_standing(ctx, goal, job), []
+    return FOR_JOB[data.kind](ctx, goal, job)
+
+
+def _host_only(ctx: Ctx, goal: Goal, job: str) -> Found:
+    return measured.from_host_only(ctx, goal, job), [], []
+
+
+def _neighbours(ctx: Ctx, goal: Goal, job: str) -> Found:
+    assert ctx.data.load is not None
+    return from_neighbours(ctx, goal, job, ctx.data.load)
+
+
+def _scaling(ctx: Ctx, goal: Goal, job: str) -> Found:
+    assert ctx.data.load is not None
+    stand, notes = scaling_standing(ctx, goal, job, ctx.data.load)
+    return [], stand, notes
+
+
+def _one_vm(cells: Callable[[Ctx, Goal, str], list[Recommendation]]) -> Callable[[Ctx, Goal, str], Found]:
+    """One VM per cell: the cells' changes (``cells``), the layers', where the host and LUKS stand."""
+    def found(ctx: Ctx, goal: Goal, job: str) -> Found:
+        return (cells(ctx, goal, job) + measured.from_layers(ctx, goal, job),
+                host_standing(ctx, goal, job) + luks_standing(ctx, goal, job), [])
+    return found
+
+
+#: what each kind of run measured for a goal (a new kind: its function here)
+FOR_JOB: dict[RunKind, Callable[[Ctx, Goal, str], Found]] = {
+    RunKind.MATRIX: _one_vm(measured.from_gaps), RunKind.JOURNEY: _one_vm(measured.from_journey),
+    RunKind.HOST_ONLY: _host_only, RunKind.SCALING: _scaling, RunKind.NEIGHBOURS: _neighbours,
+}
 
 
 def _storage_kind(data: RunData) -> str:
-    text = str(data.plan.get("storage") or "")
+    text = data.plan.storage
     kind = data.environment.get("storage_type")
     if text.startswith("zvols") or kind == "zfs":
         return "zvol"
@@ -204,7 +223,7 @@ def _not_tried(ctx: Ctx, goal: Goal, job: str) -> list[str]:
         return []
     settings = [c.get("settings") or {} for c in ctx.cells]
     rw = measured_rw(ctx, job)
-    luks = any((st.get("luks") for st in data.plan.get("stacks") or []))
+    luks = bool(data.plan.luks_of)
     found = untried.not_tried(goal.metric, settings, guest=data.kind is not RunKind.HOST_ONLY, storage=_storage_kind(data),
                               writes=rw is None or "write" in str(rw) or rw == "randrw", luks=luks)
     return [f"{_goal_label(goal, job)}{NOT_MEASURED}{c.label} ({c.why})" for c in found]

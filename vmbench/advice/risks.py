@@ -12,6 +12,7 @@ from typing import Iterable, Mapping, Sequence
 
 import yaml
 
+from ..report.stored_plan import PlannedStack
 from .model import RISKS, Change, Risk
 
 #: the dm-crypt flags that run encryption in the submitting context (a LUKS layer's perf_flags)
@@ -83,23 +84,22 @@ def parse_allow(names: Iterable[object], where: str = "--allow") -> frozenset[Ri
     return frozenset(out)
 
 
-def stack_flags(plan: Mapping, scenario_text: str = "") -> dict[str, tuple[str, ...]]:
+def stack_flags(stacks: Sequence[PlannedStack], scenario_text: str = "") -> dict[str, tuple[str, ...]]:
     """Each stack's dm-crypt perf_flags: from the plan's stacks (``luks.perf_flags``) where it
     stores them, else read from the scenario text as run (its ``stacks:`` section; a text that
     does not parse gives none)."""
     out: dict[str, tuple[str, ...]] = {}
-    for st in plan.get("stacks") or []:
-        luks = st.get("luks") if isinstance(st, Mapping) else None
-        if isinstance(luks, Mapping) and luks.get("perf_flags"):
-            out[str(st["name"])] = tuple(str(f) for f in luks["perf_flags"])
+    for st in stacks:
+        if st.luks is not None and st.luks.perf_flags:
+            out[st.name] = st.luks.perf_flags
     if out or not scenario_text:
         return out
     try:
         doc = yaml.safe_load(scenario_text)
     except yaml.YAMLError:
         return out
-    stacks = doc.get("stacks") if isinstance(doc, dict) else None
-    for st in stacks if isinstance(stacks, list) else []:
+    listed = doc.get("stacks") if isinstance(doc, dict) else None
+    for st in listed if isinstance(listed, list) else []:
         if not isinstance(st, dict) or "name" not in st:
             continue
         for layer in st.get("layers") or []:

@@ -78,14 +78,14 @@ def luks_standing(ctx: Ctx, goal: Goal, job: str) -> list[str]:
     if not ctx.data.crypto:
         return []
     rows = [r for r in ctx.layer_rows(job) if r.layer.split("+")[-1].startswith("luks")]
-    stacks: dict[str, Mapping] = {st["name"]: st.get("luks") for st in ctx.data.plan.get("stacks") or [] if st.get("luks")}
+    stacks = ctx.data.plan.luks_of
     out = []
     for r in rows:
         luks = stacks.get(str(r.stack))
         if not luks:
             continue
         cpu = (ctx.by_name.get(str(r.cell)) or {}).get("settings", {}).get("cpu")
-        c = ceiling(ctx.data.crypto, cpu, str(luks.get("cipher")), int(luks.get("key_bits") or 0))
+        c = ceiling(ctx.data.crypto, cpu, luks.cipher, luks.key_bits)
         if c is None or c.get("encrypt_mib_s") is None:
             continue
         rw = measured_rw(ctx, job)
@@ -97,7 +97,7 @@ def luks_standing(ctx: Ctx, goal: Goal, job: str) -> list[str]:
         share = f"{mib / top * 100:.0f}%" if top else "-"
         aes = "" if c.get("aes_flag") is None else (", aes flag" if c["aes_flag"] else ", no aes flag: software AES")
         out.append(f"cell {r.cell} stack {r.stack} {r.layer}: {mib:,.1f} MiB/s ({job} MB/s) = {share} of the crypto ceiling "
-                   f"({luks.get('cipher')} {luks.get('key_bits')} bits {side}, {top:,.0f} MiB/s on one CPU, cpu {cpu}{aes}); "
+                   f"({luks.cipher} {luks.key_bits} bits {side}, {top:,.0f} MiB/s on one CPU, cpu {cpu}{aes}); "
                    "dm-crypt spreads over the vCPUs, so above 100% is possible")
     return out
 

@@ -28,9 +28,9 @@ from ..scenario.axes import stored_setting
 from ..fio.job import Metric
 from ..fio.result import Histogram
 from . import stats
-from .loadrows import excluded, load_plan
-from .rows import Figures, aggregate, group, job_metrics, judge_change, metric_of
-from .facts import RepeatPolicy
+from .loadrows import excluded
+from .rows import Figures, aggregate, group, judge_change, metric_of
+from .stored_plan import LoadPlan, read_plan
 from .tables import Column, Table, by_iops, delta_pct, f_int, f_mb, f_ms, f_text, metric_header, metric_notes, saturation_notes
 
 #: What identifies the machine a measurement describes: the SAME_HOST_KEYS that are about
@@ -87,7 +87,7 @@ def _p(value) -> str:
     return str(value)
 
 
-def _groups(measurements: Sequence[dict], cells: Sequence[dict], plan: dict | None = None) -> dict[MeasurementKey, list[dict]]:
+def _groups(measurements: Sequence[dict], cells: Sequence[dict], load: LoadPlan | None = None) -> dict[MeasurementKey, list[dict]]:
     """The run's measurements by group; invalid cells left out; a load run's rows as step
     aggregates (:func:`load_aggregates`)."""
     names = {c["id"]: c["name"] for c in cells if "id" in c}
@@ -99,7 +99,7 @@ def _groups(measurements: Sequence[dict], cells: Sequence[dict], plan: dict | No
             continue
         rows.append(dict(m, cell=cell))
     if any(int(m.get("load_step") or 0) > 0 for m in rows):
-        rows = [m for m in rows if not int(m.get("load_step") or 0)] + load_aggregates(rows, plan or {})
+        rows = [m for m in rows if not int(m.get("load_step") or 0)] + load_aggregates(rows, load)
     return group(rows)
 
 
@@ -108,13 +108,12 @@ def _groups(measurements: Sequence[dict], cells: Sequence[dict], plan: dict | No
 _PART = {"victim": 0, "aggressor": 1}
 
 
-def load_aggregates(rows: Sequence[dict], plan: dict) -> list[dict]:
+def load_aggregates(rows: Sequence[dict], lp: LoadPlan | None) -> list[dict]:
     """A load run's rows as one row per step part and repeat: IOPS and bandwidth summed over
     the part's VMs, their histograms merged, the part as ``vm`` (0: every peer, or the victim;
     1: the aggressors), its size as ``load_vms`` and the step's name as ``load_step_name``.
     Excluded rows are left out, and so is a repeat missing one of the part's VMs (a sum
     over some of the VMs is not the step's)."""
-    lp = load_plan(plan)
     parts: dict[tuple, dict[int, list[dict]]] = {}
     for m in rows:
         step = int(m.get("load_step") or 0)
@@ -217,10 +216,9 @@ def job_metric(job: str, runs: Sequence[RunInput], baseline_index: int, rows: Se
     :func:`~vmbench.report.rows.metric_of` reads the stored fio parameters."""
     order = [baseline_index] + [i for i in range(len(runs)) if i != baseline_index]
     for i in order:
-        plan = runs[i][0].plan or {}
-        named = [j for j in plan.get("jobs", []) if isinstance(j, dict) and j.get("name") == job and j.get("metric")]
-        if named:
-            return job_metrics({"jobs": named})[job]
+        named = next((j.metric for j in read_plan(runs[i][0].plan_json).jobs if j.name == job and j.metric), None)
+        if named is not None:
+            return named
     return metric_of(job, rows, None)
 
 
@@ -233,7 +231,7 @@ def compare_runs(runs: Sequence[RunInput], baseline_index: int = 0, *,
     labels = [label(i) for i in range(len(runs))]
     base_run = runs[baseline_index][0]
     la = labels[baseline_index]
-    groups = [_groups(meas, cells, run.plan) for run, meas, cells in runs]
+    groups = [_groups(meas, cells, read_plan(run.plan_json).load) for run, meas, cells in runs]
     refusals: list[str] = []
     excluded: set[int] = set()
     for i, (run, _, _) in enumerate(runs):
@@ -362,7 +360,7 @@ def _facts(runs: Sequence[RunInput], labels: list[str], baseline_index: int, exc
     for i, (_, meas, _) in enumerate(runs):
         accs.append(f"{labels[i]} {'/'.join(sorted({str(m.get('accelerator')) for m in meas if m.get('side') == 'guest'})) or '-'}")
     facts["guest accelerator"] = ", ".join(accs)
-    facts["repeats"] = ", ".join(f"{labels[i]} {RepeatPolicy.from_plan(run.plan).label()}" for i, (run, _, _) in enumerate(runs))
+    facts["repeats"] = ", ".join(f"{labels[i]} {read_plan(run.plan_json).repeat_policy.label()}" for i, (run, _, _) in enumerate(runs))
     return facts, missing
 
 

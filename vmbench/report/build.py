@@ -12,14 +12,12 @@ section a printed report ends with is added above this package, by
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .cputables import cpu_table
-from .facts import RepeatPolicy
 from .hostonly import host_only_table, storage_cells_table
 from .load import RunData
 from .loadtables import load_header, load_tables
-from .rows import job_metrics
 from .tables import Table, cells_table, crypto_table, gap_table, journey_table, layer_table, targets_table
 from .kind import RunKind
 
@@ -27,8 +25,7 @@ from .kind import RunKind
 def build_report(data: RunData) -> tuple[dict, list[Table]]:
     """The header lines and the measurement tables of a loaded run (the advice section is
     added by :func:`vmbench.advice.table.report_with_advice`, which reads these rows)."""
-    run, env, plan, boots = data.run, data.environment, data.plan, data.boots
-    cells, measurements, jobs = list(data.cells), list(data.measurements), data.jobs
+    run, env, boots = data.run, data.environment, data.boots
     accels = sorted({b["accelerator"] for b in boots}) or [env.get("accelerator", "?")]
     header = {
         "run": f"{run.id} ({run.tag})",
@@ -55,26 +52,42 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
         header["zfs"] = zfs_header(env)
         if env.get("zfs_scan"):
             header["warning"] = f"a {env['zfs_scan']} was running on pool {env['zfs_pool']} when the run started: results are suspect"
-    valid_cells = data.valid_cells
-    policy = RepeatPolicy.from_plan(plan)
-    if data.kind is RunKind.HOST_ONLY:
-        header["accelerator"] = "none (host only: no VM)"
-        header["versions"] = f"fio {env.get('host_fio', '?')} (host)"
-        del header["boots"]
-        host_only = [host_only_table(measurements, valid_cells, jobs, policy, env=env, storage=plan.get("storage", ""))]
-        if len(cells) > 1 or any(not c["valid"] for c in cells):
-            host_only.append(storage_cells_table(cells))
-        return header, host_only
-    if data.load is not None:  # many VMs at once: the load tables replace the single-VM gap and layer tables
-        header["load"] = load_header(data.load)
-        tables: list[Table] = load_tables(measurements, valid_cells, jobs, data.load, targets=data.targets, env=env, policy=policy)
-        ct = crypto_table(data.crypto)
-        if ct:
-            tables.append(ct)
-        if len(cells) > 1 or any(not c["valid"] for c in cells):
-            tables.append(cells_table(cells))
-        return header, tables
-    metrics = job_metrics(plan)  # what each job is judged by (IOPS unless the run's plan says)
+    return header, TABLES[data.kind](data, header)
+
+
+def host_only_tables(data: RunData, header: dict) -> list[Table]:
+    """Storage variants measured on the host: no VM, so no accelerator and no guest fio."""
+    env, cells = data.environment, list(data.cells)
+    header["accelerator"] = "none (host only: no VM)"
+    header["versions"] = f"fio {env.get('host_fio', '?')} (host)"
+    del header["boots"]
+    tables = [host_only_table(list(data.measurements), data.valid_cells, data.jobs, data.plan.repeat_policy, env=env,
+                              storage=data.plan.storage)]
+    if len(cells) > 1 or any(not c["valid"] for c in cells):
+        tables.append(storage_cells_table(cells))
+    return tables
+
+
+def many_vm_tables(data: RunData, header: dict) -> list[Table]:
+    """Many VMs at once: the load tables replace the single-VM gap and layer tables."""
+    assert data.load is not None
+    cells = list(data.cells)
+    header["load"] = load_header(data.load)
+    tables: list[Table] = load_tables(list(data.measurements), data.valid_cells, data.jobs, data.load, targets=data.targets,
+                                      env=data.environment, policy=data.plan.repeat_policy)
+    ct = crypto_table(data.crypto)
+    if ct:
+        tables.append(ct)
+    if len(cells) > 1 or any(not c["valid"] for c in cells):
+        tables.append(cells_table(cells))
+    return tables
+
+
+def one_vm_tables(data: RunData, header: dict) -> list[Table]:
+    """One VM per cell: the gaps, CPU per I/O where sampled, a journey's steps, the layers, the
+    crypto ceiling, the targets and the cells."""
+    env, cells, measurements, jobs = data.environment, list(data.cells), list(data.measurements), data.jobs
+    valid_cells, policy, metrics = data.valid_cells, data.plan.repeat_policy, data.plan.job_metrics
     tables = [gap_table(measurements, valid_cells, jobs, policy,
                         host_memory_bytes=(env.get("host_memory_mib") or 0) << 20 or None, env=env, metrics=metrics)]
     cpu = cpu_table(measurements, valid_cells, jobs, repeats=policy, env=env)  # None: no QEMU process was sampled
@@ -82,8 +95,7 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
         tables.append(cpu)
     if data.kind is RunKind.JOURNEY:
         tables.append(journey_table(measurements, valid_cells, jobs, repeats=policy, env=env, metrics=metrics))
-    lt = layer_table(measurements, valid_cells, jobs, data.crypto, plan.get("stacks", []), repeats=policy, env=env,
-                     metrics=metrics)
+    lt = layer_table(measurements, valid_cells, jobs, data.crypto, data.plan.stacks, repeats=policy, env=env, metrics=metrics)
     if lt:
         tables.append(lt)
     ct = crypto_table(data.crypto)
@@ -94,7 +106,14 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
         tables.append(tt)
     if len(cells) > 1 or any(not c["valid"] for c in cells):
         tables.append(cells_table(cells))
-    return header, tables
+    return tables
+
+
+#: each kind of run's tables (a new kind: its function here); the header is theirs to adjust
+TABLES: dict[RunKind, Callable[[RunData, dict], list[Table]]] = {
+    RunKind.MATRIX: one_vm_tables, RunKind.JOURNEY: one_vm_tables, RunKind.HOST_ONLY: host_only_tables,
+    RunKind.SCALING: many_vm_tables, RunKind.NEIGHBOURS: many_vm_tables,
+}
 
 
 def zfs_header(env: dict) -> str:

@@ -101,7 +101,7 @@ def render_page(data: RunData, header: dict, tables: Sequence[Table]) -> str:
     run = data.run
     title = f"vmbench report: run {header.get('run', run.id)}, {run.scenario_name}"
     environment_text = (("Environment (as recorded by the run)", json.dumps(run.environment, indent=2, sort_keys=True, default=str)),
-                        ("Plan", json.dumps(run.plan, indent=2, sort_keys=True, default=str)),
+                        ("Plan", json.dumps(run.plan_json, indent=2, sort_keys=True, default=str)),
                         ("Scenario file as run", data.scenario_text))
     return _jinja().get_template("page.html.j2").render(
         title=title, summary=summary_lines(header, tables), header=header, tables=[table_view(t) for t in tables if t.records],

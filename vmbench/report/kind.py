@@ -1,13 +1,11 @@
-"""What kind of run a stored run is, decided once from its plan (every schema version): the
+"""What kind of run a stored run is, decided once from its plan (every schema version) by
+:func:`vmbench.report.stored_plan.read_plan`: the
 report's tables and plots, the advice's comparisons and ``vmbench advise`` dispatch on it.
 CPU per I/O, crypto, targets and cells are extras any kind may have."""
 
 from __future__ import annotations
 
 import enum
-from typing import Mapping
-
-from .loadrows import LoadPlan
 
 
 class RunKind(enum.Enum):
@@ -21,15 +19,3 @@ class RunKind(enum.Enum):
     def many_vms(self) -> bool:
         """Several VMs at once: the load tables replace the one-VM gap and layer tables."""
         return self in (RunKind.SCALING, RunKind.NEIGHBOURS)
-
-
-def run_kind(plan: Mapping, lp: LoadPlan | None) -> RunKind:
-    """The kind of the run whose stored plan is ``plan`` and load section ``lp``
-    (:func:`~vmbench.report.loadrows.load_plan` of it)."""
-    if plan.get("host_only"):
-        return RunKind.HOST_ONLY
-    if lp is not None:
-        return RunKind.NEIGHBOURS if lp.kind == "neighbours" else RunKind.SCALING
-    if plan.get("mode") == "journey":
-        return RunKind.JOURNEY
-    return RunKind.MATRIX

@@ -16,8 +16,8 @@ from typing import Any, Mapping, Sequence
 from ..results.db import ResultsDB, RunRow
 from ..results.key import MeasurementKey
 from ..telemetry import sampler as telemetry
-from .kind import RunKind, run_kind
-from .loadrows import LoadPlan, load_plan
+from .kind import RunKind
+from .stored_plan import LoadPlan, StoredPlan, read_plan
 
 #: the samplers' series (fio's own are "fio-*"): the side fio ran on, the pool's (always the host's)
 #: and, for a guest run, the host's own device and CPU
@@ -58,19 +58,20 @@ class RunData:
     boots: tuple[dict, ...] = ()
     series: tuple[Series, ...] = ()
 
+    @functools.cached_property
+    def plan(self) -> StoredPlan:
+        """The run's plan as stored (read once; the run's kind is decided there)."""
+        return read_plan(self.run.plan_json)
+
     @property
-    def plan(self) -> dict:
-        return self.run.plan
-
-    @functools.cached_property
     def kind(self) -> RunKind:
-        """What kind of run this is (decided once, from the plan)."""
-        return run_kind(self.plan, self.load)
+        """What kind of run this is."""
+        return self.plan.kind
 
-    @functools.cached_property
+    @property
     def load(self) -> LoadPlan | None:
         """The run's load section (scaling steps or neighbour phases); None for one VM per cell."""
-        return load_plan(self.plan)
+        return self.plan.load
 
     @property
     def environment(self) -> dict:
@@ -79,11 +80,11 @@ class RunData:
     @property
     def jobs(self) -> list[str]:
         """The plan's job names, in order."""
-        return [j["name"] for j in self.plan.get("jobs", [])]
+        return self.plan.job_names
 
     @property
     def targets(self) -> list[dict]:
-        return list(self.plan.get("targets", []))
+        return [dict(t) for t in self.plan.targets]
 
     @property
     def valid_cells(self) -> list[dict]:
@@ -104,7 +105,7 @@ class RunData:
 def load_run(db: ResultsDB, ref: str | int | None = "latest") -> RunData:
     """The run ``ref`` (an id, a tag, or "latest") of ``db``, read once."""
     run = db.resolve_run(ref)
-    host_cells = {c["name"]: c.get("host_cell") for c in run.plan.get("cells", [])}
+    host_cells = {c.name: c.host_cell for c in read_plan(run.plan_json).cells}
     cells = [dict(c, host_cell=host_cells.get(c["name"]))  # which host reference each cell is compared with
              for c in sorted(db.rows("cells", run.id), key=lambda c: c["seq"])]  # scenario order, not boot order
     names = {c["id"]: c["name"] for c in cells}

@@ -40,6 +40,7 @@ from ..scenario.model import LIMIT_RATES
 from . import stats
 from .rows import READ_MODES, WRITE_MODES, host_key
 from .stats import Delta
+from .stored_plan import LoadPlan, LoadStepPlan
 
 KNEE_GAIN = 0.25  # a step gaining under this share of linear scaling's gain...
 KNEE_P99 = 1.2  # ...while its p99 grew at least this much is the knee
@@ -51,54 +52,6 @@ KNEE_RULE = (f"knee = the first step k > 1 whose aggregate IOPS gained less than
              f"{KNEE_P99:g}x the previous step's.")
 HELD_RULE = (f"The victim's p99 held in a phase when the interval of its change from alone includes 0 or lies below it, or the "
              f"change is at most +{HELD_WITHIN * 100:.0f}%; it recovered in a phase that held after one that did not.")
-
-
-# ---- the plan's load section ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LoadStepPlan:
-    index: int
-    name: str
-    vms: tuple[dict, ...]  # {"vm", "role", "overrides"}
-
-    @property
-    def size(self) -> int:
-        return len(self.vms)
-
-    def count(self, role: str) -> int:
-        return sum(1 for v in self.vms if v.get("role") == role)
-
-    def overrides(self, vm: int) -> dict:
-        return next((dict(v.get("overrides") or {}) for v in self.vms if v.get("vm") == vm), {})
-
-
-@dataclass(frozen=True)
-class LoadPlan:
-    """``plan["load"]`` as stored (:meth:`vmbench.scenario.load.LoadSpec.to_json`)."""
-
-    kind: str  # "scaling" or "neighbours"
-    steps: tuple[LoadStepPlan, ...]
-    victim_job: str | None = None
-    aggressor_job: str | None = None
-    tail_seconds: float | None = None
-
-    def step(self, index: int) -> LoadStepPlan | None:
-        return next((s for s in self.steps if s.index == index), None)
-
-    def alone(self) -> LoadStepPlan | None:
-        """The reference phase: the first with no aggressor, else the first."""
-        return next((s for s in self.steps if s.count("aggressor") == 0), self.steps[0] if self.steps else None)
-
-
-def load_plan(plan: Mapping) -> LoadPlan | None:
-    """The run's load section, or None for an ordinary run."""
-    load = plan.get("load")
-    if not isinstance(load, dict) or not load.get("steps"):
-        return None
-    steps = tuple(LoadStepPlan(int(s["index"]), str(s.get("name") or s["index"]), tuple(s.get("vms") or ()))
-                  for s in sorted(load["steps"], key=lambda s: int(s["index"])))
-    return LoadPlan(str(load.get("kind") or "scaling"), steps, load.get("victim_job"), load.get("aggressor_job"), load.get("tail_seconds"))
 
 
 # ---- one step's figures ---------------------------------------------------------------------

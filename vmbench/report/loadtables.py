@@ -14,9 +14,10 @@ from typing import Any, Mapping, Sequence
 
 from . import stats
 from .facts import RepeatPolicy, admissibility
-from .loadrows import (HELD_RULE, KNEE_RULE, LimitCheck, LoadPlan, PhaseRow, ScalingRow, StepFigures, accelerators, latency_verdict,
+from .loadrows import (HELD_RULE, KNEE_RULE, LimitCheck, PhaseRow, ScalingRow, StepFigures, accelerators, latency_verdict,
                        neighbour_rows, scaling_rows)
 from .stats import Delta
+from .stored_plan import LoadPlan
 from .tables import Column, Table, delta_pct, f_int, f_mb, f_ms, f_text, f_whole
 
 PERCENTILE_NOTE = ("p50/p99/p99.9 ms = fio's completion latency (clat), from the json+ histograms of every included VM and repeat "

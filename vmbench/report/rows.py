@@ -9,7 +9,7 @@ Repeats are combined the honest way: the median of IOPS and bandwidth, with thei
 interval and a verdict from :mod:`vmbench.report.stats`, in ``Row.deltas``.
 
 Each delta is about the job's :class:`~vmbench.fio.job.Metric` (``metrics``: the plan's, by
-job name, :func:`job_metrics`; a job it does not name is judged by p99 when its stored fio
+job name, :attr:`~vmbench.report.stored_plan.StoredPlan.job_metrics`; a job it does not name is judged by p99 when its stored fio
 parameters set a fixed rate, else by IOPS): IOPS and MB/s from each repeat's figure, a
 latency percentile from each repeat's own histogram (the stored p50_ns ... p999_ns).  A
 fixed-rate group that fell short of its rate (:func:`saturation`) is flagged and compared
@@ -169,13 +169,6 @@ def _repeat_ms(rows: Sequence[dict], p: float) -> tuple[float, ...]:
         if ns is not None:
             out.append(ns / 1e6)
     return tuple(out)
-
-
-def job_metrics(plan: Mapping) -> dict[str, Metric]:
-    """Each planned job's metric by name (``plan["jobs"]``); a plan stored before jobs had
-    one names none, and its jobs read as IOPS."""
-    return {j["name"]: Metric.parse(j["metric"]) if j.get("metric") else Metric.IOPS
-            for j in plan.get("jobs", []) if isinstance(j, Mapping) and "name" in j}
 
 
 def metric_of(job: str, rows: Sequence[Mapping] | None, metrics: Mapping[str, Metric] | None) -> Metric:

@@ -19,7 +19,8 @@ from ..results.key import MeasurementKey
 from .rows import host_group, raw_group
 from . import loadplots, plots
 from .load import SAMPLED, RunData
-from .loadrows import LoadPlan, excluded
+from .stored_plan import LoadPlan, PlannedLuks
+from .loadrows import excluded
 from .tables import Table
 
 MAX_WATERFALLS = 4  # (cell, stack) figures, each with one panel per job
@@ -62,7 +63,7 @@ class PlotSection:
 
 def plot_sections(data: RunData, tables: Sequence[Table]) -> list[PlotSection]:
     by_name = {t.name: t for t in tables}
-    if data.load is not None:  # many VMs at once: the load section replaces the single-VM plots
+    if data.kind.many_vms and data.load is not None:  # many VMs at once: the load section replaces the single-VM plots
         return load_sections(data, data.load, by_name)
     out = [
         waterfalls(by_name.get("layers")),
@@ -219,7 +220,7 @@ def _cpu_annotation(r: Mapping, multi: bool) -> str:
 def crypto(data: RunData, layers: Table | None) -> PlotSection:
     anchor, heading = "plot-crypto", "Crypto ceiling and LUKS throughput"
     benches = data.crypto
-    luks_of = {s["name"]: s.get("luks") for s in data.plan.get("stacks", []) if s.get("luks")}
+    luks_of = data.plan.luks_of
     cpu_of = {c["name"]: (c.get("settings") or {}).get("cpu") for c in data.cells}
     luks_recs = [r for r in (layers.records if layers else [])
                  if r.get("stack") in luks_of and any(p.startswith("luks") for p in str(r.get("layer_path", "")).split("+"))]
@@ -229,10 +230,10 @@ def crypto(data: RunData, layers: Table | None) -> PlotSection:
     def measured(c: Mapping) -> list[tuple[str, float | None]]:
         return [(f"ceiling {k}", c[f"{k}_mib_s"] * MIB_TO_MB) for k in ("encrypt", "decrypt") if c.get(f"{k}_mib_s") is not None]
 
-    def ceiling(side: str, cpu: Any, luks: Mapping) -> list[tuple[str, float | None]]:
+    def ceiling(side: str, cpu: Any, luks: PlannedLuks) -> list[tuple[str, float | None]]:
         for c in benches:
-            if c["side"] == side and (side == "host" or c["cpu"] == cpu) and c["cipher"] == luks.get("cipher") \
-                    and c["key_bits"] == luks.get("key_bits") and measured(c):
+            if c["side"] == side and (side == "host" or c["cpu"] == cpu) and c["cipher"] == luks.cipher \
+                    and c["key_bits"] == luks.key_bits and measured(c):
                 return measured(c)
         return []
 
@@ -275,7 +276,7 @@ def timeline_lines(data: RunData) -> list[dict]:
     """Every plain (t_s, values) line of fio's logs and the samplers, with its job, repeat and
     label (where it was measured, and its repeat when the run repeats)."""
     out = []
-    repeats = int(data.plan.get("repeats", 1)) > 1
+    repeats = data.plan.repeat_policy.min > 1
     for s in data.series:
         if not (s.source.startswith("fio-") or s.source in SAMPLED):
             continue

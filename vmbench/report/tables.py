@@ -8,7 +8,7 @@ there is none, why); its text reads "+12.3% [+4.1, +20.2] faster".  The measurem
 state their admissibility facts (``Table.facts``) and what the stored run does not tell
 (``Table.missing``).
 
-Deltas are about each job's metric (``metrics``: the plan's, :func:`~vmbench.report.rows.job_metrics`).
+Deltas are about each job's metric (``metrics``: the plan's, :attr:`~vmbench.report.stored_plan.StoredPlan.job_metrics`).
 A table whose jobs are all judged by IOPS reads as it always did; otherwise its delta
 headers name the metric ("vs baseline (p99)"), or, when its jobs differ, each record names
 its own (``metric``, the "judged by" column); a latency change reads "+20.0% [+8.1, +33.0]
@@ -26,6 +26,7 @@ from . import stats
 from .facts import SATURATION_SHARE
 from .rows import Row, TargetResult, gap_rows, journey_rows, layer_rows, target_results
 from .facts import RepeatPolicy, admissibility
+from .stored_plan import PlannedLuks, PlannedStack
 
 DELTA_SUFFIXES = ("_low", "_high", "_verdict", "_why")
 
@@ -385,7 +386,7 @@ def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
 
 
 def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str],
-                crypto: Sequence[dict] = (), stacks: Sequence[dict] = (), *,
+                crypto: Sequence[dict] = (), stacks: Sequence[PlannedStack] = (), *,
                 repeats: int | RepeatPolicy | None = None, env: dict | None = None,
                 metrics: Mapping[str, Metric] | None = None) -> Table | None:
     rows = layer_rows(measurements, cells, jobs, metrics)
@@ -395,11 +396,11 @@ def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Seque
     policy = as_policy(repeats)
     keys = ("vs_below", "gap")
     cpu_of = {c["name"]: c["settings"].get("cpu") for c in cells}
-    luks_of = {st["name"]: st.get("luks") for st in stacks}
+    luks_of = {st.name: st.luks for st in stacks}
     records = []
     for r in rows:
         top = r.layer.split("+")[-1]
-        luks = luks_of.get(r.stack)
+        luks = luks_of.get(r.stack or "")
         ceiling = _ceiling(crypto, cpu_of.get(r.cell), luks) if top.startswith("luks") and luks else None
         records.append({"cell": r.cell, "stack": r.stack, "job": job_label(r), **metric_fields(r, used),
                         "layer": r.layer if r.layer in ("host", "raw") else "+" + top,
@@ -427,9 +428,9 @@ def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Seque
     return Table("layers", "Layer by layer: host -> guest raw disk -> each layer of each stack", cols, records, notes, facts, missing)
 
 
-def _ceiling(crypto: Sequence[dict], cpu: str | None, luks: dict) -> str | None:
+def _ceiling(crypto: Sequence[dict], cpu: str | None, luks: PlannedLuks) -> str | None:
     for c in crypto:
-        if c["side"] == "guest" and c["cpu"] == cpu and c["cipher"] == luks["cipher"] and c["key_bits"] == luks["key_bits"]:
+        if c["side"] == "guest" and c["cpu"] == cpu and c["cipher"] == luks.cipher and c["key_bits"] == luks.key_bits:
             if c.get("encrypt_mib_s") is None:
                 return f"n/a ({c.get('error') or 'failed'})"
             aes = "" if c.get("aes_flag") is None else (", aes" if c["aes_flag"] else ", no aes")

@@ -23,11 +23,12 @@ from ..errors import ResultsError
 from . import migrate
 from .key import MeasurementKey
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Each version's new columns come last in their table, where the upgrade (ALTER TABLE) puts
 # them, so fresh and upgraded databases have the same columns in the same order.  Version 3:
-# many VMs at once (a measurement's VM within its load step, its role, its window).
+# many VMs at once (a measurement's VM within its load step, its role, its window).  Version 4:
+# the host a measurement ran on ('': the run's one host, as every run stored before).
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE runs (
@@ -108,7 +109,8 @@ CREATE TABLE measurements (
     vm INTEGER NOT NULL DEFAULT 0,
     load_step INTEGER NOT NULL DEFAULT 0,
     role TEXT,
-    load_json TEXT NOT NULL DEFAULT '{}'
+    load_json TEXT NOT NULL DEFAULT '{}',
+    host TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX measurements_run ON measurements(run_id);
 CREATE TABLE crypto (
@@ -151,7 +153,7 @@ class RunRow:
     finished_at: str | None
     error: str | None
     environment: dict
-    plan: dict
+    plan_json: dict  # the plan as stored: read it with vmbench.report.stored_plan.read_plan
     attempts: int = 1
     resumed_at: str | None = None
 
@@ -254,7 +256,7 @@ class ResultsDB:
             if key.repeat is None:
                 raise ValueError(f"cannot store {key}: a measurement is one repeat")
             values = dict(values, side=key.side, stack=key.stack, layer=key.layer, job=key.job, repeat=key.repeat,
-                          vm=key.vm, load_step=key.load_step)
+                          vm=key.vm, load_step=key.load_step, host=key.host)
         return self._insert("measurements", dict(run_id=run_id, **values))
 
     def add_measurements(self, run_id: int, rows: list[tuple[MeasurementKey, dict[str, Any], dict[str, dict]]]) -> list[int]:
@@ -266,7 +268,7 @@ class ResultsDB:
                 if key.repeat is None:
                     raise ValueError(f"cannot store {key}: a measurement is one repeat")
                 row = dict(values, run_id=run_id, side=key.side, stack=key.stack, layer=key.layer, job=key.job,
-                           repeat=key.repeat, vm=key.vm, load_step=key.load_step)
+                           repeat=key.repeat, vm=key.vm, load_step=key.load_step, host=key.host)
                 cur = self.conn.execute(f"INSERT INTO measurements ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
                                         [_cell(v) for v in row.values()])
                 assert cur.lastrowid is not None
@@ -384,6 +386,6 @@ def _run_row(row: sqlite3.Row) -> RunRow:
     return RunRow(
         id=row["id"], tag=row["tag"], scenario_name=row["scenario_name"], scenario_path=row["scenario_path"],
         status=row["status"], started_at=row["started_at"], finished_at=row["finished_at"], error=row["error"],
-        environment=json.loads(row["environment_json"] or "{}"), plan=json.loads(row["plan_json"] or "{}"),
+        environment=json.loads(row["environment_json"] or "{}"), plan_json=json.loads(row["plan_json"] or "{}"),
         attempts=row["attempts"], resumed_at=row["resumed_at"],
     )

@@ -59,7 +59,12 @@ def migrate_2_to_3(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: migrate_1_to_2, 2: migrate_2_to_3}
+def migrate_3_to_4(conn: sqlite3.Connection) -> None:
+    """The host of each measurement: every stored one ran on its run's one host ('')."""
+    conn.execute("ALTER TABLE measurements ADD COLUMN host TEXT NOT NULL DEFAULT ''")
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: migrate_1_to_2, 2: migrate_2_to_3, 3: migrate_3_to_4}
 
 
 def read_version(conn: sqlite3.Connection, path: Path) -> int | None:

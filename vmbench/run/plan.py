@@ -21,9 +21,13 @@ from ..scenario.axes import settings_of, storage_settings_of, vm_key
 
 @dataclass(frozen=True)
 class BootGroup:
+    """One VM configuration's boot: where it runs (``host``, the hypervisor's label: one host
+    today), its VM and the cells measured in it."""
+
     seq: int
     vm: VmConfig
     cells: tuple[Cell, ...]
+    host: str = "localhost"
 
     @property
     def cpu_label(self) -> str:
@@ -174,7 +178,7 @@ class Plan:
                 seqs = tuple(range(seq + 1, seq + step.size + 1))
                 seq += step.size
                 out.append(LoadUnit(boot, step, seqs, has_host=boot.seq in refs, host_cell=refs.get(boot.seq),
-                                    hosts=tuple(s.hypervisor.host_label for _ in seqs)))
+                                    hosts=tuple(boot.host for _ in seqs)))
         return out
 
     def unit_steps(self, unit: LoadUnit) -> list[Step]:
@@ -250,7 +254,7 @@ class Plan:
             "host_only": s.host_only,
             "storage": s.storage.describe(),
             "boots": [
-                {"seq": b.seq, "settings": settings(b.vm), "cells": [c.name for c in b.cells]} for b in self.boots
+                {"seq": b.seq, "host": b.host, "settings": settings(b.vm), "cells": [c.name for c in b.cells]} for b in self.boots
             ],
             "cells": [
                 {
@@ -291,7 +295,8 @@ def make_plan(scenario: Scenario) -> Plan:
         key = vm_key(cell.vm)
         groups.setdefault(key, []).append(cell)
         vms.setdefault(key, cell.vm)
-    boots = tuple(BootGroup(seq=i + 1, vm=vms[key], cells=tuple(cells)) for i, (key, cells) in enumerate(groups.items()))
+    host = scenario.hypervisor.host_label
+    boots = tuple(BootGroup(seq=i + 1, vm=vms[key], cells=tuple(cells), host=host) for i, (key, cells) in enumerate(groups.items()))
     return Plan(scenario=scenario, boots=boots)
 
 

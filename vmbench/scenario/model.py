@@ -455,16 +455,6 @@ class RepeatPolicy:
     def to_json(self) -> dict:
         return {"min": self.min, "max": self.max, "until_cv": self.until_cv}
 
-    @classmethod
-    def from_plan(cls, plan: dict) -> "RepeatPolicy":
-        """The policy a stored run's plan carries; runs without one repeated ``repeats`` times."""
-        p = plan.get("repeat_policy")
-        if isinstance(p, dict):
-            lo = int(p.get("min") or plan.get("repeats") or 1)
-            return cls(lo, max(lo, int(p.get("max") or lo)), p.get("until_cv"))
-        n = int(plan.get("repeats") or 1)
-        return cls(n, n, None)
-
     def label(self) -> str:
         """The policy in words, for reports: "fixed 3 repeats", "3..10 repeats until IOPS CV < 5%"."""
         if not self.adaptive:

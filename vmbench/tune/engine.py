@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from ..advice.model import Advice, Goal, Risk
 from ..errors import UsageError, VmbenchError
 from ..progress import Progress
+from ..report.stored_plan import TuneRecord, read_plan
 from ..results.db import ResultsDB, RunRow
 from ..run.plan import estimate, make_plan
 from ..scenario.loader import parse_scenario
@@ -187,16 +188,24 @@ class Tuner:
                                       base_dir=Path(last.scenario_path).parent)
             self._run(scenario, last, tune_id)
             rows = [*rows[:-1], self.db.resolve_run(last.id)]
-        t = rows[0].plan["tune"]
-        start = vm_from_yaml(t["start_vm"], "the tune's start")
-        self.current = current_vm(t.get("current") or {}, start)
+        t = tune_of(rows[0])
+        start = vm_from_yaml(t.start_vm, "the tune's start")
+        self.current = current_vm(t.current, start)
         rounds = rebuild(rows, self.decide)
-        return self.run(start=start, start_source=t.get("start_source", ""), current=t.get("current") or {}, tune_id=tune_id,
+        return self.run(start=start, start_source=t.start_source, current=t.current, tune_id=tune_id,
                         history=rounds)
 
 
+def tune_of(row: RunRow) -> TuneRecord:
+    """The tune round a stored run is (refused when it is not one)."""
+    t = read_plan(row.plan_json).tune
+    if t is None:
+        raise UsageError(f"run {row.id} is not a round of a tune", "`vmbench tune --show` lists the tunes stored")
+    return t
+
+
 def _number(row: RunRow) -> int:
-    return int(row.plan["tune"]["round"])
+    return tune_of(row).round
 
 
 def _decided(r: Round) -> Decided:
@@ -207,15 +216,14 @@ def _decided(r: Round) -> Decided:
 
 def _round(row: RunRow, plan: RoundPlan | None = None) -> Round:
     """A stored round, undecided (from its plan["tune"])."""
-    t = row.plan["tune"]
+    t = tune_of(row)
     if plan is not None:
         baseline, variations = plan.baseline, plan.variations
     else:
-        baseline = vm_from_yaml(t["baseline_vm"], f"run {row.id}")
-        variations = tuple(Variation(Candidate(c["axis"], c["value"], c["name"].split("=", 1)[1]),
-                                     vary(baseline, c["axis"], c["value"])) for c in t["cells"])
-    return Round(int(t["round"]), row.id, row.tag, row.status, baseline, tuple(variations), int(t.get("boots") or 0),
-                 float(t.get("estimate_seconds") or 0.0))
+        baseline = vm_from_yaml(t.baseline_vm, f"run {row.id}")
+        variations = tuple(Variation(Candidate(c.axis, c.value, c.name.split("=", 1)[1]), vary(baseline, c.axis, c.value))
+                           for c in t.cells)
+    return Round(t.round, row.id, row.tag, row.status, baseline, tuple(variations), t.boots, t.estimate_seconds)
 
 
 # ---- the stored state --------------------------------------------------------------------------
@@ -223,9 +231,10 @@ def _round(row: RunRow, plan: RoundPlan | None = None) -> Round:
 
 def tune_runs(db: ResultsDB, tune_id: str) -> list[RunRow]:
     """The runs of one tune, round by round (an unknown id is refused, naming the tunes stored)."""
-    rows = [r for r in db.runs() if isinstance(r.plan.get("tune"), dict) and r.plan["tune"].get("id") == tune_id]
+    tunes = [(r, t) for r in db.runs() for t in [read_plan(r.plan_json).tune] if t is not None]
+    rows = [r for r, t in tunes if t.id == tune_id]
     if not rows:
-        known = sorted({str(r.plan["tune"].get("id")) for r in db.runs() if isinstance(r.plan.get("tune"), dict)})
+        known = sorted({t.id for _, t in tunes})
         raise UsageError(f"no tune {tune_id!r} in {db.path}",
                          f"tunes stored: {', '.join(known)}" if known else "`vmbench tune SCENARIO` starts one")
     return sorted(rows, key=_number)
@@ -235,9 +244,9 @@ def latest_tune(db: ResultsDB, scenario_path: str | None = None) -> str:
     """The tune of the newest round (of ``scenario_path``, when given)."""
     want = Path(scenario_path).resolve() if scenario_path else None
     for r in reversed(db.runs()):
-        t = r.plan.get("tune")
-        if isinstance(t, dict) and (want is None or Path(r.scenario_path).resolve() == want):
-            return str(t["id"])
+        t = read_plan(r.plan_json).tune
+        if t is not None and (want is None or Path(r.scenario_path).resolve() == want):
+            return t.id
     raise UsageError(f"no tune{' of ' + scenario_path if scenario_path else ''} in {db.path}",
                      "`vmbench tune SCENARIO` starts one")
 
@@ -276,13 +285,13 @@ def load_tune(db: ResultsDB, tune_id: str, judge: Judge, load: LoadRun | None = 
 
         load = load_run
     rows = tune_runs(db, tune_id)
-    first = rows[0].plan["tune"]
+    first = tune_of(rows[0])
     from ..advice.model import Goal, Risk
 
-    goal = Goal.parse(first["goal"], "tune.goal")
-    allow = frozenset(Risk.parse(a) for a in first.get("allow") or ())
-    start = vm_from_yaml(first["start_vm"], "the tune's start")
-    current = current_vm(first.get("current") or {}, start)
+    goal = Goal.parse(first.goal, "tune.goal")
+    allow = frozenset(Risk.parse(a) for a in first.allow)
+    start = vm_from_yaml(first.start_vm, "the tune's start")
+    current = current_vm(first.current, start)
 
     def decide_round(rnd: Round, row: RunRow) -> Round:
         assert load is not None
@@ -290,10 +299,9 @@ def load_tune(db: ResultsDB, tune_id: str, judge: Judge, load: LoadRun | None = 
 
     rounds = rebuild(rows, decide_round)
     stop = _stop_reason(db, rows[-1], rounds, start, accel)
-    budget = first.get("budget") or {}
     return Tune(tune_id, rows[0].scenario_name, rows[0].scenario_path, goal, allow,
-                TuneBudget(budget.get("boots"), budget.get("seconds")), start,
-                str(first.get("start_source", "")), tuple(rounds), stop, first.get("current") or {},
+                TuneBudget(first.budget_boots, first.budget_seconds), start,
+                first.start_source, tuple(rounds), stop, dict(first.current),
                 notes=tuple(n for r in rounds for n in r.notes))
 
 
