@@ -193,6 +193,7 @@ class StorageType(Choice):
     DIR = "dir"  # files in a directory storage pool
     ZFS = "zfs"  # zvols under a ZFS dataset
     ZFS_DATASET = "zfs-dataset"  # raw or qcow2 files on child datasets of a ZFS dataset
+    RBD = "rbd"  # RBD images in a Ceph pool, opened by QEMU through librbd
 
     @property
     def zfs(self) -> bool:

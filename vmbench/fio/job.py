@@ -24,6 +24,7 @@ from typing import Sequence
 from ..errors import VmbenchError
 from ..settings import Choice
 from ..units import format_size
+from .rbd import ENGINE as RBD_ENGINE, TARGET_OPTIONS as RBD_TARGET_OPTIONS, parse_target
 
 RW_MODES = ("read", "write", "randread", "randwrite", "rw", "randrw", "readwrite")
 MIXED_MODES = ("rw", "randrw", "readwrite")
@@ -221,6 +222,7 @@ def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile
         return [fio, "--output-format=json+", f"--output={output}", jobfile_path]
     if tail_seconds and job.name == TAIL_NAME:
         raise ValueError(f"a job named {TAIL_NAME} cannot have a tail: its figures would be left out")
+    rbd = parse_target(target)
     io = [
         f"--filename={target}",
         f"--rw={job.rw}",
@@ -231,6 +233,8 @@ def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile
         f"--direct={int(job.direct)}",
         f"--size={job.size}",
     ]
+    if rbd is not None:  # librbd in place of the kernel: the image, the user and fio's rbd engine
+        io = [*rbd.fio_args(), *(a for a in io[1:] if not a.startswith("--ioengine="))]
     optional = []
     if job.rwmixread is not None:
         optional.append(f"--rwmixread={job.rwmixread}")
@@ -252,6 +256,7 @@ def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile
         if epoch_logs:
             logs.append("--log_unix_epoch=1")
     argv = [
+        *(rbd.env_prefix() if rbd is not None else []),
         fio,
         f"--name={job.name}",
         *io,
@@ -317,14 +322,17 @@ def precondition_job(job: FioJob) -> FioJob:
 def precondition_argv(job: FioJob, target: str, output: str, *, fio: str = "fio") -> list[str]:
     """Like :func:`fio_argv` but size-based (writes the whole region once), not time-based."""
     pre = precondition_job(job)
+    rbd = parse_target(target)
+    where = [f"--filename={target}", f"--ioengine={pre.ioengine}"] if rbd is None else rbd.fio_args()
     return [
+        *(rbd.env_prefix() if rbd is not None else []),
         fio,
         f"--name={pre.name}",
-        f"--filename={target}",
+        where[0],
         "--rw=write",
         f"--bs={pre.bs}",
         f"--iodepth={pre.iodepth}",
-        f"--ioengine={pre.ioengine}",
+        *where[1:],
         "--direct=1",
         f"--size={pre.size}",
         "--output-format=json",
@@ -334,10 +342,13 @@ def precondition_argv(job: FioJob, target: str, output: str, *, fio: str = "fio"
 
 def comparable_params(argv: Sequence[str]) -> list[str]:
     """The argv without what legitimately differs between sides: the fio binary, the target
-    (``--filename``), the output file, fio's logs (paths, averaging, time stamps) and the path of a job file,
-    of which only the digest of its rewritten text is kept (``jobfile=<digest>``)."""
+    (``--filename``; an RBD image's pool, name, user and ``env`` prefix), the output file, fio's
+    logs (paths, averaging, time stamps) and the path of a job file, of which only the digest of
+    its rewritten text is kept (``jobfile=<digest>``)."""
     out = []
     for arg in list(argv)[1:]:
+        if arg.startswith(RBD_TARGET_OPTIONS):
+            continue
         if arg.startswith("--"):
             # --log_avg_msec and --log_unix_epoch only set how fio averages and stamps its logs,
             # not the I/O (runs stored before vmbench kept fio's logs have none, and can still be resumed)
@@ -351,6 +362,8 @@ def comparable_params(argv: Sequence[str]) -> list[str]:
 def check_identical(host_argv: Sequence[str], guest_argv: Sequence[str]) -> None:
     """Refuse to compare host and guest runs whose fio parameters differ (METHOD rule 2)."""
     a, b = comparable_params(host_argv), comparable_params(guest_argv)
+    if RBD_ENGINE in host_argv or RBD_ENGINE in guest_argv:  # librbd on the host is the layer below the guest's kernel engine
+        a, b = ([x for x in params if not x.startswith("--ioengine=")] for params in (a, b))
     if a != b:
         diff = sorted(set(a) ^ set(b))
         raise VmbenchError(

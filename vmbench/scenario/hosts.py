@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..settings import Accel, DriverName, ImageFormat, StorageType
+from .ceph import read_rbd_storage
 from .model import Hypervisor, SshConfig, Storage, VmConfig, ZfsSettings
 from .parsers import MiB, choice_parser, duration_parser, size_parser
 from .reader import Section, as_bool, as_int, as_name, as_str
@@ -291,6 +292,9 @@ def _pve_ssh(sec: Section, host: str) -> SshConfig:
 def driver_storage_problems(hv: Hypervisor, storage: Storage) -> list[tuple[str, str, str]]:
     """What the ``storage:`` section cannot be with the scenario's driver, as (key, message, hint);
     for the loader to report with the storage section's line (the driver refuses it again at preflight)."""
+    if hv.driver is DriverName.PROXMOX and storage.type is StorageType.RBD:
+        return [("type", "rbd in storage: is for libvirt; with driver proxmox the node's rbd storage allocates the disks",
+                 "leave storage out and name the node's rbd storage in hypervisor.storage")]
     if hv.driver is DriverName.PROXMOX and storage.type is StorageType.ZFS_DATASET:
         return [("type", "zfs-dataset is not supported with driver proxmox",
                  "use type: zfs (zvols; volblocksize through temporary zfspool storages) or leave storage out "
@@ -298,14 +302,16 @@ def driver_storage_problems(hv: Hypervisor, storage: Storage) -> list[tuple[str,
     return []
 
 
-STORAGE_KEYS = ("type", "pool", "scratch_size", "dataset", "volblocksize", "recordsize", "sparse", "properties")
+STORAGE_KEYS = ("type", "pool", "scratch_size", "dataset", "volblocksize", "recordsize", "sparse", "properties", "ceph")
 
 
 def read_storage(sec: Section) -> tuple[Storage, ZfsSettings]:
     """The storage and the baseline's ZFS settings (volblocksize/recordsize always stated)."""
     kind = sec.get("type", StorageType.parse, StorageType.DIR)
-    pool = sec.get("pool", as_name, "vmbench")
     scratch = sec.get("scratch_size", size_parser(64 * MiB), 1 << 30)
+    if kind is StorageType.RBD:
+        return read_rbd_storage(sec, scratch), ZfsSettings()
+    pool = sec.get("pool", as_name, "vmbench")
     sec.done(STORAGE_KEYS)
     if not kind.zfs:
         for key in ("dataset", "volblocksize", "recordsize", "sparse", "properties"):
@@ -346,6 +352,9 @@ def storage_problems(vm: VmConfig, storage: Storage) -> list[tuple[str, str]]:
     """What ``vm``'s storage settings cannot be on ``storage``, as (message, hint)."""
     out = []
     zfs = vm.zfs
+    if storage.type is StorageType.RBD and vm.format is not ImageFormat.RAW:
+        out.append((f"format {vm.format.value} is not possible on RBD (an RBD image is a raw block device)",
+                    "use format: raw on type rbd"))
     if not storage.zfs:
         used = (["volblocksize"] if zfs.volblocksize else []) + (["recordsize"] if zfs.recordsize else []) + [k for k, _ in zfs.properties]
         if used:

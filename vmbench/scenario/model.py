@@ -384,16 +384,30 @@ class Hypervisor:
 
 
 @dataclass(frozen=True)
+class CephConfig:
+    """How a Ceph client reaches the cluster (``storage.ceph``, type rbd): the configuration
+    file (its ``mon_host``), the cephx user (without ``client.``), its keyring (None: the one
+    the configuration names, as every Ceph client finds it) and the pool of the images."""
+
+    pool: str = "rbd"
+    conf: str = "/etc/ceph/ceph.conf"
+    user: str = "admin"
+    keyring: str | None = None
+
+
+@dataclass(frozen=True)
 class Storage:
-    """Where scratch disks live: a libvirt dir pool, zvols under a ZFS dataset, or files on
-    child datasets of one.  The ZFS settings of each cell are in its ``VmConfig.zfs`` (the
-    ``storage:`` section gives the baseline's); ``pool`` also holds the VMs' root disks."""
+    """Where scratch disks live: a libvirt dir pool, zvols under a ZFS dataset, files on
+    child datasets of one, or RBD images in a Ceph pool.  The ZFS settings of each cell are in
+    its ``VmConfig.zfs`` (the ``storage:`` section gives the baseline's); ``pool`` is the libvirt
+    dir pool that holds the VMs' root disks (and, type dir, the scratch disks)."""
 
     type: StorageType = StorageType.DIR
     pool: str = "vmbench"
     scratch_size: int = 1 << 30
     dataset: str | None = None  # zfs, zfs-dataset: the parent dataset vmbench creates children under
     sparse: bool = False  # zfs: thin zvols (zfs create -s)
+    ceph: CephConfig | None = None  # rbd: the cluster, the user and the pool
 
     @property
     def zfs(self) -> bool:
@@ -408,6 +422,8 @@ class Storage:
             return f"zvols under {self.dataset}" + (" (sparse)" if self.sparse else "") + f", scratch {format_size(self.scratch_size)}"
         if self.type is StorageType.ZFS_DATASET:
             return f"files on child datasets of {self.dataset}, scratch {format_size(self.scratch_size)}"
+        if self.type is StorageType.RBD and self.ceph is not None:
+            return f"RBD images in Ceph pool {self.ceph.pool} (client.{self.ceph.user}), scratch {format_size(self.scratch_size)}"
         return f"{self.type.value} pool {self.pool}, scratch {format_size(self.scratch_size)}"
 
 

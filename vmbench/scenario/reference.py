@@ -236,18 +236,24 @@ PROXMOX_ROWS: tuple[Row, ...] = (
     _hv("hypervisor.state_dir", "an absolute path", "vmbench's state directory", "vmbench's directory on the node"),
 )
 
+_RBD = _drivers_of(StorageType.RBD)
 _ZFS, _ZVOLS, _DATASETS = (_drivers_of(StorageType.ZFS, StorageType.ZFS_DATASET), _drivers_of(StorageType.ZFS),
                            _drivers_of(StorageType.ZFS_DATASET))
 STORAGE_ROWS: tuple[Row, ...] = (
     Row("storage.type", StorageType.allowed(), StorageType.DIR.value, ALL,
-        f"files in a dir pool, zvols, or files on datasets ({StorageType.ZFS_DATASET.value}: {_DATASETS})"),
-    Row("storage.pool", "a name", "vmbench", LIBVIRT, "the libvirt pool of the VMs' disks"),
+        f"files in a dir pool, zvols, files on datasets ({StorageType.ZFS_DATASET.value}: {_DATASETS}), "
+        f"or RBD images ({StorageType.RBD.value}: {_RBD})"),
+    Row("storage.pool", "a name", "vmbench; rbd", LIBVIRT, "the libvirt pool of the VMs' disks; type rbd: the Ceph pool of the scratch images"),
     Row("storage.scratch_size", "a size of 64m or more", format_size(Storage().scratch_size), ALL, "the scratch disk's size"),
     Row("storage.dataset", "a ZFS dataset below a pool's root", "required with ZFS", _ZFS, "the dataset vmbench creates under"),
     Row("storage.volblocksize", "a power of two, 512 to 128k", format_size(DEFAULT_VOLBLOCKSIZE), _ZVOLS, "the zvols' block size"),
     Row("storage.recordsize", "a power of two, 512 to 1m", format_size(DEFAULT_RECORDSIZE), _DATASETS, "the datasets' record size"),
     Row("storage.sparse", "true, false", "false", _ZVOLS, "thin zvols (zfs create -s)"),
     Row("storage.properties", "a mapping of ZFS properties (see VM settings)", "ZFS default", _ZFS, "the baseline's ZFS properties"),
+    Row("storage.ceph", "a mapping: conf, user, keyring", "required with rbd", _RBD, "how vmbench, fio and QEMU reach the Ceph cluster"),
+    Row("storage.ceph.conf", "an absolute path on the host", "/etc/ceph/ceph.conf", _RBD, "the Ceph client configuration (mon_host)"),
+    Row("storage.ceph.user", "a cephx user, without client.", "admin", _RBD, "the user vmbench, fio and QEMU connect as"),
+    Row("storage.ceph.keyring", "an absolute path on the host", "the one ceph.conf names", _RBD, "the user's keyring (its key becomes a libvirt secret)"),
 )
 
 JOB_ROWS: tuple[Row, ...] = (

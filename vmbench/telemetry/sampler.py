@@ -247,9 +247,10 @@ class Sampler:
 
     def start(self) -> None:
         try:
-            self.devices = target_devices(self.transport, self.target) if self.target else None
-            if self.devices is None and not self.target:
-                log.info("%s: no target given; recording every whole disk", self.transport.name)
+            local = self.target and not self.target.startswith("rbd:")  # an RBD image has no device here
+            self.devices = target_devices(self.transport, self.target) if local and self.target else None
+            if self.devices is None and not local:
+                log.info("%s: no local device under %s; recording every whole disk", self.transport.name, self.target or "the target")
             elif self.devices is None:
                 log.warning("%s: cannot tell the devices under %s; recording every whole disk", self.transport.name, self.target)
             self.handle = self.transport.spawn(sampler_argv(self.path, self.max_s, pool=self.pool))

@@ -28,8 +28,9 @@ from ...paths import HostPaths, StatePaths
 from ...progress import NullProgress, Progress
 from ...guest.needs import GuestNeeds
 from ...scenario.model import Hypervisor, Storage, VmConfig
-from ...settings import Accel, CpuMode, ImageFormat
-from ...storage import VOLUME_RE, VolumeRole, VolumeStorage, make_zfs_storage, volume_name
+from ...settings import Accel, CpuMode, ImageFormat, StorageType
+from ...storage import VOLUME_RE, VolumeRole, VolumeStorage, make_volume_storage, volume_name
+from ...storage.rbd import read_key
 from ...transport import ops
 from ...transport.agent import GuestAgentTransport
 from ...transport.base import HostTransport
@@ -39,7 +40,8 @@ from .connection import agent_command, hypervisor_errors, libvirt, monitor_comma
 from .doctor import libvirt_checks
 from .evidence import applied_from_readings
 from .storage import DirPoolStorage
-from .xml import NS, DomainSpec, domain_xml
+from .secrets import define_ceph_secret, our_secrets, remove_ceph_secret
+from .xml import NS, DomainSpec, domain_xml, rbd_disk
 
 log = logging.getLogger(__name__)
 
@@ -141,9 +143,10 @@ class LibvirtDriver:
         self.accelerator: Accelerator | None = None
         #: root disks (linked clones of the template) always live in a libvirt dir pool
         self.pool_storage = DirPoolStorage(lambda: self.conn, storage.pool, host, paths.pool)
-        #: scratch disks and the host reference: that pool, or ZFS (zvols, datasets)
+        self.ceph = storage.ceph if storage.type is StorageType.RBD else None
+        #: scratch disks and the host reference: that pool, ZFS (zvols, datasets) or RBD images
         self.storage: VolumeStorage = scratch_storage or (
-            make_zfs_storage(storage, host) if storage.type.zfs else self.pool_storage)
+            make_volume_storage(storage, host) or self.pool_storage)
 
     # ---- connection ------------------------------------------------------------------------
 
@@ -314,6 +317,8 @@ class LibvirtDriver:
         res.scratch_path = scratch.path
         res.scratch_kind = scratch.kind
         note_volume(res, scratch)
+        if scratch.kind == "rbd" and self.ceph is not None:  # QEMU gets the key through a libvirt secret
+            define_ceph_secret(self.conn, res.name, run_tag, self.ceph.user, read_key(self.host, self.ceph))
         if fmt is ImageFormat.RAW:
             res.host_target = scratch.path  # fio on the host runs on this very file or device, before boot
         return res
@@ -336,6 +341,7 @@ class LibvirtDriver:
             root_path=res.root_path, scratch_path=res.scratch_path, scratch_serial=res.scratch_serial,
             console_log=self.console_path(res.name), cells=request.cells, created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             machine=self.hv.machine, volumes=tuple(res.volumes), scratch_kind=res.scratch_kind,
+            rbd=rbd_disk(res.scratch_path, res.name) if res.scratch_kind == "rbd" else None,
         )
 
     def console_path(self, name: str) -> str:
@@ -445,8 +451,10 @@ class LibvirtDriver:
                 errors.append(exc.message)
         try:
             ops.remove_file(self.host, self.console_path(res.name))
+            if self.ceph is not None:
+                remove_ceph_secret(self.conn, res.name)
         except VmbenchError as exc:
-            errors.append(f"console log of {res.name}: {exc.message}")
+            errors.append(f"console log or secret of {res.name}: {exc.message}")
         if errors:
             raise HypervisorError("cleanup incomplete: " + "; ".join(errors), "run `vmbench cleanup` to retry")
 
@@ -490,6 +498,8 @@ class LibvirtDriver:
                     out.append(Leftover("domain", dom.name(), m.group(1), state))
             except libvirt.libvirtError:
                 continue  # undefined since the listing (a run on this host cleaning up): not left over
+        with hypervisor_errors("listing secrets"):
+            out += [Leftover("secret", usage, tag, "libvirt secret (cephx key)") for usage, tag in our_secrets(self.conn)]
         out += self.pool_storage.leftovers()
         if self.storage is not self.pool_storage:
             out += self.storage.leftovers()
@@ -512,8 +522,10 @@ class LibvirtDriver:
                 _undefine(dom)
         elif item.kind == "volume":
             self.pool_storage.delete_path(item.name)
-        elif item.kind in ("zvol", "dataset"):
+        elif item.kind in ("zvol", "dataset", "rbd image"):
             self.storage.delete_path(item.name)
+        elif item.kind == "secret":
+            remove_ceph_secret(self.conn, item.name)
         elif item.kind == "file":
             parent, _, base = item.name.rpartition("/")
             if parent == self.paths.consoles and CONSOLE_RE.match(base):

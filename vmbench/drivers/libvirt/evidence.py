@@ -16,7 +16,8 @@ import xml.etree.ElementTree as ET
 from ...settings import Bus, Cache, DetectZeroes, Discard
 from ..base import Applied
 from ...scenario.model import LIMIT_BURSTS, LIMIT_RATES
-from ..qemu_cmdline import cpu_readings, disk_readings, parse_cmdline, qmp_limits, throttle_option, throttle_readings, to_applied
+from ...fio.rbd import parse_target
+from ..qemu_cmdline import NOT_APPLICABLE, cpu_readings, disk_readings, parse_cmdline, qmp_limits, throttle_option, throttle_readings, to_applied
 from .xml import iotune_name
 
 #: the command line's readings used (cache and format come from query-block)
@@ -24,11 +25,21 @@ CMDLINE_READINGS = ("qemu_aio", "qemu_detect_zeroes", "qemu_discard")
 
 
 def _scratch_block(query_block: list, scratch_path: str) -> dict | None:
+    rbd = parse_target(scratch_path)
     for dev in query_block or []:
         ins = dev.get("inserted") or {}
         if ins.get("file") == scratch_path or (ins.get("image") or {}).get("filename") == scratch_path:
             return dev
+        if rbd is not None and _names_image(str(ins.get("file") or ""), rbd.pool, rbd.image):
+            return dev
     return None
+
+
+def _names_image(filename: str, pool: str, image: str) -> bool:
+    """Whether QEMU's filename of a node (``rbd:pool/image...`` or ``json:{...}``) is the image."""
+    if filename.startswith(f"rbd:{pool}/{image}"):
+        return True
+    return filename.startswith("json:") and f'"image": "{image}"' in filename and f'"pool": "{pool}"' in filename
 
 
 def _config_bus(root: ET.Element, disk: ET.Element) -> str | None:
@@ -77,7 +88,9 @@ def applied_from_readings(readings: dict, scratch_path: str, serial: str) -> App
         values.update(throttle_readings("config_", iotune_limits(disk)))
         src = disk.find("source")
         if src is not None:
-            values["volume"] = src.get("file") or src.get("dev")
+            values["volume"] = src.get("file") or src.get("dev") or src.get("name")
+            if src.get("protocol") == "rbd":
+                values["config_aio"] = NOT_APPLICABLE  # librbd does its own I/O: no io= on the disk
         if values["config_bus"] in (Bus.VIRTIO_SCSI.value, Bus.VIRTIO_SCSI_SHARED.value):
             ctrl = root.find("./devices/controller[@type='scsi']")
             values["controller"] = ctrl.get("model") if ctrl is not None else None

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ...scenario.model import IoLimits, VmConfig, limit_bytes
 from ...settings import Bus, CpuMode, Feature
+from ...fio.rbd import parse_target
 
 NS = "https://vmbench.dev/xmlns/libvirt/1"
 NS_PREFIX = "vmbench"
@@ -34,7 +35,20 @@ class DomainSpec:
     created: str = ""
     machine: str = "pc"
     volumes: tuple[str, ...] = ()
-    scratch_kind: str = "file"  # "block": a zvol or other block device (<disk type='block'>)
+    scratch_kind: str = "file"  # "block": a zvol or other block device (<disk type='block'>); "rbd": an RBD image
+    rbd: "RbdDisk | None" = None  # scratch_kind rbd: how QEMU reaches the image
+
+
+@dataclass(frozen=True)
+class RbdDisk:
+    """An RBD scratch disk as QEMU opens it through librbd: the image (``pool/image``), the
+    client configuration (its monitors), the cephx user and the libvirt secret (by usage)
+    holding its key."""
+
+    image: str
+    conf: str
+    user: str
+    secret_usage: str
 
 
 def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
@@ -132,8 +146,10 @@ def disk_elements(spec: DomainSpec) -> list[ET.Element]:
     out.append(root)
     # scratch disk
     block = spec.scratch_kind == "block"
-    scratch = ET.Element("disk", {"type": "block" if block else "file", "device": "disk"})
+    scratch = ET.Element("disk", {"type": "network" if spec.rbd else "block" if block else "file", "device": "disk"})
     drv = {"name": "qemu", "type": vm.format.value, "cache": vm.cache.value, "io": vm.aio.value}
+    if spec.rbd:
+        del drv["io"]  # QEMU's rbd driver does its I/O through librbd: aio does not apply
     if vm.iothread and vm.bus is Bus.VIRTIO_BLK:
         drv["iothread"] = "1"
     if vm.discard is not None:
@@ -141,7 +157,9 @@ def disk_elements(spec: DomainSpec) -> list[ET.Element]:
     if vm.detect_zeroes is not None:
         drv["detect_zeroes"] = vm.detect_zeroes.value
     _sub(scratch, "driver", **drv)
-    if block:
+    if spec.rbd:
+        rbd_source(scratch, spec.rbd)
+    elif block:
         _sub(scratch, "source", dev=spec.scratch_path)
     else:
         _sub(scratch, "source", file=spec.scratch_path)
@@ -163,6 +181,23 @@ def disk_elements(spec: DomainSpec) -> list[ET.Element]:
             _sub(ctrl, "driver", iothread="1")
         out.append(ctrl)
     return out
+
+
+def rbd_disk(target: str, secret_usage: str) -> RbdDisk:
+    """The RBD disk of a scratch volume's path (``rbd:pool/image:id=...:conf=...``)."""
+    t = parse_target(target)
+    if t is None:
+        raise ValueError(f"{target} is not an RBD image")
+    return RbdDisk(t.spec, t.conf, t.user, secret_usage)
+
+
+def rbd_source(disk: ET.Element, rbd: RbdDisk) -> None:
+    """``<source protocol='rbd'>`` with the client configuration (QEMU reads the monitors from
+    it) and ``<auth>`` naming the user and the secret with its key."""
+    src = _sub(disk, "source", protocol="rbd", name=rbd.image)
+    _sub(src, "config", file=rbd.conf)
+    auth = _sub(src, "auth", username=rbd.user)
+    _sub(auth, "secret", type="ceph", usage=rbd.secret_usage)
 
 
 _IOTUNE_DIRECTION = {"": "total", "rd": "read", "wr": "write"}

@@ -1,0 +1,143 @@
+"""RBD storage, pure parts: the scenario's ``storage: {type: rbd}``, the exact Ceph argv, the
+target string host fio and QEMU share, fio's rbd engine in place of the kernel's, the network
+disk and the secret in libvirt's XML, and the evidence reading aio as not applicable."""
+
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+
+import pytest
+
+from vmbench.drivers.libvirt.evidence import applied_from_readings
+from vmbench.drivers.libvirt.secrets import USAGE_RE, secret_xml
+from vmbench.drivers.libvirt.xml import DomainSpec, disk_elements, rbd_disk
+from vmbench.drivers.qemu_cmdline import NOT_APPLICABLE
+from vmbench.errors import ScenarioError, VmbenchError
+from vmbench.fio.job import FioJob, check_identical, fio_argv, precondition_argv
+from vmbench.fio.rbd import RbdTarget, parse_target
+from vmbench.scenario.loader import parse_scenario
+from vmbench.scenario.model import CephConfig, VmConfig
+from vmbench.settings import Cache, StorageType
+from vmbench.storage.rbd import (ceph_argv, create_argv, osd_counts, parse_health, parse_keyring, pool_facts, rbd_argv,
+                                 volume_target)
+
+CFG = CephConfig(pool="vmbench", conf="/etc/ceph/ceph.conf", user="vmbench")
+NAME = "vmbench-r0000000a-1-scratch.raw"
+TARGET = "rbd:vmbench/vmbench-r0000000a-1-scratch:id=vmbench:conf=/etc/ceph/ceph.conf"
+SERIAL = "VMB0000000aS001"
+
+BASE = """
+name: rbd
+storage: {type: rbd, pool: vmbench, ceph: {conf: /etc/ceph/ceph.conf, user: vmbench}}
+jobs: [{name: j, rw: randwrite, bs: 4k, iodepth: 4, size: 64m, runtime: 5s}]
+"""
+
+
+def test_scenario_reads_the_pool_and_the_client():
+    s = parse_scenario(BASE, "rbd.yaml")
+    assert s.storage.type is StorageType.RBD and s.storage.ceph == CFG and s.storage.pool == "vmbench"
+    assert s.storage.describe() == "RBD images in Ceph pool vmbench (client.vmbench), scratch 1g"
+    with_keyring = BASE.replace("user: vmbench}", "user: vmbench, keyring: /etc/ceph/k}")
+    assert parse_scenario(with_keyring, "rbd.yaml").storage.ceph.keyring == "/etc/ceph/k"
+
+
+@pytest.mark.parametrize("storage, words", [
+    ("{type: rbd, pool: vmbench}", "storage.ceph: type rbd needs ceph:"),
+    ("{type: rbd, ceph: {user: client.vmbench}}", "name the user without 'client.'"),
+    ("{type: rbd, ceph: {conf: etc/ceph.conf}}", "is not an absolute file path on the host"),
+    ("{type: rbd, pool: 'a b', ceph: {}}", "is not a Ceph pool name"),
+    ("{type: rbd, dataset: tank/x, ceph: {}}", "applies to ZFS storage (type: zfs or zfs-dataset), not type rbd"),
+    ("{type: rbd, ceph: {user: x, secret: AQAbc}}", "storage.ceph.secret: unknown key"),
+])
+def test_scenario_refuses_bad_rbd_storage(storage, words):
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(BASE.replace("{type: rbd, pool: vmbench, ceph: {conf: /etc/ceph/ceph.conf, user: vmbench}}", storage), "rbd.yaml")
+    assert words in str(err.value)
+    assert "AQAbc" not in str(err.value)  # a key given by mistake is never quoted
+
+
+def test_qcow2_and_proxmox_are_refused_on_rbd():
+    with pytest.raises(ScenarioError, match="format qcow2 is not possible on RBD"):
+        parse_scenario(BASE + "vm: {format: qcow2}\n", "rbd.yaml")
+    pve = BASE + "hypervisor: {driver: proxmox, host: 127.0.0.1, node: pve, template: 9000, storage: local-zfs, token: {id: 'root@pam!vmbench', secret_file: /t}}\n"
+    with pytest.raises(ScenarioError, match="rbd in storage: is for libvirt"):
+        parse_scenario(pve, "rbd.yaml")
+
+
+def test_ceph_argv_and_parsing():
+    assert ceph_argv(CFG, "health") == ["ceph", "--conf", "/etc/ceph/ceph.conf", "--id", "vmbench", "health", "--format", "json"]
+    keyed = replace(CFG, keyring="/k")
+    assert rbd_argv(keyed, "ls") == ["rbd", "--conf", "/etc/ceph/ceph.conf", "--id", "vmbench", "--keyring", "/k", "ls"]
+    assert create_argv(CFG, NAME, 1 << 30)[-4:] == ["create", "--size", "1024M", "vmbench/vmbench-r0000000a-1-scratch"]
+    assert create_argv(CFG, NAME, (1 << 20) + 1)[-2] == "2M"  # rounded up, never smaller than asked
+    assert parse_health('{"status": "HEALTH_WARN", "checks": {"POOL_NO_REDUNDANCY": {"summary": {"message": "1 pool(s) have no replicas"}}}}') \
+        == ("HEALTH_WARN", ["POOL_NO_REDUNDANCY: 1 pool(s) have no replicas"])
+    dump = {"pools": [{"pool_name": "vmbench", "size": 1, "min_size": 1, "pg_num": 32, "application_metadata": {"rbd": {}}}],
+            "osds": [{"osd": 0, "up": 1, "in": 1}, {"osd": 1, "up": 0, "in": 1}]}
+    assert pool_facts(dump, "vmbench") == {"size": 1, "min_size": 1, "pg_num": 32, "applications": ["rbd"]}
+    assert pool_facts(dump, "other") is None
+    assert osd_counts(dump) == {"osds": 2, "osds_up": 1, "osds_in": 2}
+    ring = "[client.admin]\n\tkey = AAAA\n[client.vmbench]\n\tkey = AQBxyz==\n\tcaps mon = \"profile rbd\"\n"
+    assert parse_keyring(ring, "vmbench") == "AQBxyz==" and parse_keyring(ring, "other") is None
+
+
+def test_one_target_string_names_image_user_and_conf():
+    t = volume_target(CFG, NAME)
+    assert str(t) == TARGET and parse_target(TARGET) == t and t.spec == "vmbench/vmbench-r0000000a-1-scratch"
+    assert parse_target("/dev/zvol/tank/x") is None
+    keyed = RbdTarget("p", "i", "u", "/c", "/k")
+    assert parse_target(str(keyed)) == keyed and keyed.env_prefix() == ["env", "CEPH_CONF=/c", "CEPH_ARGS=--keyring=/k"]
+    with pytest.raises(ValueError):
+        parse_target("rbd:pool-only")
+
+
+def test_host_fio_on_rbd_is_the_same_job_through_librbd():
+    job = FioJob(name="j", rw="randwrite", bs="4k", iodepth=16, numjobs=1, runtime=5, ramp=1, size=64 << 20)
+    host = fio_argv(job, TARGET, "/w/out.json")
+    assert host[:3] == ["env", "CEPH_CONF=/etc/ceph/ceph.conf", "fio"]
+    assert host[4:8] == ["--ioengine=rbd", "--pool=vmbench", "--rbdname=vmbench-r0000000a-1-scratch", "--clientname=vmbench"]
+    assert not any(a.startswith(("--filename=", "--ioengine=libaio")) for a in host)
+    guest = fio_argv(job, "/dev/vdb", "/w/out.json")
+    check_identical(host, guest)  # the engine and the target differ, nothing else
+    with pytest.raises(VmbenchError):
+        check_identical(host, fio_argv(replace(job, iodepth=4), "/dev/vdb", "/w/out.json"))
+    pre = precondition_argv(job, TARGET, "/w/pre.json")
+    assert pre[:4] == ["env", "CEPH_CONF=/etc/ceph/ceph.conf", "fio", "--name=precondition-j"]
+    assert "--ioengine=rbd" in pre and "--pool=vmbench" in pre and not any(a.startswith("--filename=") for a in pre)
+
+
+def _spec(**vm) -> DomainSpec:
+    return DomainSpec(name="vmbench-r0000000a-1", run_tag="r0000000a", vm=replace(VmConfig(), **vm), domain_type="qemu",
+                      kernel="/k", initrd="/i", cmdline="c", root_path="/p/root.qcow2", scratch_path=TARGET,
+                      scratch_serial=SERIAL, console_log="/c.log", scratch_kind="rbd", rbd=rbd_disk(TARGET, "vmbench-r0000000a-1"))
+
+
+def test_rbd_scratch_is_a_network_disk_with_the_secret_by_usage():
+    disk = next(e for e in disk_elements(_spec(cache=Cache.WRITEBACK)) if e.findtext("serial") == SERIAL)
+    want = f"""<disk type="network" device="disk">
+  <driver name="qemu" type="raw" cache="writeback" />
+  <source protocol="rbd" name="vmbench/vmbench-r0000000a-1-scratch">
+    <config file="/etc/ceph/ceph.conf" />
+    <auth username="vmbench"><secret type="ceph" usage="vmbench-r0000000a-1" /></auth>
+  </source>
+  <target dev="vdb" bus="virtio" />
+  <serial>{SERIAL}</serial>
+</disk>"""
+    assert ET.canonicalize(ET.tostring(disk, encoding="unicode"), strip_text=True) == ET.canonicalize(want, strip_text=True)
+
+
+def test_secret_is_ephemeral_private_and_named_like_the_vm():
+    root = ET.fromstring(secret_xml("vmbench-r0000000a-1", "r0000000a", "vmbench"))
+    assert root.attrib == {"ephemeral": "yes", "private": "yes"}
+    assert root.find("usage").attrib == {"type": "ceph"} and root.findtext("usage/name") == "vmbench-r0000000a-1"
+    assert root.findtext("description").startswith("vmbench run r0000000a:")
+    assert USAGE_RE.match("vmbench-r0000000a-1") and not USAGE_RE.match("client.admin secret")
+
+
+def test_evidence_reads_aio_as_not_applicable_on_rbd():
+    xml = ET.tostring(ET.Element("domain"), encoding="unicode")
+    dom = ET.fromstring(xml)
+    devices = ET.SubElement(dom, "devices")
+    for e in disk_elements(_spec()):
+        devices.append(e)
+    applied = applied_from_readings({"live_xml": ET.tostring(dom, encoding="unicode")}, TARGET, SERIAL)
+    assert applied.config_aio == NOT_APPLICABLE and applied.config_cache == "none" and applied.config_format == "raw"

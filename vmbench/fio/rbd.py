@@ -1,0 +1,58 @@
+"""An RBD image as fio's target: ``rbd:<pool>/<image>:id=<user>:conf=<ceph.conf>[:keyring=<file>]``.
+
+The same spelling as QEMU's legacy rbd filename, so one string names the image, the cephx
+user and the client configuration wherever a target path goes (the host reference, the
+evidence).  fio opens it with its ``rbd`` engine (librbd, as QEMU does), which takes the pool,
+the image and the user (without ``client.``) as options and reads the configuration from
+``CEPH_CONF`` (and a keyring from ``CEPH_ARGS``) in its environment: the command runs under
+``env`` so that it works the same on this machine and over SSH.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PREFIX = "rbd:"
+
+
+@dataclass(frozen=True)
+class RbdTarget:
+    pool: str
+    image: str
+    user: str
+    conf: str
+    keyring: str | None = None
+
+    def __str__(self) -> str:
+        return (f"{PREFIX}{self.pool}/{self.image}:id={self.user}:conf={self.conf}"
+                + (f":keyring={self.keyring}" if self.keyring else ""))
+
+    @property
+    def spec(self) -> str:
+        """``pool/image``, as Ceph's tools and libvirt name it."""
+        return f"{self.pool}/{self.image}"
+
+    def fio_args(self) -> list[str]:
+        """fio's options for the image, in place of ``--filename`` and the job's engine."""
+        return ["--ioengine=rbd", f"--pool={self.pool}", f"--rbdname={self.image}", f"--clientname={self.user}"]
+
+    def env_prefix(self) -> list[str]:
+        """``env CEPH_CONF=... [CEPH_ARGS=--keyring=...]``: the command's prefix."""
+        return ["env", f"CEPH_CONF={self.conf}"] + ([f"CEPH_ARGS=--keyring={self.keyring}"] if self.keyring else [])
+
+
+def parse_target(target: str) -> RbdTarget | None:
+    """The RBD image a target names; None for a file or a device."""
+    if not target.startswith(PREFIX):
+        return None
+    spec, *opts = target[len(PREFIX):].split(":")
+    pool, _, image = spec.partition("/")
+    kv = dict(o.split("=", 1) for o in opts if "=" in o)
+    if not pool or not image or "id" not in kv or "conf" not in kv:
+        raise ValueError(f"{target!r} is not rbd:<pool>/<image>:id=<user>:conf=<file>")
+    return RbdTarget(pool, image, kv["id"], kv["conf"], kv.get("keyring"))
+
+
+#: the options that name an RBD target on fio's command line (they differ between sides, as --filename does)
+TARGET_OPTIONS = ("--pool=", "--rbdname=", "--clientname=")
+ENGINE = "--ioengine=rbd"

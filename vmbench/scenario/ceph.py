@@ -1,0 +1,65 @@
+"""The ``storage:`` section of type rbd: the Ceph pool and how a client reaches the cluster.
+
+``storage: {type: rbd, pool: vmbench, ceph: {conf: /etc/ceph/ceph.conf, user: vmbench,
+keyring: /etc/ceph/ceph.client.vmbench.keyring}}``: ``pool`` names the Ceph pool the scratch
+images go to (the VMs' root disks stay in libvirt's ``vmbench`` dir pool); ``ceph.conf`` is a
+client configuration (its ``mon_host``), ``ceph.user`` the cephx user without ``client.``, and
+``ceph.keyring`` its keyring when the configuration does not name it.  Paths are on the
+hypervisor host; the key itself is read there, handed to libvirt as a secret, and never
+printed or stored.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+from typing import Any
+
+from ..settings import StorageType
+from .model import CephConfig, Storage
+from .reader import Section, as_str
+
+#: Ceph pool and cephx user names as vmbench accepts them (Ceph allows more; these are safe in
+#: libvirt's XML, QEMU's option strings and fio's arguments)
+CEPH_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+CEPH_KEYS = ("conf", "user", "keyring")
+RBD_KEYS = ("type", "pool", "scratch_size", "ceph")
+
+
+def _ceph_name(what: str) -> Any:
+    def parse(value: Any) -> str:
+        text = as_str(value)
+        if not CEPH_NAME_RE.fullmatch(text):
+            raise ValueError(f"{text!r} is not {what} (letters, digits, '_', '.', '-')")
+        return text
+
+    return parse
+
+
+def _host_file(value: Any) -> str:
+    text = as_str(value)
+    if not text.startswith("/") or "\0" in text or ".." in PurePosixPath(text).parts or ":" in text or "=" in text:
+        raise ValueError(f"{text!r} is not an absolute file path on the host (without ':' or '=')")
+    return text
+
+
+def read_rbd_storage(sec: Section, scratch_size: int) -> Storage:
+    """``storage:`` of type rbd (its other keys refused, naming what they apply to)."""
+    for key in sec.data if isinstance(sec.data, dict) else ():
+        if key not in RBD_KEYS and key in ("dataset", "volblocksize", "recordsize", "sparse", "properties"):
+            raise sec.fail(key, "applies to ZFS storage (type: zfs or zfs-dataset), not type rbd")
+    sec.done(RBD_KEYS)
+    pool = sec.get("pool", _ceph_name("a Ceph pool name"), "rbd")
+    if not sec.has("ceph"):
+        raise sec.fail("ceph", "type rbd needs ceph: {conf: ..., user: ...}: how vmbench and QEMU reach the cluster",
+                       "e.g. ceph: {conf: /etc/ceph/ceph.conf, user: vmbench}")
+    ceph = sec.section("ceph")
+    if not isinstance(ceph.data, dict):
+        raise sec.fail("ceph", "is a mapping: {conf: /etc/ceph/ceph.conf, user: vmbench, keyring: ...}")
+    cfg = CephConfig(pool=pool, conf=ceph.get("conf", _host_file, "/etc/ceph/ceph.conf"),
+                     user=ceph.get("user", _ceph_name("a cephx user name (without client.)"), "admin"),
+                     keyring=ceph.get("keyring", _host_file, None))
+    if cfg.user.startswith("client."):
+        raise ceph.fail("user", f"{cfg.user!r}: name the user without 'client.'", f"user: {cfg.user[len('client.'):]}")
+    ceph.done(CEPH_KEYS)
+    return Storage(type=StorageType.RBD, scratch_size=scratch_size, ceph=cfg)
