@@ -9,6 +9,7 @@ and the advice all walk this table or the lookups :func:`views` derives from it 
 module derives its own when imported), so adding an axis is one row here plus its
 :class:`VmConfig` field, then its own code in the drivers' builders and readers (which read
 back the keys its ``verify`` names) and in the advice's apply snippets.
+tests/unit/test_made_up_axis.py adds a made-up row and checks that the rest follows.
 
 The order of :data:`AXES` matters and is kept as it was before the table existed:
 
