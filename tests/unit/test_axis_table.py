@@ -282,16 +282,10 @@ QUEUES = _field_axis("queues", as_int(1, 16), "a whole number from 1 to 16",
 def queues_axis(monkeypatch):
     """Register QUEUES as if its row had been added to AXES (after discard) and its field to
     VmConfig: every vmbench module that holds the table, its views or VmConfig sees the new ones."""
-    new = AXES[:VM_AXES.index("discard") + 1] + (QUEUES,) + AXES[VM_AXES.index("discard") + 1:]
-    by_setting = {a.settings_key: a for a in new if a.settings_key is not None}
-    views = {
-        id(AXES): new,
-        id(AXIS_BY_NAME): {a.name: a for a in new},
-        id(VM_AXES): tuple(a.name for a in new),
-        id(axes_module.AXIS_BY_SETTING): by_setting,
-        id(axes_module.VM_SETTING_KEYS): tuple(k for k, a in by_setting.items() if a.name not in STORAGE_AXES),
-        id(VmConfig): QueuesVm,
-    }
+    at = VM_AXES.index("discard") + 1
+    new = axes_module.views(AXES[:at] + (QUEUES,) + AXES[at:])
+    views: dict[int, object] = {id(getattr(axes_module, name)): getattr(new, name) for name in axes_module.Views._fields}
+    views[id(VmConfig)] = QueuesVm
     for name, module in list(sys.modules.items()):
         if name == "vmbench" or name.startswith("vmbench."):
             for attr, value in list(vars(module).items()):

@@ -27,20 +27,25 @@ from .apply_xml import DISK_KEYS, GUEST_NAME, RENAME_NOTE, libvirt_snippets
 from .apply_zfs import ZFS_KEYS, zfs_snippets
 from .model import Snippet
 
-#: the VM settings vmbench applies: the disk's, then the VM's own (cpu, format, vcpus, memory_mib)
-VM_KEYS = DISK_KEYS + tuple(k for k in VM_SETTING_KEYS if k not in DISK_KEYS)
+
+
+def vm_keys() -> tuple[str, ...]:
+    """The VM settings vmbench applies: the disk's, then the VM's own (cpu, format, vcpus,
+    memory_mib); read from the axis table's views when called."""
+    return DISK_KEYS + tuple(k for k in VM_SETTING_KEYS if k not in DISK_KEYS)
 
 
 def snippets(settings: Mapping[str, object], current: CurrentVm | None = None, vmid: str = "VMID") -> tuple[Snippet, ...]:
     """The commands and XML that apply ``settings`` to ``current`` (its kind only), or, with
     no current VM, to a Proxmox VM and a libvirt domain with placeholders and notes."""
-    unknown = [k for k in settings if k not in VM_KEYS and k not in ZFS_KEYS]
+    vm_settings = vm_keys()
+    unknown = [k for k in settings if k not in vm_settings and k not in ZFS_KEYS]
     if unknown:
         raise UsageError(f"cannot apply setting(s) {', '.join(map(str, unknown))}: vmbench applies "
-                         f"{', '.join(VM_KEYS + ZFS_KEYS)}")
+                         f"{', '.join(vm_settings + ZFS_KEYS)}")
     base = current.vm if current is not None else VmConfig()
     vm = vm_with(base, settings)
-    changed = tuple(k for k in VM_KEYS if k in settings and (current is None or AXIS_BY_SETTING[k].setting(vm) != AXIS_BY_SETTING[k].setting(base)))
+    changed = tuple(k for k in vm_settings if k in settings and (current is None or AXIS_BY_SETTING[k].setting(vm) != AXIS_BY_SETTING[k].setting(base)))
     zfs = {k: settings[k] for k in ZFS_KEYS if k in settings}
     if current is not None and vmid == "VMID" and current.kind == "proxmox":
         vmid = current.ident

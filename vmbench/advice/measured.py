@@ -88,14 +88,13 @@ class Ctx:
 
 # ---- what changed between two cells ---------------------------------------------------------
 
-_ORDER = tuple(VM_SETTING_KEYS) + tuple(STORAGE_AXES)
-
 
 def cell_changes(cell: Mapping, ref: Mapping, *, stacks: bool = False) -> list[Change]:
     """The stored settings that differ between ``ref`` and ``cell`` (axis order, then any other
     key), and, with ``stacks``, their stacks."""
     a, b = ref.get("settings") or {}, cell.get("settings") or {}
-    keys = [k for k in _ORDER if k in a or k in b] + sorted((set(a) | set(b)) - set(_ORDER))
+    order = VM_SETTING_KEYS + STORAGE_AXES
+    keys = [k for k in order if k in a or k in b] + sorted((set(a) | set(b)) - set(order))
     out = [Change(k, a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)]
     if stacks and list(ref.get("stacks") or []) != list(cell.get("stacks") or []):
         out.append(Change("stacks", ", ".join(ref.get("stacks") or []) or None, ", ".join(cell.get("stacks") or []) or None))

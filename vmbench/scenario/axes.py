@@ -2,11 +2,14 @@
 stored, shown and verified.
 
 Every VM setting a scenario can give under ``vm:``, a cell, a journey step or ``vary:`` is an
-:class:`Axis` in :data:`AXES`. The loader, the matrix builder, :meth:`VmConfig.settings`, the
-report's columns (:func:`setting_columns`, :func:`stored_setting`) and the run's checks that
-a setting took effect (``verify``, walked by vmbench.run.evidence) all walk this table, so
-adding an axis is one row here plus its :class:`VmConfig` field, and the drivers' builders
-and readers (which read back the keys its ``verify`` names).
+:class:`Axis` in :data:`AXES`. The loader, the matrix builder, :func:`settings_of`, the
+report's columns (:func:`setting_columns`, :func:`stored_setting`), the run's checks that a
+setting took effect (``verify``, walked by vmbench.run.evidence), the scenario reference page
+and the advice all walk this table or the lookups :func:`views` derives from it (no other
+module derives its own when imported), so adding an axis is one row here plus its
+:class:`VmConfig` field, then its own code in the drivers' builders and readers (which read
+back the keys its ``verify`` names) and in the advice's apply snippets.
+tests/unit/test_made_up_axis.py adds a made-up row and checks that the rest follows.
 
 The order of :data:`AXES` matters and is kept as it was before the table existed:
 
@@ -22,7 +25,7 @@ import enum
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from ..errors import UsageError
 from ..settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
@@ -62,6 +65,11 @@ class Axis:
     from_stored: Callable[[VmConfig, object], VmConfig] | None = None
     #: an option of the scratch disk (``qm set --scsi0 ...``, libvirt's ``<disk>``), not of the VM
     disk: bool = False
+    #: a setting of the host storage (ZFS, applied with zfs set), not of the VM
+    storage: bool = False
+    #: what it does, in a few words, where ``describe`` (the values) does not say it (the
+    #: scenario reference's column)
+    what: str = "a VM setting"
 
 
 # ---- YAML values of the axes that need more than one parser -------------------------------
@@ -203,7 +211,8 @@ def _stored(value: object) -> object:
 
 def _field_axis(name: str, parse: Callable[[Any], Any], describe: str, *, field: str | None = None,
                 label: Callable[[VmConfig, Any], str] = _as_written, stored: Callable[[Any], Any] | None = None,
-                verify: tuple[tuple[str, str, bool], ...] = (), unset: str = "not recorded", disk: bool = False) -> Axis:
+                verify: tuple[tuple[str, str, bool], ...] = (), unset: str = "not recorded", disk: bool = False,
+                what: str = "a VM setting") -> Axis:
     """An axis that is one plain VmConfig field (an enum, a flag or a number); ``stored`` reads
     its stored value back (default: ``parse``); a field that may be None goes back to None."""
     attr = field or name
@@ -227,7 +236,11 @@ def _field_axis(name: str, parse: Callable[[Any], Any], describe: str, *, field:
         yaml=lambda vm: _stored(getattr(vm, attr)),
         from_stored=from_stored,
         disk=disk,
+        what=what,
     )
+
+
+_ZFS_WHAT = "a ZFS setting of the scratch storage"
 
 
 def _with_size(zfs: ZfsSettings, name: str, size: int | None) -> ZfsSettings:
@@ -253,6 +266,8 @@ def _zfs_size_axis(name: str, parse: Callable[[Any], int], describe: str) -> Axi
         setting=lambda vm: None if get(vm) is None else format_size(get(vm) or 0),
         describe=describe,
         yaml=get,
+        storage=True,
+        what=_ZFS_WHAT,
     )
 
 
@@ -281,6 +296,7 @@ def _limit_axis(name: str, parse: Callable[[Any], Any], describe: str) -> Axis:
         yaml=get,
         from_stored=lambda vm, value: put(vm, None if value is None else _stored_limit(name, value)),
         disk=True,
+        what="an I/O limit of the scratch disk (Proxmox's name)",
     )
 
 
@@ -335,18 +351,24 @@ def _zfs_property_axis(prop: ZfsProperty) -> Axis:
         describe=f"one of: {prop.describe}",
         unset="ZFS default",
         yaml=lambda vm: vm.zfs.get(name),
+        storage=True,
+        what=_ZFS_WHAT,
     )
 
 
 AXES: tuple[Axis, ...] = (
     _field_axis("bus", Bus.parse, f"one of: {Bus.allowed()}", disk=True,
-                verify=(("config_bus", "{config}", False), ("guest_bus", "the guest", True))),
+                verify=(("config_bus", "{config}", False), ("guest_bus", "the guest", True)),
+                what="the scratch disk's bus (virtio-scsi: a controller per disk; -shared: one for all disks)"),
     _field_axis("cache", Cache.parse, f"one of: {Cache.allowed()}", disk=True,
-                verify=(("config_cache", "{config}", False), ("qemu_cache", "QEMU's block layer", True))),
+                verify=(("config_cache", "{config}", False), ("qemu_cache", "QEMU's block layer", True)),
+                what="QEMU's cache mode of the scratch disk"),
     _field_axis("iothread", as_bool, "true or false", stored=_flag, disk=True,
-                verify=(("qemu_iothread", "QEMU's iothread links", True),)),
+                verify=(("qemu_iothread", "QEMU's iothread links", True),),
+                what="a dedicated QEMU I/O thread for the scratch disk (not on sata)"),
     _field_axis("aio", Aio.parse, f"one of: {Aio.allowed()}", disk=True,
-                verify=(("config_aio", "{config}", False), ("qemu_aio", "the QEMU command line", True))),
+                verify=(("config_aio", "{config}", False), ("qemu_aio", "the QEMU command line", True)),
+                what="QEMU's I/O backend (native needs cache none or directsync)"),
     Axis(
         name="cpu",
         settings_key="cpu",
@@ -358,6 +380,7 @@ AXES: tuple[Axis, ...] = (
         describe=CPU_HELP,
         yaml=lambda vm: _cpu_yaml(vm.cpu),  # aes with it
         from_stored=lambda vm, label: replace(vm, cpu=parse_cpu_label(str(label))),  # aes with it
+        what="the guest CPU model",
     ),
     Axis(
         name="aes",
@@ -368,37 +391,76 @@ AXES: tuple[Axis, ...] = (
         merge=lambda vm, other: replace(vm, cpu=replace(vm.cpu, aes=other.cpu.aes)),
         setting=lambda vm: vm.cpu.aes.value,
         describe=f"one of: {Feature.allowed()} (true/false read as on/off)",
+        what="the guest CPU's AES flag, forced on or off or left as the model has it",
     ),
     _field_axis("format", ImageFormat.parse, f"one of: {ImageFormat.allowed()}",
-                verify=(("config_format", "{config}", False), ("qemu_format", "QEMU's block layer", False))),
+                verify=(("config_format", "{config}", False), ("qemu_format", "QEMU's block layer", False)),
+                what="the scratch disk's image format (raw only on zvols)"),
     _field_axis("vcpus", as_int(1, 64), "a whole number from 1 to 64", stored=_whole,
-                verify=(("guest_cpus", "the guest", False),)),
+                verify=(("guest_cpus", "the guest", False),), what="the guest's virtual CPUs"),
     _field_axis("memory", _memory, "a size (2G, 1536M) or a number of MiB, from 384 MiB to 1 TiB",
-                field="memory_mib", label=lambda vm, raw: f"{vm.memory_mib}M", stored=_whole),
+                field="memory_mib", label=lambda vm, raw: f"{vm.memory_mib}M", stored=_whole,
+                what="the guest's memory (a bare number is MiB)"),
     # the scratch storage's ZFS settings (storage.type zfs / zfs-dataset): read back with zfs get
     # left to the hypervisor unless the scenario gives them (libvirt: off / ignore; Proxmox:
     # on, or unmap with discard on / ignore): None, not stored
     _field_axis("detect_zeroes", _detect_zeroes, f"one of: {DetectZeroes.allowed()} (true/false read as on/off)",
                 stored=DetectZeroes.parse, disk=True,
                 verify=(("config_detect_zeroes", "{config}", False), ("qemu_detect_zeroes", "the QEMU command line", True)),
-                unset=HYPERVISOR_DEFAULT),
+                unset=HYPERVISOR_DEFAULT, what="QEMU's detect-zeroes (unmap needs discard: unmap)"),
     _field_axis("discard", _discard, f"one of: {Discard.allowed()} (on/off and true/false read as unmap/ignore)",
                 stored=Discard.parse, disk=True,
                 verify=(("config_discard", "{config}", False), ("qemu_discard", "the QEMU command line", True)),
-                unset=HYPERVISOR_DEFAULT),
+                unset=HYPERVISOR_DEFAULT, what="whether the guest's discards reach the storage"),
     # the scratch disk's I/O limits (Proxmox's names), none unless given: not stored
     *(_limit_axis(n, _limit_parser(n), _limit_describe(n)) for n in LIMIT_NAMES),
     _zfs_size_axis("volblocksize", parse_volblocksize, "a power of two from 512 to 128k (zvols: storage.type zfs)"),
     _zfs_size_axis("recordsize", parse_recordsize, "a power of two from 512 to 1m (datasets: storage.type zfs-dataset)"),
     *(_zfs_property_axis(p) for p in PROPERTIES),
 )
-AXIS_BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}
-VM_AXES: tuple[str, ...] = tuple(AXIS_BY_NAME)
-#: the axes that change the host storage rather than the VM
-STORAGE_AXES: tuple[str, ...] = ("volblocksize", "recordsize", *(p.name for p in PROPERTIES))
 
 
-AXIS_BY_SETTING: dict[str, Axis] = {a.settings_key: a for a in AXES if a.settings_key is not None}
+class Views(NamedTuple):
+    """The lookups derived from a table of axes, each field named as the constant of this module
+    that holds it for :data:`AXES` (documented there); :func:`views` makes them for any table,
+    so a test can add a made-up row to a copy of the table and swap every constant for its own."""
+
+    AXES: tuple[Axis, ...]
+    AXIS_BY_NAME: dict[str, Axis]
+    VM_AXES: tuple[str, ...]
+    STORAGE_AXES: tuple[str, ...]
+    AXIS_BY_SETTING: dict[str, Axis]
+    DISK_SETTING_KEYS: tuple[str, ...]
+    VM_SETTING_KEYS: tuple[str, ...]
+
+
+def views(table: tuple[Axis, ...]) -> Views:
+    """The lookups of ``table``, as this module's constants hold them for :data:`AXES`."""
+    by_setting = {a.settings_key: a for a in table if a.settings_key is not None}
+    return Views(
+        AXES=table,
+        AXIS_BY_NAME={a.name: a for a in table},
+        VM_AXES=tuple(a.name for a in table),
+        STORAGE_AXES=tuple(a.name for a in table if a.storage),
+        AXIS_BY_SETTING=by_setting,
+        DISK_SETTING_KEYS=tuple(k for k, a in by_setting.items() if a.disk),
+        VM_SETTING_KEYS=tuple(k for k, a in by_setting.items() if not a.storage),
+    )
+
+
+_VIEWS = views(AXES)
+#: every axis, by its YAML name
+AXIS_BY_NAME = _VIEWS.AXIS_BY_NAME
+#: every axis's YAML name, in table order
+VM_AXES = _VIEWS.VM_AXES
+#: the axes that change the host storage rather than the VM (volblocksize, recordsize, the ZFS properties)
+STORAGE_AXES = _VIEWS.STORAGE_AXES
+#: every axis stored under a key of its own (not aes), by that key, in table order
+AXIS_BY_SETTING = _VIEWS.AXIS_BY_SETTING
+#: the settings keys of the scratch disk's options (bus, cache, iothread, aio, detect_zeroes, discard, the I/O limits)
+DISK_SETTING_KEYS = _VIEWS.DISK_SETTING_KEYS
+#: the settings keys of the VM's own axes (not the host storage's), in table order
+VM_SETTING_KEYS = _VIEWS.VM_SETTING_KEYS
 
 
 _SETTINGS_OF = "_settings_of"  # where settings_of keeps what it made, on the VmConfig itself (not a field)
@@ -429,12 +491,6 @@ def storage_settings_of(vm: VmConfig) -> dict[str, object]:
 def vm_key(vm: VmConfig) -> str:
     """Equal keys mean one boot can serve both VMs' cells."""
     return ";".join(f"{k}={v}" for k, v in settings_of(vm).items())
-
-
-#: the settings keys of the scratch disk's options (bus, cache, iothread, aio, detect_zeroes, discard, the I/O limits)
-DISK_SETTING_KEYS: tuple[str, ...] = tuple(k for k, a in AXIS_BY_SETTING.items() if a.disk)
-#: the settings keys of the VM's own axes (not the host storage's), in table order
-VM_SETTING_KEYS: tuple[str, ...] = tuple(k for k, a in AXIS_BY_SETTING.items() if a.name not in STORAGE_AXES)
 
 
 def always_stored(axis: Axis) -> bool:

@@ -19,7 +19,7 @@ from .hosts import (DEFAULT_RECORDSIZE, DEFAULT_VOLBLOCKSIZE, LIBVIRT_ONLY_KEYS,
 from .jobs import DEFAULT_JOBFILE_SIZE
 from .load import DEFAULT_BOOT_PARALLEL, DEFAULT_LEAD_SECONDS, DEFAULT_TAIL_SECONDS, MAX_VMS
 from .loader import MAX_REPEATS
-from .model import LIMIT_NAMES, Hypervisor, Storage, VmConfig
+from .model import Hypervisor, Storage, VmConfig
 from .stacks import LUKS_PERF_FLAGS
 from .targets import DEFAULT_CRYPTO
 from .tune import MAX_BOOTS, NOT_WITH_TUNE, TUNE_MIN_REPEATS
@@ -79,16 +79,6 @@ _ZFS_KINDS = {"volblocksize": (ZVOL,), "recordsize": (DATASET,), **{p.name: p.ap
 
 # ---- VM settings: the axis table ----------------------------------------------------------------
 
-#: what an axis does, where its describe (the values) does not say it
-_AXIS_WHAT = {
-    "bus": "the scratch disk's bus (virtio-scsi: a controller per disk; -shared: one for all disks)",
-    "cache": "QEMU's cache mode of the scratch disk", "iothread": "a dedicated QEMU I/O thread for the scratch disk (not on sata)",
-    "aio": "QEMU's I/O backend (native needs cache none or directsync)", "cpu": "the guest CPU model",
-    "aes": "the guest CPU's AES flag, forced on or off or left as the model has it",
-    "format": "the scratch disk's image format (raw only on zvols)", "vcpus": "the guest's virtual CPUs",
-    "memory": "the guest's memory (a bare number is MiB)", "detect_zeroes": "QEMU's detect-zeroes (unmap needs discard: unmap)",
-    "discard": "whether the guest's discards reach the storage",
-}
 #: the storage axes vmbench always states on ZFS storage (never ZFS's version-dependent default)
 _STATED = {"volblocksize": DEFAULT_VOLBLOCKSIZE, "recordsize": DEFAULT_RECORDSIZE}
 
@@ -108,14 +98,12 @@ def _axis_default(axis: Axis) -> str:
 
 
 def _axis_row(axis: Axis) -> Row:
-    if axis.name in STORAGE_AXES:
+    if axis.storage:
         kinds = _ZFS_KINDS[axis.name]
         drivers = _drivers_of(*(_STORAGE_OF[k] for k in kinds))
-        what = f"a ZFS setting of the scratch storage ({' and '.join(k + 's' for k in kinds)})"
-    elif axis.name in LIMIT_NAMES:
-        drivers, what = VM_DRIVERS, "an I/O limit of the scratch disk (Proxmox's name)"
+        what = f"{axis.what} ({' and '.join(k + 's' for k in kinds)})"
     else:
-        drivers, what = VM_DRIVERS, _AXIS_WHAT.get(axis.name, "a VM setting")
+        drivers, what = VM_DRIVERS, axis.what
     return Row(axis.name, axis.describe, _axis_default(axis), drivers, what)
 
 

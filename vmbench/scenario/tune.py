@@ -53,9 +53,9 @@ NOT_WITH_TUNE = ("vary", "mode", "cells", "journey", "load", "host_only")
 TUNE_MIN_REPEATS = 3
 #: the most boots a budget may name
 MAX_BOOTS = 1000
-#: what a tune reads from a user's VM as its start: its disk and CPU settings (not its size:
-#: vcpus and memory stay the scenario's, so the clones fit this host)
-READ_AXES = tuple(a for a in VM_AXES if a not in ("vcpus", "memory"))
+#: what a tune does not read from a user's VM (:func:`start_from`): its size (vcpus and memory
+#: stay the scenario's, so the clones fit this host)
+NOT_READ = ("vcpus", "memory")
 
 
 # ---- advise: ---------------------------------------------------------------------------------
@@ -450,9 +450,10 @@ def round_text(text: str, filename: str, *, baseline: VmConfig, rnd: TuneRound) 
 
 def start_from(baseline: VmConfig, read: VmConfig, storage: Storage) -> VmConfig:
     """The start of a tune with ``from:``: the scenario's VM with the read VM's disk and CPU
-    settings (:data:`READ_AXES`); its storage settings only where they fit this scenario's storage."""
+    settings (every axis but :data:`NOT_READ`); its storage settings only where they fit this
+    scenario's storage."""
     vm = baseline
-    for name in READ_AXES:
+    for name in (a for a in VM_AXES if a not in NOT_READ):
         axis = AXIS_BY_NAME[name]
         if name in STORAGE_AXES:
             trial = axis.merge(vm, read)
