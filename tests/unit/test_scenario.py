@@ -479,7 +479,7 @@ def test_state_dir_must_be_absolute(state_dir):
 
 def test_unknown_storage_type_lists_allowed_values():
     msg = error(BASE + "storage:\n  type: lvm\n")
-    assert msg == "t.yaml:8: storage.type: 'lvm' is not one of: dir, zfs, zfs-dataset"
+    assert msg == "t.yaml:8: storage.type: 'lvm' is not one of: dir, zfs, zfs-dataset, rbd"
     assert "did you mean 'pool'?" in error(BASE + "storage:\n  pools: x\n")
 
 
