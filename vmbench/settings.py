@@ -80,6 +80,12 @@ class Cache(Choice):
         return not self.direct
 
     @property
+    def librbd_cache(self) -> bool:
+        """librbd's client cache (``rbd_cache``) on a disk QEMU opens through librbd: QEMU's rbd
+        driver turns it off with ``cache.direct`` (none, directsync) and on otherwise."""
+        return not self.direct
+
+    @property
     def guest_write_cache(self) -> str:
         """The guest kernel's ``/sys/block/*/queue/write_cache`` under this mode."""
         return "write back" if self.writeback else "write through"

@@ -141,3 +141,18 @@ def test_evidence_reads_aio_as_not_applicable_on_rbd():
         devices.append(e)
     applied = applied_from_readings({"live_xml": ET.tostring(dom, encoding="unicode")}, TARGET, SERIAL)
     assert applied.config_aio == NOT_APPLICABLE and applied.config_cache == "none" and applied.config_format == "raw"
+
+
+def test_host_reference_follows_the_librbd_cache_qemu_gives_each_cell():
+    from vmbench.run.plan import make_plan
+    from vmbench.storage.rbd import rbd_host_target
+
+    s = parse_scenario(BASE + "vm: {cache: none}\nvary: {cache: [directsync, writeback, unsafe]}\n", "rbd.yaml")
+    plan = make_plan(s)
+    refs = plan.host_references()
+    assert [(b.cells[0].name, name) for b, name in refs] == [("baseline", "baseline"), ("cache=writeback", "cache=writeback")]
+    assert {c.name: plan.host_cell(c) for c in plan.cells} == {
+        "baseline": "baseline", "cache=directsync": "baseline", "cache=writeback": "cache=writeback", "cache=unsafe": "cache=writeback"}
+    assert rbd_host_target(TARGET, Cache.NONE) == TARGET + ":rbd_cache=false"
+    on = parse_target(rbd_host_target(TARGET, Cache.WRITEBACK))
+    assert on.cache is True and on.env_prefix() == ["env", "CEPH_CONF=/etc/ceph/ceph.conf", "CEPH_ARGS=--rbd_cache=true"]

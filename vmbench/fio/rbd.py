@@ -4,8 +4,11 @@ The same spelling as QEMU's legacy rbd filename, so one string names the image, 
 user and the client configuration wherever a target path goes (the host reference, the
 evidence).  fio opens it with its ``rbd`` engine (librbd, as QEMU does), which takes the pool,
 the image and the user (without ``client.``) as options and reads the configuration from
-``CEPH_CONF`` (and a keyring from ``CEPH_ARGS``) in its environment: the command runs under
-``env`` so that it works the same on this machine and over SSH.
+``CEPH_CONF`` (and a keyring and the client cache from ``CEPH_ARGS``) in its environment: the
+command runs under ``env`` so that it works the same on this machine and over SSH.
+
+``rbd_cache`` (true/false) is librbd's client cache as the VM's disk has it (QEMU sets it from
+the disk's cache mode), so that the host reference runs through the same librbd as the guest.
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ class RbdTarget:
     user: str
     conf: str
     keyring: str | None = None
+    cache: bool | None = None  # librbd's rbd_cache; None: as the configuration says
 
     def __str__(self) -> str:
         return (f"{PREFIX}{self.pool}/{self.image}:id={self.user}:conf={self.conf}"
-                + (f":keyring={self.keyring}" if self.keyring else ""))
+                + (f":keyring={self.keyring}" if self.keyring else "")
+                + ("" if self.cache is None else f":rbd_cache={str(self.cache).lower()}"))
 
     @property
     def spec(self) -> str:
@@ -37,8 +42,10 @@ class RbdTarget:
         return ["--ioengine=rbd", f"--pool={self.pool}", f"--rbdname={self.image}", f"--clientname={self.user}"]
 
     def env_prefix(self) -> list[str]:
-        """``env CEPH_CONF=... [CEPH_ARGS=--keyring=...]``: the command's prefix."""
-        return ["env", f"CEPH_CONF={self.conf}"] + ([f"CEPH_ARGS=--keyring={self.keyring}"] if self.keyring else [])
+        """``env CEPH_CONF=... [CEPH_ARGS=--keyring=... --rbd_cache=...]``: the command's prefix."""
+        args = ([f"--keyring={self.keyring}"] if self.keyring else []) + \
+            ([] if self.cache is None else [f"--rbd_cache={str(self.cache).lower()}"])
+        return ["env", f"CEPH_CONF={self.conf}"] + ([f"CEPH_ARGS={' '.join(args)}"] if args else [])
 
 
 def parse_target(target: str) -> RbdTarget | None:
@@ -50,7 +57,8 @@ def parse_target(target: str) -> RbdTarget | None:
     kv = dict(o.split("=", 1) for o in opts if "=" in o)
     if not pool or not image or "id" not in kv or "conf" not in kv:
         raise ValueError(f"{target!r} is not rbd:<pool>/<image>:id=<user>:conf=<file>")
-    return RbdTarget(pool, image, kv["id"], kv["conf"], kv.get("keyring"))
+    cache = {"true": True, "false": False}.get(kv.get("rbd_cache", ""))
+    return RbdTarget(pool, image, kv["id"], kv["conf"], kv.get("keyring"), cache)
 
 
 #: the options that name an RBD target on fio's command line (they differ between sides, as --filename does)

@@ -48,6 +48,11 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
         header["ssh"] = f"{env.get('ssh_user', '?')}@{env['ssh_host']}:{env.get('ssh_port', 22)}, host key {env.get('ssh_host_key', '?')}"
     if getattr(run, "attempts", 1) > 1:
         header["attempts"] = f"{run.attempts} (resumed; every measurement kept once)"
+    if env.get("storage_type") == "rbd":
+        header["ceph"] = ceph_header(env)
+        if env.get("ceph_health") not in (None, "HEALTH_OK"):
+            header["warning"] = (f"the Ceph cluster was in {env['ceph_health']} when the run started "
+                                 f"({'; '.join(env.get('ceph_health_checks') or []) or 'no details'}): results are suspect")
     if env.get("zfs_pool"):
         header["zfs"] = zfs_header(env)
         if env.get("zfs_scan"):
@@ -127,6 +132,18 @@ def zfs_header(env: dict) -> str:
     if env.get("zfs_txg_timeout_s") is not None:
         parts.append(f"zfs_txg_timeout {env['zfs_txg_timeout_s']} s")
     parts.append(f"scan: {env.get('zfs_scan') or 'none running'}")
+    return ", ".join(parts)
+
+
+def ceph_header(env: dict) -> str:
+    """The recorded Ceph facts in one line: versions, health, the pool, its OSDs, the client cache."""
+    pool = env.get("ceph_pool_facts") or {}
+    cache = env.get("rbd_client_cache") or {}
+    parts = [f"RBD pool {env.get('ceph_pool', '?')} as client.{env.get('ceph_user', '?')}",
+             f"Ceph {', '.join(env.get('ceph_versions') or ['?'])}", str(env.get("ceph_health") or "health ?"),
+             f"size {pool.get('size', '?')}/min_size {pool.get('min_size', '?')}, {pool.get('pg_num', '?')} PGs",
+             f"{env.get('ceph_osds_up', '?')}/{env.get('ceph_osds', '?')} OSDs up ({', '.join(env.get('ceph_objectstores') or ['?'])})",
+             f"client rbd_cache {cache.get('rbd_cache', '?')} (QEMU's cache=writeback turns it on per disk, none turns it off)"]
     return ", ".join(parts)
 
 

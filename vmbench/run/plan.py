@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 from ..fio.job import PRECONDITION_BS, FioJob, to_precondition
 from ..results.key import MeasurementKey
 from ..scenario.load import LoadMember, LoadStep, Role
-from ..scenario.model import MiB, Cell, Stack, VmConfig, layer_path
+from ..scenario.model import MiB, Cell, Stack, VmConfig, host_reference_key, layer_path
 from ..scenario.spec import Scenario
 from ..units import format_duration, format_size
 from ..scenario.axes import settings_of, storage_settings_of, vm_key
@@ -129,7 +129,7 @@ class Plan:
             return []
         firsts: dict[str, BootGroup] = {}
         for b in self.boots:
-            firsts.setdefault(b.vm.storage_key(), b)
+            firsts.setdefault(host_reference_key(b.vm, s.storage), b)
         if len(firsts) == 1:
             return [(self.boots[0], None)]
         return [(b, b.cells[0].name) for b in firsts.values()]
@@ -140,7 +140,7 @@ class Plan:
         if self.scenario.host_only:
             return next((name for b, name in refs if cell in b.cells), None)
         for b, name in refs:
-            if b.vm.storage_key() == cell.vm.storage_key():
+            if host_reference_key(b.vm, self.scenario.storage) == host_reference_key(cell.vm, self.scenario.storage):
                 return name
         return None
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ScenarioError
+from ..settings import StorageType
 from .axes import STORAGE_AXES, VM_AXES, changed_axes
 from .hosts import read_hypervisor, read_storage, driver_storage_problems, storage_problems
 from .jobs import check_jobs_vs_stacks, read_jobs, resolve_sizes
@@ -92,6 +93,10 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
         cells, mode, skipped = read_cells(ctx, top, baseline, hypervisor, stacks, stacks_by_name)
     jobs = resolve_sizes(ctx, top, jobs, cells, storage, stacks)
     check_jobs_vs_stacks(ctx, top, jobs, stacks)
+    if storage.type is StorageType.RBD and any(j.jobfile is not None for j in jobs):
+        name = next(j.name for j in jobs if j.jobfile is not None)
+        raise top.fail("jobs", f"job {name!r} is a job file: on RBD storage the host runs fio's rbd engine, which vmbench "
+                               "does not write into a job file", "describe the job with rw, bs, iodepth... instead")
     if host_only:
         for key in ("stacks", "targets", "crypto_benchmark", "vm"):
             if top.has(key):

@@ -184,6 +184,14 @@ class VmConfig:
         return self.zfs.key()
 
 
+def host_reference_key(vm: "VmConfig", storage: "Storage") -> str:
+    """Equal keys mean one host reference serves both VMs: the same host storage settings and,
+    on RBD, the same librbd client cache (which QEMU sets from the disk's cache mode)."""
+    if storage.type is StorageType.RBD:
+        return f"{vm.storage_key()}|rbd_cache={vm.cache.librbd_cache}"
+    return vm.storage_key()
+
+
 
 # ---- in-guest storage layers ------------------------------------------------------------
 

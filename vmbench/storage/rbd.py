@@ -18,14 +18,15 @@ import json
 import logging
 import secrets
 import time
+from dataclasses import replace
 from typing import Any, Mapping
 
 from .leftover import Leftover
 from ..errors import CommandError, HypervisorError, PreflightError
-from ..fio.rbd import RbdTarget
+from ..fio.rbd import RbdTarget, parse_target
 from ..progress import Progress
 from ..scenario.model import CephConfig, Storage, ZfsSettings
-from ..settings import ImageFormat
+from ..settings import Cache, ImageFormat
 from ..transport.base import Transport
 from . import VOLUME_RE, Volume
 
@@ -61,6 +62,14 @@ def image_name(volume: str) -> str:
 def volume_target(cfg: CephConfig, name: str) -> RbdTarget:
     """The image of a vmbench volume as QEMU and host fio open it (:mod:`vmbench.fio.rbd`)."""
     return RbdTarget(cfg.pool, image_name(name), cfg.user, cfg.conf, cfg.keyring)
+
+
+def rbd_host_target(path: str, cache: Cache) -> str:
+    """The image at ``path`` as host fio opens it for a VM disk with ``cache``: through librbd
+    with the client cache QEMU gives that disk (:attr:`~vmbench.settings.Cache.librbd_cache`)."""
+    target = parse_target(path)
+    assert target is not None, path
+    return str(replace(target, cache=cache.librbd_cache))
 
 
 def create_argv(cfg: CephConfig, name: str, size: int) -> list[str]:

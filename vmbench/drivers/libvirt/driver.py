@@ -30,7 +30,7 @@ from ...guest.needs import GuestNeeds
 from ...scenario.model import Hypervisor, Storage, VmConfig
 from ...settings import Accel, CpuMode, ImageFormat, StorageType
 from ...storage import VOLUME_RE, VolumeRole, VolumeStorage, make_volume_storage, volume_name
-from ...storage.rbd import read_key
+from ...storage.rbd import rbd_host_target, read_key
 from ...transport import ops
 from ...transport.agent import GuestAgentTransport
 from ...transport.base import HostTransport
@@ -319,8 +319,8 @@ class LibvirtDriver:
         note_volume(res, scratch)
         if scratch.kind == "rbd" and self.ceph is not None:  # QEMU gets the key through a libvirt secret
             define_ceph_secret(self.conn, res.name, run_tag, self.ceph.user, read_key(self.host, self.ceph))
-        if fmt is ImageFormat.RAW:
-            res.host_target = scratch.path  # fio on the host runs on this very file or device, before boot
+        if fmt is ImageFormat.RAW:  # fio on the host runs on this very file, device or image, before boot
+            res.host_target = rbd_host_target(scratch.path, request.vm.cache) if scratch.kind == "rbd" else scratch.path
         return res
 
     def template_size(self) -> int:
