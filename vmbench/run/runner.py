@@ -17,30 +17,28 @@ from dataclasses import asdict, replace
 from .. import __version__
 from ..drivers import make_driver
 from ..drivers.base import Accelerator, Guest, HypervisorDriver, VmRequest, VmResources
-from .environment import host_differences, host_environment
-from ..errors import CommandError, GuestError, HypervisorError, Interrupted, PreflightError, VmbenchError
+from .environment import host_environment
+from ..errors import GuestError, HypervisorError, Interrupted, VmbenchError
 from ..fio.job import PRECONDITION_BS
 from .evidence import effective_settings, guest_view, problems
 from ..guest.crypto import run_benchmarks
 from ..guest.disk import ScratchDisk, find_scratch
 from ..guest.facts import disk_evidence, guest_facts, root_disk_name
 from ..guest.layers import StackBuilder
-from ..images import Image, current_image
-from .capacity import check_capacity, read_host_capacity
+from ..images import Image
 from .cpucost import CpuCost
 from .ledger import Ledger
 from .loadstep import LoadStepRun
 from .measure import Measurer, Where
 from ..paths import StatePaths
 from .plan import BootGroup, Plan, Step, make_plan
+from .preflight import RunPreflight
 from .session import RunOutcome
 from ..progress import Progress
 from ..results.db import ResultsDB, RunRow
 from ..results.key import MeasurementKey
-from ..guest.needs import guest_needs
 from ..scenario.model import Cell, Stack
 from ..scenario.spec import Scenario
-from ..settings import CpuMode
 from .signals import signals_deferred, signals_raise
 from ..transport import ops
 from ..transport.base import Transport
@@ -86,72 +84,12 @@ class Runner:
     # ---- preflight -----------------------------------------------------------------------
 
     def preflight(self) -> None:
-        """Everything that can fail before anything is provisioned."""
-        s = self.scenario
-        where = s.hypervisor.host_label
-        self.progress.step(f"checking {self.host.name} for scenario {s.name}")
+        """Everything that can fail before anything is provisioned (:class:`RunPreflight`)."""
+        checks = RunPreflight(self.scenario, self.plan, self.driver, self.progress, self.state, self.resume)
         try:
-            self.host.run(["fio", "--version"], timeout=30)
-        except CommandError:
-            raise PreflightError(f"fio is not installed on {where}", "apt-get install fio (make demo does it here)") from None
-        if s.host_only:
-            self._preflight_storage(where)
-            return
-        # a driver whose hypervisor holds its own template (Proxmox) needs no local image
-        self.image = current_image(s.template, state=self.state) if self.driver.needs_image else None
-        if self.image is None and self.driver.needs_image:
-            raise PreflightError(
-                f"the template image {s.template!r} is not built (or its recipe changed)",
-                f"run `vmbench images build {s.template}` (make demo does it)",
-            )
-        if self.resume is not None:  # before anything is prepared on the host
-            self._check_same_host()
-        cpu_models = {c.vm.cpu.model for c in s.cells if c.vm.cpu.mode is CpuMode.MODEL and c.vm.cpu.model}
-        cpu_modes = {c.vm.cpu.mode for c in s.cells}
-        # a load step's VMs have their own settings where the step changes some (limits...)
-        vms = [c.vm for c in s.cells] + ([u.vm_of(m) for u in self.plan.load_units() for m in u.step.members] if s.load else [])
-        self.accel = self.driver.prepare(image=self.image, accel=s.hypervisor.accel, cpu_models=cpu_models,
-                                         cpu_modes=cpu_modes, progress=self.progress, vms=list(dict.fromkeys(vms)),
-                                         guest_needs=guest_needs(s))
-        self.progress.step(f"accelerator: {self.accel.name} ({self.accel.reason})")
-        if s.load is not None:
-            self._check_capacity(where)
-            return
-        self._check_free(where, s.storage.scratch_size * 2 + (2 << 30))
-
-    def _check_capacity(self, where: str) -> None:
-        """A load run: every step's VMs fit the host's memory and storage; vCPU overcommit is said."""
-        assert self.accel is not None
-        cap = read_host_capacity(self.host, self.driver.storage.free_bytes(), self.driver.storage.label)
-        check = check_capacity(self.plan, self.accel.name, cap, where)
-        if check.refusals:
-            raise PreflightError(*check.refusals[0])
-        for warning in check.warnings:
-            self.progress.warn(warning)
-
-    def _preflight_storage(self, where: str) -> None:
-        """A host-only run: the storage is usable and big enough; no image, no accelerator."""
-        if self.resume is not None:
-            self._check_same_host()
-        self.accel = self.driver.prepare(accel=self.scenario.hypervisor.accel, cpu_models=set(), cpu_modes=set(),
-                                         progress=self.progress)
-        self._check_free(where, self.scenario.storage.scratch_size * 2)
-
-    def _check_free(self, where: str, need: int) -> None:
-        free = self.driver.storage.free_bytes()
-        if free < need:
-            raise PreflightError(
-                f"{self.driver.storage.label} on {where} has {human_size(free)} free; this scenario needs about {human_size(need)}",
-                "free some space or lower storage.scratch_size",
-            )
-
-    def _check_same_host(self) -> None:
-        assert self.resume is not None
-        now = {**host_environment(self.host), **self.driver.describe_host()}
-        diff = host_differences(self.resume.environment, now)
-        if diff:
-            raise PreflightError(f"run {self.resume.id} ran on a different host or setup; resuming would mix results: "
-                                 + "; ".join(diff), "start a new run instead")
+            checks.check()
+        finally:  # what the checks found before a refusal is kept too
+            self.image, self.accel = checks.image, checks.accel
 
     # ---- the run -------------------------------------------------------------------------
 
