@@ -117,28 +117,11 @@ class Runner:
         return stored
 
     def _run(self) -> RunOutcome:
-        s = self.scenario
         stored = self._start()
         self.outcome = RunOutcome(self.run_id, self.tag, "running")
         status, error, interrupted, cleanup_errors = "failed", None, False, []
         try:
-            self.ledger = Ledger.create(self.state.runs, self.tag, uri=s.hypervisor.uri, scenario=s.path,
-                                        host=s.hypervisor.host_label, run_id=self.run_id)
-            self._record_environment()
-            self.step = f"making a work directory on {self.host.name}"
-            self.host_workdir = ops.mkdtemp(self.host, self._host_work_root, f"vmbench-{self.tag}-")
-            # a resume also goes on with adaptive repeats an earlier attempt left unfinished
-            pending = self.plan.pending_steps(stored)
-            self.outcome.skipped_steps = sum(st.repeat in stored.get(st.group(), {}) for st in self.plan.steps())
-            if s.load is not None:
-                for unit, unit_steps in self.plan.pending_units(stored):
-                    LoadStepRun(self, unit, unit_steps).run()
-            else:
-                for group in self.plan.boots:
-                    BootGroupRun(self, group, [st for st in pending if st.boot == group.seq]).run()
-            if s.crypto_benchmark and not (self.resume and self.db.has_host_crypto(self.run_id)):
-                self.step = "host crypto benchmark"
-                self._host_crypto()
+            self._measure(stored)
             status = "ok"
         except KeyboardInterrupt:
             status, error, interrupted = "interrupted", f"interrupted by the user while {self.step}", True
@@ -154,18 +137,7 @@ class Runner:
             error = f"internal error while {self.step}: {exc!r}"
             raise
         finally:
-            with signals_deferred(self.progress):
-                cleanup_errors = self._cleanup()
-                for problem in cleanup_errors:
-                    self.progress.warn(f"cleanup: {problem}")
-                if cleanup_errors:
-                    status = "failed" if status == "ok" else status
-                    error = "; ".join(filter(None, [error, "cleanup incomplete: " + "; ".join(cleanup_errors)]))
-                self.db.finish_run(self.run_id, status, error)
-                if not cleanup_errors and self.ledger is not None:
-                    self.ledger.remove()
-                self.outcome.status, self.outcome.error = status, error
-                self.driver.close()
+            cleanup_errors = self._finish(status, error)
         if interrupted:
             if cleanup_errors:
                 raise Interrupted("interrupted; some of what this run created could not be removed", "run `vmbench cleanup`")
@@ -175,6 +147,48 @@ class Runner:
             raise HypervisorError(f"run {self.run_id} measured everything but could not remove all it created",
                                   "run `vmbench cleanup`")
         return self.outcome
+
+    def _measure(self, stored: dict[MeasurementKey, dict[int, float]]) -> None:
+        """The run between its start and its cleanup: its ledger, environment and work
+        directory, then its pending steps (boot group by boot group, or load unit by load
+        unit) and the host's crypto benchmark."""
+        s = self.scenario
+        assert self.outcome is not None
+        self.ledger = Ledger.create(self.state.runs, self.tag, uri=s.hypervisor.uri, scenario=s.path,
+                                    host=s.hypervisor.host_label, run_id=self.run_id)
+        self._record_environment()
+        self.step = f"making a work directory on {self.host.name}"
+        self.host_workdir = ops.mkdtemp(self.host, self._host_work_root, f"vmbench-{self.tag}-")
+        # a resume also goes on with adaptive repeats an earlier attempt left unfinished
+        pending = self.plan.pending_steps(stored)
+        self.outcome.skipped_steps = sum(st.repeat in stored.get(st.group(), {}) for st in self.plan.steps())
+        if s.load is not None:
+            for unit, unit_steps in self.plan.pending_units(stored):
+                LoadStepRun(self, unit, unit_steps).run()
+        else:
+            for group in self.plan.boots:
+                BootGroupRun(self, group, [st for st in pending if st.boot == group.seq]).run()
+        if s.crypto_benchmark and not (self.resume and self.db.has_host_crypto(self.run_id)):
+            self.step = "host crypto benchmark"
+            self._host_crypto()
+
+    def _finish(self, status: str, error: str | None) -> list[str]:
+        """Clean up (stop signals only say so meanwhile) and record how the run ended;
+        what could not be removed."""
+        assert self.outcome is not None
+        with signals_deferred(self.progress):
+            cleanup_errors = self._cleanup()
+            for problem in cleanup_errors:
+                self.progress.warn(f"cleanup: {problem}")
+            if cleanup_errors:
+                status = "failed" if status == "ok" else status
+                error = "; ".join(filter(None, [error, "cleanup incomplete: " + "; ".join(cleanup_errors)]))
+            self.db.finish_run(self.run_id, status, error)
+            if not cleanup_errors and self.ledger is not None:
+                self.ledger.remove()
+            self.outcome.status, self.outcome.error = status, error
+            self.driver.close()
+        return cleanup_errors
 
     @property
     def _host_work_root(self) -> str:
