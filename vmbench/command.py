@@ -70,13 +70,24 @@ def run(
         full_env.update(env)
     data = input.encode() if isinstance(input, str) else input
     log.debug("run: %s", format_argv(argv))
+    proc = _start(argv, data, full_env, cwd, capture)
+    out, err = _wait(proc, argv, data, timeout, on_wait)
+    done = Completed(tuple(argv), proc.returncode, _decode(out), _decode(err))
+    if check and proc.returncode != 0:
+        raise _failed(done)
+    return done
+
+
+def _start(argv: list[str], data: bytes | None, env: dict[str, str] | None, cwd: str | os.PathLike[str] | None,
+           capture: bool) -> subprocess.Popen:
+    """Start ``argv`` in its own process group, stdin a pipe only when there is ``data``."""
     try:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             argv,
             stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE if capture else None,
             stderr=subprocess.PIPE if capture else None,
-            env=full_env,
+            env=env,
             cwd=cwd,
             start_new_session=True,  # its own process group: a timeout kills fio's workers too
         )
@@ -87,6 +98,13 @@ def run(
             argv=argv,
             hint="install it (make demo / make test install everything vmbench needs)",
         ) from exc
+
+
+def _wait(proc: subprocess.Popen, argv: list[str], data: bytes | None, timeout: float | None,
+          on_wait: Callable[[float], None] | None) -> tuple[bytes | None, bytes | None]:
+    """Feed ``data`` to the command and wait for its output, calling ``on_wait`` about once a
+    second; at ``timeout`` the command is killed and :class:`CommandTimeout` raised; on any
+    other exception (Ctrl-C included) it is killed and the exception raised again."""
     started = time.monotonic()
     pending = data
     while True:
@@ -95,39 +113,45 @@ def run(
             left = timeout - (time.monotonic() - started)
             wait = max(0.01, min(wait, left)) if wait is not None else max(0.01, left)
         try:
-            out, err = proc.communicate(input=pending, timeout=wait)
-            break
+            return proc.communicate(input=pending, timeout=wait)
         except subprocess.TimeoutExpired:
             pending = None  # communicate() keeps feeding stdin across calls
             elapsed = time.monotonic() - started
             if timeout is not None and elapsed >= timeout:
-                killed_out, killed_err = _kill(proc)
-                log.error("command timed out after %ss: %s", timeout, format_argv(argv))
-                raise CommandTimeout(
-                    f"command timed out after {timeout:g}s: {format_argv(argv)}",
-                    argv=argv,
-                    stdout=_decode(killed_out),
-                    stderr=_decode(killed_err),
-                ) from None
+                raise _timed_out(proc, argv, timeout) from None
             if on_wait:
                 on_wait(elapsed)
         except BaseException:
             _kill(proc)
             raise
-    done = Completed(tuple(argv), proc.returncode, _decode(out), _decode(err))
-    if check and proc.returncode != 0:
-        log.error("command failed (exit %d): %s", proc.returncode, format_argv(argv))
-        if done.stderr.strip():
-            log.error("stderr:\n%s", tail(done.stderr))
-        raise CommandError(
-            f"command failed (exit {proc.returncode}): {format_argv(argv)}"
-            + (f"\n{tail(done.stderr)}" if done.stderr.strip() else ""),
-            argv=argv,
-            returncode=proc.returncode,
-            stdout=done.stdout,
-            stderr=done.stderr,
-        )
-    return done
+
+
+def _timed_out(proc: subprocess.Popen, argv: list[str], timeout: float) -> CommandTimeout:
+    """Kill the command that ran out of time; the error saying so, with what output it left."""
+    killed_out, killed_err = _kill(proc)
+    log.error("command timed out after %ss: %s", timeout, format_argv(argv))
+    return CommandTimeout(
+        f"command timed out after {timeout:g}s: {format_argv(argv)}",
+        argv=argv,
+        stdout=_decode(killed_out),
+        stderr=_decode(killed_err),
+    )
+
+
+def _failed(done: Completed) -> CommandError:
+    """Log a command that exited non-zero; the error saying so, with the tail of its stderr."""
+    argv = list(done.argv)
+    log.error("command failed (exit %d): %s", done.returncode, format_argv(argv))
+    if done.stderr.strip():
+        log.error("stderr:\n%s", tail(done.stderr))
+    return CommandError(
+        f"command failed (exit {done.returncode}): {format_argv(argv)}"
+        + (f"\n{tail(done.stderr)}" if done.stderr.strip() else ""),
+        argv=argv,
+        returncode=done.returncode,
+        stdout=done.stdout,
+        stderr=done.stderr,
+    )
 
 
 def spawn(argv: Sequence[str]) -> subprocess.Popen:

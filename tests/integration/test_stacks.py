@@ -6,6 +6,8 @@ from __future__ import annotations
 from vmbench.guest.layers import leftovers_in_guest
 from vmbench.progress import RecordingProgress
 from vmbench.results.db import ResultsDB
+from vmbench.run import runner as runner_module
+from vmbench.run.bootgroup import BootGroupRun
 from vmbench.run.runner import Runner
 from vmbench.scenario import parse_scenario
 from tests.integration.conftest import run_tag_resources
@@ -28,21 +30,25 @@ targets:
 
 
 class CheckingRunner(Runner):
-    """After each stack's teardown, look in the guest for anything left behind."""
+    """After each stack's teardown, look in the guest for anything left behind (its boot
+    groups run as CheckingBootGroupRun)."""
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.after_stack: list[tuple[str, list[str]]] = []
 
+
+class CheckingBootGroupRun(BootGroupRun):
     def _measure_stack(self, base, disk, stack, steps):
         built = super()._measure_stack(base, disk, stack, steps)
         gt = base.side
         mounts = gt.run(["findmnt", "--noheadings", "--list", "--output", "TARGET"], timeout=60).stdout.split()
-        self.after_stack.append((stack.name, leftovers_in_guest(gt, disk) + [m for m in mounts if m.startswith("/mnt")]))
+        self.r.after_stack.append((stack.name, leftovers_in_guest(gt, disk) + [m for m in mounts if m.startswith("/mnt")]))
         return built
 
 
-def test_stacks_layer_by_layer_in_one_boot(machine, tmp_path):
+def test_stacks_layer_by_layer_in_one_boot(machine, tmp_path, monkeypatch):
+    monkeypatch.setattr(runner_module, "BootGroupRun", CheckingBootGroupRun)
     scenario = parse_scenario(STACKS, str(tmp_path / "s.yaml"))
     db = ResultsDB(tmp_path / "r.db")
     runner = CheckingRunner(scenario, db, RecordingProgress())

@@ -63,18 +63,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return print_tune_plan(scenario, accel, args.json)
     est = estimate(plan, accel or "tcg")
     if args.json:
-        doc = plan.summary()
-        doc["estimate"] = {"accelerator": est.accelerator, "seconds": round(est.total), "boots_seconds": est.boots,
-                           "guest_fio_seconds": est.guest_fio, "host_fio_seconds": est.host_fio}
-        if not scenario.host_only:
-            from ..run.plan import precondition_lines
-
-            doc["precondition"] = precondition_lines(plan)
-        print(json.dumps(doc, indent=2))
-        return 0
-    from ..run.plan import cell_layers
-    from tabulate import tabulate
-
+        return _print_plan_json(plan, est)
     s = scenario
     policy = s.repeat_policy
     assert policy is not None  # a loaded scenario always has one
@@ -85,6 +74,33 @@ def cmd_plan(args: argparse.Namespace) -> int:
           + (f" (this host: {accel})" if accel else " (not yet probed on this host; assuming tcg for the estimate)"))
     print(f"template: {s.template}; {s.storage.describe()}; plan: {s.plan_mode}; repeats: {policy.describe()}")
     print()
+    _print_boots(plan)
+    if s.load is not None:
+        _print_load_plan(plan)
+    print()
+    _print_jobs(s)
+    _print_plan_totals(plan, est, policy)
+    return 0
+
+
+def _print_plan_json(plan, est) -> int:
+    """``vmbench plan --json``: the plan's summary, its estimate and (with guests) its preconditioning."""
+    doc = plan.summary()
+    doc["estimate"] = {"accelerator": est.accelerator, "seconds": round(est.total), "boots_seconds": est.boots,
+                       "guest_fio_seconds": est.guest_fio, "host_fio_seconds": est.host_fio}
+    if not plan.scenario.host_only:
+        from ..run.plan import precondition_lines
+
+        doc["precondition"] = precondition_lines(plan)
+    print(json.dumps(doc, indent=2))
+    return 0
+
+
+def _print_boots(plan) -> None:
+    """Each boot's cells, their VM settings and the layers measured in them."""
+    from ..run.plan import cell_layers
+    from tabulate import tabulate
+
     rows = []
     refs = {b.seq: name for b, name in plan.host_references()}
     for b in plan.boots:
@@ -97,13 +113,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
                    disable_numparse=True, colalign=("right", "left", "left", "left")))  # no number guessing in 10,000 rows
     if len(refs) > 1:
         print("the host is measured once per storage setting, before the first boot on it (a new storage setting needs a new boot)")
-    if s.load is not None:
-        _print_load_plan(plan)
-    print()
+
+
+def _print_jobs(s) -> None:
+    """The jobs (a job file's rewrites for each target), the stacks, the cells left out, and a
+    buffered job's note."""
+    from ..fio.jobfile import describe_rewrites
+    from tabulate import tabulate
+
     jrows = [[j.name, j.describe(), format_duration(j.duration) if j.duration else "?", "sync" if j.is_sync else ""] for j in s.jobs]
     print(tabulate(jrows, headers=["job", "what", "runtime+ramp", ""], tablefmt="simple"))
-    from ..fio.jobfile import describe_rewrites
-
     for j in s.jobs:
         if j.jobfile is None:
             continue
@@ -120,8 +139,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"left out of the factorial: {name}: {why}")
     if any(not j.direct for j in s.jobs):
         print("note: buffered jobs (direct: false) drop the page cache before each run, on the guest and on the whole host")
+
+
+def _print_plan_totals(plan, est, policy) -> None:
+    """The preconditioning, the counts of VMs, cells and fio runs, and the estimated duration."""
     from ..run.plan import precondition_lines
 
+    s = plan.scenario
     print("\npreconditioning (written data before reads):")
     for line in precondition_lines(plan):
         print(f"  {line}")
@@ -135,7 +159,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
           + (f", layers {format_duration(est.layers)}" if est.layers else "") + (f", crypto {format_duration(est.crypto)}" if est.crypto else "") + ")"
           + (f"; up to {format_duration(est.total_max)} if every group needs {policy.max} repeats"
              if policy.adaptive else ""))
-    return 0
 
 
 def _print_load_plan(plan) -> None:

@@ -102,55 +102,24 @@ def run_fio(
     progress = progress or NullProgress()
     token = secrets.token_hex(4)
     output = f"{workdir}/fio-{token}.json"
-    jobfile_path: str | None = None
-    text: str | None = None
-    rewrites: tuple[str, ...] = ()
-    if job.jobfile is not None:
-        text, lines = jobfile.rewrite(job.jobfile.text, target, workdir, token)
-        rewrites = tuple(lines)
-        jobfile_path = f"{workdir}/job-{token}-{jobfile.digest(job.jobfile.text)}.fio"
+    text, rewrites, jobfile_path = _jobfile_copy(job, target, workdir, token)
     argv = fio_argv(job, target, output, jobfile_path=jobfile_path, log_prefix=f"{workdir}/log-{token}",
                     tail_seconds=tail_seconds, epoch_logs=epoch_logs)
     if must_match is not None:
         check_identical(must_match, argv)
     total = None if job.duration is None else job.duration + tail_seconds
     timeout = job_timeout(job, slow, tail_seconds)
-
-    def tick(elapsed: float) -> None:
-        if total is None:
-            progress.status(f"{label}: {format_duration(elapsed)} elapsed")
-        else:
-            progress.status(f"{label}: {format_duration(max(0.0, total - elapsed))} left")
-
+    tick = _ticker(progress, label, total)
     logs: dict[str, bytes] = {}
-    sampled: dict[str, dict] = {}
     finished = False
     try:
         if jobfile_path is not None and text is not None:
             transport.write_file(jobfile_path, text.encode(), 0o644)
-        on_host = telemetry and host_side is not None
-        if on_host and not host_workdir:
-            log.warning("%s: host telemetry not recorded: no host work directory", label)
-            on_host = False
-        host_sampler = (telemetry_.Sampler(host_side, host_target, host_workdir, token, timeout,  # type: ignore[arg-type]
-                                           zfs_pool=zfs_pool) if on_host else None)
-        sampler = (telemetry_.Sampler(transport, target, workdir, token, timeout,
-                                      zfs_pool=None if host_side is not None else zfs_pool) if telemetry else None)
-        if host_sampler is not None:
-            host_sampler.start()
-        try:
-            if sampler is not None:
-                sampler.start()
-            try:
-                if before_start is not None:
-                    before_start()
-                transport.run(argv, env=fio_env(job, target), timeout=timeout, on_wait=tick)
-            finally:
-                if sampler is not None:
-                    sampled = sampler.stop()
-        finally:
-            if host_sampler is not None:
-                sampled = {**sampled, **telemetry_.as_host(host_sampler.stop())}
+        host_sampler, sampler = _samplers(transport, target, workdir, token, timeout, label=label, telemetry=telemetry,
+                                          zfs_pool=zfs_pool, host_side=host_side, host_workdir=host_workdir,
+                                          host_target=host_target)
+        sampled = _sampled(lambda: transport.run(argv, env=fio_env(job, target), timeout=timeout, on_wait=tick),
+                           sampler, host_sampler, before_start)
         raw = transport.read_file(output).decode("utf-8", errors="replace")
         finished = True
     finally:
@@ -160,6 +129,74 @@ def run_fio(
         _remove(transport, [output] + ([jobfile_path] if jobfile_path else []) + [f"{workdir}/{n}" for n in names])
     raw = raw[raw.find("{"):] if "{" in raw else raw
     result = parse_fio_json(raw)
+    window, logs = _measured(job, logs, tail_seconds, epoch_logs)
+    return FioRun(argv=tuple(argv), target=target, result=result, raw_json=raw, series={**parse_logs(logs), **sampled},
+                  jobfile_text=text, rewrites=rewrites, window=window)
+
+
+def _jobfile_copy(job: FioJob, target: str, workdir: str, token: str) -> tuple[str | None, tuple[str, ...], str | None]:
+    """A job file's copy rewritten for ``target``: (its text, what was rewritten, its path in
+    ``workdir``); (None, (), None) for a built-in job."""
+    if job.jobfile is None:
+        return None, (), None
+    text, lines = jobfile.rewrite(job.jobfile.text, target, workdir, token)
+    return text, tuple(lines), f"{workdir}/job-{token}-{jobfile.digest(job.jobfile.text)}.fio"
+
+
+def _ticker(progress: Progress, label: str, total: float | None) -> Callable[[float], None]:
+    """What is said while fio runs: the time left (the time elapsed when it is not known)."""
+
+    def tick(elapsed: float) -> None:
+        if total is None:
+            progress.status(f"{label}: {format_duration(elapsed)} elapsed")
+        else:
+            progress.status(f"{label}: {format_duration(max(0.0, total - elapsed))} left")
+
+    return tick
+
+
+def _samplers(transport: Transport, target: str, workdir: str, token: str, timeout: float, *, label: str,
+              telemetry: bool, zfs_pool: str | None, host_side: Transport | None, host_workdir: str,
+              host_target: str | None) -> tuple[telemetry_.Sampler | None, telemetry_.Sampler | None]:
+    """The host's sampler and this side's (each None when not sampled; see :func:`run_fio`)."""
+    on_host = telemetry and host_side is not None
+    if on_host and not host_workdir:
+        log.warning("%s: host telemetry not recorded: no host work directory", label)
+        on_host = False
+    host_sampler = (telemetry_.Sampler(host_side, host_target, host_workdir, token, timeout,  # type: ignore[arg-type]
+                                       zfs_pool=zfs_pool) if on_host else None)
+    sampler = (telemetry_.Sampler(transport, target, workdir, token, timeout,
+                                  zfs_pool=None if host_side is not None else zfs_pool) if telemetry else None)
+    return host_sampler, sampler
+
+
+def _sampled(run: Callable[[], object], sampler: telemetry_.Sampler | None, host_sampler: telemetry_.Sampler | None,
+             before_start: Callable[[], None] | None) -> dict[str, dict]:
+    """``run`` fio between the samplers' start and stop (the host's around this side's);
+    their series."""
+    sampled: dict[str, dict] = {}
+    if host_sampler is not None:
+        host_sampler.start()
+    try:
+        if sampler is not None:
+            sampler.start()
+        try:
+            if before_start is not None:
+                before_start()
+            run()
+        finally:
+            if sampler is not None:
+                sampled = sampler.stop()
+    finally:
+        if host_sampler is not None:
+            sampled = {**sampled, **telemetry_.as_host(host_sampler.stop())}
+    return sampled
+
+
+def _measured(job: FioJob, logs: dict[str, bytes], tail_seconds: float,
+              epoch_logs: bool) -> tuple[FioWindow | None, dict[str, bytes]]:
+    """A built-in job's window (with ``epoch_logs``) and its logs without the tail's; a job
+    file's logs as they are, with no window."""
     window = None
     if job.jobfile is None:
         if epoch_logs:
@@ -167,8 +204,7 @@ def run_fio(
                                       tail_s=tail_seconds)
         if tail_seconds:
             logs = measured_logs(logs, job.numjobs)
-    return FioRun(argv=tuple(argv), target=target, result=result, raw_json=raw, series={**parse_logs(logs), **sampled},
-                  jobfile_text=text, rewrites=rewrites, window=window)
+    return window, logs
 
 
 def precondition(transport: Transport, job: FioJob, target: str, workdir: str, *, slow: bool = False,

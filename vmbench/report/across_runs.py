@@ -18,7 +18,7 @@ whole unless ``allow_other_host``.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from ..run.environment import SAME_HOST_KEYS
@@ -28,6 +28,7 @@ from ..scenario.axes import stored_setting
 from ..fio.job import Metric
 from ..fio.result import Histogram
 from . import stats
+from .stats import Delta
 from .loadrows import excluded
 from .rows import Figures, aggregate, group, judge_change, metric_of
 from .stored_plan import LoadPlan, read_plan
@@ -229,10 +230,59 @@ def compare_runs(runs: Sequence[RunInput], baseline_index: int = 0, *,
     if len(runs) < 2:
         raise ValueError("compare_runs needs at least two runs")
     labels = [label(i) for i in range(len(runs))]
-    base_run = runs[baseline_index][0]
     la = labels[baseline_index]
     groups = [_groups(meas, cells, read_plan(run.plan_json).load) for run, meas, cells in runs]
     refusals: list[str] = []
+    excluded = _other_hosts(runs, baseline_index, labels, allow_other_host, refusals)
+    keys: list[MeasurementKey] = []
+    for i, g in enumerate(groups):
+        if i not in excluded:
+            keys += [k for k in g if k not in keys]
+    layer_refused = _layer_refusals(groups, baseline_index, excluded, labels, refusals)
+    c = _Comparison(runs, baseline_index, labels, groups, excluded, layer_refused, refusals)
+
+    records = []
+    metrics: list[Metric] = []
+    for key in keys:
+        rec, metric = _record(c, key)
+        records.append(rec)
+        metrics.append(metric)
+
+    used = list(dict.fromkeys(metrics))
+    if by_iops(used):  # as before jobs had a metric
+        for r in records:
+            del r["metric"]
+    cols = _columns(c, records, used)
+    notes = _notes(records, labels, la, used)
+    facts, missing = _facts(runs, labels, baseline_index, excluded, allow_other_host)
+    title = "Runs compared: " + ", ".join(f"{lab} = run {r.id}" for lab, (r, _, _) in zip(labels, runs)) + f" (baseline {la})"
+    return [Table("compare", title, cols, records, notes, facts, missing)], refusals
+
+
+@dataclass(frozen=True)
+class _Comparison:
+    """What each row of a comparison is made from: the runs, their labels and groups, the
+    runs left out (another host), the layers refused by name, and the refusals so far."""
+
+    runs: Sequence[RunInput]
+    baseline_index: int
+    labels: list[str]
+    groups: list[dict[MeasurementKey, list[dict]]]
+    excluded: set[int]
+    layer_refused: set[tuple[int, MeasurementKey]]
+    refusals: list[str]
+
+    @property
+    def la(self) -> str:
+        return self.labels[self.baseline_index]
+
+
+def _other_hosts(runs: Sequence[RunInput], baseline_index: int, labels: list[str], allow_other_host: bool,
+                 refusals: list[str]) -> set[int]:
+    """The runs from another host than the baseline's, refused as a whole (none with
+    ``allow_other_host``)."""
+    base_run = runs[baseline_index][0]
+    la = labels[baseline_index]
     excluded: set[int] = set()
     for i, (run, _, _) in enumerate(runs):
         if i == baseline_index:
@@ -242,79 +292,89 @@ def compare_runs(runs: Sequence[RunInput], baseline_index: int = 0, *,
             excluded.add(i)
             refusals.append(f"run {labels[i]} ({run.id}, {run.tag}): another host than baseline run {la} ({base_run.id}, {base_run.tag}): "
                             f"{'; '.join(diffs)} (--allow-other-host compares them anyway)")
-    keys: list[MeasurementKey] = []
-    for i, g in enumerate(groups):
-        if i not in excluded:
-            keys += [k for k in g if k not in keys]
-    layer_refused = _layer_refusals(groups, baseline_index, excluded, labels, refusals)
+    return excluded
 
-    records = []
-    metrics: list[Metric] = []
-    for key in keys:
-        rec: dict = {"job": key.job, "side": key.side, "cell": key.cell or "", "stack": key.stack or "", "layer": key.layer}
-        notes: list[str] = []
-        base_rows = groups[baseline_index].get(key)
-        metric = job_metric(key.job, runs, baseline_index, base_rows or next(g[key] for g in groups if key in g))
-        metrics.append(metric)
-        rec["metric"] = stats.label(metric)
-        if key.load_step:
-            first = base_rows or next(g[key] for g in groups if key in g)
-            rec.update({"load_step": key.load_step, "step": f"{key.load_step}: {first[0].get('load_step_name')}",
-                        "vms": first[0].get("load_part")})
-        base_fig = aggregate(base_rows) if base_rows else None
-        for i, lab in enumerate(labels):
-            rows = None if i in excluded else groups[i].get(key)
-            fig = aggregate(rows) if rows else None
-            delta = None
-            if i in excluded:
-                pass
-            elif rows is None:
-                notes.append(f"{lab}: layers differ (see below)" if (i, key) in layer_refused else f"not in {lab}")
-            elif i != baseline_index and base_rows and base_fig is not None and fig is not None:
-                why = _check(key, base_rows, rows, base_fig, fig, la, lab)
-                if why:
-                    refusals.append(why)
-                    notes.append(f"{lab} refused (see below)")
-                    fig = None
-                else:
-                    delta = judge_change(fig, base_fig, metric)
-                    notes.append(_settings_note(base_rows, rows, la, lab))
-            if fig is not None and fig.saturated:
-                notes.append(f"{lab} {fig.saturated}: not compared")
-            rec.update({f"{lab}_iops": fig.iops if fig else None, f"{lab}_mb_s": fig.mb_s if fig else None,
-                        f"{lab}_p99_ms": fig.p99_ms if fig else None, f"{lab}_repeats": fig.repeats if fig else None})
-            if metric not in (Metric.IOPS, Metric.MBPS, Metric.P99):  # a latency not in the table's columns
-                rec[f"{lab}_metric_ms"] = fig.value_of(metric) if fig else None
-            if i != baseline_index:
-                d = f"{lab}_vs_baseline"
-                rec.update({d: delta.value if delta else None, d + "_low": delta.low if delta else None,
-                            d + "_high": delta.high if delta else None, d + "_verdict": delta.verdict if delta else None,
-                            d + "_why": delta.why if delta else None})
-        rec["note"] = "; ".join(filter(None, notes))
-        records.append(rec)
 
-    used = list(dict.fromkeys(metrics))
-    if by_iops(used):  # as before jobs had a metric
-        for r in records:
-            del r["metric"]
+def _record(c: _Comparison, key: MeasurementKey) -> tuple[dict, Metric]:
+    """The row of ``key``: each run's figures and change from the baseline, and the notes;
+    and the metric it is judged by."""
+    rec: dict = {"job": key.job, "side": key.side, "cell": key.cell or "", "stack": key.stack or "", "layer": key.layer}
+    notes: list[str] = []
+    base_rows = c.groups[c.baseline_index].get(key)
+    metric = job_metric(key.job, c.runs, c.baseline_index, base_rows or next(g[key] for g in c.groups if key in g))
+    rec["metric"] = stats.label(metric)
+    if key.load_step:
+        first = base_rows or next(g[key] for g in c.groups if key in g)
+        rec.update({"load_step": key.load_step, "step": f"{key.load_step}: {first[0].get('load_step_name')}",
+                    "vms": first[0].get("load_part")})
+    base_fig = aggregate(base_rows) if base_rows else None
+    for i, lab in enumerate(c.labels):
+        fig, delta = _judge_run(c, key, i, base_rows, base_fig, metric, notes)
+        rec.update({f"{lab}_iops": fig.iops if fig else None, f"{lab}_mb_s": fig.mb_s if fig else None,
+                    f"{lab}_p99_ms": fig.p99_ms if fig else None, f"{lab}_repeats": fig.repeats if fig else None})
+        if metric not in (Metric.IOPS, Metric.MBPS, Metric.P99):  # a latency not in the table's columns
+            rec[f"{lab}_metric_ms"] = fig.value_of(metric) if fig else None
+        if i != c.baseline_index:
+            d = f"{lab}_vs_baseline"
+            rec.update({d: delta.value if delta else None, d + "_low": delta.low if delta else None,
+                        d + "_high": delta.high if delta else None, d + "_verdict": delta.verdict if delta else None,
+                        d + "_why": delta.why if delta else None})
+    rec["note"] = "; ".join(filter(None, notes))
+    return rec, metric
+
+
+def _judge_run(c: _Comparison, key: MeasurementKey, i: int, base_rows: list[dict] | None, base_fig: Figures | None,
+               metric: Metric, notes: list[str]) -> tuple[Figures | None, Delta | None]:
+    """Run ``i``'s figures of ``key`` (None when it has none, or they were refused) and its
+    change from the baseline's; what is said about them goes to ``notes``, a refusal also to
+    the comparison's refusals."""
+    lab = c.labels[i]
+    rows = None if i in c.excluded else c.groups[i].get(key)
+    fig = aggregate(rows) if rows else None
+    delta = None
+    if i in c.excluded:
+        pass
+    elif rows is None:
+        notes.append(f"{lab}: layers differ (see below)" if (i, key) in c.layer_refused else f"not in {lab}")
+    elif i != c.baseline_index and base_rows and base_fig is not None and fig is not None:
+        why = _check(key, base_rows, rows, base_fig, fig, c.la, lab)
+        if why:
+            c.refusals.append(why)
+            notes.append(f"{lab} refused (see below)")
+            fig = None
+        else:
+            delta = judge_change(fig, base_fig, metric)
+            notes.append(_settings_note(base_rows, rows, c.la, lab))
+    if fig is not None and fig.saturated:
+        notes.append(f"{lab} {fig.saturated}: not compared")
+    return fig, delta
+
+
+def _columns(c: _Comparison, records: list[dict], used: list[Metric]) -> list[Column]:
+    """The table's columns: the row's key, each compared run's figures, each change from the
+    baseline, the note (no stack column when no row has a stack)."""
     cols = [Column("job", "job")] + ([Column("metric", "judged by", f_text)] if len(used) > 1 else [])
     cols += [Column("side", "side"), Column("cell", "cell"), Column("stack", "stack", f_text), Column("layer", "layer")]
-    loaded = any(r.get("load_step") for r in records)
-    if loaded:
+    if any(r.get("load_step") for r in records):
         cols += [Column("step", "load step", f_text), Column("vms", "VMs", f_text)]
-    for i, lab in enumerate(labels):
-        if i in excluded:
+    for i, lab in enumerate(c.labels):
+        if i in c.excluded:
             continue
         cols += [Column(f"{lab}_iops", f"IOPS {lab}", f_int), Column(f"{lab}_mb_s", f"MB/s {lab}", f_mb),
                  Column(f"{lab}_p99_ms", f"p99 ms {lab}", f_ms)]
         if any(f"{lab}_metric_ms" in r for r in records):
             cols.append(Column(f"{lab}_metric_ms", f"judged ms {lab}", row_fmt=_judged_ms(f"{lab}_metric_ms")))
-    for i, lab in enumerate(labels):
-        if i != baseline_index and i not in excluded:
-            cols.append(Column(f"{lab}_vs_baseline", metric_header(f"{lab} vs {la}", used), row_fmt=delta_pct(f"{lab}_vs_baseline")))
+    for i, lab in enumerate(c.labels):
+        if i != c.baseline_index and i not in c.excluded:
+            cols.append(Column(f"{lab}_vs_baseline", metric_header(f"{lab} vs {c.la}", used), row_fmt=delta_pct(f"{lab}_vs_baseline")))
     cols.append(Column("note", "note", f_text))
     if not any(r["stack"] for r in records):
-        cols = [c for c in cols if c.key != "stack"]
+        cols = [col for col in cols if col.key != "stack"]
+    return cols
+
+
+def _notes(records: list[dict], labels: list[str], la: str, used: list[Metric]) -> list[str]:
+    """The notes under the table: what a change is, and each method the rows use."""
     of = "median IOPS" if by_iops(used) else "the job's metric"
     notes = [f"X vs {la} = change in {of} from the baseline run {la} for the same side, cell, stack, layer and job "
                  "(MB/s and p99 are medians and merged-histogram percentiles of each run's repeats)."]
@@ -322,7 +382,7 @@ def compare_runs(runs: Sequence[RunInput], baseline_index: int = 0, *,
     if any(f"{lab}_metric_ms" in r for r in records for lab in labels):
         notes.append("judged ms X = the latency percentile the job is judged by, from run X's merged histograms.")
     notes += saturation_notes(records)
-    if loaded:
+    if any(r.get("load_step") for r in records):
         notes.append("A load step is compared as its aggregate: per repeat, IOPS and MB/s summed over the step's VMs (the victim "
                      "and the aggressors apart), histograms merged; excluded rows and repeats missing a VM are left out; "
                      "steps are compared only with the same step of the same size.")
@@ -330,9 +390,7 @@ def compare_runs(runs: Sequence[RunInput], baseline_index: int = 0, *,
         notes.append(stats.describe_method(metrics=used))
     if any(r.get(f"{lab}_vs_baseline_why") == stats.FEWER for r in records for lab in labels):
         notes.append(f"Changes carry no verdict where a run has {stats.FEWER} of that row: the repeats cannot tell a change from noise.")
-    facts, missing = _facts(runs, labels, baseline_index, excluded, allow_other_host)
-    title = "Runs compared: " + ", ".join(f"{lab} = run {r.id}" for lab, (r, _, _) in zip(labels, runs)) + f" (baseline {la})"
-    return [Table("compare", title, cols, records, notes, facts, missing)], refusals
+    return notes
 
 
 def _judged_ms(key: str) -> Callable[[dict], str]:

@@ -381,6 +381,29 @@ class LoadStepRun:
         read_clocks = [functools.partial(clock_offset, sd.transport) for sd in sides]
         before = dict(zip(vms, in_parallel(read_clocks, len(sides))))
         before_at = time.time() * 1000
+        runs = self._run_together(sides, jobs, label)
+        # each clock is read again after the round: a guest clock that drifted is placed by
+        # the offset interpolated to its window, and flagged when it drifted too far to trust
+        after_at = time.time() * 1000
+        after = dict(zip(vms, in_parallel(read_clocks, len(sides))))
+        offsets = {vm: _offset_during(before[vm], after[vm], before_at, after_at) for vm in vms}
+        if sides[0].where.side_name == "host":
+            for job, run in zip(jobs, runs):
+                r.measurer.host_argv.setdefault(job.name, run.argv)  # type: ignore[union-attr]
+        placement = RoundPlacement.of(sides, runs, offsets)
+        step_name = self.unit.step.name
+        for sd, st, job, run in zip(sides, steps, jobs, runs):
+            load = placement.load_json(sd.vm, step_name, round_no)
+            values = measurement_values(sd.where, job, run, r.attempt)
+            values.update(role=sd.role.value, load_json=load)
+            self.rows.append((st.key(), values, dict(getattr(run, "series", None) or {})))
+        skew = placement.skew
+        r.progress.status(f"{label}: {what} #{rep}: " + ", ".join(f"VM {sd.vm} {run.result.iops:,.0f} IOPS" for sd, run in zip(sides, runs))
+                          + ("" if skew is None else f"; start skew {skew:.0f} ms"))
+
+    def _run_together(self, sides: list[Side], jobs: list[FioJob], label: str) -> list[FioRun]:
+        """fio in every side at once, each with its tail; their runs in order."""
+        r = self.r
         # every VM's fio command leaves at once (one barrier, released just before fio); a
         # common start time on each guest's own clock (sleep until then) measured worse here:
         # 3.6-5.6 s against 1.5-2.3 s of skew with 8 TCG guests on 2 cores (bench/start_skew.py)
@@ -404,15 +427,27 @@ class LoadStepRun:
                     raise
             return call
 
-        runs = in_parallel([go(sd, job) for sd, job in zip(sides, jobs)], len(sides))
-        # each clock is read again after the round: a guest clock that drifted is placed by
-        # the offset interpolated to its window, and flagged when it drifted too far to trust
-        after_at = time.time() * 1000
-        after = dict(zip(vms, in_parallel(read_clocks, len(sides))))
-        offsets = {vm: _offset_during(before[vm], after[vm], before_at, after_at) for vm in vms}
-        if sides[0].where.side_name == "host":
-            for job, run in zip(jobs, runs):
-                r.measurer.host_argv.setdefault(job.name, run.argv)  # type: ignore[union-attr]
+        return in_parallel([go(sd, job) for sd, job in zip(sides, jobs)], len(sides))
+
+
+@dataclass(frozen=True)
+class RoundPlacement:
+    """A round's measured windows on this machine's clock: each VM's clock offset over the
+    round (mean, uncertainty, drift; None when unread), its window, the offsets trusted to
+    place it (``known``), whether every window could be checked, each window's coverage by
+    the others' load (when checked), the windows placed and their start skew."""
+
+    offsets: dict[int, tuple[float, float, float] | None]
+    windows: dict[int, fio_window.FioWindow]
+    known: dict[int, float]
+    checked: bool
+    cover: dict[int, fio_window.Coverage]
+    placed: dict[int, fio_window.FioWindow]
+    skew: float | None
+
+    @classmethod
+    def of(cls, sides: Sequence[Side], runs: Sequence[FioRun],
+           offsets: dict[int, tuple[float, float, float] | None]) -> RoundPlacement:
         windows = {sd.vm: run.window for sd, run in zip(sides, runs) if run.window is not None}
         known = {vm: o[0] for vm, o in offsets.items() if o is not None and abs(o[2]) <= DRIFT_MS}
         checked = len(windows) == len(sides) and len(known) == len(sides)
@@ -424,27 +459,25 @@ class LoadStepRun:
         placed = {vm: w for vm, w in windows.items() if vm in known}
         # the skew over the VMs whose windows can be placed (all of them, normally)
         skew = fio_window.start_skew_ms(placed, known) if len(placed) > 1 or checked else None
-        step_name = self.unit.step.name
-        for sd, st, job, run in zip(sides, steps, jobs, runs):
-            off = offsets.get(sd.vm)
-            w = windows.get(sd.vm)
-            c = cover.get(sd.vm)
-            shift = known.get(sd.vm, 0.0)
-            load = {
-                "step": step_name, "round": round_no, "start_skew_ms": None if skew is None else round(skew, 1),
-                "clock_offset_ms": None if off is None else round(off[0], 1),
-                "clock_uncertainty_ms": None if off is None else round(off[1], 1),
-                "clock_drift_ms": None if off is None else round(off[2], 1),
-                "clock_note": _clock_note(off),
-                "window": None if w is None else {k: round(v - shift, 1) for k, v in w.__dict__.items()},
-                "tail_pause_ms": None if w is None else round(max(0.0, w.tail_from_ms - w.measured_to_ms), 1),
-                "loaded": None if c is None else c.loaded, "short_ms": None if c is None else round(c.short_ms, 1),
-                "short_of_vm": None if c is None else c.short_of,
-                "skew_of_vms": sorted(placed) if skew is not None and not checked else None,
-                "excluded": _excluded(off, c),
-            }
-            values = measurement_values(sd.where, job, run, r.attempt)
-            values.update(role=sd.role.value, load_json=load)
-            self.rows.append((st.key(), values, dict(getattr(run, "series", None) or {})))
-        r.progress.status(f"{label}: {what} #{rep}: " + ", ".join(f"VM {sd.vm} {run.result.iops:,.0f} IOPS" for sd, run in zip(sides, runs))
-                          + ("" if skew is None else f"; start skew {skew:.0f} ms"))
+        return cls(offsets, windows, known, checked, cover, placed, skew)
+
+    def load_json(self, vm: int, step_name: str, round_no: int) -> dict:
+        """What VM ``vm``'s row of the round stores of it (its ``load_json``)."""
+        off = self.offsets.get(vm)
+        w = self.windows.get(vm)
+        c = self.cover.get(vm)
+        shift = self.known.get(vm, 0.0)
+        skew = self.skew
+        return {
+            "step": step_name, "round": round_no, "start_skew_ms": None if skew is None else round(skew, 1),
+            "clock_offset_ms": None if off is None else round(off[0], 1),
+            "clock_uncertainty_ms": None if off is None else round(off[1], 1),
+            "clock_drift_ms": None if off is None else round(off[2], 1),
+            "clock_note": _clock_note(off),
+            "window": None if w is None else {k: round(v - shift, 1) for k, v in w.__dict__.items()},
+            "tail_pause_ms": None if w is None else round(max(0.0, w.tail_from_ms - w.measured_to_ms), 1),
+            "loaded": None if c is None else c.loaded, "short_ms": None if c is None else round(c.short_ms, 1),
+            "short_of_vm": None if c is None else c.short_of,
+            "skew_of_vms": sorted(self.placed) if skew is not None and not self.checked else None,
+            "excluded": _excluded(off, c),
+        }

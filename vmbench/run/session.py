@@ -1,5 +1,6 @@
-"""What a run's parts share while it runs: its outcome so far, and the session a load step is
-driven with (the runner satisfies :class:`RunSession`; the load step needs no more of it)."""
+"""What a run's parts share while it runs: its outcome so far, and the sessions a load step
+and a boot group are driven with (the runner satisfies :class:`RunSession` and
+:class:`BootSession`; the load step and the boot group need no more of it)."""
 
 from __future__ import annotations
 
@@ -54,3 +55,11 @@ class RunSession(Protocol):
 
     def inspect(self, guest: Guest, boot_id: int) -> tuple[ScratchDisk, dict, dict]:
         """Find the scratch disk in ``guest`` and read back its settings: (disk, evidence, effective)."""
+
+
+class BootSession(RunSession, Protocol):
+    """The run a boot group belongs to (:mod:`.bootgroup`): a load step's session, and what
+    the run knows of the guests' cryptsetup benchmarks."""
+
+    crypto_done: set[str]  # the CPUs (labels) whose guest benchmark is stored
+    broken_crypto: bool  # the guest read back last has aes without ssse3/pclmulqdq under TCG

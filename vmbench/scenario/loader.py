@@ -12,21 +12,22 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..errors import ScenarioError
+from ..fio.job import FioJob
 from ..settings import StorageType
 from .axes import STORAGE_AXES, VM_AXES, changed_axes
 from .hosts import read_hypervisor, read_storage, driver_storage_problems, storage_problems
 from .jobs import check_jobs_vs_stacks, read_jobs, resolve_sizes
 from .matrix import read_cells
-from .model import RepeatPolicy, VmConfig
+from .model import Cell, Hypervisor, RepeatPolicy, Stack, Storage, VmConfig, ZfsSettings
 from .spec import Scenario
 from .load import parse_load
 from .reader import Context, Section, as_bool, as_int, as_name, as_str, load_yaml
 from .stacks import read_stacks
 from .targets import read_crypto, read_targets
-from .tune import TUNE_MIN_REPEATS, AdviseSpec, parse_advise, parse_tune
+from .tune import TUNE_MIN_REPEATS, AdviseSpec, TuneSpec, parse_advise, parse_tune
 from .vm import check_vm, read_vm_section, vm_problems
 
 __all__ = ["load_scenario", "parse_scenario", "vm_problems", "VM_AXES"]
@@ -63,45 +64,21 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
     description = top.get("description", as_str, "")
     template = top.get("template", as_name, "debian12")
     host_only = top.get("host_only", as_bool, False)
-    hypervisor = read_hypervisor(top.section("hypervisor"), host_only)
-    storage, zfs = read_storage(top.section("storage"))
-    for key, message, hint in driver_storage_problems(hypervisor, storage):
-        raise top.section("storage").fail(key, message, hint)
-    if host_only and not storage.zfs:
-        raise top.fail("host_only", "measures host storage variants, which needs ZFS storage",
-                       "set storage.type: zfs (zvols) or zfs-dataset, with storage.dataset")
+    hypervisor, storage, zfs = _read_hosts(top, host_only)
     baseline = read_vm_section(top.section("vm"), VmConfig(zfs=zfs))
     check_vm(top, "vm", baseline, hypervisor)
     tuning = top.has("tune")
-    repeat_policy = _repeats(top, TUNE_MIN_REPEATS if tuning else 1)
-    if tuning and repeat_policy.min < TUNE_MIN_REPEATS:
-        raise top.fail("repeats", f"a tune needs at least {TUNE_MIN_REPEATS} repeats per cell: its decisions are verdicts "
-                                  f"(faster, slower, within noise), which need {TUNE_MIN_REPEATS} repeats on each side",
-                       f"leave repeats out (a tune repeats {TUNE_MIN_REPEATS} times), or give {TUNE_MIN_REPEATS} or more")
+    repeat_policy = _repeat_policy(top, tuning)
     host_baseline = top.get("host_baseline", as_bool, True)
 
     stacks = read_stacks(ctx, top)
-    stacks_by_name = {s.name: s for s in stacks}
     jobs = read_jobs(ctx, top, base_dir or Path("."))
-
-    tune = None
-    skipped: tuple[tuple[str, str], ...]
-    if tuning:
-        tune, cells = parse_tune(ctx, top, baseline, hypervisor, storage, jobs, tuple(stacks))
-        mode, skipped = ("one-factor" if tune.round is not None else "tune"), ()
-    else:
-        cells, mode, skipped = read_cells(ctx, top, baseline, hypervisor, stacks, stacks_by_name)
+    tune, cells, mode, skipped = _read_matrix(ctx, top, baseline, hypervisor, storage, jobs, stacks, tuning)
     jobs = resolve_sizes(ctx, top, jobs, cells, storage, stacks)
     check_jobs_vs_stacks(ctx, top, jobs, stacks)
-    if storage.type is StorageType.RBD and any(j.jobfile is not None for j in jobs):
-        name = next(j.name for j in jobs if j.jobfile is not None)
-        raise top.fail("jobs", f"job {name!r} is a job file: on RBD storage the host runs fio's rbd engine, which vmbench "
-                               "does not write into a job file", "describe the job with rw, bs, iodepth... instead")
+    _refuse_rbd_jobfiles(top, storage, jobs)
     if host_only:
-        for key in ("stacks", "targets", "crypto_benchmark", "vm"):
-            if top.has(key):
-                raise top.fail(key, "does not apply to a host_only scenario (no VM is booted)",
-                               "remove it, or drop host_only to measure guests too")
+        _refuse_guest_keys(top)
     _check_storage(top, cells, storage, host_only)
     targets = read_targets(ctx, top, jobs, stacks, cells)
     crypto = read_crypto(top, stacks)
@@ -110,37 +87,75 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
     if advise is None and tune is not None:  # the runs of a tune answer its question
         advise = AdviseSpec((tune.goal,), tune.allow)
     if load is not None:
-        if host_only:
-            raise top.fail("load", "does not apply to a host_only scenario (no VM is booted)")
-        if repeat_policy.adaptive:
-            raise top.fail("repeats", "adaptive repeats do not go with load: (every VM of a step repeats together)",
-                           "give a fixed count, e.g. repeats: 3")
+        _check_load(top, host_only, repeat_policy)
     top.done(TOP_KEYS)
 
     return Scenario(
-        name=name,
-        path=filename,
-        text=text,
-        description=description,
-        hypervisor=hypervisor,
-        storage=storage,
-        template=template,
-        baseline=baseline,
-        cells=cells,
-        jobs=tuple(jobs),
-        stacks=tuple(stacks),
-        targets=tuple(targets),
-        repeats=repeat_policy.min,
-        repeat_policy=repeat_policy,
-        host_baseline=host_baseline,
-        plan_mode=mode,
-        crypto_benchmark=crypto,
-        skipped_cells=skipped,
-        host_only=host_only,
-        load=load,
-        tune=tune,
+        name=name, path=filename, text=text, description=description, hypervisor=hypervisor, storage=storage,
+        template=template, baseline=baseline, cells=cells, jobs=tuple(jobs), stacks=tuple(stacks),
+        targets=tuple(targets), repeats=repeat_policy.min, repeat_policy=repeat_policy, host_baseline=host_baseline,
+        plan_mode=mode, crypto_benchmark=crypto, skipped_cells=skipped, host_only=host_only, load=load, tune=tune,
         advise=advise,
     )
+
+
+def _read_hosts(top: Section, host_only: bool) -> tuple[Hypervisor, Storage, ZfsSettings]:
+    """The hypervisor and the storage, which must go together (a host_only scenario's is ZFS)."""
+    hypervisor = read_hypervisor(top.section("hypervisor"), host_only)
+    storage, zfs = read_storage(top.section("storage"))
+    for key, message, hint in driver_storage_problems(hypervisor, storage):
+        raise top.section("storage").fail(key, message, hint)
+    if host_only and not storage.zfs:
+        raise top.fail("host_only", "measures host storage variants, which needs ZFS storage",
+                       "set storage.type: zfs (zvols) or zfs-dataset, with storage.dataset")
+    return hypervisor, storage, zfs
+
+
+def _repeat_policy(top: Section, tuning: bool) -> RepeatPolicy:
+    """``repeats:``, of which a tune needs at least TUNE_MIN_REPEATS (its default)."""
+    repeat_policy = _repeats(top, TUNE_MIN_REPEATS if tuning else 1)
+    if tuning and repeat_policy.min < TUNE_MIN_REPEATS:
+        raise top.fail("repeats", f"a tune needs at least {TUNE_MIN_REPEATS} repeats per cell: its decisions are verdicts "
+                                  f"(faster, slower, within noise), which need {TUNE_MIN_REPEATS} repeats on each side",
+                       f"leave repeats out (a tune repeats {TUNE_MIN_REPEATS} times), or give {TUNE_MIN_REPEATS} or more")
+    return repeat_policy
+
+
+def _read_matrix(ctx: Context, top: Section, baseline: VmConfig, hypervisor: Hypervisor, storage: Storage, jobs: list[FioJob],
+                 stacks: list[Stack], tuning: bool) -> tuple[TuneSpec | None, tuple[Cell, ...], str, tuple[tuple[str, str], ...]]:
+    """The cells (a tune's first round's, from tune:) and the plan mode: (tune, cells, mode,
+    the factorial's cells left out)."""
+    if tuning:
+        tune, cells = parse_tune(ctx, top, baseline, hypervisor, storage, jobs, tuple(stacks))
+        return tune, cells, ("one-factor" if tune.round is not None else "tune"), ()
+    stacks_by_name = {s.name: s for s in stacks}
+    cells, mode, skipped = read_cells(ctx, top, baseline, hypervisor, stacks, stacks_by_name)
+    return None, cells, mode, skipped
+
+
+def _refuse_rbd_jobfiles(top: Section, storage: Storage, jobs: Sequence[FioJob]) -> None:
+    """On RBD the host reference runs fio's rbd engine, which vmbench does not write into a job file."""
+    named = next((j.name for j in jobs if j.jobfile is not None), None)
+    if storage.type is StorageType.RBD and named is not None:
+        raise top.fail("jobs", f"job {named!r} is a job file: on RBD storage the host runs fio's rbd engine, which vmbench "
+                               "does not write into a job file", "describe the job with rw, bs, iodepth... instead")
+
+
+def _refuse_guest_keys(top: Section) -> None:
+    """A host_only scenario boots no VM: the keys about guests are refused."""
+    for key in ("stacks", "targets", "crypto_benchmark", "vm"):
+        if top.has(key):
+            raise top.fail(key, "does not apply to a host_only scenario (no VM is booted)",
+                           "remove it, or drop host_only to measure guests too")
+
+
+def _check_load(top: Section, host_only: bool, repeat_policy: RepeatPolicy) -> None:
+    """load: boots VMs, which repeat together (a fixed count)."""
+    if host_only:
+        raise top.fail("load", "does not apply to a host_only scenario (no VM is booted)")
+    if repeat_policy.adaptive:
+        raise top.fail("repeats", "adaptive repeats do not go with load: (every VM of a step repeats together)",
+                       "give a fixed count, e.g. repeats: 3")
 
 
 def _check_storage(top: Section, cells: tuple, storage, host_only: bool) -> None:

@@ -1,0 +1,109 @@
+"""A run's preflight: everything that can fail before anything is provisioned.
+
+fio on the host; the template image built (for a driver that needs one); a resumed run on
+the same host and setup as its first attempt; the driver prepared for every VM the run
+boots, which gives the accelerator; and room on the storage: for a load run, every step's
+VMs fitting the host's memory and storage (:mod:`.capacity`).  A host-only run needs no
+image, and its storage only.
+"""
+
+from __future__ import annotations
+
+from ..drivers.base import Accelerator, HypervisorDriver
+from ..errors import CommandError, PreflightError
+from ..guest.needs import guest_needs
+from ..images import Image, current_image
+from ..paths import StatePaths
+from ..progress import Progress
+from ..results.db import RunRow
+from ..scenario.spec import Scenario
+from ..settings import CpuMode
+from ..units import human_size
+from .capacity import check_capacity, read_host_capacity
+from .environment import host_differences, host_environment
+from .plan import Plan
+
+
+class RunPreflight:
+    """The checks of one run before it creates anything; what they find on the way (the
+    template image, the accelerator) is kept as :attr:`image` and :attr:`accel`."""
+
+    def __init__(self, scenario: Scenario, plan: Plan, driver: HypervisorDriver, progress: Progress, state: StatePaths,
+                 resume: RunRow | None) -> None:
+        self.scenario = scenario
+        self.plan = plan
+        self.driver = driver
+        self.host = driver.host
+        self.progress = progress
+        self.state = state
+        self.resume = resume
+        self.image: Image | None = None
+        self.accel: Accelerator | None = None
+
+    def check(self) -> None:
+        """Everything that can fail before anything is provisioned."""
+        s = self.scenario
+        where = s.hypervisor.host_label
+        self.progress.step(f"checking {self.host.name} for scenario {s.name}")
+        try:
+            self.host.run(["fio", "--version"], timeout=30)
+        except CommandError:
+            raise PreflightError(f"fio is not installed on {where}", "apt-get install fio (make demo does it here)") from None
+        if s.host_only:
+            self._preflight_storage(where)
+            return
+        # a driver whose hypervisor holds its own template (Proxmox) needs no local image
+        self.image = current_image(s.template, state=self.state) if self.driver.needs_image else None
+        if self.image is None and self.driver.needs_image:
+            raise PreflightError(
+                f"the template image {s.template!r} is not built (or its recipe changed)",
+                f"run `vmbench images build {s.template}` (make demo does it)",
+            )
+        if self.resume is not None:  # before anything is prepared on the host
+            self._check_same_host()
+        cpu_models = {c.vm.cpu.model for c in s.cells if c.vm.cpu.mode is CpuMode.MODEL and c.vm.cpu.model}
+        cpu_modes = {c.vm.cpu.mode for c in s.cells}
+        # a load step's VMs have their own settings where the step changes some (limits...)
+        vms = [c.vm for c in s.cells] + ([u.vm_of(m) for u in self.plan.load_units() for m in u.step.members] if s.load else [])
+        self.accel = self.driver.prepare(image=self.image, accel=s.hypervisor.accel, cpu_models=cpu_models,
+                                         cpu_modes=cpu_modes, progress=self.progress, vms=list(dict.fromkeys(vms)),
+                                         guest_needs=guest_needs(s))
+        self.progress.step(f"accelerator: {self.accel.name} ({self.accel.reason})")
+        if s.load is not None:
+            self._check_capacity(where)
+            return
+        self._check_free(where, s.storage.scratch_size * 2 + (2 << 30))
+
+    def _check_capacity(self, where: str) -> None:
+        """A load run: every step's VMs fit the host's memory and storage; vCPU overcommit is said."""
+        assert self.accel is not None
+        cap = read_host_capacity(self.host, self.driver.storage.free_bytes(), self.driver.storage.label)
+        check = check_capacity(self.plan, self.accel.name, cap, where)
+        if check.refusals:
+            raise PreflightError(*check.refusals[0])
+        for warning in check.warnings:
+            self.progress.warn(warning)
+
+    def _preflight_storage(self, where: str) -> None:
+        """A host-only run: the storage is usable and big enough; no image, no accelerator."""
+        if self.resume is not None:
+            self._check_same_host()
+        self.accel = self.driver.prepare(accel=self.scenario.hypervisor.accel, cpu_models=set(), cpu_modes=set(),
+                                         progress=self.progress)
+        self._check_free(where, self.scenario.storage.scratch_size * 2)
+
+    def _check_free(self, where: str, need: int) -> None:
+        free = self.driver.storage.free_bytes()
+        if free < need:
+            raise PreflightError(
+                f"{self.driver.storage.label} on {where} has {human_size(free)} free; this scenario needs about {human_size(need)}",
+                "free some space or lower storage.scratch_size",
+            )
+
+    def _check_same_host(self) -> None:
+        assert self.resume is not None
+        now = {**host_environment(self.host), **self.driver.describe_host()}
+        diff = host_differences(self.resume.environment, now)
+        if diff:
+            raise PreflightError(f"run {self.resume.id} ran on a different host or setup; resuming would mix results: "
+                                 + "; ".join(diff), "start a new run instead")
