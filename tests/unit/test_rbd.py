@@ -156,3 +156,40 @@ def test_host_reference_follows_the_librbd_cache_qemu_gives_each_cell():
     assert rbd_host_target(TARGET, Cache.NONE) == TARGET + ":rbd_cache=false"
     on = parse_target(rbd_host_target(TARGET, Cache.WRITEBACK))
     assert on.cache is True and on.env_prefix() == ["env", "CEPH_CONF=/etc/ceph/ceph.conf", "CEPH_ARGS=--rbd_cache=true"]
+
+
+def test_short_ceph_version():
+    from vmbench.storage.rbd import short_version
+
+    assert short_version("ceph version 16.2.15 (618f440892089921c3e944a991122ddc44e60516) pacific (stable)") == "16.2.15 pacific"
+    assert short_version("something else") == "something else"
+
+
+def test_rados_ceiling_is_planned_once_for_each_read_or_write_job():
+    from vmbench.run.plan import make_plan
+    from vmbench.storage.radosbench import read_argv, write_argv
+
+    s = parse_scenario(BASE.replace("jobs: [", "jobs: [{name: mix, rw: randrw, bs: 4k, size: 64m, runtime: 5s}, ")
+                       + "vary: {cache: [writeback]}\nrepeats: 2\n", "rbd.yaml")
+    plan = make_plan(s)
+    rados = [(st.cell, st.layer, st.job, st.repeat) for st in plan.steps() if st.layer == "rados"]
+    assert rados == [("baseline", "rados", "j", 1), ("baseline", "rados", "j", 2)]  # not the mixed job, not per cache setting
+    assert plan.summary()["rados_measurements"] == 2
+    job = s.jobs[1]
+    assert write_argv(CFG, job, "vmbench-r0000000a-0badcafe") == [
+        "rados", "--conf", "/etc/ceph/ceph.conf", "--id", "vmbench", "-p", "vmbench", "-N", "vmbench-bench", "bench", "5", "write",
+        "-b", "4096", "-t", "4", "--no-cleanup", "--run-name", "vmbench-r0000000a-0badcafe", "--format", "json"]
+    assert read_argv(CFG, job, "x", "rand")[9:] == ["bench", "5", "rand", "-t", "4", "--run-name", "x", "--format", "json"]
+    assert "rados_measurements" not in make_plan(parse_scenario(BASE.replace("type: rbd, pool: vmbench, ceph: {conf: /etc/ceph/ceph.conf, user: vmbench}", "type: dir"), "d.yaml")).summary()
+
+
+def test_rados_bench_json_after_its_hints_line():
+    from vmbench.storage.radosbench import parse_bench
+
+    text = ('hints = 1\n{"concurrent_ios":"8","total_time_run":"3.001265","total_writes_made":"15543","write_size":"4096",'
+            '"bandwidth":"20.229754","average_iops":"5178","average_latency":"0.001543","max_latency":"0.005615","min_latency":"0.000710"}')
+    result, data = parse_bench(text)
+    assert round(result.iops) == 5179 and round(result.bw_bytes) == round(15543 / 3.001265 * 4096)
+    assert result.avg_lat_s == 0.001543 and data["concurrent_ios"] == "8"
+    with pytest.raises(ValueError):
+        parse_bench("hints = 1\n")

@@ -20,6 +20,7 @@ from typing import Sequence
 from .. import __version__
 from ..errors import Interrupted, UsageError, VmbenchError
 from ..paths import StatePaths, default_db_path
+from ..settings import StorageType
 from ..units import format_duration
 from .common import ConsoleProgress, cached_accelerator, log_to_file, run_alive, say_migrated
 from ..scenario.axes import settings_of, storage_settings_of
@@ -107,11 +108,14 @@ def _print_boots(plan) -> None:
         for c in b.cells:
             layers = ", ".join(l for l, _, _ in cell_layers(c))
             if c is b.cells[0] and b.seq in refs:
-                layers = "host, " + layers
+                layers = ("rados, " if plan.rados_jobs() and b.seq == min(refs) else "") + "host, " + layers
             rows.append([b.seq, c.name, ", ".join(f"{k}={v}" for k, v in settings_of(c.vm).items()), layers])
     print(tabulate(rows, headers=["boot", "cell", "VM settings", "layers measured"], tablefmt="simple",
                    disable_numparse=True, colalign=("right", "left", "left", "left")))  # no number guessing in 10,000 rows
-    if len(refs) > 1:
+    if len(refs) > 1 and plan.scenario.storage.type is StorageType.RBD:
+        print("the host is measured once per librbd cache setting (QEMU turns rbd_cache off with cache none and directsync), "
+              "before the first boot with it")
+    elif len(refs) > 1:
         print("the host is measured once per storage setting, before the first boot on it (a new storage setting needs a new boot)")
 
 
@@ -153,7 +157,8 @@ def _print_plan_totals(plan, est, policy) -> None:
     guest = len(plan.guest_measurements()) * s.repeats
     vms = sum(u.step.size for u in plan.load_units()) if s.load else len(plan.boots)
     print(f"VMs: {vms}, boots: {vms}, cells: {len(plan.cells)}, "
-          f"guest fio runs: {guest}, host fio runs: {plan.host_measurements()}")
+          f"guest fio runs: {guest}, host fio runs: {plan.host_measurements()}"
+          + (f", RADOS benches: {len(plan.rados_jobs()) * s.repeats}" if plan.rados_jobs() else ""))
     print(f"estimated duration: {format_duration(est.total)} with {est.accelerator} "
           f"(boots {format_duration(est.boots)}, guest fio {format_duration(est.guest_fio)}, host fio {format_duration(est.host_fio)}"
           + (f", layers {format_duration(est.layers)}" if est.layers else "") + (f", crypto {format_duration(est.crypto)}" if est.crypto else "") + ")"

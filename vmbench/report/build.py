@@ -93,8 +93,10 @@ def one_vm_tables(data: RunData, header: dict) -> list[Table]:
     crypto ceiling, the targets and the cells."""
     env, cells, measurements, jobs = data.environment, list(data.cells), list(data.measurements), data.jobs
     valid_cells, policy, metrics = data.valid_cells, data.plan.repeat_policy, data.plan.job_metrics
+    page_cache = env.get("storage_type") != "rbd"  # librbd opens RBD images: no host page cache under them
     tables = [gap_table(measurements, valid_cells, jobs, policy,
-                        host_memory_bytes=(env.get("host_memory_mib") or 0) << 20 or None, env=env, metrics=metrics)]
+                        host_memory_bytes=((env.get("host_memory_mib") or 0) << 20 or None) if page_cache else None,
+                        env=env, metrics=metrics)]
     cpu = cpu_table(measurements, valid_cells, jobs, repeats=policy, env=env)  # None: no QEMU process was sampled
     if cpu is not None:
         tables.append(cpu)

@@ -53,7 +53,7 @@ def admissibility(measurements: Sequence[dict], cells: Sequence[dict], env: dict
         return facts, missing
     jobfiles = [j for j, p in jobs.items() if p.get("jobfile")]
     plain = {j: p for j, p in jobs.items() if j not in jobfiles}
-    facts["cache"] = _cache(plain, cells, missing, jobfiles)
+    facts["cache"] = _cache(plain, cells, missing, jobfiles, librbd=env.get("storage_type") == "rbd")
     synced = [j for j, s in sync.items() if s]
     facts["sync"] = (f"sync writes in {_names(synced)}: compare them only with each other" if synced
                      else "no sync writes (every job asynchronous)")
@@ -65,7 +65,7 @@ def admissibility(measurements: Sequence[dict], cells: Sequence[dict], env: dict
     return {k: v for k, v in facts.items() if v != "-"}, missing  # an unknown fact is in missing only
 
 
-def _cache(jobs: dict[str, dict], cells: Sequence[dict], missing: list[str], jobfiles: list[str]) -> str:
+def _cache(jobs: dict[str, dict], cells: Sequence[dict], missing: list[str], jobfiles: list[str], *, librbd: bool = False) -> str:
     parts = []
     modes: dict[str, list[str]] = {}
     unknown = []
@@ -93,7 +93,11 @@ def _cache(jobs: dict[str, dict], cells: Sequence[dict], missing: list[str], job
     if undecided:
         missing.append(f"O_DIRECT or buffered for {_names(undecided)}")
     host_cached = [m for m in modes if host_page_cache(m)]
-    if host_cached:
+    if librbd and modes:  # QEMU opens RBD through librbd: no host page cache, librbd's own client cache instead
+        parts.append(f"RBD through librbd: no host page cache; librbd's client cache (rbd_cache) "
+                     + (f"on with cache={'/'.join(host_cached)}" if host_cached else "off in every cell")
+                     + (f", off with cache={'/'.join(m for m in modes if m not in host_cached)}" if host_cached and len(host_cached) < len(modes) else ""))
+    elif host_cached:
         parts.append(f"host page cache in use with cache={'/'.join(host_cached)}, not dropped before guest runs")
     elif modes:
         parts.append("host page cache bypassed")
@@ -125,7 +129,8 @@ def _working_set(jobs: dict[str, dict], cells: Sequence[dict], env: dict, missin
     parts = [f"largest job {_mib(biggest)} ({_names(j for j, s in sizes.items() if s == biggest)})"]
     reads = [p for p in jobs.values() if p.get("rw") not in ("write", "randwrite")]  # reads or mixed
     buffered = any(p.get("direct") is False for p in reads)
-    host_cached = sorted(m for m in {_setting(c, "cache") for c in cells} if m is not None and host_page_cache(m))
+    host_cached = sorted(m for m in {_setting(c, "cache") for c in cells} if m is not None and host_page_cache(m)
+                         and env.get("storage_type") != "rbd")  # librbd: no host page cache
     mems = sorted({int(m) for m in (_setting(c, "memory_mib") for c in cells) if m is not None})
     if mems:
         ram = _mib(mems[0] << 20) if len(mems) == 1 else f"{_mib(mems[0] << 20)}..{_mib(mems[-1] << 20)}"

@@ -25,6 +25,7 @@ from typing import Iterable, Mapping, Sequence
 from ..fio.job import Metric
 from ..fio.result import Histogram
 from ..results.key import MeasurementKey
+from ..storage.radosbench import RADOS_LAYER
 from . import stats
 from .facts import host_page_cache, saturation
 from .stats import Delta
@@ -275,6 +276,16 @@ def host_group(cell: str | None, job: str) -> MeasurementKey:
     return MeasurementKey("host", cell, None, "host", job)
 
 
+def rados_row(groups: Mapping[MeasurementKey, list[dict]], job: str, metric: Metric) -> Row | None:
+    """The pool's RADOS ceiling under ``job`` (``rados bench``, on RBD storage), whichever cell
+    stores it; None when the run measured none."""
+    rows = next((g for k, g in groups.items() if k.side == "host" and k.layer == RADOS_LAYER and k.job == job), None)
+    if not rows:
+        return None
+    return Row(job=job, sync=bool(rows[0].get("sync")), side="RADOS", cell=rows[0].get("cell"), stack=None, layer=RADOS_LAYER,
+               figures=aggregate(rows), metric=metric, note="rados bench: the pool's ceiling, not fio's I/O")
+
+
 def raw_group(cell: str, job: str) -> MeasurementKey:
     """The key of a guest's raw-disk rows of ``job`` in ``cell``."""
     return MeasurementKey("guest", cell, None, "raw", job)
@@ -388,14 +399,17 @@ def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence
         shown: set = set()
         base = None
         metric = metric_of(job, next((g for k, g in groups.items() if k.job == job), None), metrics)
+        rados = rados_row(groups, job, metric)
+        out += [rados] if rados is not None else []
         for cell in order:
             hkey = host_key(by_name[cell])
             host_rows = groups.get(host_group(hkey, job))
             host = _once(hosts, (hkey, job), host_rows)
             if host_rows and host is not None and hkey not in shown:
                 shown.add(hkey)
+                of_rados = [f"librbd {host.iops / rados.figures.iops:.2f}x of RADOS"] if rados and rados.figures.iops else []
                 out.append(Row(job=job, sync=bool(host_rows[0].get("sync")), side="host", cell=hkey, stack=None, layer="host",
-                               figures=host, gap=1.0, note="; ".join(_saturated_notes(host) + telemetry_notes(host_rows[0], host)),
+                               figures=host, gap=1.0, note="; ".join(of_rados + _saturated_notes(host) + telemetry_notes(host_rows[0], host)),
                                settings=host_rows[0].get("settings") or {}, metric=metric))
             rows = groups.get(raw_group(cell, job))
             if not rows:

@@ -371,6 +371,11 @@ def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
     ]
     if any(r.sync for r in rows):
         notes.append("(sync) jobs issue synchronous writes: compare them only with each other.")
+    if any(r.side == "RADOS" for r in rows):
+        notes.append("RADOS = the pool's own ceiling: rados bench with the job's block size as the object size and its "
+                     "iodepth x numjobs in flight (a read job reads objects it wrote first); each write makes a new object "
+                     "(librbd writes into 4 MiB ones), so it has no gap and no latency histogram; a host row's note says "
+                     "what librbd on the host gets of it.")
     if multi_cell:
         of = "IOPS" if by_iops(used) else "the job's metric"
         notes.append(f"vs baseline = change in {of} from the first cell ({cells[0]['name']}).")

@@ -23,6 +23,7 @@ from ..results.db import ResultsDB
 from ..scenario.axes import settings_of, storage_settings_of, vm_key
 from ..scenario.model import Cell, Stack
 from ..units import human_size
+from ..storage.radosbench import RADOS_LAYER
 from .cpucost import CpuCost
 from .evidence import effective_settings, guest_view, problems
 from .measure import Where
@@ -116,9 +117,11 @@ class BootGroupRun:
         r.progress.step(f"host: fio on {target} ({s.storage.describe() if s.host_only else 'the scratch disk’s storage, before boot'})")
         host_cell = next((c for c in group.cells if c.name == host_steps[0].cell), None)
         cell_id = None if host_cell is None else r.record_cell(host_cell, None, [], {"storage": res.storage})
-        r.measurer.measure(Where(r.host, "host", r.host_workdir, target, "host", cell=host_cell, cell_id=cell_id,
-                                 settings=storage_settings_of(group.vm) if s.host_only else {},
-                                 zfs_pool=s.storage.zfs_pool), host_steps)
+        where = Where(r.host, "host", r.host_workdir, target, "host", cell=host_cell, cell_id=cell_id,
+                      settings=storage_settings_of(group.vm) if s.host_only else {}, zfs_pool=s.storage.zfs_pool)
+        rados = [st for st in host_steps if st.layer == RADOS_LAYER]  # the pool's ceiling first, then librbd on it
+        r.measurer.measure(replace(where, layer=RADOS_LAYER), rados)
+        r.measurer.measure(where, [st for st in host_steps if st.layer != RADOS_LAYER])
 
     def _boot(self, request: VmRequest, res: VmResources, guest_steps: list[Step]) -> None:
         """Boot the VM, read it back, run the crypto benchmark and each cell's steps."""

@@ -21,6 +21,8 @@ from ..fio.job import FioJob, job_hash, to_precondition
 from ..fio.runner import FioRun, precondition, run_fio
 from .cpucost import IDLE_SECONDS, CpuCost
 from .plan import Step, Stored
+from .rados import bench, rados_values
+from ..storage.radosbench import RADOS_LAYER, rados_mode, seconds
 from ..progress import Progress
 from ..results.db import ResultsDB
 from ..results.key import MeasurementKey
@@ -106,8 +108,9 @@ def precondition_at(where: Where, job: FioJob) -> dict:
 
 class Measurer:
     def __init__(self, scenario: Scenario, db: ResultsDB, run_id: int, attempt: int, progress: Progress,
-                 host_argv: dict[str, tuple[str, ...]] | None = None, stored: Stored | None = None) -> None:
+                 host_argv: dict[str, tuple[str, ...]] | None = None, stored: Stored | None = None, run_tag: str = "") -> None:
         self.scenario = scenario
+        self.run_tag = run_tag
         self.db = db
         self.run_id = run_id
         self.attempt = attempt
@@ -128,7 +131,8 @@ class Measurer:
         if where.cpu is not None and not where.cpu.idle_done:
             self.progress.step(f"{where.label}: the idle VM's CPU on the host, {IDLE_SECONDS:g}s (subtracted from its jobs' CPU per I/O)")
             where.cpu.measure_idle()
-        self.precondition(where, {st.job for st in steps})
+        if where.layer != RADOS_LAYER:  # rados bench writes its own objects
+            self.precondition(where, {st.job for st in steps})
         for i, step in enumerate(steps, 1):
             self._run(where, step, f"{i}/{len(steps)}")
         if not self.policy.adaptive:
@@ -166,11 +170,24 @@ class Measurer:
             return f"stopped at max {self.policy.max} repeats (CV {cv_label(cv)} >= {self.policy.threshold_label()})"
         return f"{len(values)} repeats, CV {cv_label(cv)} < {self.policy.threshold_label()}"
 
+    def _run_rados(self, where: Where, step: Step, job: FioJob, label: str) -> None:
+        """The pool's RADOS ceiling under ``job`` (:mod:`vmbench.run.rados`), stored as a host row."""
+        cfg = self.scenario.storage.ceph
+        assert cfg is not None
+        self.progress.step(f"{label}: rados bench on pool {cfg.pool} ({rados_mode(job)}, {seconds(job)}s)")
+        argv, result, raw = bench(where.side, cfg, job, self.run_tag)
+        self.db.add_measurement(self.run_id, step.key(), **rados_values(
+            job, argv, result, raw, cell_id=where.cell_id, attempt=self.attempt, settings=where.settings, pool=cfg.pool))
+        self.iops.setdefault(step.group(), {})[step.repeat] = float(result.iops)
+        self.progress.status(f"{label}: RADOS {result.iops:,.0f} ops/s, {result.bw_bytes / 1e6:,.1f} MB/s")
+
     def _run(self, where: Where, step: Step, counter: str | None = None) -> None:
         """Run one step on ``where`` and store it (its series as telemetry rows)."""
         s = self.scenario
         job = {j.name: j for j in s.jobs}[step.job]
         label = f"{where.label}: {job.name}" + (f" #{step.repeat}" if self.policy.max > 1 else "")
+        if step.layer == RADOS_LAYER:
+            return self._run_rados(where, step, job, label)
         dur = job.duration
         if self.policy.adaptive and step.repeat > self.policy.min:  # an adaptive extra
             values = self._values(step)

@@ -17,6 +17,8 @@ from ..scenario.model import MiB, Cell, Stack, VmConfig, host_reference_key, lay
 from ..scenario.spec import Scenario
 from ..units import format_duration, format_size
 from ..scenario.axes import settings_of, storage_settings_of, vm_key
+from ..settings import StorageType
+from ..storage.radosbench import RADOS_LAYER, rados_mode, seconds
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,7 @@ class Plan:
         refs = dict((b.seq, name) for b, name in self.host_references())
         for boot in self.boots:
             if boot.seq in refs:
+                out += self.rados_steps(boot.seq, refs[boot.seq]) if boot.seq == min(refs) else []
                 out += [Step("host", boot.seq, refs[boot.seq], None, "host", 0, j.name, r) for r in range(1, n + 1) for j in s.jobs]
             if s.host_only:
                 continue
@@ -165,6 +168,18 @@ class Plan:
                 out += [Step("guest", boot.seq, cell.name, stack.name if stack else None, layer, depth, j.name, r)
                         for r in range(1, n + 1) for j in s.jobs]
         return out
+
+    def rados_jobs(self) -> list[FioJob]:
+        """The jobs whose RADOS ceiling is measured: on RBD storage, each read or write job
+        (:func:`vmbench.storage.radosbench.rados_mode`)."""
+        if self.scenario.storage.type is not StorageType.RBD or self.scenario.load is not None:
+            return []
+        return [j for j in self.scenario.jobs if rados_mode(j) is not None]
+
+    def rados_steps(self, boot: int, cell: str | None) -> list[Step]:
+        """``rados bench`` under each of :meth:`rados_jobs`, every repeat, before the first host reference's fio."""
+        n = self.scenario.repeats
+        return [Step("host", boot, cell, None, RADOS_LAYER, 0, j.name, r) for r in range(1, n + 1) for j in self.rados_jobs()]
 
     def load_units(self) -> list[LoadUnit]:
         """Every load unit, in the order they run: each VM configuration's steps in turn."""
@@ -281,6 +296,7 @@ class Plan:
             "host_measurements": self.host_measurements(),
             "guest_measurements_max": len(self.guest_measurements()) * policy.max,
             "host_measurements_max": self.host_measurements(policy.max),
+            **({"rados_measurements": len(self.rados_jobs()) * s.repeats} if self.rados_jobs() else {}),
             **({"load": s.load.to_json(), "vms_booted": sum(u.step.size for u in self.load_units())} if s.load else {}),
             # the question vmbench advise answers for this run; a tune's round (vmbench tune --resume/--show)
             **({"advise": s.advise.to_json()} if s.advise is not None else {}),
@@ -326,6 +342,7 @@ def cell_layers(cell: Cell) -> list[tuple[str, Stack | None, int]]:
 BOOT_SECONDS = {"kvm": 15.0, "tcg": 32.0}  # start to guest agent, measured here under TCG: 20-33 s
 TEARDOWN_SECONDS = 3.0
 FIO_OVERHEAD = {"kvm": 1.5, "tcg": 4.0}
+RADOS_OVERHEAD_S = 3.0  # rados bench: connecting, and removing its objects
 PRECONDITION_MB_S = {"kvm": 500.0, "tcg": 150.0}
 LAYER_BUILD_SECONDS = {"kvm": 3.0, "tcg": 10.0}
 CRYPTO_BENCH_SECONDS = {"kvm": 3.0, "tcg": 6.0}  # per cipher
@@ -384,7 +401,8 @@ def estimate(plan: Plan, accelerator: str) -> Estimate:
         return targets * sum(job_seconds(j, accel) * repeats for j in s.jobs) + guest_pre
 
     def host(repeats: int) -> float:
-        return references * (sum(job_seconds(j, "kvm") * repeats for j in s.jobs) + precondition_estimate(pre_job, None, "kvm"))
+        rados = sum((seconds(j) * (1 if rados_mode(j) == "write" else 2) + RADOS_OVERHEAD_S) * repeats for j in plan.rados_jobs())
+        return references * (sum(job_seconds(j, "kvm") * repeats for j in s.jobs) + precondition_estimate(pre_job, None, "kvm")) + rados
 
     cpus = {b.cpu_label for b in plan.boots}
     crypto = len(s.crypto_benchmark) * CRYPTO_BENCH_SECONDS[accel] * (len(cpus) + 1) if s.crypto_benchmark else 0.0

@@ -29,6 +29,7 @@ from ..scenario.model import CephConfig, Storage, ZfsSettings
 from ..settings import Cache, ImageFormat
 from ..transport.base import Transport
 from . import VOLUME_RE, Volume
+from .radosbench import NAMESPACE, RUN_NAME_RE, cleanup_argv, client_argv
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,14 @@ def pool_facts(osd_dump: Mapping[str, Any], pool: str) -> dict[str, Any] | None:
 def osd_counts(osd_dump: Mapping[str, Any]) -> dict[str, int]:
     osds = osd_dump.get("osds") or ()
     return {"osds": len(osds), "osds_up": sum(1 for o in osds if o.get("up")), "osds_in": sum(1 for o in osds if o.get("in"))}
+
+
+def short_version(text: str) -> str:
+    """``ceph version 16.2.15 (618f...) pacific (stable)`` -> ``16.2.15 pacific``."""
+    words = text.split()
+    if len(words) >= 5 and words[:2] == ["ceph", "version"]:
+        return f"{words[2]} {words[4]}"
+    return text
 
 
 def parse_keyring(text: str, user: str) -> str | None:
@@ -249,8 +258,13 @@ class RbdStorage:
         raise HypervisorError(f"rbd rm {spec} on {self.host.name}: {last}")
 
     def delete_path(self, path: str) -> None:
-        """``vmbench cleanup`` of a leftover :meth:`leftovers` listed (``pool/image``)."""
-        self.remove_image(path.split("/", 1)[-1])
+        """``vmbench cleanup`` of a leftover :meth:`leftovers` listed: ``pool/image``, or a
+        ``rados bench`` run's objects (``pool/namespace/run name``)."""
+        parts = path.split("/")
+        if len(parts) == 3 and parts[1] == NAMESPACE and RUN_NAME_RE.match(parts[2]):
+            self._run(cleanup_argv(self.cfg, parts[2]), timeout=600)
+            return
+        self.remove_image(parts[-1])
 
     def leftovers(self) -> list[Leftover]:
         """vmbench's images in the pool: named like its volumes, with its metadata."""
@@ -266,7 +280,16 @@ class RbdStorage:
                                  timeout=60, check=False)
             if meta.returncode == 0 and meta.stdout.strip() == m.group(1):
                 out.append(Leftover("rbd image", f"{self.cfg.pool}/{image}", m.group(1), f"{META_KEY}={m.group(1)}"))
-        return out
+        return out + self._bench_leftovers()
+
+    def _bench_leftovers(self) -> list[Leftover]:
+        """The runs of ``rados bench`` a killed run left in vmbench's namespace (by their run name)."""
+        got = self.host.run(client_argv(self.cfg) + ["ls"], timeout=120, check=False)
+        if got.returncode != 0:
+            raise HypervisorError(f"rados ls in {self.cfg.pool}/{NAMESPACE} on {self.host.name}: {_last_line(got.stderr)}")
+        names = sorted({o for o in got.stdout.split() if RUN_NAME_RE.match(o)})
+        return [Leftover("rbd image", f"{self.cfg.pool}/{NAMESPACE}/{n}", RUN_NAME_RE.match(n).group(1),  # type: ignore[union-attr]
+                         "rados bench objects") for n in names]
 
     # ---- facts ------------------------------------------------------------------------------
 
@@ -293,7 +316,7 @@ class RbdStorage:
             out["ceph_health"], out["ceph_health_checks"] = parse_health(json.dumps(health))
         versions = self._maybe("versions")
         if isinstance(versions, dict):
-            out["ceph_versions"] = sorted((versions.get("overall") or {}).keys())
+            out["ceph_versions"] = sorted({short_version(v) for v in (versions.get("overall") or {})})
         dump = self._maybe("osd", "dump")
         if isinstance(dump, dict):
             out["ceph_pool_facts"] = pool_facts(dump, self.cfg.pool)
