@@ -193,3 +193,38 @@ def test_rados_bench_json_after_its_hints_line():
     assert result.avg_lat_s == 0.001543 and data["concurrent_ios"] == "8"
     with pytest.raises(ValueError):
         parse_bench("hints = 1\n")
+
+
+CEPH_SAMPLES = """@ 100.0
+[{"pool_name":"vmbench","pool_id":2,"recovery":{},"recovery_rate":{},"client_io_rate":{}}]
+%
+{"pg_ready":true,"osdstats":{"osd_perf_infos":[{"id":0,"perf_stats":{"commit_latency_ms":0,"apply_latency_ms":0}}]}}
+.
+@ 106.5
+[{"pool_name":"vmbench","pool_id":2,"recovery":{},"recovery_rate":{},"client_io_rate":{"read_bytes_sec":8000000,"write_bytes_sec":2000000,"read_op_per_sec":2000,"write_op_per_sec":500}}]
+%
+{"pg_ready":true,"osdstats":{"osd_perf_infos":[{"id":0,"perf_stats":{"commit_latency_ms":4,"apply_latency_ms":4}},{"id":1,"perf_stats":{"commit_latency_ms":6,"apply_latency_ms":2}}]}}
+.
+@ 108.5
+not json
+%
+{}
+.
+@ 110.5
+[{"pool_name":"vmbench","client_io_rate":{"read_bytes_sec":4000000,"write_bytes_sec":0,"read_op_per_sec":1000,"write_op_per_sec":0}}]
+%
+{"osdstats":{"osd_perf_infos":[]}}
+.
+"""
+
+
+def test_ceph_pool_samples_and_their_means_after_the_managers_lag():
+    from vmbench.telemetry.ceph import CephPool, parse_samples, sampler_argv, summary
+
+    s = parse_samples(CEPH_SAMPLES, "vmbench")
+    assert s["t_s"] == [0.0, 6.5, 10.5] and s["read_mb_s"] == [0.0, 8.0, 4.0] and s["commit_ms"] == [0.0, 5.0, None]
+    assert summary(s) == {"pool_read_mb_s": 6.0, "pool_write_mb_s": 1.0, "pool_read_ops": 1500.0, "pool_write_ops": 250.0,
+                          "osd_commit_ms": 5.0, "osd_apply_ms": 3.0}
+    assert parse_samples(CEPH_SAMPLES, "other") == {} and summary({}) == {}
+    argv = sampler_argv("/w/ceph-1.txt", 30, CephPool(("ceph", "--conf", "/c", "--id", "u"), "vmbench"))
+    assert argv[:2] == ["sh", "-c"] and argv[3:] == ["sh", "/w/ceph-1.txt", "2", "30", "vmbench", "ceph", "--conf", "/c", "--id", "u"]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from ..telemetry import sampler as telemetry_
+from ..telemetry.ceph import CephPool, CephSampler
 from ..errors import VmbenchError
 from ..progress import NullProgress, Progress
 from ..transport import ops
@@ -76,6 +77,7 @@ def run_fio(
     tail_seconds: float = 0,
     epoch_logs: bool = False,
     before_start: Callable[[], None] | None = None,
+    ceph_pool: CephPool | None = None,
 ) -> FioRun:
     """Run ``job`` on ``target``.  ``must_match`` is the other side's argv for the same job:
     the run is refused unless every parameter but target, output and log paths is identical
@@ -92,6 +94,9 @@ def run_fio(
     host, in ``host_workdir``, from just before fio until just after: its series are stored as
     "host-disk" and "host-cpu" (:func:`vmbench.telemetry.sampler.as_host`), and ``zfs_pool`` then names
     the host's pool, sampled there only ("zpool", "arc"): the guest's sampler gets no pool.
+    With ``ceph_pool`` (the Ceph pool of an RBD target) the host (``host_side``, else this side)
+    also samples that pool's client I/O and its OSDs' latency (the "ceph" series,
+    :mod:`vmbench.telemetry.ceph`), which trail fio by a few seconds: the run waits them out.
 
     ``tail_seconds`` keeps the load on that long after the measured job (a built-in job only;
     see :func:`vmbench.fio.job.fio_argv`); it is in no figure and no fio series.  With
@@ -118,8 +123,16 @@ def run_fio(
         host_sampler, sampler = _samplers(transport, target, workdir, token, timeout, label=label, telemetry=telemetry,
                                           zfs_pool=zfs_pool, host_side=host_side, host_workdir=host_workdir,
                                           host_target=host_target)
-        sampled = _sampled(lambda: transport.run(argv, env=fio_env(job, target), timeout=timeout, on_wait=tick),
-                           sampler, host_sampler, before_start)
+        ceph = (CephSampler(host_side or transport, ceph_pool, host_workdir if host_side else workdir, token, timeout)
+                if telemetry and ceph_pool is not None and (host_workdir or host_side is None) else None)
+        if ceph is not None:
+            ceph.start()
+        try:
+            sampled = _sampled(lambda: transport.run(argv, env=fio_env(job, target), timeout=timeout, on_wait=tick),
+                               sampler, host_sampler, before_start)
+        finally:
+            pool_series = ceph.stop() if ceph is not None else {}
+        sampled.update(pool_series)
         raw = transport.read_file(output).decode("utf-8", errors="replace")
         finished = True
     finally:

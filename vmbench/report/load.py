@@ -21,7 +21,7 @@ from .stored_plan import LoadPlan, StoredPlan, read_plan
 
 #: the samplers' series (fio's own are "fio-*"): the side fio ran on, the pool's (always the host's)
 #: and, for a guest run, the host's own device and CPU
-SAMPLED = ("disk", "cpu", "zpool", "arc", "host-disk", "host-cpu")
+SAMPLED = ("disk", "cpu", "zpool", "arc", "host-disk", "host-cpu", "ceph")
 #: a guest measurement's QEMU process sampled on the host: one row of CPU per I/O
 #: (:meth:`vmbench.telemetry.qemu_cpu.CpuPerIo.to_json`), not a time series
 QEMU_CPU = "qemu-cpu"
@@ -158,7 +158,7 @@ def summarize_telemetry(measurements: Sequence[dict], rows: Sequence[Mapping]) -
         got = by_m.get(m["id"])
         if got:
             summ = telemetry.summary(got.get("disk"), got.get("cpu"), got.get("zpool"), got.get("arc"),
-                                     host_disk=got.get("host-disk"), host_cpu=got.get("host-cpu"))
+                                     host_disk=got.get("host-disk"), host_cpu=got.get("host-cpu"), ceph=got.get("ceph"))
             if summ:
                 m["telemetry"] = summ
 

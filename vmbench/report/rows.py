@@ -69,6 +69,8 @@ class Figures:
     host_dev_write_mb_s: float | None = None
     host_cpu_busy: float | None = None  # 100 - idle, % of all the host's CPUs
     host_cpu_idle: float | None = None
+    # a Ceph pool under an RBD disk (vmbench.telemetry.ceph): its pool MB/s are pool_read/write_mb_s above
+    osd_commit_ms: float | None = None  # the OSDs' mean commit latency while fio ran (ceph osd perf)
 
     def samples_of(self, metric: Metric) -> tuple[float, ...]:
         """Each repeat's figure of ``metric`` (the bootstrap's samples)."""
@@ -152,6 +154,7 @@ def aggregate(rows: Sequence[dict]) -> Figures:
         host_dev_write_mb_s=_tmean(rows, "host_dev_write_mb_s"),
         host_cpu_busy=_tmean(rows, "host_cpu_busy"),
         host_cpu_idle=_tmean(rows, "host_cpu_idle"),
+        osd_commit_ms=_tmean(rows, "osd_commit_ms"),
     )
 
 
@@ -241,7 +244,8 @@ def telemetry_notes(row: dict, fig: Figures) -> list[str]:
         notes.append(f"CPU-bound? ({fig.cpu_idle:.0f}% idle)")
     if fig.host_cpu_idle is not None and fig.host_cpu_idle < CPU_IDLE_MIN:
         notes.append(f"host CPU-bound? ({fig.host_cpu_idle:.0f}% idle)")
-    zfs = fig.scan is not None or fig.txg_timeout_s is not None or fig.pool_read_mb_s is not None or fig.pool_write_mb_s is not None
+    zfs = fig.scan is not None or fig.txg_timeout_s is not None or (
+        fig.osd_commit_ms is None and (fig.pool_read_mb_s is not None or fig.pool_write_mb_s is not None))  # not Ceph's pool
     runtime = params.get("runtime") if rw is not None else None
     if zfs and isinstance(runtime, (int, float)):
         txg = fig.txg_timeout_s

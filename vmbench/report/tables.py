@@ -252,6 +252,8 @@ def figure_fields(row: Row) -> dict:
         out["write_ampl"] = f.write_ampl
     if f.arc_hit_ratio is not None:
         out["arc_hit_pct"] = f.arc_hit_ratio * 100
+    if f.osd_commit_ms is not None:
+        out["osd_commit_ms"] = f.osd_commit_ms
     if f.host_cpu_busy is not None or f.host_dev_read_mb_s is not None or f.host_dev_write_mb_s is not None:
         out.update({"host_dev_read_mb_s": f.host_dev_read_mb_s, "host_dev_write_mb_s": f.host_dev_write_mb_s,
                     "host_cpu_pct": f.host_cpu_busy})  # the host under a guest run
@@ -287,6 +289,8 @@ def telemetry_columns(records: list[dict]) -> list[Column]:
         cols.append(Column("write_ampl", "write ampl.", f_ratio, detail=True))
     if _has(records, "arc_hit_pct"):
         cols.append(Column("arc_hit_pct", "ARC hit %", f_whole, detail=True))
+    if _has(records, "osd_commit_ms"):
+        cols.append(Column("osd_commit_ms", "OSD commit ms", f_ms, detail=True))
     return cols
 
 
@@ -295,6 +299,7 @@ def telemetry_table_notes(records: list[dict]) -> list[str]:
     shown = {c.header for c in telemetry_columns(records)}
     return ([DEV_NOTE, CPU_NOTE, CACHE_NOTE] if "dev MB/s r/w" in shown else []) + (
         [HOST_TELEMETRY_NOTE, HOST_BOUND_NOTE] if "host CPU %" in shown else []) + (
+        [CEPH_TELEMETRY_NOTE] if "OSD commit ms" in shown else
         [ZFS_TELEMETRY_NOTE] if shown & {"pool MB/s r/w", "write ampl.", "ARC hit %"} else [])
 
 
@@ -307,6 +312,11 @@ HOST_TELEMETRY_NOTE = ("host CPU % = mean busy share of all the host's CPUs whil
 HOST_BOUND_NOTE = "host CPU-bound? = the host's CPUs under 10% idle during a guest run."
 #: notes that explain one column: a text report that leaves the column out leaves the note out
 NOTE_COLUMNS = {DEV_NOTE: "dev MB/s r/w", CPU_NOTE: "CPU %", HOST_TELEMETRY_NOTE: "host CPU %"}
+CEPH_TELEMETRY_NOTE = ("pool MB/s r/w = the Ceph pool's client I/O while fio ran (ceph osd pool stats, the manager's view, "
+                       "which trails the OSDs by about 5 s: the means are taken over that shifted window; on guest rows the "
+                       "pool under the guest's RBD disk); write ampl. = pool MB/s written / fio's MB/s; OSD commit ms = the "
+                       "OSDs' mean commit latency (ceph osd perf). Where the pool was sampled, served from cache? judges reads "
+                       "by the pool's (a read the pool did not serve came from librbd's cache).")
 ZFS_TELEMETRY_NOTE = ("pool MB/s r/w = mean MB/s the ZFS pool read/wrote while fio ran (zpool iostat, every vdev of the pool; "
                       "on guest rows the host's pool under the guest's scratch disk); "
                       "write ampl. = pool MB/s written / fio's MB/s (write jobs; above 1: parity, copies, metadata, the ZIL; "

@@ -22,7 +22,10 @@ from ..fio.runner import FioRun, precondition, run_fio
 from .cpucost import IDLE_SECONDS, CpuCost
 from .plan import Step, Stored
 from .rados import bench, rados_values
+from ..settings import StorageType
 from ..storage.radosbench import RADOS_LAYER, rados_mode, seconds
+from ..storage.rbd import client_args
+from ..telemetry.ceph import CephPool
 from ..progress import Progress
 from ..results.db import ResultsDB
 from ..results.key import MeasurementKey
@@ -170,6 +173,13 @@ class Measurer:
             return f"stopped at max {self.policy.max} repeats (CV {cv_label(cv)} >= {self.policy.threshold_label()})"
         return f"{len(values)} repeats, CV {cv_label(cv)} < {self.policy.threshold_label()}"
 
+    def _ceph_pool(self) -> CephPool | None:
+        """The Ceph pool to sample while fio runs (RBD storage), as the run's cephx user."""
+        cfg = self.scenario.storage.ceph
+        if self.scenario.storage.type is not StorageType.RBD or cfg is None:
+            return None
+        return CephPool(tuple(["ceph", *client_args(cfg)]), cfg.pool)
+
     def _run_rados(self, where: Where, step: Step, job: FioJob, label: str) -> None:
         """The pool's RADOS ceiling under ``job`` (:mod:`vmbench.run.rados`), stored as a host row."""
         cfg = self.scenario.storage.ceph
@@ -207,7 +217,7 @@ class Measurer:
                       slow=where.slow, must_match=must_match,
                       zfs_pool=where.zfs_pool if where.side_name == "host" or on_host else None,
                       host_side=where.host_side if on_host else None, host_workdir=where.host_workdir if on_host else "",
-                      host_target=where.host_target if on_host else None)
+                      host_target=where.host_target if on_host else None, ceph_pool=self._ceph_pool())
         if where.side_name == "host":
             self.host_argv[job.name] = run.argv
         # the I/Os during the snapshots: the measured rate over ramp and runtime (a fixed-rate job's load)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from . import zfs
+from .ceph import summary as ceph_summary
 from ..transport.base import Transport
 
 log = logging.getLogger(__name__)
@@ -320,17 +321,19 @@ class Sampler:
 
 
 def summary(disk: dict | None, cpu: dict | None, zpool: dict | None = None, arc: dict | None = None, *,
-            host_disk: dict | None = None, host_cpu: dict | None = None) -> dict[str, Any]:
+            host_disk: dict | None = None, host_cpu: dict | None = None, ceph: dict | None = None) -> dict[str, Any]:
     """Means over the run: ``read_mb_s``/``write_mb_s`` of the primary device (or the sum of
     all recorded), ``cpu_busy`` (100 - idle) and ``cpu_idle``; with ZFS series also
     ``pool_read_mb_s``, ``pool_write_mb_s``, ``scan``, ``txg_timeout_s``, ``arc_hit_ratio``
     (None: no ARC accesses) and ``arc_size_mb`` (:func:`vmbench.telemetry.zfs.summary`);
     with the host's series of a guest run ("host-disk", "host-cpu") also
     ``host_dev_read_mb_s``, ``host_dev_write_mb_s``, ``host_cpu_busy``, ``host_cpu_idle``;
-    only what the series have."""
+    with a Ceph pool's series (RBD) the pool's ``pool_read_mb_s``, ``pool_write_mb_s`` and ops,
+    and the OSDs' latency (:func:`vmbench.telemetry.ceph.summary`); only what the series have."""
     out: dict[str, Any] = {}
     out.update(_side(disk, cpu, "read_mb_s", "write_mb_s", "cpu_busy", "cpu_idle"))
     out.update(zfs.summary(zpool, arc))
+    out.update(ceph_summary(ceph))
     out.update(_side(host_disk, host_cpu, "host_dev_read_mb_s", "host_dev_write_mb_s", "host_cpu_busy", "host_cpu_idle"))
     return out
 
