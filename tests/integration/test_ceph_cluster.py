@@ -64,6 +64,11 @@ storage will parse:
   key in a ``secret`` object and no conf at all; ``--output=json``: ``{"virtual-size",
   "filename", "cluster-size": 4194304, "format": "raw", "dirty-flag"}``.  A bare
   ``127.0.0.1:PORT`` mon address (no ``v2:``) is taken as msgr2: the mon binds only that.
+  Under libvirt QEMU runs as libvirt-qemu (uid 64055): a ``<config file=...>`` it cannot
+  read (this cluster's conf under pytest's 0700 tmp dir) fails the domain's start with
+  "error reading conf file ...: No such file or directory"; ``<host>`` + ``<auth>`` with a
+  ceph secret needs no file at all (and the keyring named in a readable conf may stay 0600
+  root: the key from the secret wins).
 
 Timings and memory (the fixture prints them; 2 shared cores, other work running): start to
 HEALTH_OK with all PGs active+clean 14.5-18 s, a second cluster beside the first the same;
