@@ -28,7 +28,7 @@ URI = os.environ.get("VMBENCH_TEST_URI", "qemu:///system")
 #: the longest test modules first, so that two workers (make test: -n 2 --dist loadfile, a
 #: module stays on one worker with its module fixtures) finish together
 LONGEST_FIRST = ("test_load", "test_zfs_storage", "test_faults", "test_axes", "test_shared_run", "test_remote", "test_stacks",
-                 "test_html_report", "test_proxmox")
+                 "test_ceph", "test_html_report", "test_proxmox")
 
 
 def pytest_collection_modifyitems(items):

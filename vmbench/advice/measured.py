@@ -60,6 +60,9 @@ class Ctx:
 
     @property
     def host_memory(self) -> int | None:
+        """The host's RAM a read may be served from (None on RBD: librbd, no host page cache under the disk)."""
+        if self.data.environment.get("storage_type") == "rbd":
+            return None
         return (self.data.environment.get("host_memory_mib") or 0) << 20 or None
 
     def cpu_rows(self) -> list[CpuRow]:

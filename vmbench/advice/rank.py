@@ -211,7 +211,7 @@ def _storage_kind(data: RunData) -> str:
         return "zvol"
     if text.startswith("files on child datasets") or kind == "zfs-dataset":
         return "dataset"
-    return ""
+    return "rbd" if kind == "rbd" else ""
 
 
 def _not_tried(ctx: Ctx, goal: Goal, job: str) -> list[str]:

@@ -99,7 +99,7 @@ def _matches(have: object, key: str, want: object) -> bool:
 def not_tried(metric: GoalMetric, cells: Sequence[Mapping[str, object]], *, guest: bool, storage: str = "",
               writes: bool = False, luks: bool = False) -> list[Candidate]:
     """The candidates for ``metric`` that apply to the run (``guest``: it ran VMs;
-    ``storage``: "zvol", "dataset" or ""; ``writes``: the goal's job writes; ``luks``: a stack
+    ``storage``: "zvol", "dataset", "rbd" or ""; ``writes``: the goal's job writes; ``luks``: a stack
     has a LUKS layer) and that no cell measured."""
     out = []
     for c in COMMON.get(metric, ()):
@@ -113,6 +113,8 @@ def not_tried(metric: GoalMetric, cells: Sequence[Mapping[str, object]], *, gues
             continue
         if c.writes and not writes:
             continue
+        if storage == "rbd" and "aio" in c.settings:
+            continue  # librbd does its own I/O: aio does not apply to an RBD disk
         if not measured(c, cells):
             out.append(c)
     return out
