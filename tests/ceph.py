@@ -15,7 +15,8 @@ the OSD bind 127.0.0.1 too, so two clusters run side by side (different dirs and
         cluster.stop()
 
 It makes a pool ``vmbench`` (size 1, application rbd, ``rbd pool init``) and a cephx user
-``client.vmbench`` (``mon 'profile rbd' osd 'profile rbd pool=vmbench'``) with its own
+``client.vmbench`` (``mon 'profile rbd' osd 'profile rbd pool=vmbench' mgr 'allow r'``: the
+last for the pool's statistics vmbench samples) with its own
 keyring and a client conf (``conf_path``: ``mon_host``, and the keyring in
 ``[client.vmbench]``) that ``rbd --id vmbench``, fio's rbd engine (``CEPH_CONF``,
 ``--clientname=vmbench``) and QEMU (``rbd:vmbench/img:id=vmbench:conf=...``) read.
@@ -286,7 +287,7 @@ class CephCluster:
         self.ceph("osd", "pool", "create", POOL, "8", "8", "replicated", "--size", "1")
         self.ceph("osd", "pool", "application", "enable", POOL, "rbd")
         self._run_admin(["rbd", "pool", "init", POOL], timeout=120)  # waits for the PGs to be active
-        self.ceph("auth", "get-or-create", f"client.{USER}", "mon", "profile rbd", "osd", f"profile rbd pool={POOL}",
+        self.ceph("auth", "get-or-create", f"client.{USER}", "mon", "profile rbd", "osd", f"profile rbd pool={POOL}", "mgr", "allow r",
                   "-o", str(self.keyring_path))
         self.keyring_path.chmod(0o600)
         self.wait_healthy(max(1.0, started + health_timeout - time.monotonic()), since=started)

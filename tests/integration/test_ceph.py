@@ -1,21 +1,102 @@
-"""VM disks on a real Ceph pool (tests/ceph.py starts a one-node cluster from Debian's packages):
-preflight before anything exists, a one-factor run (cache none vs writeback) with the RADOS
-ceiling, librbd on the host and the guest in one gap table, the pool's telemetry beside fio's,
-and nothing left in the pool or in libvirt; ``vmbench cleanup`` of a killed run's images and
-bench objects, and nothing else."""
+"""VM disks on a real Ceph pool, and the test cluster itself (tests/ceph.py, one node started from
+Debian's packages, shared by the whole module).  vmbench: preflight before anything exists, a
+one-factor run (cache none vs writeback) with the RADOS ceiling, librbd on the host and the guest
+in one gap table, the pool's telemetry beside fio's, and nothing left in the pool or in libvirt;
+``vmbench cleanup`` of a killed run's images and bench objects, and nothing else.  The cluster: RBD images as the
+``client.vmbench`` user, fio's rbd engine, ``rados bench``, the mgr's pool and OSD
+statistics, QEMU opening an image through librbd.
+
+What these printed on Debian 12 (Ceph 16.2.15, fio 3.33, QEMU 7.2), the shapes the RBD
+storage will parse:
+
+* ``ceph status --format json``: ``health.status`` ("HEALTH_OK"), ``health.checks`` ({} when
+  OK; else {"MGR_MODULE_ERROR": {"severity", "summary": {"message", "count"}, "muted"}}),
+  ``osdmap.{num_osds,num_up_osds,num_in_osds,osd_up_since,osd_in_since,num_remapped_pgs,
+  epoch}``, ``pgmap.{pgs_by_state: [{state_name, count}], num_pgs, num_pools, num_objects,
+  data_bytes, bytes_used, bytes_avail, bytes_total}``, ``mgrmap.{available, modules}``.  The
+  mon's ``pgmap`` lags the mgr by up to 5 s (``mon_mgr_digest_period``): right after a pool
+  is made HEALTH_OK comes with its PGs "unknown" while ``ceph pg stat`` (the mgr) already
+  says active+clean.
+* ``rbd ls vmbench --format json``: ``["t1"]`` (``[]`` when empty); ``rbd ls -l --format
+  json``: ``[{"image", "id", "size", "format"}]``; ``rbd info --format json``: ``{"name",
+  "id", "size", "objects", "order", "object_size", "snapshot_count", "block_name_prefix",
+  "format", "features": ["layering", "exclusive-lock", "object-map", "fast-diff",
+  "deep-flatten"], "op_features", "flags", "create_timestamp", "access_timestamp",
+  "modify_timestamp"}`` (timestamps like "Thu Nov 26 14:30:22 2026").
+* ``rbd image-meta set IMG vmbench-run r0000test`` prints nothing; ``image-meta get IMG KEY``
+  prints the value and a newline ("r0000test\\n"); a missing key exits 2, stderr "failed to
+  get metadata KEY of image : (2) No such file or directory" and "rbd: getting metadata
+  failed: (2) No such file or directory"; ``image-meta list --format json``:
+  ``{"vmbench-run": "r0000test"}``.  ``rbd rm`` prints its progress on stderr ("Removing
+  image: 6% complete...", ..., "100% complete...done."; ``--no-progress`` silences it).
+* fio ``--ioengine=rbd --pool=vmbench --rbdname=IMG --clientname=vmbench`` with
+  ``CEPH_CONF`` = the client conf, ``--output-format=json``: clean JSON on stdout, the usual
+  shape (``jobs[0].write.{iops, bw, clat_ns.mean, lat_ns, ...}``, ``"job options"`` has
+  ioengine/pool/rbdname/clientname); ``disk_util`` describes the host disk under fio's
+  working directory (``[{"name": "vda", ...}]``), nothing of the RBD image: ignore it.
+* ``rados bench -p vmbench 3 write -b 4096 -t 4 --no-cleanup --format json`` (works on Ceph
+  16) prints a line ``hints = 1`` first, then one JSON object: every value is a *string*:
+  ``{"concurrent_ios", "object_size", "op_size", "seconds_to_run", "max_objects",
+  "object_prefix", "datas": [{"sec", "cur_ops", "started", "finished", "avg_bw", "cur_bw",
+  "last_lat", "avg_lat"}], "total_time_run", "total_writes_made", "write_size",
+  "object_size" (twice in the object), "bandwidth" (MB/s), "stddev_bandwidth",
+  "max_bandwidth", "min_bandwidth", "average_iops", "stddev_iops" (garbage, e.g.
+  "803644336"), "max_iops", "min_iops", "average_latency" (s), "stddev_latency",
+  "max_latency", "min_latency"}``.  ``rados -p vmbench cleanup`` prints "Removed N objects".
+* ``ceph osd pool stats vmbench --format json``: ``[{"pool_name", "pool_id", "recovery": {},
+  "recovery_rate": {}, "client_io_rate": {"read_bytes_sec", "write_bytes_sec",
+  "read_op_per_sec", "write_op_per_sec"}}]`` (integers); ``client_io_rate`` is ``{}`` when
+  idle, and a ``*_bytes_sec`` key is left out while it is 0 (``read_op_per_sec: 0`` stays).
+  The rates are averages over the OSD's last reports to the mgr (every 5 s): they reach the
+  load 3-5 s late and keep an earlier load's reads for a while: not a per-second meter.
+* ``ceph osd perf --format json``: ``{"pg_ready": true, "osdstats": {"osd_perf_infos":
+  [{"id": 0, "perf_stats": {"commit_latency_ms", "apply_latency_ms", "commit_latency_ns",
+  "apply_latency_ns"}}]}}`` (integers, whole milliseconds: ``*_ns`` is ``*_ms`` x 10^6;
+  BlueStore reports commit == apply).
+* ``rbd perf image iostat vmbench --format json`` (probed by hand, not tested here): needs
+  mgr caps: as client.vmbench with the caps above "mgr command failed: (13) Permission
+  denied: access denied: does your client key have mgr caps?" (it would need ``mgr 'profile
+  rbd pool=vmbench'``).  As admin: "rbd: waiting for initial image stats" on stderr for a
+  few seconds, then one sample and exit (``--iterations`` is refused with a format):
+  ``[{"pool", "pool_namespace", "image", "write_ops", "read_ops", "write_bytes",
+  "read_bytes", "write_latency", "read_latency"}]`` (floats; ops and bytes per second;
+  ``write_latency`` was 46,817,167 at ~5,000 writes/s QD4: not a mean in ns, unit unchecked).
+* ``qemu-img info rbd:vmbench/IMG:id=vmbench:conf=CONF`` (the keyring named in CONF's
+  ``[client.vmbench]``) works, as does the ``-blockdev`` libvirt makes for a network disk:
+  ``{"driver": "rbd", "pool", "image", "server": [{"host": "127.0.0.1", "port": "PORT"}],
+  "user": "vmbench", "auth-client-required": ["cephx", "none"], "key-secret": ID}`` with the
+  key in a ``secret`` object and no conf at all; ``--output=json``: ``{"virtual-size",
+  "filename", "cluster-size": 4194304, "format": "raw", "dirty-flag"}``.  A bare
+  ``127.0.0.1:PORT`` mon address (no ``v2:``) is taken as msgr2: the mon binds only that.
+  Under libvirt QEMU runs as libvirt-qemu (uid 64055): a ``<config file=...>`` it cannot
+  read (this cluster's conf under pytest's 0700 tmp dir) fails the domain's start with
+  "error reading conf file ...: No such file or directory"; ``<host>`` + ``<auth>`` with a
+  ceph secret needs no file at all (and the keyring named in a readable conf may stay 0600
+  root: the key from the secret wins).
+
+Timings and memory (the fixture prints them; 2 shared cores, other work running): start to
+HEALTH_OK with all PGs active+clean 14.5-18 s, a second cluster beside the first the same;
+stop 0.4-1.1 s (the OSD first: stopped together with the mon it waits 5 s for the mon to mark
+it down); RSS mon ~41 MB, mgr ~167 MB, OSD ~50 MB at start and 300-400 MB after these tests
+wrote (``osd_memory_target`` 1 GiB).  fio 4k randwrite QD16 7,100-12,000 IOPS, rados bench
+4 KiB x 4 1,050-2,150 IOPS.  The module takes about 50 s.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
-import libvirt
 import pytest
+
+import libvirt
 
 from tests.ceph import CephCluster
 from tests.integration.conftest import URI, vmbench, write
@@ -23,6 +104,224 @@ from vmbench.scenario.model import CephConfig, Storage
 from vmbench.settings import ImageFormat, StorageType
 from vmbench.storage.rbd import RbdStorage
 from vmbench.transport.local import LocalTransport
+
+POOL = "vmbench"
+
+
+def _report(config, line: str) -> None:
+    """A line on the terminal, past pytest's output capture (shown with -q too)."""
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if reporter is None or capture is None:
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.write_line(line)
+
+
+def _rss(cluster: CephCluster) -> str:
+    return ", ".join(f"{name} {kib / 1024:.0f} MB" for name, kib in sorted(cluster.rss_kib().items()))
+
+
+@pytest.fixture(scope="module")
+def cluster(request, machine):
+    """One cluster for the module (vmbench's runs and the client checks share it), in a
+    directory QEMU (libvirt-qemu) can read the client configuration in."""
+    started = time.monotonic()
+    base = Path(tempfile.mkdtemp(prefix="vmbench-ceph-", dir="/var/tmp"))
+    os.chmod(base, 0o755)
+    ceph = CephCluster.start(base / "cluster")
+    os.chmod(ceph.conf_path, 0o644)
+    _report(request.config, f"\ntest Ceph cluster: HEALTH_OK in {ceph.timings['health_ok']:.1f}s "
+                            f"({time.monotonic() - started:.1f}s with the fixture), mon {ceph.mon_host}; RSS {_rss(ceph)}")
+    pids = ceph.pids()
+    try:
+        yield ceph
+    finally:
+        rss = _rss(ceph)
+        ceph.stop(discard_block=True)
+        shutil.rmtree(base, ignore_errors=True)
+        _report(request.config, f"\ntest Ceph cluster: RSS at the end {rss}; stopped in {ceph.timings['stop']:.1f}s")
+    alive = [pid for pid in pids.values() if _alive(pid)]
+    assert not alive, f"Ceph daemons still running after stop(): {alive}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in state
+
+
+def client(cluster: CephCluster, *argv: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:
+    """``argv`` as a client process with ``CEPH_CONF`` set to the client conf."""
+    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=cluster.client_env())
+    if check and done.returncode != 0:
+        pytest.fail(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()}")
+    return done
+
+
+def rbd(cluster: CephCluster, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return client(cluster, "rbd", "--id", cluster.user, *args, check=check)
+
+
+def admin_rados(cluster: CephCluster, *args: str, timeout: float = 60) -> str:
+    done = subprocess.run(["rados", "--conf", str(cluster.admin_conf_path), "--name", "client.admin", *args],
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"rados {' '.join(args)}: {done.stderr.strip()}"
+    return done.stdout
+
+
+def test_health_ok_with_one_osd_up_and_in(cluster):
+    status = cluster.status()
+    assert status["fsid"] == cluster.fsid
+    assert status["health"]["status"] == "HEALTH_OK", status["health"]
+    osdmap = status["osdmap"]
+    assert (osdmap["num_osds"], osdmap["num_up_osds"], osdmap["num_in_osds"]) == (1, 1, 1)
+    assert {s["state_name"] for s in status["pgmap"]["pgs_by_state"]} == {"active+clean"}
+    pools = {p["pool_name"]: p for p in cluster.ceph_json("osd", "pool", "ls", "detail")}
+    assert pools[POOL]["size"] == 1 and "rbd" in pools[POOL]["application_metadata"]
+    caps = cluster.ceph_json("auth", "get", "client.vmbench")[0]["caps"]
+    assert caps == {"mon": "profile rbd", "osd": "profile rbd pool=vmbench", "mgr": "allow r"}
+    # everything under base_dir: the client conf names the mon and the keyring, nothing else
+    conf = cluster.conf_path.read_text()
+    assert f"mon_host = {cluster.mon_host}" in conf and f"keyring = {cluster.keyring_path}" in conf
+    assert cluster.mon_host.startswith("127.0.0.1:")
+    assert sorted(cluster.pids()) == ["mgr", "mon", "osd"]
+
+
+def test_rbd_image_lifecycle_as_the_client_user(cluster):
+    rbd(cluster, "create", "--size", "64M", f"{POOL}/t1")
+    assert rbd(cluster, "image-meta", "set", f"{POOL}/t1", "vmbench-run", "r0000test").stdout == ""
+    assert rbd(cluster, "image-meta", "get", f"{POOL}/t1", "vmbench-run").stdout == "r0000test\n"
+    assert json.loads(rbd(cluster, "image-meta", "list", f"{POOL}/t1", "--format", "json").stdout) == {"vmbench-run": "r0000test"}
+    missing = rbd(cluster, "image-meta", "get", f"{POOL}/t1", "no-such-key", check=False)
+    assert missing.returncode == 2 and "No such file or directory" in missing.stderr
+    assert json.loads(rbd(cluster, "ls", POOL, "--format", "json").stdout) == ["t1"]
+    (image,) = json.loads(rbd(cluster, "ls", "-l", POOL, "--format", "json").stdout)
+    assert image["image"] == "t1" and image["size"] == 64 * 1024**2 and image["format"] == 2
+    info = json.loads(rbd(cluster, "info", f"{POOL}/t1", "--format", "json").stdout)
+    assert {"name", "id", "size", "object_size", "block_name_prefix", "features", "create_timestamp"} <= set(info)
+    assert rbd(cluster, "ls", POOL).stdout == "t1\n"
+    rbd(cluster, "rm", f"{POOL}/t1")
+    assert json.loads(rbd(cluster, "ls", POOL, "--format", "json").stdout) == []
+
+
+def test_fio_rbd_engine_as_the_client_user(cluster, pytestconfig):
+    rbd(cluster, "create", "--size", "128M", f"{POOL}/fio1")
+    try:
+        done = client(cluster, "fio", "--name=rbd-4k-randwrite", "--ioengine=rbd", f"--pool={POOL}", "--rbdname=fio1",
+                      f"--clientname={cluster.user}", "--rw=randwrite", "--bs=4k", "--iodepth=16", "--time_based",
+                      "--runtime=3", "--output-format=json", timeout=120)
+        result = json.loads(done.stdout)  # nothing but the JSON on stdout
+        (job,) = result["jobs"]
+        assert job["error"] == 0
+        assert job["job options"]["ioengine"] == "rbd" and job["job options"]["clientname"] == cluster.user
+        assert job["write"]["iops"] > 0 and job["write"]["clat_ns"]["mean"] > 0
+        _report(pytestconfig, f"fio rbd 4k randwrite QD16, 3 s: {job['write']['iops']:.0f} IOPS")
+    finally:
+        rbd(cluster, "rm", f"{POOL}/fio1")
+
+
+def test_rados_bench_json(cluster, pytestconfig):
+    out = admin_rados(cluster, "-p", POOL, "bench", "3", "write", "-b", "4096", "-t", "4", "--no-cleanup", "--format", "json",
+                      timeout=120)
+    prefix, brace, rest = out.partition("{")
+    assert prefix.strip() == "hints = 1"  # a line before the JSON
+    bench = json.loads(brace + rest)
+    assert all(isinstance(v, str) for k, v in bench.items() if k != "datas")  # numbers as strings
+    assert int(bench["total_writes_made"]) > 0 and int(bench["average_iops"]) > 0 and float(bench["bandwidth"]) > 0
+    assert bench["op_size"] == "4096" and bench["concurrent_ios"] == "4"
+    assert {"sec", "cur_ops", "started", "finished", "avg_bw", "cur_bw", "last_lat", "avg_lat"} <= set(bench["datas"][0])
+    assert float(bench["average_latency"]) > 0 and bench["object_prefix"].startswith("benchmark_data_")
+    _report(pytestconfig, f"rados bench 4 KiB x 4, 3 s: {bench['average_iops']} IOPS, {bench['bandwidth']} MB/s")
+    cleaned = admin_rados(cluster, "-p", POOL, "cleanup", timeout=300)
+    assert cleaned.startswith("Removed ") and cleaned.split()[1] == bench["total_writes_made"]
+    assert not [o for o in admin_rados(cluster, "-p", POOL, "ls").split() if o.startswith("benchmark_data")]
+
+
+def test_pool_stats_and_osd_perf_shapes(cluster):
+    idle = cluster.ceph_json("osd", "pool", "stats", POOL)
+    assert [set(p) for p in idle] == [{"pool_name", "pool_id", "recovery", "recovery_rate", "client_io_rate"}]
+    # load for the mgr to report: rates reach it with the OSD's next report (every 5 s)
+    bench = subprocess.Popen(["rados", "--conf", str(cluster.admin_conf_path), "--name", "client.admin", "-p", POOL,
+                              "bench", "12", "write", "-b", "4096", "-t", "4", "--no-cleanup"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, rates = time.monotonic() + 12, {}
+        while time.monotonic() < deadline:
+            (stats,) = cluster.ceph_json("osd", "pool", "stats", POOL)
+            rates = stats["client_io_rate"]
+            if rates.get("write_op_per_sec"):
+                break
+            time.sleep(1)
+        assert stats["pool_name"] == POOL
+        assert {"write_bytes_sec", "write_op_per_sec"} <= set(rates), rates
+        assert rates["write_op_per_sec"] > 0 and rates["write_bytes_sec"] > 0
+        perf = cluster.ceph_json("osd", "perf")
+        (osd,) = perf["osdstats"]["osd_perf_infos"]
+        assert osd["id"] == 0
+        assert set(osd["perf_stats"]) == {"commit_latency_ms", "apply_latency_ms", "commit_latency_ns", "apply_latency_ns"}
+        assert all(isinstance(v, int) for v in osd["perf_stats"].values())
+    finally:
+        bench.send_signal(signal.SIGINT)
+        try:
+            bench.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            bench.kill()
+            bench.wait(timeout=10)
+        admin_rados(cluster, "-p", POOL, "cleanup", timeout=300)
+
+
+def test_qemu_opens_an_image_through_librbd(cluster, tmp_path):
+    rbd(cluster, "create", "--size", "64M", f"{POOL}/t2")
+    try:
+        # the client conf with its keyring: the rbd: filename form
+        spec = f"rbd:{POOL}/t2:id={cluster.user}:conf={cluster.conf_path}"
+        env_free = {k: v for k, v in os.environ.items() if k != "CEPH_CONF"}
+        done = subprocess.run(["qemu-img", "info", "--output=json", spec], capture_output=True, text=True, timeout=60, env=env_free)
+        assert done.returncode == 0, done.stderr
+        info = json.loads(done.stdout)
+        assert info["virtual-size"] == 64 * 1024**2 and info["format"] == "raw"
+        # what libvirt hands QEMU for a <disk type='network'> with <auth>: servers, user and
+        # the key as a secret object, no conf and no keyring file
+        key = cluster.key()
+        host, port = cluster.mon_host.rsplit(":", 1)
+        blockdev = {"driver": "rbd", "pool": POOL, "image": "t2", "server": [{"host": host, "port": port}],
+                    "user": cluster.user, "auth-client-required": ["cephx", "none"], "key-secret": "sec0", "conf": "/dev/null"}
+        obj = f"secret,id=sec0,data={key},format=base64"
+        done = subprocess.run(["qemu-img", "info", "--output=json", "--object", obj, "json:" + json.dumps({"file": blockdev})],
+                              capture_output=True, text=True, timeout=60, env=env_free)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["virtual-size"] == 64 * 1024**2
+        # and data goes through: written by QEMU, read back by QEMU
+        io = subprocess.run(["qemu-io", "-f", "raw", "-c", "write -P 0xab 1M 64k", "-c", "read -P 0xab 1M 64k", spec],
+                            capture_output=True, text=True, timeout=60, env=env_free)
+        assert io.returncode == 0 and "Pattern verification failed" not in io.stdout, io.stdout + io.stderr
+    finally:
+        rbd(cluster, "rm", f"{POOL}/t2")
+
+
+def test_two_clusters_at_once(cluster, tmp_path, pytestconfig):
+    second = CephCluster.start(tmp_path / "second")
+    try:
+        assert second.mon_port != cluster.mon_port and second.fsid != cluster.fsid
+        assert second.status()["health"]["status"] == "HEALTH_OK"
+        assert cluster.status()["health"]["status"] == "HEALTH_OK"
+        # each client conf reaches its own cluster
+        rbd(second, "create", "--size", "8M", f"{POOL}/only-in-second")
+        assert json.loads(rbd(second, "ls", POOL, "--format", "json").stdout) == ["only-in-second"]
+        assert "only-in-second" not in json.loads(rbd(cluster, "ls", POOL, "--format", "json").stdout)
+        pids = second.pids()
+    finally:
+        second.stop(discard_block=True)
+    _report(pytestconfig, f"second test Ceph cluster (beside the first): HEALTH_OK in {second.timings['health_ok']:.1f}s, "
+                          f"stopped in {second.timings['stop']:.1f}s")
+    assert not [pid for pid in pids.values() if _alive(pid)]
+    assert cluster.status()["health"]["status"] == "HEALTH_OK"
+
+
+# ---- vmbench on the cluster -----------------------------------------------------------------------
 
 SCENARIO = """
 name: it-ceph
@@ -37,22 +336,6 @@ jobs:
   - {{name: 4k-randwrite, rw: randwrite, bs: 4k, iodepth: 8, size: 128M, runtime: 4s, ramp: 1s}}
   - {{name: 4k-randread, rw: randread, bs: 4k, iodepth: 8, size: 128M, runtime: 4s, ramp: 1s}}
 """
-
-
-@pytest.fixture(scope="module")
-def cluster(machine):
-    """One cluster for the module, in a directory QEMU (libvirt-qemu) can read the client conf in."""
-    base = Path(tempfile.mkdtemp(prefix="vmbench-ceph-", dir="/var/tmp"))
-    os.chmod(base, 0o755)
-    c = CephCluster.start(base / "c")
-    try:
-        os.chmod(c.conf_path, 0o644)
-        # the pool's statistics come from the manager: vmbench's telemetry needs mgr 'allow r'
-        c.ceph("auth", "caps", "client.vmbench", "mon", "profile rbd", "osd", "profile rbd pool=vmbench", "mgr", "allow r")
-        yield c
-    finally:
-        c.stop(discard_block=True)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _storage(c: CephCluster) -> RbdStorage:
