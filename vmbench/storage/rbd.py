@@ -159,8 +159,9 @@ class RbdStorage:
         try:
             return self.host.run(argv, timeout=timeout, check=check)
         except CommandError as exc:
-            raise HypervisorError(f"{' '.join(argv[:1] + argv[len(client_args(self.cfg)) + 1:][:2])} on {self.host.name} "
-                                  f"failed: {(exc.stderr or '').strip() or exc.message}") from None
+            words = [a for a in argv[1 + len(client_args(self.cfg)):] if not a.startswith("-")][:2]
+            raise HypervisorError(f"{' '.join([argv[0], *words])} on {self.host.name} failed: "
+                                  f"{_last_line(exc.stderr) if exc.stderr else exc.message}") from None
 
     def _json(self, *args: str, timeout: float = 60) -> Any:
         return json.loads(self._run(ceph_argv(self.cfg, *args), timeout=timeout).stdout or "null")
