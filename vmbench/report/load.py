@@ -108,7 +108,8 @@ def load_run(db: ResultsDB, ref: str | int | None = "latest") -> RunData:
     cells = [dict(c, host_cell=host_cells.get(c["name"]))  # which host reference each cell is compared with
              for c in sorted(db.rows("cells", run.id), key=lambda c: c["seq"])]  # scenario order, not boot order
     names = {c["id"]: c["name"] for c in cells}
-    measurements = [dict(m, cell=names.get(m["cell_id"])) for m in db.rows("measurements", run.id)]
+    # fio's whole output (most of the stored bytes) is decoded only where a table reads it
+    measurements = [dict(m, cell=names.get(m["cell_id"])) for m in db.rows("measurements", run.id, lazy=("fio_json",))]
     rows = _telemetry_rows(db, run.id)
     summarize_telemetry(measurements, rows)
     by_id = {m["id"]: m for m in measurements}

@@ -17,7 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Collection, SupportsIndex
 
 from ..errors import ResultsError
 from . import migrate
@@ -319,10 +319,13 @@ class ResultsDB:
     def runs(self) -> list[RunRow]:
         return [_run_row(r) for r in self.conn.execute("SELECT * FROM runs ORDER BY id")]
 
-    def rows(self, table: str, run_id: int) -> list[dict]:
+    def rows(self, table: str, run_id: int, *, lazy: Collection[str] = ()) -> list[dict]:
+        """A run's rows of ``table`` in the order stored, each ``X_json`` column decoded as ``X``;
+        a column named in ``lazy`` whose text is a JSON object is decoded the first time it is
+        read (a :class:`LazyJson`): for a large column a reader may never look at."""
         if table not in ("boots", "cells", "measurements", "crypto", "telemetry"):
             raise ValueError(table)
-        return [_decode(dict(r)) for r in self.conn.execute(f"SELECT * FROM {table} WHERE run_id = ? ORDER BY id", (run_id,))]
+        return [_decode(dict(r), lazy) for r in self.conn.execute(f"SELECT * FROM {table} WHERE run_id = ? ORDER BY id", (run_id,))]
 
     def measurement_keys(self, run_id: int) -> set[MeasurementKey]:
         """What a run has measured: the key of every stored measurement."""
@@ -373,11 +376,56 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def _decode(row: dict) -> dict:
+def _decode(row: dict, lazy: Collection[str] = ()) -> dict:
     for key in list(row):
         if key.endswith("_json") and isinstance(row[key], str):
-            row[key[:-5]] = json.loads(row.pop(key))
+            text = row.pop(key)
+            row[key[:-5]] = LazyJson(text) if key in lazy and text.startswith("{") else json.loads(text)
     return row
+
+
+class LazyJson(dict):
+    """A stored JSON object decoded the first time anything reads it (fio's whole output of a
+    measurement is most of a run's bytes; a report reads it for a few tables only).  A dict
+    in every way code reads it: every method, ``==``, copies, pickling, ``json.dumps``."""
+
+    __slots__ = ("_text",)
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self._text: str | None = text
+        # json's C encoder writes an empty dict as {} without asking it for its items()
+        dict.__setitem__(self, _UNREAD, None)
+
+    def _decoded(self) -> None:
+        if self._text is not None:
+            text, self._text = self._text, None
+            dict.clear(self)
+            dict.update(self, json.loads(text))
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple:  # copies and pickles are plain dicts
+        self._decoded()
+        return dict, (dict(self.items()),)
+
+
+_UNREAD = object()
+
+
+def _reading(name: str) -> Callable:
+    method = getattr(dict, name)
+
+    def call(self: LazyJson, *args: Any, **kwargs: Any) -> Any:
+        self._decoded()
+        return method(self, *args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+for _name in ("__getitem__", "__contains__", "__iter__", "__reversed__", "__len__", "__eq__", "__ne__", "__repr__", "__or__",
+              "__ror__", "__ior__", "__setitem__", "__delitem__", "get", "keys", "values", "items", "copy", "update", "setdefault",
+              "pop", "popitem", "clear"):
+    setattr(LazyJson, _name, _reading(_name))
 
 
 def _run_row(row: sqlite3.Row) -> RunRow:
