@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 from ..results.db import ResultsDB, RunRow
 from ..results.key import MeasurementKey
 from ..telemetry import sampler as telemetry
+from .bins import StoredBins
 from .kind import RunKind, run_kind
 from .loadrows import LoadPlan, load_plan
 
@@ -110,6 +111,9 @@ def load_run(db: ResultsDB, ref: str | int | None = "latest") -> RunData:
     names = {c["id"]: c["name"] for c in cells}
     # fio's whole output (most of the stored bytes) is decoded only where a table reads it
     measurements = [dict(m, cell=names.get(m["cell_id"])) for m in db.rows("measurements", run.id, lazy=("fio_json",))]
+    for m in measurements:
+        if isinstance(m.get("clat_bins"), dict):
+            m["clat_bins"] = StoredBins(m["clat_bins"])  # its Histogram made once, for every table and plot
     rows = _telemetry_rows(db, run.id)
     summarize_telemetry(measurements, rows)
     by_id = {m["id"]: m for m in measurements}
