@@ -110,7 +110,6 @@ def aggregate(rows: Sequence[dict]) -> Figures:
         cv = statistics.stdev(iops) / statistics.mean(iops)
     hashes = {r["job_hash"] for r in rows}
     mb_s = statistics.median(bws) / 1e6
-    pool_write = _tmean(rows, "pool_write_mb_s")
     return Figures(
         iops=statistics.median(iops),
         mb_s=mb_s,
@@ -128,6 +127,17 @@ def aggregate(rows: Sequence[dict]) -> Figures:
         p99_samples=_repeat_ms(rows, 99.0),
         p999_samples=_repeat_ms(rows, 99.9),
         saturated=saturation(rows),
+        **_telemetry_figures(rows, mb_s),
+    )
+
+
+def _telemetry_figures(rows: Sequence[dict], mb_s: float) -> dict:
+    """The samplers' figures of a group (the telemetry fields of :class:`Figures`); none
+    (all None) when no repeat has telemetry."""
+    if not any(isinstance(r.get("telemetry"), dict) for r in rows):
+        return {}
+    pool_write = _tmean(rows, "pool_write_mb_s")
+    return dict(
         dev_read_mb_s=_tmean(rows, "read_mb_s"),
         dev_write_mb_s=_tmean(rows, "write_mb_s"),
         cpu_busy=_tmean(rows, "cpu_busy"),
