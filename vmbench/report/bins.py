@@ -14,23 +14,32 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from typing import Mapping, Sequence
+import json
+from typing import Any, Mapping, Sequence
 
 from ..fio.result import Histogram
+from ..results.db import LazyJson
 
 
-class StoredBins(dict):
-    """A measurement's stored clat bins, as stored (a dict in every way), keeping the
-    :class:`Histogram` made from them."""
+class StoredBins(LazyJson):
+    """A measurement's stored clat bins: as stored, a dict decoded when read as one
+    (:class:`~vmbench.results.db.LazyJson`), and the :class:`Histogram` made from them, once."""
 
     __slots__ = ("_histogram",)
+
+    @classmethod
+    def of(cls, text: str) -> Any:
+        """The stored column's text as StoredBins (a value that is no JSON object decoded now)."""
+        return cls(text) if text.startswith("{") else json.loads(text)
 
     def histogram(self) -> Histogram:
         try:
             return self._histogram
         except AttributeError:
-            # Histogram.from_json's {int(k): int(v)}, in C loops
-            self._histogram: Histogram = Histogram(dict(zip(map(int, self), map(int, self.values()))))
+            # Histogram.from_json's {int(k): int(v)}, in C loops; the bins as stored only decoded
+            # for it, not kept (nothing else reads them in a report)
+            bins = json.loads(self.pending) if self.pending is not None else self
+            self._histogram: Histogram = Histogram(dict(zip(map(int, bins), map(int, bins.values()))))
             return self._histogram
 
 
