@@ -18,6 +18,7 @@ baseline's, a stack against another) use the report's :func:`~vmbench.report.row
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Sequence
 
@@ -50,9 +51,19 @@ class Ctx:
         if not self.cells:
             self.cells = list(self.data.valid_cells)
 
-    @property
+    @functools.cached_property
     def by_name(self) -> dict[str, dict]:
         return {c["name"]: c for c in self.cells}
+
+    @functools.cached_property
+    def cpu_by_group(self) -> dict[tuple, CpuRow]:
+        """The CPU rows by (cell, stack, layer, job)."""
+        return {(str(r.cell), r.stack, r.layer, r.job): r for r in self.cpu_rows()}
+
+    @functools.cached_property
+    def sampled_qemu(self) -> bool:
+        """Some measurement carries its QEMU process's CPU row (asked once, not for each row)."""
+        return any(m.get("qemu_cpu") for m in self.data.measured)
 
     @property
     def measurements(self) -> list[dict]:
@@ -225,9 +236,9 @@ def crypto_evidence(ctx: Ctx, ref_cell: str, cell: str) -> list[str]:
 
 def cpu_evidence(ctx: Ctx, this: Row, ref: Row) -> list[str]:
     """The QEMU process's CPU per I/O of the two groups, where it was sampled."""
-    if not any(m.get("qemu_cpu") for m in ctx.data.measured):
+    if not ctx.sampled_qemu:
         return []
-    rows = {(str(r.cell), r.stack, r.layer, r.job): r for r in ctx.cpu_rows()}
+    rows = ctx.cpu_by_group
     a, b = rows.get((str(ref.cell), ref.stack, ref.layer, ref.job)), rows.get((str(this.cell), this.stack, this.layer, this.job))
     if a is None or b is None or a.value("qemu") is None or b.value("qemu") is None:
         return []

@@ -20,7 +20,6 @@ flagged and compared with nothing.
 
 from __future__ import annotations
 
-import inspect
 import math
 import statistics
 import warnings
@@ -28,7 +27,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
-from scipy import stats as _sp
 
 from ..fio.job import TAIL_NAME
 from ..results.key import MeasurementKey
@@ -54,9 +52,6 @@ UNITS = {k: "switches/IO" if k == "switches" else "µs/IO" for k in FIGURES}
 STACKED = CLASSES + ("host_rest",)
 
 CHEAPER, COSTLIER, NOISE = "cheaper", "costlier", stats.NOISE
-
-# scipy >= 1.15 names the generator ``rng``; older releases ``random_state`` (as stats.py)
-_RNG_KW = "rng" if "rng" in inspect.signature(_sp.bootstrap).parameters else "random_state"
 
 
 @dataclass(frozen=True)
@@ -264,11 +259,11 @@ def difference(a_samples: Sequence[float], b_samples: Sequence[float], *, seed: 
         low = high = point
         why: str | None = "no spread in the repeats: the interval is the point"
     else:
-        rng = {_RNG_KW: np.random.default_rng(seed)}
+        bootstrap, rng_kw = stats.scipy_bootstrap()  # scipy imported here, when first needed
         with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
             warnings.simplefilter("ignore")
-            res = _sp.bootstrap((a, b), _diff, paired=False, vectorized=True, n_resamples=stats.RESAMPLES,
-                                confidence_level=confidence, method=stats.METHOD, **rng)
+            res = bootstrap((a, b), _diff, paired=False, vectorized=True, n_resamples=stats.RESAMPLES,
+                            confidence_level=confidence, method=stats.METHOD, **{rng_kw: np.random.default_rng(seed)})
         low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
         if not (math.isfinite(low) and math.isfinite(high)):
             return Delta(point, None, None, None, "the bootstrap gave no finite interval")

@@ -13,9 +13,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..results.db import ResultsDB, RunRow
+from ..results.db import ResultsDB, RunRow, lazy_json
 from ..results.key import MeasurementKey
 from ..telemetry import sampler as telemetry
+from .bins import StoredBins
 from .kind import RunKind
 from .stored_plan import LoadPlan, StoredPlan, read_plan
 
@@ -109,7 +110,10 @@ def load_run(db: ResultsDB, ref: str | int | None = "latest") -> RunData:
     cells = [dict(c, host_cell=host_cells.get(c["name"]))  # which host reference each cell is compared with
              for c in sorted(db.rows("cells", run.id), key=lambda c: c["seq"])]  # scenario order, not boot order
     names = {c["id"]: c["name"] for c in cells}
-    measurements = [dict(m, cell=names.get(m["cell_id"])) for m in db.rows("measurements", run.id)]
+    # fio's whole output (most of the stored bytes) decoded only where a table reads it; each
+    # histogram made once, for every table and plot
+    decoders = {"fio_json": lazy_json, "clat_bins_json": StoredBins.of}
+    measurements = [dict(m, cell=names.get(m["cell_id"])) for m in db.rows("measurements", run.id, decoders=decoders)]
     rows = _telemetry_rows(db, run.id)
     summarize_telemetry(measurements, rows)
     by_id = {m["id"]: m for m in measurements}

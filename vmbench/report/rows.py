@@ -23,10 +23,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from ..fio.job import Metric
-from ..fio.result import Histogram
 from ..results.key import MeasurementKey
 from ..storage.radosbench import RADOS_LAYER
-from . import stats
+from . import bins, stats
 from .facts import host_page_cache, saturation
 from .stats import Delta
 
@@ -108,27 +107,19 @@ def aggregate(rows: Sequence[dict]) -> Figures:
     """Combine the repeats of one group (:meth:`MeasurementKey.group`)."""
     iops = [r["iops"] for r in rows]
     bws = [r["bw_bytes"] for r in rows]
-    hist = Histogram()
-    for r in rows:
-        hist = hist.merge(Histogram.from_json(r["clat_bins"]))
+    p50, p95, p99, p999 = (None if v is None else v / 1e6 for v in bins.percentiles(bins.merged(rows), (50.0, 95.0, 99.0, 99.9)))
     cv = None
     if len(iops) > 1 and statistics.mean(iops) > 0:
         cv = statistics.stdev(iops) / statistics.mean(iops)
     hashes = {r["job_hash"] for r in rows}
-
-    def ms(p: float) -> float | None:
-        v = hist.percentile(p)
-        return None if v is None else v / 1e6
-
     mb_s = statistics.median(bws) / 1e6
-    pool_write = _tmean(rows, "pool_write_mb_s")
     return Figures(
         iops=statistics.median(iops),
         mb_s=mb_s,
-        p50_ms=ms(50.0),
-        p95_ms=ms(95.0),
-        p99_ms=ms(99.0),
-        p999_ms=ms(99.9),
+        p50_ms=p50,
+        p95_ms=p95,
+        p99_ms=p99,
+        p999_ms=p999,
         repeats=len(rows),
         cv=cv,
         job_hash=hashes.pop() if len(hashes) == 1 else "mixed",
@@ -139,6 +130,17 @@ def aggregate(rows: Sequence[dict]) -> Figures:
         p99_samples=_repeat_ms(rows, 99.0),
         p999_samples=_repeat_ms(rows, 99.9),
         saturated=saturation(rows),
+        **_telemetry_figures(rows, mb_s),
+    )
+
+
+def _telemetry_figures(rows: Sequence[dict], mb_s: float) -> dict:
+    """The samplers' figures of a group (the telemetry fields of :class:`Figures`); none
+    (all None) when no repeat has telemetry."""
+    if not any(isinstance(r.get("telemetry"), dict) for r in rows):
+        return {}
+    pool_write = _tmean(rows, "pool_write_mb_s")
+    return dict(
         dev_read_mb_s=_tmean(rows, "read_mb_s"),
         dev_write_mb_s=_tmean(rows, "write_mb_s"),
         cpu_busy=_tmean(rows, "cpu_busy"),
@@ -169,7 +171,7 @@ def _repeat_ms(rows: Sequence[dict], p: float) -> tuple[float, ...]:
     for r in rows:
         ns = r.get(PERCENTILE_COLUMNS[p])
         if ns is None and r.get("clat_bins"):
-            ns = Histogram.from_json(r["clat_bins"]).percentile(p)
+            ns = bins.histogram_of(r).percentile(p)
         if ns is not None:
             out.append(ns / 1e6)
     return tuple(out)

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..fio.result import Histogram
 from ..results.key import MeasurementKey
 from .rows import host_group, raw_group
-from . import loadplots, plots
+from . import bins, loadplots, plots
 from .load import SAMPLED, RunData
 from .stored_plan import LoadPlan, PlannedLuks
 from .loadrows import excluded
@@ -102,13 +102,13 @@ def waterfalls(layers: Table | None) -> PlotSection:
 def histograms(data: RunData) -> "OrderedDict[MeasurementKey, Histogram]":
     """Merged clat histograms per group, in run order, the host's under no cell (one host
     line per job); cells of one boot share their raw disk rows as in the tables."""
-    out: "OrderedDict[MeasurementKey, Histogram]" = OrderedDict()
+    groups: dict[MeasurementKey, list[dict]] = {}
     for m in data.measurements:
         key = MeasurementKey.of(m, repeat=False)
         if key.side == "host":
             key = replace(key, cell=None)
-        out[key] = out.get(key, Histogram()).merge(Histogram.from_json(m["clat_bins"]))
-    return out
+        groups.setdefault(key, []).append(m)
+    return OrderedDict((key, bins.merged(rows)) for key, rows in groups.items())
 
 
 def latency(data: RunData) -> PlotSection:

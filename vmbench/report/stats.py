@@ -19,14 +19,14 @@ not overlap.  Fewer than 3 repeats on either side get no interval and no verdict
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
-from scipy import stats as _sp
 
 from ..fio.job import Metric
 
@@ -41,8 +41,16 @@ FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
 # ratio() verdicts for a host/guest gap: the host really ahead, the guest really ahead
 GAP, GUEST_FASTER = "gap", "guest faster"
 
-# scipy >= 1.15 names the generator ``rng``; older releases (setup.cfg allows 1.10) ``random_state``
-_RNG_KW = "rng" if "rng" in inspect.signature(_sp.bootstrap).parameters else "random_state"
+
+@functools.lru_cache(maxsize=1)
+def scipy_bootstrap() -> tuple[Callable[..., Any], str]:
+    """:func:`scipy.stats.bootstrap` and the name of its generator argument, imported when an
+    interval is first made (scipy.stats takes about half a second to import; a report whose
+    groups have fewer than 3 repeats makes none).  scipy >= 1.15 names the generator ``rng``;
+    older releases (setup.cfg allows 1.10) ``random_state``."""
+    from scipy import stats as sp
+
+    return sp.bootstrap, "rng" if "rng" in inspect.signature(sp.bootstrap).parameters else "random_state"
 
 
 @dataclass(frozen=True)
@@ -123,22 +131,29 @@ def _ratio_of_medians(a_samples: Sequence[float], b_samples: Sequence[float], *,
     b = np.asarray(list(b_samples), dtype=float)
     if a.size == 0 or b.size == 0:
         return None, None, None, "no measurements"
-    mb = float(np.median(b))
+    mb = _median(b)
     if mb == 0.0:
         return None, None, None, f"the reference median is 0 {unit}"
-    point = float(np.median(a)) / mb
+    point = _median(a) / mb
     if min(a.size, b.size) < MIN_REPEATS:
         return point, None, None, FEWER
     if np.ptp(a) == 0.0 and np.ptp(b) == 0.0:  # no spread at all: every resample is the point
         return point, point, point, "no spread in the repeats: the interval is the point"
     with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         warnings.simplefilter("ignore")  # scipy's DegenerateDataWarning; bounds are checked below
-        res = _sp.bootstrap((a, b), _stat, paired=False, vectorized=True, n_resamples=RESAMPLES,
-                            confidence_level=confidence, method=METHOD, **{_RNG_KW: np.random.default_rng(seed)})
+        bootstrap, rng_kw = scipy_bootstrap()
+        res = bootstrap((a, b), _stat, paired=False, vectorized=True, n_resamples=RESAMPLES,
+                        confidence_level=confidence, method=METHOD, **{rng_kw: np.random.default_rng(seed)})
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
     if not (math.isfinite(low) and math.isfinite(high)):
         return point, None, None, f"a repeat with 0 {unit} on the reference side leaves the interval unbounded"
     return point, low, high, None
+
+
+def _median(x: np.ndarray) -> float:
+    """``float(np.median(x))``; one repeat is its own median (np.median takes 10 µs to say so,
+    and a run of one repeat per group asks it for every delta)."""
+    return float(x[0]) if x.size == 1 else float(np.median(x))
 
 
 def _stat(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
