@@ -392,6 +392,21 @@ keyring = {self.keyring_path}
         _run(["ceph-osd", "--conf", str(self.admin_conf_path), "-i", str(OSD_ID), "--mkfs", "--osd-uuid", osd_uuid],
              timeout=300)
 
+    def stop_osd(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Stop the OSD as an admin would (SIGTERM: it tells the mon it goes down), keeping its data."""
+        proc = self.procs.pop("osd")
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def start_osd(self, timeout: float = HEALTH_TIMEOUT) -> None:
+        """Start the OSD :meth:`stop_osd` stopped again, and wait for HEALTH_OK with every PG active+clean."""
+        self._spawn("osd", ["ceph-osd", "-f", "-i", str(OSD_ID)])
+        self.wait_healthy(timeout)
+
     def _run_admin(self, argv: list[str], timeout: float = COMMAND_TIMEOUT) -> str:
         return _run([argv[0], "--conf", str(self.admin_conf_path), "--name", "client.admin", *argv[1:]], timeout=timeout)
 

@@ -90,6 +90,7 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -99,7 +100,7 @@ import pytest
 import libvirt
 
 from tests.ceph import CephCluster
-from tests.integration.conftest import URI, vmbench, write
+from tests.integration.conftest import ROOT, URI, vmbench, write
 from vmbench.scenario.model import CephConfig, Storage
 from vmbench.settings import ImageFormat, StorageType
 from vmbench.storage.rbd import RbdStorage
@@ -343,10 +344,16 @@ def _storage(c: CephCluster) -> RbdStorage:
                       LocalTransport())
 
 
-def _ours_in_libvirt() -> list[str]:
+def _secrets_of(db: Path | None) -> list[str]:
+    """The libvirt secrets of the run stored in ``db`` (None: of any vmbench run): other tests'
+    runs on this libvirtd have their own while they run."""
+    tag = "vmbench-"
+    if db is not None:
+        with sqlite3.connect(db) as conn:
+            tag = f"vmbench-{conn.execute('select tag from runs').fetchone()[0]}-"
     conn = libvirt.open(URI)
     try:
-        return [s.usageID() for s in conn.listAllSecrets(0) if (s.usageID() or "").startswith("vmbench-")]
+        return [s.usageID() for s in conn.listAllSecrets(0) if (s.usageID() or "").startswith(tag)]
     finally:
         conn.close()
 
@@ -357,7 +364,7 @@ def test_preflight_refuses_a_missing_pool_before_anything_exists(cluster, tmp_pa
     run = vmbench("run", str(scenario), "--db", str(tmp_path / "r.db"), timeout=300)
     assert run.returncode != 0
     assert "Ceph pool nosuchpool does not exist (storage.pool)" in run.stderr and "Traceback" not in run.stderr
-    assert cluster.rbd("ls", cluster.pool) == before and _ours_in_libvirt() == []
+    assert cluster.rbd("ls", cluster.pool) == before and _secrets_of(None) == []
 
 
 def test_one_factor_run_on_rbd_reads_rados_librbd_and_the_guest(cluster, tmp_path):
@@ -389,7 +396,7 @@ def test_one_factor_run_on_rbd_reads_rados_librbd_and_the_guest(cluster, tmp_pat
     assert "CEPH_ARGS=--rbd_cache=false" in argvs and "CEPH_ARGS=--rbd_cache=true" in argvs and "--ioengine=rbd" in argvs
     # nothing left: images, bench objects, secrets
     assert [i for i in json.loads(cluster.rbd("ls", "--format", "json", cluster.pool)) if i.startswith("vmbench-")] == []
-    assert _storage(cluster).leftovers() == [] and _ours_in_libvirt() == []
+    assert _storage(cluster).leftovers() == [] and _secrets_of(db) == []
 
 
 def test_cleanup_removes_a_killed_runs_images_and_bench_objects_only(cluster, tmp_path):
@@ -416,3 +423,50 @@ def test_cleanup_removes_a_killed_runs_images_and_bench_objects_only(cluster, tm
             subprocess.run(["rbd", "--conf", str(cluster.admin_conf_path), "--name", "client.admin", "--keyring",
                             str(cluster.admin_keyring_path), "rm", "--no-progress", f"{cluster.pool}/{image}"],
                            capture_output=True, timeout=120)
+
+
+FAULT = """
+name: it-ceph-fault
+storage:
+  type: rbd
+  pool: {pool}
+  scratch_size: 256M
+  ceph: {{conf: {conf}, user: vmbench}}
+vm: {{memory: 768M, bus: virtio-blk, cache: none}}
+jobs:
+  - {{name: 4k-randwrite, rw: randwrite, bs: 4k, iodepth: 8, size: 64M, runtime: 3s, ramp: 1s}}
+"""
+
+
+def test_an_osd_stopped_under_a_running_guest_ends_the_run_naming_ceph(cluster, tmp_path):
+    """The OSD stops while the guest's fio runs: the guest's I/O blocks, fio's deadline ends the
+    run with an error that says what Ceph reports, the host's rows stay; with the OSD back,
+    ``vmbench cleanup`` removes what the run could not (its image), and nothing is left."""
+    scenario = write(tmp_path, "fault.yaml", FAULT.format(pool=cluster.pool, conf=cluster.conf_path))
+    db = tmp_path / "r.db"
+    log = tmp_path / "run.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "vmbench", "run", str(scenario), "--db", str(db)],
+                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while "raw: 4k-randwrite (" not in log.read_text():  # the guest's fio has started
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        cluster.stop_osd()
+        proc.wait(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = log.read_text()
+    assert proc.returncode != 0 and "the Ceph cluster under the disk reports HEALTH_WARN" in text, text[-3000:]
+    assert "OSD_DOWN" in text and "Traceback" not in text
+    with sqlite3.connect(db) as conn:
+        sides = sorted(r[0] for r in conn.execute("select side from measurements"))
+        status = conn.execute("select status from runs").fetchone()[0]
+    assert status == "failed" and sides == ["host", "host"]  # what was measured before (RADOS, librbd) is kept
+    cluster.start_osd()
+    done = vmbench("cleanup", str(scenario), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [i for i in json.loads(cluster.rbd("ls", "--format", "json", cluster.pool)) if i.startswith("vmbench-")] == []
+    assert _storage(cluster).leftovers() == [] and _secrets_of(db) == []

@@ -17,8 +17,8 @@ from vmbench.fio.rbd import RbdTarget, parse_target
 from vmbench.scenario.loader import parse_scenario
 from vmbench.scenario.model import CephConfig, VmConfig
 from vmbench.settings import Cache, StorageType
-from vmbench.storage.rbd import (ceph_argv, create_argv, osd_counts, parse_health, parse_keyring, pool_facts, rbd_argv,
-                                 volume_target)
+from vmbench.storage.cephcli import ceph_argv, rbd_argv
+from vmbench.storage.rbd import create_argv, osd_counts, parse_health, parse_keyring, pool_facts, volume_target
 
 CFG = CephConfig(pool="vmbench", conf="/etc/ceph/ceph.conf", user="vmbench")
 NAME = "vmbench-r0000000a-1-scratch.raw"
@@ -64,9 +64,10 @@ def test_qcow2_and_proxmox_are_refused_on_rbd():
 
 
 def test_ceph_argv_and_parsing():
-    assert ceph_argv(CFG, "health") == ["ceph", "--conf", "/etc/ceph/ceph.conf", "--id", "vmbench", "health", "--format", "json"]
+    limits = ["--rados-osd-op-timeout", "30", "--rados-mon-op-timeout", "30"]  # an OSD down: an error, never a hang
+    assert ceph_argv(CFG, "health") == ["ceph", "--conf", "/etc/ceph/ceph.conf", "--id", "vmbench", *limits, "health", "--format", "json"]
     keyed = replace(CFG, keyring="/k")
-    assert rbd_argv(keyed, "ls") == ["rbd", "--conf", "/etc/ceph/ceph.conf", "--id", "vmbench", "--keyring", "/k", "ls"]
+    assert rbd_argv(keyed, "ls") == ["rbd", "--conf", "/etc/ceph/ceph.conf", "--id", "vmbench", "--keyring", "/k", *limits, "ls"]
     assert create_argv(CFG, NAME, 1 << 30)[-4:] == ["create", "--size", "1024M", "vmbench/vmbench-r0000000a-1-scratch"]
     assert create_argv(CFG, NAME, (1 << 20) + 1)[-2] == "2M"  # rounded up, never smaller than asked
     assert parse_health('{"status": "HEALTH_WARN", "checks": {"POOL_NO_REDUNDANCY": {"summary": {"message": "1 pool(s) have no replicas"}}}}') \
@@ -177,9 +178,10 @@ def test_rados_ceiling_is_planned_once_for_each_read_or_write_job():
     assert plan.summary()["rados_measurements"] == 2
     job = s.jobs[1]
     assert write_argv(CFG, job, "vmbench-r0000000a-0badcafe") == [
-        "rados", "--conf", "/etc/ceph/ceph.conf", "--id", "vmbench", "-p", "vmbench", "-N", "vmbench-bench", "bench", "5", "write",
+        "rados", "--conf", "/etc/ceph/ceph.conf", "--id", "vmbench", "--rados-osd-op-timeout", "30", "--rados-mon-op-timeout", "30",
+        "-p", "vmbench", "-N", "vmbench-bench", "bench", "5", "write",
         "-b", "4096", "-t", "4", "--no-cleanup", "--run-name", "vmbench-r0000000a-0badcafe", "--format", "json"]
-    assert read_argv(CFG, job, "x", "rand")[9:] == ["bench", "5", "rand", "-t", "4", "--run-name", "x", "--format", "json"]
+    assert read_argv(CFG, job, "x", "rand")[13:] == ["bench", "5", "rand", "-t", "4", "--run-name", "x", "--format", "json"]
     assert "rados_measurements" not in make_plan(parse_scenario(BASE.replace("type: rbd, pool: vmbench, ceph: {conf: /etc/ceph/ceph.conf, user: vmbench}", "type: dir"), "d.yaml")).summary()
 
 

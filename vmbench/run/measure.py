@@ -15,7 +15,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable, ContextManager, Sequence
+from typing import Callable, ContextManager, Iterator, Sequence
 
 from ..fio.job import FioJob, job_hash, to_precondition
 from ..fio.runner import FioRun, precondition, run_fio
@@ -24,7 +24,9 @@ from .plan import Step, Stored
 from .rados import bench, rados_values
 from ..settings import StorageType
 from ..storage.radosbench import RADOS_LAYER, rados_mode, seconds
-from ..storage.rbd import client_args
+from ..errors import VmbenchError
+from ..storage.cephcli import client_args
+from ..storage.rbd import cluster_state
 from ..telemetry.ceph import CephPool
 from ..progress import Progress
 from ..results.db import ResultsDB
@@ -180,12 +182,29 @@ class Measurer:
             return None
         return CephPool(tuple(["ceph", *client_args(cfg)]), cfg.pool)
 
+    @contextlib.contextmanager
+    def _ceph_state_on_failure(self, where: Where) -> Iterator[None]:
+        """On RBD storage a failed fio run says what the Ceph cluster reports (an OSD down
+        blocks the disk's I/O until fio's deadline)."""
+        cfg = self.scenario.storage.ceph
+        host = where.side if where.side_name == "host" else where.host_side
+        try:
+            yield
+        except VmbenchError as exc:
+            if self.scenario.storage.type is StorageType.RBD and cfg is not None and host is not None:
+                exc.message = f"{exc.message}; the Ceph cluster under the disk reports {cluster_state(host, cfg)}"
+                exc.args = (exc.message,)
+                exc.hint = exc.hint or ("`ceph health detail` says more; once the cluster is healthy, "
+                                        "`vmbench cleanup SCENARIO` removes what the run could not")
+            raise
+
     def _run_rados(self, where: Where, step: Step, job: FioJob, label: str) -> None:
         """The pool's RADOS ceiling under ``job`` (:mod:`vmbench.run.rados`), stored as a host row."""
         cfg = self.scenario.storage.ceph
         assert cfg is not None
         self.progress.step(f"{label}: rados bench on pool {cfg.pool} ({rados_mode(job)}, {seconds(job)}s)")
-        argv, result, raw = bench(where.side, cfg, job, self.run_tag)
+        with self._ceph_state_on_failure(where):
+            argv, result, raw = bench(where.side, cfg, job, self.run_tag)
         self.db.add_measurement(self.run_id, step.key(), **rados_values(
             job, argv, result, raw, cell_id=where.cell_id, attempt=self.attempt, settings=where.settings, pool=cfg.pool))
         self.iops.setdefault(step.group(), {})[step.repeat] = float(result.iops)
@@ -213,11 +232,12 @@ class Measurer:
         # a guest's pool is the host's: sampled on the host side only (never the host twice)
         on_host = where.side_name == "guest" and where.host_side is not None
         cpu_start = where.cpu.begin(job.duration) if where.cpu is not None else None
-        run = run_fio(where.side, job, where.target, where.workdir, label=label, progress=self.progress,
-                      slow=where.slow, must_match=must_match,
-                      zfs_pool=where.zfs_pool if where.side_name == "host" or on_host else None,
-                      host_side=where.host_side if on_host else None, host_workdir=where.host_workdir if on_host else "",
-                      host_target=where.host_target if on_host else None, ceph_pool=self._ceph_pool())
+        with self._ceph_state_on_failure(where):
+            run = run_fio(where.side, job, where.target, where.workdir, label=label, progress=self.progress,
+                          slow=where.slow, must_match=must_match,
+                          zfs_pool=where.zfs_pool if where.side_name == "host" or on_host else None,
+                          host_side=where.host_side if on_host else None, host_workdir=where.host_workdir if on_host else "",
+                          host_target=where.host_target if on_host else None, ceph_pool=self._ceph_pool())
         if where.side_name == "host":
             self.host_argv[job.name] = run.argv
         # the I/Os during the snapshots: the measured rate over ramp and runtime (a fixed-rate job's load)

@@ -22,6 +22,7 @@ from typing import Any
 from ..fio.job import FioJob
 from ..scenario.model import CephConfig
 from ..units import parse_size
+from .cephcli import client_args
 
 NAMESPACE = "vmbench-bench"
 #: the layer of a RADOS ceiling row (a host measurement, beside the host's fio rows)
@@ -38,8 +39,9 @@ def rados_mode(job: FioJob) -> str | None:
 
 
 def client_argv(cfg: CephConfig) -> list[str]:
-    return ["rados", "--conf", cfg.conf, "--id", cfg.user] + (["--keyring", cfg.keyring] if cfg.keyring else []) + \
-        ["-p", cfg.pool, "-N", NAMESPACE]
+    """``rados`` as the scenario's user, in vmbench's namespace of the pool (an operation the
+    cluster does not answer gives up, as every Ceph command vmbench runs: :mod:`.cephcli`)."""
+    return ["rados", *client_args(cfg), "-p", cfg.pool, "-N", NAMESPACE]
 
 
 def concurrency(job: FioJob) -> int:

@@ -29,26 +29,19 @@ from ..scenario.model import CephConfig, Storage, ZfsSettings
 from ..settings import Cache, ImageFormat
 from ..transport.base import Transport
 from . import VOLUME_RE, Volume
+from .cephcli import OP_TIMEOUT_S, ceph_argv, client_args, rbd_argv
 from .radosbench import NAMESPACE, RUN_NAME_RE, cleanup_argv, client_argv
 
 log = logging.getLogger(__name__)
 
 META_KEY = "vmbench.run"
 MiB = 1 << 20
+#: how long a removal waits for the watch of a QEMU that was killed (not closed) to expire:
+#: the OSDs drop a client's watch after ``osd_client_watch_timeout`` (30 s by default)
+WATCH_WAIT_S = 75.0
+
+
 # ---- argv and parsing: pure ------------------------------------------------------------------
-
-
-def client_args(cfg: CephConfig) -> list[str]:
-    """The options every Ceph tool takes to connect as the scenario's user."""
-    return ["--conf", cfg.conf, "--id", cfg.user] + (["--keyring", cfg.keyring] if cfg.keyring else [])
-
-
-def ceph_argv(cfg: CephConfig, *args: str) -> list[str]:
-    return ["ceph", *client_args(cfg), *args, "--format", "json"]
-
-
-def rbd_argv(cfg: CephConfig, *args: str) -> list[str]:
-    return ["rbd", *client_args(cfg), *args]
 
 
 def image_spec(cfg: CephConfig, name: str) -> str:
@@ -119,6 +112,19 @@ def parse_keyring(text: str, user: str) -> str | None:
             if key == "key":
                 return value
     return None
+
+
+def cluster_state(host: Transport, cfg: CephConfig) -> str:
+    """The cluster's health in a few words, for an error message ("HEALTH_WARN: OSD_DOWN: 1 osds
+    down; ..."); what stopped the question when it could not be asked.  Never raises."""
+    try:
+        got = host.run(ceph_argv(cfg, "health"), timeout=OP_TIMEOUT_S * 2 + 30, check=False)
+        if got.returncode != 0:
+            return f"ceph health failed: {_last_line(got.stderr)}"
+        status, checks = parse_health(got.stdout)
+        return status + (f": {'; '.join(checks)}" if checks else "")
+    except Exception as exc:  # a message for an error already being raised
+        return f"ceph health could not be asked: {exc}"
 
 
 def read_key(host: Transport, cfg: CephConfig) -> str:
@@ -248,14 +254,16 @@ class RbdStorage:
         if got.stdout.strip() != m.group(1):
             raise HypervisorError(f"{spec} has no {META_KEY}={m.group(1)} metadata; not vmbench's, left alone")
         last = ""
-        for _ in range(15):
+        deadline = time.monotonic() + WATCH_WAIT_S
+        while True:
             done = self.host.run(rbd_argv(self.cfg, "rm", "--no-progress", spec), timeout=300, check=False)
             if done.returncode == 0 or "No such file" in done.stderr:
                 return
             last = _last_line(done.stderr)
-            if "watchers" not in last and "busy" not in last.lower():
+            watched = any(w in done.stderr for w in ("watchers", "still open", "busy"))
+            if not watched or time.monotonic() > deadline:
                 break
-            time.sleep(2.0)
+            time.sleep(3.0)
         raise HypervisorError(f"rbd rm {spec} on {self.host.name}: {last}")
 
     def delete_path(self, path: str) -> None:
