@@ -25,6 +25,7 @@ from typing import Callable, Mapping, Sequence
 from ..fio.job import Metric
 from ..report import cpurows
 from ..report.cpurows import CpuRow
+from ..report.facts import host_memory_bytes
 from ..report.hostonly import host_only_rows
 from ..report.load import RunData
 from ..report.rows import CPU_IDLE_MIN, SATURATED, Row, aggregate, gap_rows, group, journey_rows, judge_change, layer_rows, raw_group
@@ -71,10 +72,8 @@ class Ctx:
 
     @property
     def host_memory(self) -> int | None:
-        """The host's RAM a read may be served from (None on RBD: librbd, no host page cache under the disk)."""
-        if self.data.environment.get("storage_type") == "rbd":
-            return None
-        return (self.data.environment.get("host_memory_mib") or 0) << 20 or None
+        """The host's RAM a read may be served from (:func:`~vmbench.report.facts.host_memory_bytes`)."""
+        return host_memory_bytes(self.data.environment)
 
     def cpu_rows(self) -> list[CpuRow]:
         if self._cpu is None:

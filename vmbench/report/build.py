@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from .cputables import cpu_table
+from .facts import host_memory_bytes, on_librbd
 from .hostonly import host_only_table, storage_cells_table
 from .load import RunData
 from .loadtables import load_header, load_tables
@@ -48,7 +49,7 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
         header["ssh"] = f"{env.get('ssh_user', '?')}@{env['ssh_host']}:{env.get('ssh_port', 22)}, host key {env.get('ssh_host_key', '?')}"
     if getattr(run, "attempts", 1) > 1:
         header["attempts"] = f"{run.attempts} (resumed; every measurement kept once)"
-    if env.get("storage_type") == "rbd":
+    if on_librbd(env):
         header["ceph"] = ceph_header(env)
         if env.get("ceph_health") not in (None, "HEALTH_OK"):
             header["warning"] = (f"the Ceph cluster was in {env['ceph_health']} when the run started "
@@ -93,10 +94,8 @@ def one_vm_tables(data: RunData, header: dict) -> list[Table]:
     crypto ceiling, the targets and the cells."""
     env, cells, measurements, jobs = data.environment, list(data.cells), list(data.measurements), data.jobs
     valid_cells, policy, metrics = data.valid_cells, data.plan.repeat_policy, data.plan.job_metrics
-    page_cache = env.get("storage_type") != "rbd"  # librbd opens RBD images: no host page cache under them
-    tables = [gap_table(measurements, valid_cells, jobs, policy,
-                        host_memory_bytes=((env.get("host_memory_mib") or 0) << 20 or None) if page_cache else None,
-                        env=env, metrics=metrics)]
+    tables = [gap_table(measurements, valid_cells, jobs, policy, host_memory_bytes=host_memory_bytes(env), env=env,
+                        metrics=metrics)]
     cpu = cpu_table(measurements, valid_cells, jobs, repeats=policy, env=env)  # None: no QEMU process was sampled
     if cpu is not None:
         tables.append(cpu)

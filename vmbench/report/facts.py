@@ -53,7 +53,7 @@ def admissibility(measurements: Sequence[dict], cells: Sequence[dict], env: dict
         return facts, missing
     jobfiles = [j for j, p in jobs.items() if p.get("jobfile")]
     plain = {j: p for j, p in jobs.items() if j not in jobfiles}
-    facts["cache"] = _cache(plain, cells, missing, jobfiles, librbd=env.get("storage_type") == "rbd")
+    facts["cache"] = _cache(plain, cells, missing, jobfiles, librbd=on_librbd(env))
     synced = [j for j, s in sync.items() if s]
     facts["sync"] = (f"sync writes in {_names(synced)}: compare them only with each other" if synced
                      else "no sync writes (every job asynchronous)")
@@ -109,6 +109,17 @@ def _setting(cell: dict, key: str) -> str | None:
     return None if value is None else str(value)
 
 
+def on_librbd(env: Mapping) -> bool:
+    """The run's disks are RBD images QEMU opens through librbd: no host page cache under them."""
+    return env.get("storage_type") == "rbd"
+
+
+def host_memory_bytes(env: Mapping) -> int | None:
+    """The host RAM a guest's reads may come from (its page cache under the disk); None where
+    there is none (RBD) or the run did not record it."""
+    return None if on_librbd(env) else (env.get("host_memory_mib") or 0) << 20 or None
+
+
 def host_page_cache(mode: object) -> bool:
     """Whether QEMU's cache mode ``mode`` (as stored) goes through the host page cache
     (:attr:`Cache.host_page_cache`); an unknown or missing mode does not say so."""
@@ -130,7 +141,7 @@ def _working_set(jobs: dict[str, dict], cells: Sequence[dict], env: dict, missin
     reads = [p for p in jobs.values() if p.get("rw") not in ("write", "randwrite")]  # reads or mixed
     buffered = any(p.get("direct") is False for p in reads)
     host_cached = sorted(m for m in {_setting(c, "cache") for c in cells} if m is not None and host_page_cache(m)
-                         and env.get("storage_type") != "rbd")  # librbd: no host page cache
+                         and not on_librbd(env))
     mems = sorted({int(m) for m in (_setting(c, "memory_mib") for c in cells) if m is not None})
     if mems:
         ram = _mib(mems[0] << 20) if len(mems) == 1 else f"{_mib(mems[0] << 20)}..{_mib(mems[-1] << 20)}"

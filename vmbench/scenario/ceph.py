@@ -17,23 +17,16 @@ from typing import Any
 
 from ..settings import StorageType
 from .model import CephConfig, Storage
+from .parsers import pattern_parser
 from .reader import Section, as_str
+from .zfsprops import ZFS_STORAGE_KEYS
 
 #: Ceph pool and cephx user names as vmbench accepts them (Ceph allows more; these are safe in
 #: libvirt's XML, QEMU's option strings and fio's arguments)
 CEPH_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+CEPH_NAME_CHARS = "(letters, digits, '_', '.', '-')"
 CEPH_KEYS = ("conf", "user", "keyring")
 RBD_KEYS = ("type", "pool", "scratch_size", "ceph")
-
-
-def _ceph_name(what: str) -> Any:
-    def parse(value: Any) -> str:
-        text = as_str(value)
-        if not CEPH_NAME_RE.fullmatch(text):
-            raise ValueError(f"{text!r} is not {what} (letters, digits, '_', '.', '-')")
-        return text
-
-    return parse
 
 
 def _host_file(value: Any) -> str:
@@ -45,11 +38,11 @@ def _host_file(value: Any) -> str:
 
 def read_rbd_storage(sec: Section, scratch_size: int) -> Storage:
     """``storage:`` of type rbd (its other keys refused, naming what they apply to)."""
-    for key in sec.data if isinstance(sec.data, dict) else ():
-        if key not in RBD_KEYS and key in ("dataset", "volblocksize", "recordsize", "sparse", "properties"):
+    for key in ZFS_STORAGE_KEYS:
+        if sec.has(key):
             raise sec.fail(key, "applies to ZFS storage (type: zfs or zfs-dataset), not type rbd")
     sec.done(RBD_KEYS)
-    pool = sec.get("pool", _ceph_name("a Ceph pool name"), "rbd")
+    pool = sec.get("pool", pattern_parser(CEPH_NAME_RE, f"a Ceph pool name {CEPH_NAME_CHARS}"), "rbd")
     if not sec.has("ceph"):
         raise sec.fail("ceph", "type rbd needs ceph: {conf: ..., user: ...}: how vmbench and QEMU reach the cluster",
                        "e.g. ceph: {conf: /etc/ceph/ceph.conf, user: vmbench}")
@@ -57,7 +50,7 @@ def read_rbd_storage(sec: Section, scratch_size: int) -> Storage:
     if not isinstance(ceph.data, dict):
         raise sec.fail("ceph", "is a mapping: {conf: /etc/ceph/ceph.conf, user: vmbench, keyring: ...}")
     cfg = CephConfig(pool=pool, conf=ceph.get("conf", _host_file, "/etc/ceph/ceph.conf"),
-                     user=ceph.get("user", _ceph_name("a cephx user name (without client.)"), "admin"),
+                     user=ceph.get("user", pattern_parser(CEPH_NAME_RE, f"a cephx user name {CEPH_NAME_CHARS}"), "admin"),
                      keyring=ceph.get("keyring", _host_file, None))
     if cfg.user.startswith("client."):
         raise ceph.fail("user", f"{cfg.user!r}: name the user without 'client.'", f"user: {cfg.user[len('client.'):]}")

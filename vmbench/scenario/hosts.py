@@ -11,9 +11,9 @@ from typing import Any
 from ..settings import Accel, DriverName, ImageFormat, StorageType
 from .ceph import read_rbd_storage
 from .model import Hypervisor, SshConfig, Storage, VmConfig, ZfsSettings
-from .parsers import MiB, choice_parser, duration_parser, size_parser
+from .parsers import MiB, choice_parser, duration_parser, pattern_parser, size_parser
 from .reader import Section, as_bool, as_int, as_name, as_str
-from .zfsprops import (DATASET, PROPERTY_BY_NAME, PROPERTY_NAMES, ZVOL, parse_dataset, parse_property, parse_recordsize,
+from .zfsprops import (DATASET, ZFS_STORAGE_KEYS, PROPERTY_BY_NAME, PROPERTY_NAMES, ZVOL, parse_dataset, parse_property, parse_recordsize,
                        parse_volblocksize)
 
 #: keys of ``hypervisor:`` that only the proxmox driver takes, with what they mean elsewhere
@@ -163,9 +163,9 @@ def _proxmox_hypervisor(sec: Section) -> Hypervisor:
             raise sec.fail(key, f"is required for driver proxmox: {what}")
     host = sec.get("host", _hostname)
     port = sec.get("port", as_int(1, 65535), 8006)
-    node = sec.get("node", _pattern(PVE_NODE_RE, "a PVE node name (letters, digits, -)"))
+    node = sec.get("node", pattern_parser(PVE_NODE_RE, "a PVE node name (letters, digits, -)"))
     template = sec.get("template", _pve_template)
-    storage = sec.get("storage", _pattern(PVE_STORAGE_RE, "a PVE storage ID (lower-case letters, digits, - _ .)"))
+    storage = sec.get("storage", pattern_parser(PVE_STORAGE_RE, "a PVE storage ID (lower-case letters, digits, - _ .)"))
     token_id, secret_file, secret_env = _pve_token(sec)
     ca_file, fingerprint, verify = _pve_tls(sec)
     timeout = sec.get("timeout", duration_parser(5), 30.0)
@@ -180,16 +180,6 @@ def _proxmox_hypervisor(sec: Section) -> Hypervisor:
                         tls_fingerprint=fingerprint, tls_verify=verify, timeout=timeout, clone=clone)
     return Hypervisor(driver=DriverName.PROXMOX, uri=f"{cfg.url}/api2/json/nodes/{node}", accel=accel,
                       boot_timeout=boot_timeout, ssh=ssh, state_dir=state_dir, proxmox=cfg)
-
-
-def _pattern(regex: re.Pattern, what: str) -> Any:
-    def parse(value: Any) -> str:
-        text = as_str(value)
-        if not regex.fullmatch(text):
-            raise ValueError(f"{text!r} is not {what}")
-        return text
-
-    return parse
 
 
 def _pve_template(value: Any) -> int | str:
@@ -243,7 +233,7 @@ def _pve_token(sec: Section) -> tuple[str, str | None, str | None]:
                        "give exactly one of secret_file and secret_env" if has_file else "needs secret_file or secret_env",
                        SECRET_HINT)
     secret_file = sub.get("secret_file", lambda v: _scenario_path(sec, v), None)
-    secret_env = sub.get("secret_env", _pattern(ENV_NAME_RE, "an environment variable name"), None)
+    secret_env = sub.get("secret_env", pattern_parser(ENV_NAME_RE, "an environment variable name"), None)
     return token_id.strip(), secret_file, secret_env
 
 
@@ -302,7 +292,7 @@ def driver_storage_problems(hv: Hypervisor, storage: Storage) -> list[tuple[str,
     return []
 
 
-STORAGE_KEYS = ("type", "pool", "scratch_size", "dataset", "volblocksize", "recordsize", "sparse", "properties", "ceph")
+STORAGE_KEYS = ("type", "pool", "scratch_size", *ZFS_STORAGE_KEYS, "ceph")
 
 
 def read_storage(sec: Section) -> tuple[Storage, ZfsSettings]:
@@ -314,7 +304,7 @@ def read_storage(sec: Section) -> tuple[Storage, ZfsSettings]:
     pool = sec.get("pool", as_name, "vmbench")
     sec.done(STORAGE_KEYS)
     if not kind.zfs:
-        for key in ("dataset", "volblocksize", "recordsize", "sparse", "properties"):
+        for key in ZFS_STORAGE_KEYS:
             if sec.has(key):
                 raise sec.fail(key, f"applies to ZFS storage (type: zfs or zfs-dataset), not type {kind.value}")
         return Storage(type=kind, pool=pool, scratch_size=scratch), ZfsSettings()

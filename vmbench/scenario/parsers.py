@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..units import format_size, parse_duration, parse_size
-from .reader import Context, Section
+from .reader import Context, Section, as_str
 
 MiB = 1 << 20
 
@@ -16,6 +17,17 @@ def choice_parser(options: tuple) -> Any:
             if value == o or (isinstance(o, int) and isinstance(value, str) and value.strip() == str(o)):
                 return o
         raise ValueError(f"{value!r} is not one of: {', '.join(str(o) for o in options)}")
+
+    return parse
+
+
+def pattern_parser(regex: re.Pattern, what: str) -> Any:
+    """A parser of a string that must match ``regex`` whole (``what`` names it in the error)."""
+    def parse(value: Any) -> str:
+        text = as_str(value)
+        if not regex.fullmatch(text):
+            raise ValueError(f"{text!r} is not {what}")
+        return text
 
     return parse
 
