@@ -334,8 +334,7 @@ storage:
 vm: {{memory: 768M, bus: virtio-blk, cache: none}}
 vary: {{cache: [writeback]}}
 jobs:
-  - {{name: 4k-randwrite, rw: randwrite, bs: 4k, iodepth: 8, size: 128M, runtime: 4s, ramp: 1s}}
-  - {{name: 4k-randread, rw: randread, bs: 4k, iodepth: 8, size: 128M, runtime: 4s, ramp: 1s}}
+  - {{name: 4k-randwrite, rw: randwrite, bs: 4k, iodepth: 8, size: 64M, runtime: 4s, ramp: 1s}}
 """
 
 
@@ -380,7 +379,7 @@ def test_one_factor_run_on_rbd_reads_rados_librbd_and_the_guest(cluster, tmp_pat
     assert "Ceph 16.2" in report["run"]["ceph"] and "HEALTH_OK" in report["run"]["ceph"]
     gaps = next(t for t in report["tables"] if t["name"] == "gaps")
     rows = [(r["job"], r["side"], r["cell"]) for r in gaps["records"]]
-    for job in ("4k-randwrite", "4k-randread"):
+    for job in ("4k-randwrite",):  # one job: a read's RADOS and librbd rows are planned alike (unit tests)
         assert rows.count((job, "RADOS", "baseline")) == 1
         assert (job, "host", "baseline") in rows and (job, "host", "cache=writeback") in rows  # librbd cache off, on
         assert (job, "guest", "baseline") in rows and (job, "guest", "cache=writeback") in rows
@@ -439,8 +438,9 @@ jobs:
 
 
 def test_an_osd_stopped_under_a_running_guest_ends_the_run_naming_ceph(cluster, tmp_path):
-    """The OSD stops while the guest's fio runs: the guest's I/O blocks, fio's deadline ends the
-    run with an error that says what Ceph reports, the host's rows stay; with the OSD back,
+    """The OSD stops while the guest's fio runs: the guest's I/O blocks, the run's watch of
+    ``ceph health`` ends it within seconds (not at fio's deadline) with an error that says what
+    Ceph reports, the host's rows stay; with the OSD back,
     ``vmbench cleanup`` removes what the run could not (its image), and nothing is left."""
     scenario = write(tmp_path, "fault.yaml", FAULT.format(pool=cluster.pool, conf=cluster.conf_path))
     db = tmp_path / "r.db"
@@ -460,7 +460,8 @@ def test_an_osd_stopped_under_a_running_guest_ends_the_run_naming_ceph(cluster, 
             proc.kill()
     text = log.read_text()
     assert proc.returncode != 0 and "the Ceph cluster under the disk reports HEALTH_WARN" in text, text[-3000:]
-    assert "OSD_DOWN" in text and "Traceback" not in text
+    assert "Ceph reported OSD_DOWN: 1 osds down while fio ran on pool" in text and "Traceback" not in text
+    assert "command timed out" not in text  # the watch, not fio's deadline, ended it
     with sqlite3.connect(db) as conn:
         sides = sorted(r[0] for r in conn.execute("select side from measurements"))
         status = conn.execute("select status from runs").fetchone()[0]

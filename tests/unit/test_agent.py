@@ -59,6 +59,18 @@ def test_timeout_kills_the_guest_process():
     assert kill and kill[0]["arguments"]["arg"][0] == "-KILL"
 
 
+def test_an_error_from_the_waiting_callback_kills_the_guest_process():
+    agent = FakeAgent({"fio": lambda a, s: (0, b"", b""), "/bin/kill": lambda a, s: (0, b"", b"")}, polls_before_exit=1000)
+
+    def watch(elapsed):
+        raise GuestError("the storage under the disk degraded")
+
+    with pytest.raises(GuestError, match="degraded"):
+        transport(agent).run(["fio", "job.fio"], on_wait=watch)
+    kill = [c for c in agent.calls if c["execute"] == "guest-exec" and c["arguments"]["path"] == "/bin/kill"]
+    assert kill and kill[0]["arguments"]["arg"][0] == "-KILL"
+
+
 def test_read_file_in_chunks_and_write_file():
     big = bytes(range(256)) * (READ_CHUNK // 256 * 2 + 7)
     agent = FakeAgent({"install": lambda a, s: (0, b"", b"")}, files={"/run/vmbench/out.json": big})

@@ -66,6 +66,7 @@ def test_shipped_recipe_is_valid() -> None:
     assert r.hostname == "vmbench-guest" and r.root_label == "vmbench-root"
     assert "qemu-guest-agent.service" not in r.mask_units
     assert {"virtio_blk", "virtio_scsi", "virtio_pci", "ahci", "sd_mod", "ext4"} <= set(r.initrd_modules)
+    assert r.initrd_minimal and "modprobe.blacklist=floppy" in r.cmdline
     assert r.overlay is not None and r.overlay.is_dir()
 
 
@@ -111,6 +112,11 @@ def test_recipe_names(recipes: Path, tmp_path: Path) -> None:
         (lambda t: t.replace("root_label: vmbench-root", "root_label: a-label-far-too-long"), "root_label"),
         (lambda t: t.replace("overlay: files", "overlay: ../elsewhere"), "'overlay' must be"),
         (lambda t: t + "mirror: ftp://example/debian\n", "'mirror' must be"),
+        (lambda t: t + "initrd_minimal: yes please\n", "'initrd_minimal' must be a bool"),
+        (lambda t: t.replace("initrd_modules: [virtio_blk, ext4]", "initrd_modules: []") + "initrd_minimal: true\n",
+         "'initrd_minimal' needs 'initrd_modules'"),
+        (lambda t: t.replace("initrd_modules: [virtio_blk, ext4]", "initrd_modules: [virtio_blk, 'ext4 x']"),
+         "bad module name(s) in 'initrd_modules'"),
     ],
 )
 def test_invalid_recipes_are_refused(tmp_path: Path, change, message: str) -> None:
@@ -231,6 +237,14 @@ def test_chroot_argvs() -> None:
     assert build.lsinitramfs_argv(root, "6.1.0-9-amd64") == [
         "chroot", "/w/rootfs", "lsinitramfs", "/boot/initrd.img-6.1.0-9-amd64",
     ]
+    assert build.update_initramfs_argv(root, "6.1.0-9-amd64") == [
+        "chroot", "/w/rootfs", "update-initramfs", "-u", "-k", "6.1.0-9-amd64",
+    ]
+    # Debian's file names sd_mod in a comment: an example, not a module
+    assert build.minimal_initrd_files(["virtio_blk", "ext4", "sd_mod"], "# sd_mod\next4") == {
+        "etc/initramfs-tools/conf.d/vmbench-minimal.conf": "MODULES=list\n",
+        "etc/initramfs-tools/modules": "# sd_mod\next4\nvirtio_blk\nsd_mod\n",
+    }
     assert build.dpkg_query_argv(root, ["fio", "lvm2"]) == [
         "dpkg-query", "--admindir=/w/rootfs/var/lib/dpkg", "--show",
         "--showformat=${Package}\\t${Version}\\t${db:Status-Abbrev}\\n", "fio", "lvm2",

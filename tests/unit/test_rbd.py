@@ -2,6 +2,7 @@
 target string host fio and QEMU share, fio's rbd engine in place of the kernel's, the network
 disk and the secret in libvirt's XML, and the evidence reading aio as not applicable."""
 
+import json
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 
@@ -11,7 +12,7 @@ from vmbench.drivers.libvirt.evidence import applied_from_readings
 from vmbench.drivers.libvirt.secrets import USAGE_RE, secret_xml
 from vmbench.drivers.libvirt.xml import DomainSpec, disk_elements, rbd_disk
 from vmbench.drivers.qemu_cmdline import NOT_APPLICABLE
-from vmbench.errors import ScenarioError, VmbenchError
+from vmbench.errors import HypervisorError, ScenarioError, VmbenchError
 from vmbench.fio.job import FioJob, check_identical, fio_argv, precondition_argv
 from vmbench.fio.rbd import RbdTarget, parse_target
 from vmbench.scenario.loader import parse_scenario
@@ -230,3 +231,46 @@ def test_ceph_pool_samples_and_their_means_after_the_managers_lag():
     assert parse_samples(CEPH_SAMPLES, "other") == {} and summary({}) == {}
     argv = sampler_argv("/w/ceph-1.txt", 30, CephPool(("ceph", "--conf", "/c", "--id", "u"), "vmbench"))
     assert argv[:2] == ["sh", "-c"] and argv[3:] == ["sh", "/w/ceph-1.txt", "2", "30", "vmbench", "ceph", "--conf", "/c", "--id", "u"]
+
+
+HEALTH_OSD_DOWN = json.dumps({"status": "HEALTH_WARN", "checks": {
+    "OSD_DOWN": {"severity": "HEALTH_WARN", "summary": {"message": "1 osds down", "count": 1}},
+    "OSD_HOST_DOWN": {"severity": "HEALTH_WARN", "summary": {"message": "1 host (1 osds) down", "count": 1}},
+    "POOL_NO_REDUNDANCY": {"severity": "HEALTH_WARN", "summary": {"message": "1 pool(s) have no replicas configured"}}}})
+
+
+def test_degrading_checks_are_the_ones_that_cost_io():
+    from vmbench.telemetry.ceph import degrading_checks
+    assert degrading_checks(HEALTH_OSD_DOWN) == {"OSD_DOWN": "1 osds down"}
+    assert degrading_checks('{"status": "HEALTH_OK", "checks": {}}') == {} and degrading_checks("not json") == {}
+
+
+class _Health:
+    """A transport whose ``ceph health`` answers come from a list, in turn."""
+    name = "host"
+
+    def __init__(self, answers):
+        self.answers, self.asked = list(answers), []
+
+    def run(self, argv, **kw):
+        from vmbench.command import Completed
+        self.asked.append(list(argv))
+        answer = self.answers.pop(0)
+        return Completed(tuple(argv), 0 if answer is not None else 1, answer or "", "" if answer is not None else "timed out")
+
+
+def test_the_watch_ends_a_run_when_a_degrading_check_appears_not_one_the_run_began_with():
+    from vmbench.telemetry.ceph import CephPool, CephWatch
+    now = [0.0]
+    host = _Health([None, HEALTH_OSD_DOWN])
+    watch = CephWatch(host, CephPool(("ceph", "--id", "vmbench"), "vmbench"), interval=5, clock=lambda: now[0])
+    watch.check()  # not yet: 5 s apart
+    assert host.asked == []
+    now[0] = 5.0
+    watch.check()  # no answer: skipped
+    assert host.asked == [["ceph", "--id", "vmbench", "health", "--format", "json"]]
+    now[0] = 10.0
+    with pytest.raises(HypervisorError, match="Ceph reported OSD_DOWN: 1 osds down while fio ran on pool vmbench"):
+        watch.check()
+    known = CephPool(("ceph",), "p", known=frozenset({"OSD_DOWN"}))
+    CephWatch(_Health([HEALTH_OSD_DOWN]), known, interval=0).check()  # the run began with it: flagged, not stopped

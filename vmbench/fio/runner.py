@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from ..telemetry import sampler as telemetry_
-from ..telemetry.ceph import CephPool, CephSampler
+from ..telemetry.ceph import CephPool, CephSampler, CephWatch
 from ..errors import VmbenchError
 from ..progress import NullProgress, Progress
 from ..transport import ops
@@ -114,7 +114,8 @@ def run_fio(
         check_identical(must_match, argv)
     total = None if job.duration is None else job.duration + tail_seconds
     timeout = job_timeout(job, slow, tail_seconds)
-    tick = _ticker(progress, label, total)
+    watch = CephWatch(host_side or transport, ceph_pool) if ceph_pool is not None else None
+    tick = _ticker(progress, label, total, watch)
     logs: dict[str, bytes] = {}
     finished = False
     try:
@@ -156,14 +157,17 @@ def _jobfile_copy(job: FioJob, target: str, workdir: str, token: str) -> tuple[s
     return text, tuple(lines), f"{workdir}/job-{token}-{jobfile.digest(job.jobfile.text)}.fio"
 
 
-def _ticker(progress: Progress, label: str, total: float | None) -> Callable[[float], None]:
-    """What is said while fio runs: the time left (the time elapsed when it is not known)."""
+def _ticker(progress: Progress, label: str, total: float | None, watch: CephWatch | None = None) -> Callable[[float], None]:
+    """What is said while fio runs: the time left (the time elapsed when it is not known); with
+    ``watch``, a Ceph cluster that degrades under the run ends it (what ``watch`` raises)."""
 
     def tick(elapsed: float) -> None:
         if total is None:
             progress.status(f"{label}: {format_duration(elapsed)} elapsed")
         else:
             progress.status(f"{label}: {format_duration(max(0.0, total - elapsed))} left")
+        if watch is not None:
+            watch.check()
 
     return tick
 

@@ -30,6 +30,7 @@ from .commands import (
     debootstrap_argv, mmdebstrap_argv, mount_proc_argv, mount_chroot_fs_argvs, bind_mount_argv,
     apt_get_argv, apt_install_argv, dkms_autoinstall_argv, depmod_argv, enable_units_argv,
     umount_argv, mask_units_argv, set_default_target_argv, lsinitramfs_argv, dpkg_query_argv,
+    update_initramfs_argv, minimal_initrd_files, INITRAMFS_MODULES,
     mkfs_argv, qemu_img_convert_argv, render_fstab, render_hosts,
     mounts_under, missing_initrd_modules, missing_kernel_modules, parse_dpkg_query,
     kernel_version,
@@ -116,6 +117,7 @@ def build_manifest(
         "root_virtual_bytes": recipe.size_bytes,
         "root_file_bytes": image_bytes,
         "initrd_modules": list(recipe.initrd_modules),
+        "initrd_minimal": recipe.initrd_minimal,
         "masked_units": list(recipe.mask_units),
         "enabled_units": list(recipe.enable_units),
         "chroot_packages": list(recipe.chroot_packages),
@@ -322,6 +324,13 @@ def _chroot_steps(recipe: Recipe, rootdir: Path, kernel: str, progress: Progress
         if recipe.enable_units:
             run(enable_units_argv(rootdir, recipe.enable_units), timeout=STEP_TIMEOUT)
         run(set_default_target_argv(rootdir), timeout=STEP_TIMEOUT)
+        if recipe.initrd_minimal:
+            progress.status("making the minimal initrd")
+            modules_file = rootdir / INITRAMFS_MODULES
+            current = modules_file.read_text() if modules_file.is_file() else ""
+            for rel, text in minimal_initrd_files(recipe.initrd_modules, current).items():
+                (rootdir / rel).write_text(text)
+            run(update_initramfs_argv(rootdir, kernel), timeout=STEP_TIMEOUT)
         if recipe.kernel_modules:
             _check_kernel_modules(recipe, rootdir, kernel)
         _check_guest_agent_activation(recipe, rootdir)
@@ -334,7 +343,8 @@ def _chroot_steps(recipe: Recipe, rootdir: Path, kernel: str, progress: Progress
             if missing:
                 raise VmbenchError(
                     f"the initrd of kernel {kernel} lacks module(s): {', '.join(missing)}",
-                    hint="keep MODULES=most in /etc/initramfs-tools/initramfs.conf",
+                    hint=("list it in the recipe's initrd_modules" if recipe.initrd_minimal
+                          else "keep MODULES=most in /etc/initramfs-tools/initramfs.conf"),
                 )
     finally:
         _unmount_all_under(rootdir)

@@ -133,6 +133,24 @@ def set_default_target_argv(rootdir: Path, target: str = "multi-user.target") ->
     return chroot_argv(rootdir, "systemctl", "set-default", target)
 
 
+#: initramfs-tools' configuration of a minimal initrd (recipe ``initrd_minimal``)
+MINIMAL_INITRD_CONF = "etc/initramfs-tools/conf.d/vmbench-minimal.conf"
+INITRAMFS_MODULES = "etc/initramfs-tools/modules"
+
+
+def minimal_initrd_files(modules: Sequence[str], current_modules: str) -> dict[str, str]:
+    """The files (relative to the root) that make initramfs-tools build an initrd with only
+    ``modules`` and their dependencies; ``current_modules``: the modules file as it is."""
+    listed = {line.split()[0] for line in current_modules.splitlines() if line.strip() and not line.lstrip().startswith("#")}
+    extra = [m for m in modules if m not in listed]
+    text = current_modules + ("" if not current_modules or current_modules.endswith("\n") else "\n")
+    return {MINIMAL_INITRD_CONF: "MODULES=list\n", INITRAMFS_MODULES: text + "".join(f"{m}\n" for m in extra)}
+
+
+def update_initramfs_argv(rootdir: Path, kernel_version: str) -> list[str]:
+    return chroot_argv(rootdir, "update-initramfs", "-u", "-k", kernel_version)
+
+
 def lsinitramfs_argv(rootdir: Path, kernel_version: str) -> list[str]:
     return chroot_argv(rootdir, "lsinitramfs", f"/boot/initrd.img-{kernel_version}")
 

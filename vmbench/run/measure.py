@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, ContextManager, Iterator, Sequence
 
 from ..fio.job import FioJob, job_hash, to_precondition
@@ -27,7 +27,7 @@ from ..storage.radosbench import RADOS_LAYER, rados_mode, seconds
 from ..errors import VmbenchError
 from ..storage.cephcli import client_args
 from ..storage.rbd import cluster_state
-from ..telemetry.ceph import CephPool
+from ..telemetry.ceph import CephPool, ask_degrading
 from ..progress import Progress
 from ..results.db import ResultsDB
 from ..results.key import MeasurementKey
@@ -122,6 +122,8 @@ class Measurer:
         self.progress = progress
         #: job -> the host's fio argv, which the guest's must match but for target and output
         self.host_argv: dict[str, tuple[str, ...]] = dict(host_argv or {})
+        #: RBD storage: the degrading Ceph checks at the run's first fio step (None: not asked yet)
+        self.ceph_known: frozenset[str] | None = None
         #: Step.group() -> {repeat: IOPS} of every stored measurement (earlier attempts' too)
         self.iops: dict[MeasurementKey, dict[int, float]] = {k: dict(v) for k, v in (stored or {}).items()}
         assert scenario.repeat_policy is not None
@@ -175,12 +177,17 @@ class Measurer:
             return f"stopped at max {self.policy.max} repeats (CV {cv_label(cv)} >= {self.policy.threshold_label()})"
         return f"{len(values)} repeats, CV {cv_label(cv)} < {self.policy.threshold_label()}"
 
-    def _ceph_pool(self) -> CephPool | None:
-        """The Ceph pool to sample while fio runs (RBD storage), as the run's cephx user."""
+    def _ceph_pool(self, where: Where) -> CephPool | None:
+        """The Ceph pool to sample and watch while fio runs (RBD storage), as the run's cephx
+        user, with the degrading checks the cluster reported at the run's first fio step."""
         cfg = self.scenario.storage.ceph
+        host = where.side if where.side_name == "host" else where.host_side
         if self.scenario.storage.type is not StorageType.RBD or cfg is None:
             return None
-        return CephPool(tuple(["ceph", *client_args(cfg)]), cfg.pool)
+        pool = CephPool(tuple(["ceph", *client_args(cfg)]), cfg.pool)
+        if self.ceph_known is None and host is not None:
+            self.ceph_known = frozenset(ask_degrading(host, pool) or ())
+        return replace(pool, known=self.ceph_known or frozenset())
 
     @contextlib.contextmanager
     def _ceph_state_on_failure(self, where: Where) -> Iterator[None]:
@@ -237,7 +244,7 @@ class Measurer:
                           slow=where.slow, must_match=must_match,
                           zfs_pool=where.zfs_pool if where.side_name == "host" or on_host else None,
                           host_side=where.host_side if on_host else None, host_workdir=where.host_workdir if on_host else "",
-                          host_target=where.host_target if on_host else None, ceph_pool=self._ceph_pool())
+                          host_target=where.host_target if on_host else None, ceph_pool=self._ceph_pool(where))
         if where.side_name == "host":
             self.host_argv[job.name] = run.argv
         # the I/Os during the snapshots: the measured rate over ramp and runtime (a fixed-rate job's load)

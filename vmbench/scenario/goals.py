@@ -77,7 +77,8 @@ class Risk(Choice):
 RISKS: Mapping[Risk, str] = {
     Risk.CACHE_UNSAFE: "cache=unsafe ignores the guest's flushes: a host crash or power loss loses or corrupts "
                        "data the guest believed was on disk",
-    Risk.CACHE_WRITEBACK: "cache=writeback keeps writes in the host page cache: safe only if the guest sends "
+    Risk.CACHE_WRITEBACK: "cache=writeback keeps writes in a volatile cache on the host (its page cache; on RBD, "
+                          "librbd's client cache): safe only if the guest sends "
                           "flushes (barriers on, a filesystem that flushes); otherwise a host crash loses them",
     Risk.ZFS_SYNC_DISABLED: "sync=disabled makes ZFS acknowledge synchronous writes before they are on disk: a "
                             "crash loses up to the last transaction groups (seconds of writes) the guest was told "

@@ -10,6 +10,12 @@ goes on :data:`LAG_S` seconds after fio and the figures are the means over the s
 
 The loop is a fixed shell script (:data:`CEPH_SAMPLER_SCRIPT`); the command and the pool are
 its arguments, never part of its text.
+
+Beside it, :class:`CephWatch` asks ``ceph health`` every :data:`WATCH_INTERVAL_S` seconds
+while fio runs and ends the run when a check of :data:`DEGRADING_CHECKS` appears that was not
+there when fio started: an OSD that goes down under a pool without replicas blocks the disk's
+I/O until fio's deadline (minutes), and with replicas the rest of the run would measure a
+degraded cluster beside a healthy one.
 """
 
 from __future__ import annotations
@@ -18,13 +24,17 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
+from ..errors import CommandError, HypervisorError
 from ..transport.base import Transport
 
 log = logging.getLogger(__name__)
 
 INTERVAL_S = 2
+WATCH_INTERVAL_S = 5.0
+#: health checks that say the cluster lost I/O capacity or stopped serving some of it
+DEGRADING_CHECKS = frozenset({"OSD_DOWN", "PG_AVAILABILITY", "PG_DEGRADED", "SLOW_OPS"})
 LAG_S = 6.0  # the manager's reports trail the OSDs by about 5 s
 #: each sample: "@ <epoch seconds>", the pool stats JSON, "%", the osd perf JSON, ".".
 #: Arguments: output file, interval, max seconds, pool, then the ceph command with its client options.
@@ -46,6 +56,9 @@ class CephPool:
 
     command: tuple[str, ...]
     pool: str
+    #: the degrading checks the cluster reported when the run began: flagged on its results
+    #: (the environment's health), not a reason to stop it
+    known: frozenset[str] = frozenset()
 
 
 def sampler_argv(outfile: str, max_s: float, pool: CephPool, interval: int = INTERVAL_S) -> list[str]:
@@ -148,3 +161,48 @@ class CephSampler:
             except Exception as exc:
                 log.warning("%s: could not remove %s: %s", self.transport.name, self.path, exc)
         return out
+
+
+def degrading_checks(health_json: str) -> dict[str, str]:
+    """``ceph health --format json`` -> {check: its summary} of the checks in
+    :data:`DEGRADING_CHECKS`; {} when the text is not that JSON."""
+    try:
+        checks = (json.loads(health_json or "{}") or {}).get("checks") or {}
+    except (ValueError, AttributeError):
+        return {}
+    return {name: str((c.get("summary") or {}).get("message") or "") for name, c in sorted(checks.items())
+            if name in DEGRADING_CHECKS}
+
+
+def ask_degrading(transport: Transport, pool: CephPool) -> dict[str, str] | None:
+    """The degrading checks ``ceph health`` reports now; None when Ceph did not answer."""
+    try:
+        got = transport.run([*pool.command, "health", "--format", "json"], timeout=20, check=False)
+    except CommandError as exc:
+        log.warning("%s: ceph health did not answer: %s", transport.name, exc)
+        return None
+    return degrading_checks(got.stdout) if got.returncode == 0 else None
+
+
+class CephWatch:
+    """:meth:`check` while fio runs (asks Ceph at most every ``interval`` seconds): raises
+    :class:`HypervisorError` when a degrading check appears that the run did not begin with
+    (``pool.known``).  A question Ceph does not answer is skipped, never an error."""
+
+    def __init__(self, transport: Transport, pool: CephPool, *, interval: float = WATCH_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.transport = transport
+        self.pool = pool
+        self.interval = interval
+        self.clock = clock
+        self.asked = clock()
+
+    def check(self) -> None:
+        if self.clock() - self.asked < self.interval:
+            return
+        self.asked = self.clock()
+        new = {k: v for k, v in (ask_degrading(self.transport, self.pool) or {}).items() if k not in self.pool.known}
+        if new:
+            said = "; ".join(f"{k}: {v}" if v else k for k, v in new.items())
+            raise HypervisorError(f"Ceph reported {said} while fio ran on pool {self.pool.pool}: the run stopped "
+                                  "rather than wait out fio's deadline or measure a degraded cluster")

@@ -195,9 +195,21 @@ def wait_exited(name: str, argv: Sequence[str], status: Callable[[], dict], kill
             log.error("guest %s: command timed out after %ss: %s", name, timeout, format_argv(argv))
             raise CommandTimeout(f"{name}: command timed out after {timeout:g}s: {format_argv(argv)}", argv=list(argv))
         if on_wait:
-            on_wait(elapsed)
+            try:
+                on_wait(elapsed)
+            except Exception:  # what the caller's watch raised ends the command too
+                _kill_quietly(name, kill)
+                raise
         sleep(interval)
         interval = min(interval * 2, poll_interval)
+
+
+def _kill_quietly(name: str, kill: Callable[[], None]) -> None:
+    """Kill a guest command on the way out of an error, which a failed kill must not hide."""
+    try:
+        kill()
+    except Exception as exc:
+        log.warning("guest %s: could not kill the command: %s", name, exc)
 
 
 def _b64(data: str | None) -> str:
