@@ -163,3 +163,28 @@ def test_three_fio_examples_run_in_one_boot(machine, shared_run):
     assert not list(ROOT.glob("*verify.state"))
     assert run_tag_resources(machine, r.tag) == []
     assert glob.glob(f"{machine.paths.work}/vmbench-{r.tag}-*") == []
+
+
+def test_a_queue_depth_sweep_reads_as_host_and_guest_curves_with_the_knee(machine, shared_run, tmp_path):
+    """The shared run's ``qd`` job swept over iodepth 1, 4 and 16 (issue 30): one measurement per
+    point on host and guest, the curves table with a knee or its absence said, and the HTML plot."""
+    assert shared_run.run.returncode == 0, shared_run.run.stderr
+    db = ResultsDB(shared_run.db_path, create=False)
+    r = db.resolve_run("latest")
+    got = sorted((m["side"], m["job"]) for m in db.rows("measurements", r.id) if m["job"].startswith("qd."))
+    assert got == sorted((side, f"qd.qd{n}") for side in ("host", "guest") for n in (1, 4, 16))
+    rep = json.loads(vmbench("report", "latest", "--db", str(shared_run.db_path), "--format", "json").stdout)
+    curves = next(t for t in rep["tables"] if t["name"] == "curves")
+    assert [(c["side"], c["value"]) for c in curves["records"]] == [(s, n) for s in ("host", "guest") for n in (1, 4, 16)]
+    assert all(c["iops"] > 0 and c["p99_ms"] for c in curves["records"])
+    assert all(c["gap"] > 0 for c in curves["records"] if c["side"] == "guest")
+    assert sum(1 for n in curves["notes"] if n.startswith("qd ")) == 2  # a knee, or "no knee up to QD 16", for each side
+    text = vmbench("report", "latest", "--db", str(shared_run.db_path)).stdout
+    print(text[text.index("Queue-depth"):][:1500])
+    assert "Queue-depth and numjobs sweeps" in text and max(len(line) for line in text.splitlines()) <= 120
+    page = tmp_path / "r.html"
+    html = vmbench("report", "latest", "--db", str(shared_run.db_path), "--format", "html", "--output", str(page))
+    assert html.returncode == 0, html.stderr
+    body = page.read_text()
+    section = body[body.index('id="plot-curves"'):]
+    assert "<svg" in section[:20000] and "qd: p99 against IOPS by QD" in section[:20000]

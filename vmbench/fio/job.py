@@ -105,6 +105,14 @@ class FioJob:
     #: the figure this job is judged by (see :attr:`judged_by`); it does not shape the I/O, so
     #: it is neither compared nor stored in :meth:`params`
     metric: Metric | None = field(default=None, compare=False)
+    #: a point of a sweep (scenario ``sweep:``): the job it was made from and the setting swept
+    #: ("iodepth" or "numjobs"), whose value is this job's; None: not a sweep's point
+    sweep_of: str | None = None
+    sweep_key: str | None = None
+
+    @property
+    def sweep_value(self) -> int | None:
+        return int(getattr(self, self.sweep_key)) if self.sweep_key else None
 
     @property
     def fixed_rate(self) -> bool:
@@ -187,7 +195,7 @@ class FioJob:
         """Every parameter that shapes the I/O (stored with each result)."""
         d = asdict(self)
         del d["metric"]  # what the job is judged by, not how it runs
-        for key in ("buffer_compress_percentage", "refill_buffers", "rate_iops", "rate"):  # unset: as stored before they existed
+        for key in ("buffer_compress_percentage", "refill_buffers", "rate_iops", "rate", "sweep_of", "sweep_key"):  # unset: as stored before they existed
             if d[key] is None:
                 del d[key]
         if self.jobfile is not None:

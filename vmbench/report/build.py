@@ -15,10 +15,12 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from .cputables import cpu_table
+from .curves import curve_table, curves
 from .facts import host_memory_bytes, on_librbd
-from .hostonly import host_only_table, storage_cells_table
+from .hostonly import host_only_rows, host_only_table, storage_cells_table
 from .load import RunData
 from .loadtables import load_header, load_tables
+from .rows import gap_rows
 from .tables import Table, cells_table, crypto_table, gap_table, journey_table, layer_table, targets_table
 from .kind import RunKind
 
@@ -69,6 +71,9 @@ def host_only_tables(data: RunData, header: dict) -> list[Table]:
     del header["boots"]
     tables = [host_only_table(list(data.measurements), data.valid_cells, data.jobs, data.plan.repeat_policy, env=env,
                               storage=data.plan.storage)]
+    if any(j.sweep_of for j in data.plan.jobs):
+        ct = curve_table(curves(host_only_rows(list(data.measurements), data.valid_cells, data.jobs), data.plan.jobs), env=env)
+        tables += [ct] if ct else []
     if len(cells) > 1 or any(not c["valid"] for c in cells):
         tables.append(storage_cells_table(cells))
     return tables
@@ -96,6 +101,10 @@ def one_vm_tables(data: RunData, header: dict) -> list[Table]:
     valid_cells, policy, metrics = data.valid_cells, data.plan.repeat_policy, data.plan.job_metrics
     tables = [gap_table(measurements, valid_cells, jobs, policy, host_memory_bytes=host_memory_bytes(env), env=env,
                         metrics=metrics)]
+    if any(j.sweep_of for j in data.plan.jobs):
+        rows = gap_rows(measurements, valid_cells, jobs, host_memory_bytes(env), metrics)
+        swept = curve_table(curves(rows, data.plan.jobs), env=env)
+        tables += [swept] if swept else []
     cpu = cpu_table(measurements, valid_cells, jobs, repeats=policy, env=env)  # None: no QEMU process was sampled
     if cpu is not None:
         tables.append(cpu)

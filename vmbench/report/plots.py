@@ -438,3 +438,38 @@ def cpu_stacked(title: str, bars: Sequence[tuple[str, Mapping[str, Any], str]]) 
         handles, labels = ax.get_legend_handles_labels()
         ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.0, 1.0))  # top of the stack first
         return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")
+
+
+# ---- a sweep's curves: latency against IOPS, one line per side ------------------------------
+
+def sweep_curve(title: str, lines: Sequence[tuple[str, Sequence[tuple[int, float, float | None]], int | None]],
+                swept: str) -> Plot:
+    """Each line: (label, its points as (swept value, IOPS, p99 ms), the knee's index or None);
+    p99 (log) against IOPS, each point labelled with its value, the knee ringed."""
+    with matplotlib.rc_context(RC):
+        legend_w = 0.45 + 0.065 * longest_label(label for label, _, _ in lines)
+        fig = new_figure(4.6 + legend_w, 3.4, left=0.75, right=legend_w, bottom=0.5, top=0.3)
+        ax = fig.subplots()
+        alt = []
+        for i, (label, points, knee) in enumerate(lines):
+            shown = [(v, x, float(y)) for v, x, y in points if y is not None and y > 0]
+            if not shown:
+                continue
+            colour = COLOURS[i % len(COLOURS)]
+            ax.plot([x for _, x, _ in shown], [y for _, _, y in shown], label=label_text(label), color=colour,
+                    linestyle=LINESTYLES[i % len(LINESTYLES)], marker=MARKERS[i % len(MARKERS)], markersize=4, linewidth=1.3)
+            for v, x, y in shown:
+                ax.annotate(str(v), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7, color=colour)
+            knee_p99 = points[knee][2] if knee is not None else None
+            if knee is not None and knee_p99:
+                ax.plot([points[knee][1]], [float(knee_p99)], marker="o", markersize=11, markerfacecolor="none",
+                        markeredgecolor=colour, linestyle="none")
+            alt.append(f"{label}: " + ", ".join(f"{swept} {v}: {fmt_num(x)} IOPS, p99 {fmt_num(y)} ms" for v, x, y in shown)
+                       + (f" (knee at {swept} {points[knee][0]})" if knee is not None else " (no knee)"))
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(MS_FORMAT)
+        ax.set_xlabel("IOPS")
+        ax.set_ylabel("p99 completion latency, ms (log)")
+        ax.set_title(label_text(title, 80))
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")

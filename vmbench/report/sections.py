@@ -70,6 +70,8 @@ def plot_sections(data: RunData, tables: Sequence[Table]) -> list[PlotSection]:
         latency(data),
         cell_bars(by_name.get("gaps"), by_name.get("journey")),
     ]
+    if "curves" in by_name:  # only where the run swept a job: older runs' pages unchanged
+        out.append(sweep_curves(by_name["curves"]))
     if "cpu-per-io" in by_name:  # only where the run sampled QEMU's CPU: older runs' pages unchanged
         out.append(cpu_per_io(by_name["cpu-per-io"]))
     return out + [crypto(data, by_name.get("layers")), timelines(data)]
@@ -178,6 +180,22 @@ def cell_bars(gaps: Table | None, journey: Table | None) -> PlotSection:
         return PlotSection(anchor, heading, empty="no guest measurements in this run")
     return PlotSection(anchor, heading, _figures(made), capped=_capped(*capped, (len(made), total, "per-job bar plots")),
                        no_intervals=no_intervals)
+
+
+def sweep_curves(table: Table) -> PlotSection:
+    """Per swept job and cell, the host's and the guest's curves on one plot (p99 against IOPS)."""
+    anchor, heading = "plot-curves", "Sweeps: latency against IOPS"
+    groups: "OrderedDict[tuple, OrderedDict[str, list[dict]]]" = OrderedDict()
+    for r in table.records:
+        cell = r.get("cell") if r.get("side") == "guest" else None
+        groups.setdefault((r.get("job"), r.get("swept")), OrderedDict()).setdefault(
+            f"{r.get('side')} {cell}" if cell else str(r.get("side")), []).append(r)
+    made = []
+    for (job, swept), lines in list(groups.items())[:MAX_BAR_FIGURES]:
+        drawn = [(label, [(int(r["value"]), float(r["iops"]), r.get("p99_ms")) for r in recs],
+                  next((i for i, r in enumerate(recs) if r.get("knee")), None)) for label, recs in lines.items()]
+        made.append(plots.sweep_curve(f"{job}: p99 against IOPS by {swept}", drawn, str(swept)))
+    return PlotSection(anchor, heading, _figures(made), capped=_capped((len(made), len(groups), "swept jobs")))
 
 
 def cpu_per_io(table: Table | None) -> PlotSection:

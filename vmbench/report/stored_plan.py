@@ -37,6 +37,10 @@ class PlannedJob:
     name: str
     describe: str = ""
     metric: Metric | None = None  # None: a plan stored before jobs named one (read as IOPS)
+    #: a sweep's point: the job it was made from, the setting swept and this point's value
+    sweep_of: str | None = None
+    sweep_key: str | None = None
+    sweep_value: int | None = None
 
 
 @dataclass(frozen=True)
@@ -207,7 +211,10 @@ def _boot(b: Mapping[str, Any]) -> PlannedBoot:
 
 
 def _job(j: Mapping[str, Any]) -> PlannedJob:
-    return PlannedJob(str(j["name"]), str(j.get("describe") or ""), Metric.parse(j["metric"]) if j.get("metric") else None)
+    sweep = j.get("sweep") or {}
+    return PlannedJob(str(j["name"]), str(j.get("describe") or ""), Metric.parse(j["metric"]) if j.get("metric") else None,
+                      sweep_of=sweep.get("of"), sweep_key=sweep.get("key"),
+                      sweep_value=int(sweep["value"]) if sweep.get("value") is not None else None)
 
 
 def _stack(s: Mapping[str, Any]) -> PlannedStack:

@@ -282,7 +282,8 @@ class Plan:
                 for c in self.cells
             ],
             "jobs": [{"name": j.name, "describe": j.describe(), "sync": j.is_sync, "metric": j.judged_by.value,
-                      **({"rate_iops": j.rate_iops} if j.rate_iops else {}), **({"rate": j.rate} if j.rate else {})}
+                      **({"rate_iops": j.rate_iops} if j.rate_iops else {}), **({"rate": j.rate} if j.rate else {}),
+                      **({"sweep": {"of": j.sweep_of, "key": j.sweep_key, "value": j.sweep_value}} if j.sweep_of else {})}
                      for j in s.jobs],
             "stacks": [
                 {"name": st.name, "layers": [l.label for l in st.layers],

@@ -41,13 +41,17 @@ def read_jobs(ctx: Context, top: Section, base_dir: Path) -> list[FioJob]:
             profile = sec.get("profile", choice_parser(tuple(profiles.PROFILES)))
             select = sec.get("select", as_str_list, ())
             overrides = _job_overrides(sec, f"profile {profile}")
-            sec.done(("profile", "select") + JOB_KEYS)
+            sweep = _sweep(sec, overrides)
+            sec.done(("profile", "select", "sweep") + JOB_KEYS)
             try:
                 expanded = profiles.expand(profile, overrides, select)
             except ValueError as exc:
                 raise sec.fail("select", str(exc)) from None
-            jobs.extend(_check_job(sec, j) for j in expanded)
+            jobs.extend(p for j in expanded for p in sweep_points(_check_job(sec, j), sweep))
         elif sec.has("file"):
+            if sec.has("sweep"):
+                raise sec.fail("sweep", "a job file sets its own iodepth and numjobs: sweep: applies to vmbench's jobs and profiles",
+                               "list one job file per point, or write the job with rw:, bs: and sweep:")
             jobs.append(_jobfile(sec, base_dir))
         else:
             name = sec.get("name", as_name)
@@ -55,8 +59,9 @@ def read_jobs(ctx: Context, top: Section, base_dir: Path) -> list[FioJob]:
             if "rw" not in overrides or "bs" not in overrides:
                 raise ctx.fail(path, line, "a job needs rw and bs (or use profile: or file:)",
                                f"rw is one of: {', '.join(RW_MODES)}")
-            sec.done(("name", "profile", "file") + JOB_KEYS)
-            jobs.append(_check_job(sec, FioJob(name=name, **overrides)))
+            sweep = _sweep(sec, overrides)
+            sec.done(("name", "profile", "file", "sweep") + JOB_KEYS)
+            jobs.extend(sweep_points(_check_job(sec, FioJob(name=name, **overrides)), sweep))
     refuse_duplicates(ctx, top, "jobs", [j.name for j in jobs])
     return jobs
 
@@ -94,6 +99,40 @@ def _job_overrides(sec: Section, what: str) -> dict:
         raise sec.fail("rate", f"{what}: rate_iops and rate are both set; a job runs at one fixed rate",
                        "keep rate_iops (I/Os a second) or rate (bytes a second)")
     return out
+
+
+#: what a sweep may vary, and the name each point's job takes after its job's (``4k-randread.qd8``)
+SWEEP_KEYS = {"iodepth": ("qd", 1024), "numjobs": ("nj", 64)}
+
+
+def _sweep(sec: Section, overrides: dict) -> tuple[str, tuple[int, ...]] | None:
+    """``sweep: {iodepth: [1, 2, 4]}`` (or numjobs): the setting and its values, ascending."""
+    if not sec.has("sweep"):
+        return None
+    raw = sec.raw("sweep")
+    hint = "e.g. sweep: {iodepth: [1, 2, 4, 8, 16, 32, 64]} (or numjobs: [1, 2, 4]): one setting, two values or more"
+    if not isinstance(raw, dict) or len(raw) != 1 or next(iter(raw)) not in SWEEP_KEYS:
+        raise sec.fail("sweep", f"a sweep varies one of {', '.join(SWEEP_KEYS)}", hint)
+    key, values = next(iter(raw.items()))
+    top = SWEEP_KEYS[key][1]
+    if (not isinstance(values, list) or len(values) < 2 or len(set(map(str, values))) != len(values)
+            or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= top for v in values)):
+        raise sec.fail("sweep", f"sweep {key}: two or more different whole numbers from 1 to {top}", hint)
+    if key in overrides:
+        raise sec.fail(key, f"{key} is swept (sweep: {{{key}: ...}}): the entry sets it too",
+                       f"drop {key}: here, or the sweep")
+    return key, tuple(sorted(values))
+
+
+def sweep_points(job: FioJob, sweep: tuple[str, tuple[int, ...]] | None) -> list[FioJob]:
+    """``job`` as it is, or one job per point of ``sweep``, named after it (``.qd8``, ``.nj4``)."""
+    if sweep is None:
+        return [job]
+    key, values = sweep
+    suffix = SWEEP_KEYS[key][0]
+    return [replace(job, name=f"{job.name}.{suffix}{v}", sweep_of=job.name, sweep_key=key,
+                    iodepth=v if key == "iodepth" else job.iodepth, numjobs=v if key == "numjobs" else job.numjobs)
+            for v in values]
 
 
 _HINTS = {

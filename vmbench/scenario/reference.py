@@ -269,6 +269,8 @@ JOB_ROWS: tuple[Row, ...] = (
     Row("jobs[].refill_buffers", "true, false", _fio_default("refill_buffers", "fio's"), ALL, "fresh data for every write"),
     Row("jobs[].rate_iops", "a whole number of 1 or more", _fio_default("rate_iops", "none"), ALL, "a fixed rate in I/Os a second"),
     Row("jobs[].rate", "a size a second (50M, 50M/s)", _fio_default("rate", "none"), ALL, "a fixed rate in bytes a second"),
+    Row("jobs[].sweep", "{iodepth: [1, 2, 4, ...]} or {numjobs: [...]}: two values or more", "none", ALL,
+        "one measurement per point (job NAME.qdN / NAME.njN), read as a curve with its knee (not on job files)"),
     Row("jobs[].metric", Metric.allowed(), f"{Metric.P99.value} at a fixed rate, else {Metric.IOPS.value}", ALL,
         "the figure the job is judged by (job files too)"),
 )
