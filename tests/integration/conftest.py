@@ -113,10 +113,13 @@ jobs:
   - {name: 4k-randwrite, rw: randwrite, bs: 4k, iodepth: 4, size: 128M, runtime: 3s, ramp: 1s}
   - {name: 1m-read, rw: read, bs: 1M, iodepth: 4, size: 128M, runtime: 3s, ramp: 1s}
 """
-#: QUICK with the telemetry test's write job and a queue-depth sweep (fio's examples are added by the fixture)
+#: QUICK with the telemetry test's write job, a queue-depth sweep and a job that ends when steady (fio's
+#: examples are added by the fixture)
 SHARED = QUICK.replace("name: it-quick", "name: it-shared") + (
     "  - {name: 1m-write, rw: write, bs: 1M, iodepth: 4, size: 128M, runtime: 3s, ramp: 0s}\n"
-    "  - {name: qd, rw: randread, bs: 4k, size: 128M, runtime: 2s, ramp: 0s, sweep: {iodepth: [1, 4, 16]}}\n")
+    "  - {name: qd, rw: randread, bs: 4k, size: 128M, runtime: 2s, ramp: 0s, sweep: {iodepth: [1, 4, 16]}}\n"
+    "  - {name: steady, rw: randread, bs: 4k, size: 128M, runtime: 6s, ramp: 0s, steadystate: iops_slope:50%,"
+    " steadystate_duration: 2s}\n")
 
 
 @dataclass(frozen=True)

@@ -188,3 +188,17 @@ def test_a_queue_depth_sweep_reads_as_host_and_guest_curves_with_the_knee(machin
     body = page.read_text()
     section = body[body.index('id="plot-curves"'):]
     assert "<svg" in section[:20000] and "qd: p99 against IOPS by QD" in section[:20000]
+
+
+def test_a_job_that_ends_when_steady_says_whether_each_run_was(machine, shared_run):
+    """The shared run's ``steady`` job (fio's steadystate, issue 30): fio judged it on host and
+    guest, and the gap table's steady-state fact says, per run, steady and when, or never."""
+    db = ResultsDB(shared_run.db_path, create=False)
+    r = db.resolve_run("latest")
+    runs = [m for m in db.rows("measurements", r.id) if m["job"] == "steady"]
+    assert sorted(m["side"] for m in runs) == ["guest", "host"]
+    assert all("attained" in m["fio"]["jobs"][0]["steadystate"] for m in runs)
+    rep = json.loads(vmbench("report", "latest", "--db", str(shared_run.db_path), "--format", "json").stdout)
+    fact = rep["tables"][0]["facts"]["steady state"]
+    print(fact)
+    assert "steady (iops_slope:50%) in every run, after" in fact or "never steady (iops_slope:50%)" in fact

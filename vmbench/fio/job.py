@@ -109,6 +109,12 @@ class FioJob:
     #: ("iodepth" or "numjobs"), whose value is this job's; None: not a sweep's point
     sweep_of: str | None = None
     sweep_key: str | None = None
+    #: fio's steady-state detection: the criterion (``iops_slope:0.3%``), the window it judges
+    #: and the time before it starts judging, in seconds; the job ends when it is met, at its
+    #: runtime otherwise.  None: fio's own (off)
+    steadystate: str | None = None
+    steadystate_duration: float | None = None
+    steadystate_ramp_time: float | None = None
 
     @property
     def sweep_value(self) -> int | None:
@@ -195,7 +201,8 @@ class FioJob:
         """Every parameter that shapes the I/O (stored with each result)."""
         d = asdict(self)
         del d["metric"]  # what the job is judged by, not how it runs
-        for key in ("buffer_compress_percentage", "refill_buffers", "rate_iops", "rate", "sweep_of", "sweep_key"):  # unset: as stored before they existed
+        for key in ("buffer_compress_percentage", "refill_buffers", "rate_iops", "rate", "sweep_of", "sweep_key",
+                    "steadystate", "steadystate_duration", "steadystate_ramp_time"):  # unset: as stored before they existed
             if d[key] is None:
                 del d[key]
         if self.jobfile is not None:
@@ -258,6 +265,10 @@ def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile
         optional.append(f"--rate_iops={job.rate_iops}")
     if job.rate is not None:
         optional.append(f"--rate={job.rate}")
+    if job.steadystate is not None:
+        optional += [f"--steadystate={job.steadystate}", f"--steadystate_duration={_secs(job.steadystate_duration or 0)}"]
+        if job.steadystate_ramp_time:
+            optional.append(f"--steadystate_ramp_time={_secs(job.steadystate_ramp_time)}")
     logs = []
     if log_prefix:
         logs = [f"--write_iops_log={log_prefix}", f"--write_lat_log={log_prefix}", f"--log_avg_msec={LOG_AVG_MSEC}"]

@@ -59,6 +59,9 @@ def admissibility(measurements: Sequence[dict], cells: Sequence[dict], env: dict
                      else "no sync writes (every job asynchronous)")
     facts["working set"] = _working_set(plain, cells, env, missing, jobfiles)
     facts["steady state"] = _steady(plain, missing, jobfiles)
+    judged = steady_attained(measurements, plain)
+    if judged:
+        facts["steady state"] = judged if facts["steady state"] == "-" else f"{facts['steady state']}; {judged}"
     ns = sorted(set(counts.values()))
     spread = str(ns[0]) if len(ns) == 1 else f"{ns[0]}..{ns[-1]}"
     facts["repeats"] = f"{spread} per group ({policy.label()})"
@@ -160,6 +163,31 @@ def _working_set(jobs: dict[str, dict], cells: Sequence[dict], env: dict, missin
             parts.append(f"does not fit in host RAM {_mib(host << 20)}")
     else:
         missing.append("host RAM (host_memory_mib not recorded)")
+    return "; ".join(parts)
+
+
+def steady_attained(measurements: Sequence[dict], jobs: Mapping[str, Mapping]) -> str:
+    """What fio's own steady-state detection found, for the jobs that asked for it
+    (``steadystate``): steady in every run and after how long (fio ends the job there), or a
+    WARNING naming the runs that never were (METHOD rule 6); "" when no job asked."""
+    asked = sorted(j for j, p in jobs.items() if p.get("steadystate"))
+    runs: dict[str, list[tuple[bool, float]]] = {}
+    for m in measurements:
+        if m["job"] not in asked:
+            continue
+        fio_jobs = (m.get("fio") or {}).get("jobs") or [{}]
+        ss = fio_jobs[0].get("steadystate")
+        if ss:
+            runs.setdefault(m["job"], []).append((bool(ss.get("attained")), float(fio_jobs[0].get("job_runtime") or 0) / 1000))
+    parts = []
+    for job in asked:
+        got, criterion = runs.get(job, []), jobs[job]["steadystate"]
+        reached = [t for ok, t in got if ok]
+        if got and len(reached) == len(got):
+            parts.append(f"{job} steady ({criterion}) in every run, after {sum(reached) / len(reached):.0f} s on average")
+        elif got:
+            parts.append(f"WARNING: {job} never steady ({criterion}) in {len(got) - len(reached)} of {len(got)} runs, "
+                         "which ran their whole runtime")
     return "; ".join(parts)
 
 

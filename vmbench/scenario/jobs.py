@@ -14,11 +14,14 @@ from ..fio.engines import Reason
 from ..fio.jobparse import VMBENCH_VARIABLES
 from ..units import format_size, human_size
 from .model import Cell, Stack, Storage
-from .parsers import MiB, choice_parser, duration_parser, size_parser, refuse_duplicates
+from .parsers import MiB, choice_parser, duration_parser, pattern_parser, size_parser, refuse_duplicates
 from .reader import Context, Section, as_bool, as_int, as_name, as_str, as_str_list, items
 
 JOB_KEYS = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp", "size", "direct", "sync", "fsync", "ioengine",
-            "buffer_compress_percentage", "refill_buffers", "rate_iops", "rate", "metric")
+            "buffer_compress_percentage", "refill_buffers", "rate_iops", "rate", "metric",
+            "steadystate", "steadystate_duration", "steadystate_ramp_time")
+#: fio's steady-state criterion: IOPS or bandwidth, its deviation or its slope, a bound (% or absolute)
+STEADYSTATE_RE = re.compile(r"(iops|bw)(_slope)?:[0-9]+(\.[0-9]+)?%?")
 JOBFILE_KEYS = ("file", "name", "size", "runtime", "env", "metric")
 RATE_KEYS = ("rate_iops", "rate")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -84,6 +87,10 @@ def _job_overrides(sec: Section, what: str) -> dict:
         "ioengine": choice_parser(IOENGINES),
         "buffer_compress_percentage": as_int(0, 100),
         "refill_buffers": as_bool,
+        "steadystate": pattern_parser(STEADYSTATE_RE, "fio's criterion: iops, iops_slope, bw or bw_slope, a colon and a "
+                                                      "bound, e.g. iops_slope:0.3%"),
+        "steadystate_duration": duration_parser(1),
+        "steadystate_ramp_time": duration_parser(0),
     }
     for key, parse in parsers.items():
         if sec.has(key):
@@ -95,10 +102,23 @@ def _job_overrides(sec: Section, what: str) -> dict:
                 out[key] = parse(sec.raw(key))
             except (ValueError, TypeError) as exc:
                 raise sec.fail(key, f"{what}: {exc}", _HINTS[key]) from None
+    _check_steadystate(sec, out, what)
     if "rate_iops" in out and "rate" in out:
         raise sec.fail("rate", f"{what}: rate_iops and rate are both set; a job runs at one fixed rate",
                        "keep rate_iops (I/Os a second) or rate (bytes a second)")
     return out
+
+
+def _check_steadystate(sec: Section, out: dict, what: str) -> None:
+    """steadystate needs its window (and :func:`_check_job` that the window fits in the runtime)."""
+    if "steadystate" not in out:
+        for key in ("steadystate_duration", "steadystate_ramp_time"):
+            if key in out:
+                raise sec.fail(key, f"{what}: {key} without steadystate", "add steadystate: e.g. iops_slope:0.3%")
+        return
+    if "steadystate_duration" not in out:
+        raise sec.fail("steadystate", f"{what}: steadystate needs steadystate_duration: the window fio judges",
+                       "e.g. steadystate_duration: 30s, with a runtime of at least that (the most the job runs)")
 
 
 #: what a sweep may vary, and the name each point's job takes after its job's (``4k-randread.qd8``)
@@ -155,6 +175,11 @@ def _check_job(sec: Section, job: FioJob) -> FioJob:
         raise sec.fail("rwmixread", f"only applies to mixed jobs ({', '.join(MIXED_MODES)}); job {job.name} is {job.rw}")
     if job.direct and job.bs % 512:
         raise sec.fail("bs", f"job {job.name}: bs {job.bs} is not a multiple of 512, which direct I/O needs")
+    need = (job.steadystate_duration or 0) + (job.steadystate_ramp_time or 0)
+    if job.steadystate and job.runtime < need:
+        raise sec.fail("runtime", f"job {job.name}: runtime {job.runtime:g}s is under steadystate_duration + "
+                       f"steadystate_ramp_time ({need:g}s): fio could never judge the window",
+                       "the runtime is the most the job runs; make it longer than the window")
     if job.bs > job.size:
         raise sec.fail("bs", f"job {job.name}: bs {format_size(job.bs)} is larger than size {format_size(job.size)}")
     return job

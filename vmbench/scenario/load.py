@@ -158,6 +158,10 @@ def parse_load(ctx: Context, top: Section, jobs: list[FioJob]) -> LoadSpec | Non
             raise top.fail("load", f"job {job.name!r} is a job file; a load step runs built-in jobs only "
                                    "(vmbench adds a tail to the measured job so that every VM's window stays loaded)",
                            "describe the job with rw/bs/iodepth/... keys")
+        if job.steadystate is not None:
+            raise top.fail("load", f"job {job.name!r} ends when fio judges it steady; in a load step every VM's job "
+                                   "runs for the same time, so that each window is loaded by all the others",
+                           "drop steadystate: from the job, or run it without load:")
     if sec.has("vms"):
         for key in ("victim", "aggressors", "phases"):
             if sec.has(key):
