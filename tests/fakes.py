@@ -21,7 +21,7 @@ from vmbench.drivers.qemu_cmdline import to_applied
 from vmbench.errors import CommandError, GuestError, HypervisorError, PreflightError, VmbenchError
 from vmbench.guest.needs import GuestNeeds
 from vmbench.paths import HostPaths, StatePaths
-from vmbench.scenario.model import VmConfig
+from vmbench.scenario.model import CephConfig, VmConfig
 from vmbench.progress import Progress
 from vmbench.settings import Accel, Bus, Cache, CpuMode, Feature, ImageFormat
 from vmbench.storage import VOLUME_RE, Volume, VolumeRole, volume_name
@@ -989,6 +989,7 @@ class FakeDriver:
 
     name = "fake"
     needs_image = True
+    ceph: "CephConfig | None" = None
     DEFAULT_ERRORS = {"prepare": PreflightError, "boot": GuestError}
 
     def __init__(self, *, host: FakeHost | None = None, storage: FakeStorage | None = None, paths: HostPaths | None = None,
