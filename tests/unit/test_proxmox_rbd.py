@@ -154,7 +154,7 @@ PREPARE_RBD = PREPARE[:5] + [("GET", "/storage/{storage}")] + PREPARE[5:]  # the
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_one_vm_on_an_rbd_storage(version, tmp_path, monkeypatch):
+def test_one_vm_on_an_rbd_storage(version, tmp_path, monkeypatch, caplog):
     with rbd_fake(version) as fake:
         node = CephPveNode(fake, kvm=True)
         drv, s, _ = make_driver(tmp_path, monkeypatch, scenario_text(fake, storage=SID, sections=RBD_VM), node)
@@ -200,8 +200,23 @@ def test_one_vm_on_an_rbd_storage(version, tmp_path, monkeypatch):
         assert params_of(fake, "POST", VM_CONFIG)[1] == {
             "scsi1": f"{SID}:1,cache=none,aio=threads,iothread=1,serial={SERIAL}"}  # raw: no format= on rbd
         assert images(fake) == {} and list(fake.vms) == [9000] and drv.leftovers() == []
-        # the cephx key: read on the node for nothing but the check that it is there; in no argv
+        # the cephx key: read on the node for nothing but the check that it is there; in no argv, log or fact
         assert not [c for c in node.commands if any(KEY in a for a in c)]
+        assert KEY not in caplog.text and KEY not in json.dumps(facts, default=str) and KEY not in repr(vars(drv))
+
+
+def test_an_rbd_storage_without_storage_type_rbd_is_named(tmp_path, monkeypatch):
+    """As before issue 27 the guests run on it, but the run says what it leaves out."""
+    with rbd_fake("9.1") as fake:
+        node = CephPveNode(fake, kvm=True)
+        drv, s, _ = make_driver(tmp_path, monkeypatch, scenario_text(fake, storage=SID), node)
+        progress = RecordingProgress()
+        drv.prepare(image=None, accel=s.hypervisor.accel, progress=progress, vms=[c.vm for c in s.cells], cpu_models=set(),
+                    cpu_modes=set())
+        assert drv.ceph is None and not node.ran("ceph")
+        assert any(f"Proxmox storage {SID} is an rbd storage, but the scenario does not say storage.type: rbd" in w
+                   for kind, w in progress.events if kind == "warn"), progress.events
+        drv.close()
 
 
 # ---- the krbd axis ----------------------------------------------------------------------------

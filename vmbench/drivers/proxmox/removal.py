@@ -154,8 +154,10 @@ class Removal(PveNode):
             if any(int(r.get("vmid", -1)) == vmid for r in self.api().get("/cluster/resources", {"type": "vm"}) or []):
                 raise HypervisorError(f"{item.name} belongs to VM {vmid}, which exists; left alone")
             self.entries.destroy_zvol(item.name, item.run_tag)
-        elif item.kind == "rbd image" and self.storage.ceph() is not None:
-            self.storage.ceph().delete_path(item.name)  # type: ignore[union-attr]
+        elif item.kind == "rbd image":
+            ceph = self.storage.ceph()
+            if ceph is not None:
+                ceph.delete_path(item.name)  # checked there: vmbench's name and metadata, or its bench namespace
         elif item.kind == "directory":
             remove_work_leftover(self.host, self.paths.work, item)
 

@@ -126,6 +126,10 @@ class PveStorage:
                                  "pvesm status on the node says why (not mounted, disabled...)")
         if self.zfs is not None:
             self.zfs.prepare(progress)
+        if st.get("type") == "rbd" and self.rbd is None:
+            progress.warn(f"Proxmox storage {self.id} is an rbd storage, but the scenario does not say storage.type: rbd: "
+                          "no RADOS ceiling, no Ceph telemetry, and no host reference (host fio needs fio's rbd engine); "
+                          "add storage: {type: rbd} to measure them")
         ceph = self.ceph()
         if ceph is not None:  # the cluster healthy, the pool there, the user can write: as on libvirt
             ceph.prepare(progress)
