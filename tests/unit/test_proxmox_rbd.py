@@ -315,3 +315,14 @@ def test_a_proxmox_rbd_scenario_plans_rados_and_a_host_reference_per_librbd_cach
     assert [j.name for j in plan.rados_jobs()] == ["j"]
     # the host: once per librbd cache setting (none: off, writeback: on) and once on the mapped image (krbd)
     assert len(plan.boots) == 3 and len(plan.host_references()) == 3
+
+
+def test_the_advice_applies_krbd_to_the_storage_not_the_vm():
+    from vmbench.advice.apply import snippets
+
+    (only,) = snippets({"krbd": True})
+    assert (only.kind, only.text) == ("proxmox", "pvesm set '<storage>' --krbd 1") and "not of the VM" in only.note
+    both = snippets({"krbd": False, "cache": "writeback"})
+    assert [s.text for s in both if s.kind == "proxmox"] == ["pvesm set '<storage>' --krbd 0",
+                                                              "qm set VMID --virtio0 '<storage>:<volume>,cache=writeback'"]
+    assert not [s for s in both if s.kind == "libvirt" and "krbd" in s.text]
