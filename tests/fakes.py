@@ -21,7 +21,7 @@ from vmbench.drivers.qemu_cmdline import to_applied
 from vmbench.errors import CommandError, GuestError, HypervisorError, PreflightError, VmbenchError
 from vmbench.guest.needs import GuestNeeds
 from vmbench.paths import HostPaths, StatePaths
-from vmbench.scenario.model import VmConfig
+from vmbench.scenario.model import CephConfig, VmConfig
 from vmbench.progress import Progress
 from vmbench.settings import Accel, Bus, Cache, CpuMode, Feature, ImageFormat
 from vmbench.storage import VOLUME_RE, Volume, VolumeRole, volume_name
@@ -989,6 +989,7 @@ class FakeDriver:
 
     name = "fake"
     needs_image = True
+    ceph: "CephConfig | None" = None
     DEFAULT_ERRORS = {"prepare": PreflightError, "boot": GuestError}
 
     def __init__(self, *, host: FakeHost | None = None, storage: FakeStorage | None = None, paths: HostPaths | None = None,
@@ -1262,9 +1263,19 @@ class FakePveNode(FakeHost):
         for key, drive in self.pve.state.drives(config):
             if not self.pve.state.is_disk(drive):
                 continue
-            _, vol = self.pve.state.resolve(drive["file"])
-            out.append((key, drive, str(vol.path), str(drive.get("format") or vol.fmt)))
+            st, vol = self.pve.state.resolve(drive["file"])
+            out.append((key, drive, self.pve.state.path_text(st, vol), str(drive.get("format") or vol.fmt)))
         return out
+
+    def _leaf(self, drive: dict, path: str) -> dict:
+        """The file node of a disk as qemu-server 9 asks pve-storage for it (qemu_blockdev_options):
+        an rbd storage's image (tests.fakepve.rbd.blockdev), else the file or block device."""
+        from tests.fakepve import rbd as pve_rbd
+
+        st, vol = self.pve.state.resolve(drive["file"])
+        if st is not None and st.type == "rbd":
+            return pve_rbd.blockdev(st.id, st.config, vol.name)
+        return {"driver": "host_device" if path.startswith("/dev/") else "file", "filename": path}
 
     def qemu_argv(self, vm) -> list[str]:
         """The QEMU command line qemu-server builds for ``vm`` (abridged to what matters)."""
@@ -1301,9 +1312,11 @@ class FakePveNode(FakeHost):
             mode = Cache.parse(cache)
             write_cache, direct, no_flush = "on" if mode.writeback else "off", mode.direct, mode.no_flush
             if pve9:
-                node: dict[str, Any] = {"driver": "host_device" if path.startswith("/dev/") else "file", "filename": path,
-                        "node-name": "e" + secrets.token_hex(10)[:19], "cache": {"direct": direct, "no-flush": no_flush},
-                        "aio": aio, "detect-zeroes": zeroes, "discard": discard, "read-only": False}
+                node: dict[str, Any] = {**self._leaf(opts, path), "node-name": "e" + secrets.token_hex(10)[:19],
+                                        "cache": {"direct": direct, "no-flush": no_flush}, "aio": aio, "detect-zeroes": zeroes,
+                                        "discard": discard, "read-only": False}
+                if node["driver"] not in ("file", "host_device", "host_cdrom"):  # only these have aio (Blockdev.pm)
+                    del node["aio"]
                 node = {"driver": fmt, "node-name": "f" + secrets.token_hex(10)[:19],
                         "cache": {"direct": direct, "no-flush": no_flush}, "file": node, "detect-zeroes": zeroes,
                         "discard": discard, "read-only": False}

@@ -161,7 +161,8 @@ class FakePve:
 
     def volume_path(self, volid: str) -> str:
         with self.dispatcher.lock:
-            return str(self.state.resolve(volid)[1].path)
+            st, vol = self.state.resolve(volid)
+            return self.state.path_text(st, vol)
 
     def finish_tasks(self) -> None:
         with self.dispatcher.lock:
@@ -170,9 +171,10 @@ class FakePve:
     # ---- state helpers -------------------------------------------------------------------
 
     def add_storage(self, storage: str, type: str = "dir", *, path: str | None = None, content: str = "images,rootdir",
-                    **options: Any) -> Storage:
+                    images: Any = None, **options: Any) -> Storage:
         """A storage entry; ``dir`` volumes live under ``path`` (default: the fake's own
-        directory), zfspool volumes under <root>/zvol/<pool>/ (files standing for zvols)."""
+        directory), zfspool volumes under <root>/zvol/<pool>/ (files standing for zvols), rbd
+        volumes are images in ``images`` (:mod:`tests.fakepve.rbd`)."""
         config: dict[str, Any] = {"content": content, **{k.replace("_", "-"): v for k, v in options.items()}}
         files = None
         if type == "dir":
@@ -180,6 +182,9 @@ class FakePve:
             files = Path(config["path"])
         elif type == "zfspool":
             config.setdefault("pool", "rpool/data")
+        elif type == "rbd":  # images: tests.fakepve.rbd's CephImages (a real pool) or MemoryImages (the default)
+            config.setdefault("pool", "rbd")
+            return self.state.add_storage(storage, type, config, images=images)
         return self.state.add_storage(storage, type, config, files)
 
     def add_template(self, vmid: int = 9000, name: str = "debian12-tmpl", agent: bool = True, template: bool = True,

@@ -190,6 +190,10 @@ def named_formats(version: str) -> tuple[dict[str, Any], dict[str, Callable]]:
         "pve-storage-content": verify_content,
         "pve-storage-vgname": _regex_check(r"[a-z0-9][a-z0-9\-_.]*[a-z0-9]", "lvm name '{value}' contains illegal characters\n", re.I),
         "pve-storage-options": _regex_check(r"\S+", "invalid options '{value}'\n"),
+        # Plugin.pm verify_portal_dns: PVE::Tools::parse_host_and_port (an IPv4 or DNS name with an optional
+        # port, an IPv6 address bare or in brackets with one)
+        "pve-storage-portal-dns": _regex_check(rf"(?:(?:{IPV4}|({DNS_LABEL}\.)*{DNS_LABEL})(?::\d+)?|\[[0-9a-fA-F:.]+\](?::\d+)?|"
+                                               r"[0-9a-fA-F:]*:[0-9a-fA-F:.]+)", "value does not look like a valid portal address\n"),
         "pve-phys-bits": verify_phys_bits,
         "ipv4": _regex_check(IPV4, "value does not look like a valid IPv4 address\n"),
         "pve-vm-cpu-conf": cpu_format(version),

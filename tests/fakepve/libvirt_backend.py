@@ -13,7 +13,9 @@ detect-zeroes on by default, unmap with ``discard=on``), its I/O limits (``iops_
 disk's ``-object throttle-group`` and a ``throttle`` ``-blockdev`` named ``drive-KEY`` above
 libvirt's format node; libvirt 9.0 applies ``<iotune>`` over QMP only, so the command line
 vmbench reads back would show no limit); a boot disk whose content was imported (``import-from``: vmbench's own pushed template)
-boots from itself through SeaBIOS, as on PVE, any other with the image's kernel;
+boots from itself through SeaBIOS, as on PVE, any other with the image's kernel; a scratch disk
+on an rbd storage (its path ``rbd:...``, tests.fakepve.rbd) is a libvirt network disk through
+librbd, the key in a private ephemeral secret per VM (:meth:`LibvirtBackend.rbd_disk`);
 ``cores``x``sockets`` vCPUs, ``memory`` MiB; ``cpu``: kvm64/qemu64/named models
 as libvirt models, ``max`` -> maximum, ``host`` -> host-passthrough, x86-64-v2(-AES)/v3/v4 ->
 qemu64 plus their flags, ``flags=+aes;-pcid`` -> features."""
@@ -29,7 +31,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from urllib.parse import unquote
 
-from vmbench.drivers.libvirt.xml import NS, DomainSpec, domain_xml
+from vmbench.drivers.libvirt.secrets import define_ceph_secret
+from vmbench.drivers.libvirt.xml import NS, DomainSpec, RbdDisk, domain_xml
+from vmbench.fio.rbd import parse_target
+from vmbench.storage.rbd import parse_keyring
 from vmbench.scenario.model import CpuConfig, VmConfig
 from vmbench.settings import Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
 
@@ -296,16 +301,54 @@ class LibvirtBackend:
     def domain_name(self, vmid: int) -> str:
         return f"{self.prefix}{vmid}"
 
+    # ---- an rbd storage's disk: a network disk, its key in a per-VM private secret ----------
+
+    def secret_usage(self, vmid: int) -> str:
+        return f"{self.prefix}{self.run_tag}-{vmid}"
+
+    def rbd_disk(self, vmid: int, path: str) -> RbdDisk:
+        """The image an rbd storage's path names (``rbd:pool/image:conf=...:mon_host=...:id=...:keyring=...``,
+        RBDPlugin::path) as libvirt's network disk: the monitors in a conf of this VM's that QEMU
+        (libvirt-qemu) can read, the user's key from the node's keyring in a private ephemeral secret."""
+        target = parse_target(path)
+        if target is None or not target.keyring:
+            raise BackendError(f"LibvirtBackend: {path} is not an rbd image with a keyring")
+        conf = target.conf
+        if target.mon_host:
+            d = self.root / "ceph"
+            d.mkdir(mode=0o755, exist_ok=True)
+            d.chmod(0o755)
+            conf_file = d / f"{vmid}.conf"
+            conf_file.write_text(f"[global]\n\tmon_host = {target.mon_host}\n")
+            conf_file.chmod(0o644)
+            conf = str(conf_file)
+        key = parse_keyring(Path(target.keyring).read_text(), target.user)
+        if key is None:
+            raise BackendError(f"LibvirtBackend: no key of client.{target.user} in {target.keyring}")
+        self.remove_secret(vmid)
+        define_ceph_secret(self.conn, self.secret_usage(vmid), self.run_tag, target.user, key)
+        return RbdDisk(target.spec, conf, target.user, self.secret_usage(vmid))
+
+    def remove_secret(self, vmid: int) -> None:
+        import libvirt
+
+        try:
+            self.conn.secretLookupByUsage(libvirt.VIR_SECRET_USAGE_TYPE_CEPH, self.secret_usage(vmid)).undefine()
+        except libvirt.libvirtError:
+            pass  # none (left)
+
     def domain_xml(self, vm: VmView) -> tuple[str, list[str]]:
         cfg, root, scratch, warnings = vm_config(vm)
         name = self.domain_name(vm.vmid)
         serial = unquote(str(scratch.opts.get("serial", ""))) if scratch else ""
+        rbd = self.rbd_disk(vm.vmid, scratch.path) if scratch is not None and scratch.path.startswith("rbd:") else None
         spec = DomainSpec(
             name=name, run_tag=self.run_tag, vm=cfg, domain_type="qemu", kernel=str(self.image.kernel),
             initrd=str(self.image.initrd), cmdline=self.image.cmdline, root_path=root.path,
             scratch_path=scratch.path if scratch else "/nonexistent", scratch_serial=serial,
             console_log=str(self.root / "console" / f"{name}.log"), machine="pc",
             cells=(f"fakepve-root={self.root}", f"fakepve-pid={os.getpid()}"),
+            scratch_kind="rbd" if rbd else "file", rbd=rbd,
         )
         dom = ET.fromstring(domain_xml(spec))
         ET.register_namespace("vmbench", NS)
@@ -316,7 +359,8 @@ class LibvirtBackend:
             if scratch is None and src is not None and src.get("file") == "/nonexistent":
                 devices.remove(disk)
                 continue
-            if scratch is not None and src is not None and scratch.path in (src.get("file"), src.get("dev")):
+            if scratch is not None and src is not None and (scratch.path in (src.get("file"), src.get("dev"))
+                                                            or src.get("protocol") == "rbd"):
                 add_iotune(disk, scratch.opts)
                 add_throttle_chain(dom, disk, scratch.key, scratch.opts)
             if disk.find("serial") is not None and not disk.findtext("serial"):
@@ -380,10 +424,9 @@ class LibvirtBackend:
     def _destroy(self, vmid: int) -> None:
         dom = self._domain(vmid)
         self.started.pop(vmid, None)
-        if dom is None:
-            return
-        if not _remove_domain(dom) and self._domain(vmid) is not None:
+        if dom is not None and not _remove_domain(dom) and self._domain(vmid) is not None:
             raise BackendError(f"cannot remove domain {self.domain_name(vmid)}")
+        self.remove_secret(vmid)
 
     def running(self, vm: VmView) -> bool:
         dom = self._domain(vm.vmid)
@@ -427,6 +470,9 @@ class LibvirtBackend:
                     continue
                 if f">{self.run_tag}<" in meta:
                     _remove_domain(dom)
+            for secret in self.conn.listAllSecrets(0):  # this server's rbd disks' keys
+                if (secret.usageID() or "").startswith(f"{self.prefix}{self.run_tag}-"):
+                    secret.undefine()
         finally:
             self.started.clear()
             try:

@@ -20,7 +20,7 @@ DRIVE_RE = re.compile(r"^(ide|sata|scsi|virtio)(\d+)$")
 NEW_DISK_RE = re.compile(r"^(([^/:\s]+):)?(\d+(\.\d+)?)$")
 IMPORT_RE = re.compile(r"^import/([^/\s]+\.(ova|ovf|qcow2|raw|vmdk))$")  # pve-storage Plugin.pm parse_volname
 CONTENT = {"dir": {"images", "rootdir", "vztmpl", "iso", "backup", "snippets", "none", "import"},
-           "zfspool": {"images", "rootdir"}}
+           "zfspool": {"images", "rootdir"}, "rbd": {"images", "rootdir"}}
 STORAGE_OPTIONS = {  # pve-storage <Plugin>::options (required ones without 'optional')
     "dir": {"path": True, "content-dirs": False, "nodes": False, "shared": False, "disable": False,
             "prune-backups": False, "max-protected-backups": False, "content": False, "format": False,
@@ -28,6 +28,8 @@ STORAGE_OPTIONS = {  # pve-storage <Plugin>::options (required ones without 'opt
             "bwlimit": False, "preallocation": False, "snapshot-as-volume-chain": False},
     "zfspool": {"pool": True, "blocksize": False, "sparse": False, "nodes": False, "disable": False,
                 "content": False, "bwlimit": False, "mountpoint": False},
+    "rbd": {"nodes": False, "disable": False, "monhost": False, "pool": False, "data-pool": False, "namespace": False,
+            "username": False, "content": False, "krbd": False, "keyring": False, "bwlimit": False},
 }
 
 
@@ -173,6 +175,8 @@ class State:
         self.agent_pings = agent_pings
         self.task_outcomes = {k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in (task_outcomes or {}).items()}
         self.storages: dict[str, Storage] = {}
+        #: rbd storages: their pool's images (tests.fakepve.rbd), shared by entries on the same pool and monitors
+        self.rbd_images: dict[str, Any] = {}
         self.volumes: dict[Path, Volume] = {}
         self.vms: dict[int, Vm] = {}
         self.tasks: dict[str, Task] = {}
@@ -198,14 +202,49 @@ class State:
     def files_dir(self, storeid: str, stype: str, config: dict) -> Path:
         if stype == "zfspool":
             return self.root / "zvol" / str(config["pool"])
+        if stype == "rbd":  # no files: the volumes' keys (their images are in the pool)
+            return self.root / "rbd" / storeid
         return self.root / "storage" / storeid
 
-    def add_storage(self, storeid: str, stype: str, config: dict, files: Path | None = None) -> Storage:
+    def add_storage(self, storeid: str, stype: str, config: dict, files: Path | None = None, images: Any = None) -> Storage:
         files = files or self.files_dir(storeid, stype, config)
         files.mkdir(parents=True, exist_ok=True, mode=0o755)
         st = Storage(storeid, stype, {"type": stype, **config}, files)
+        if stype == "rbd":
+            from . import rbd
+
+            same = next((self.rbd_images[o.id] for o in self.storages.values() if o.type == "rbd"
+                         and (rbd.pool(o.config), rbd.monitors(o.config)) == (rbd.pool(config), rbd.monitors(config))), None)
+            self.rbd_images[storeid] = images or same or rbd.MemoryImages()
         self.storages[storeid] = st
         return st
+
+    def storage_of(self, vol: "Volume") -> Storage | None:
+        return next((st for st in self.storages.values() if vol.path.is_relative_to(st.files)), None)
+
+    def path_text(self, st: Storage | None, vol: "Volume") -> str:
+        """The volume's path as PVE::Storage::path gives it (an rbd image: QEMU's rbd: filename, or krbd's device)."""
+        if st is not None and st.type == "rbd":
+            from . import rbd
+
+            return rbd.volume_path(st.id, st.config, vol.name)
+        return str(vol.path)
+
+    def create_image(self, st: Storage, path: Path, size: int, fmt: str, backing: str | None = None) -> None:
+        """A new volume's content: an RBD image in the storage's pool, else the backend's file."""
+        if st.type == "rbd":
+            if backing is not None:
+                raise TaskError("the fake's rbd storage holds no linked clones")
+            self.rbd_images[st.id].create(path.name, size)
+        else:
+            self.backend.create_volume(str(path), size, fmt, backing)
+
+    def remove_image(self, vol: "Volume") -> None:
+        st = self.storage_of(vol)
+        if st is not None and st.type == "rbd":
+            self.rbd_images[st.id].remove(vol.name)
+        else:
+            self.backend.remove_volume(str(vol.path))
 
     def volid(self, storage: Storage, vol: Volume) -> str:
         return f"{storage.id}:{vol.volname(storage)}"
@@ -274,7 +313,7 @@ class State:
         if image:
             size = self.backend.template_volume(str(path), fmt)
         else:
-            self.backend.create_volume(str(path), size, fmt, str(parent.path) if parent else None)
+            self.create_image(st, path, size, fmt, str(parent.path) if parent else None)
         vol = Volume(path, name, vmid, fmt, size, base=base, parent=parent, origin=origin)
         self.volumes[path] = vol
         return vol
@@ -302,7 +341,7 @@ class State:
         return vol
 
     def free(self, vol: Volume) -> None:
-        self.backend.remove_volume(str(vol.path))
+        self.remove_image(vol)
         self.volumes.pop(vol.path, None)
         try:
             vol.path.parent.rmdir() if vol.path.parent.name.isdigit() else None
@@ -360,7 +399,7 @@ class State:
                 continue
             st, vol = self.resolve(drive["file"])
             bus, index = DRIVE_RE.match(key).groups()
-            out.drives.append(DriveView(key, bus, int(index), drive, drive["file"], str(vol.path), vol.fmt, vol.size,
+            out.drives.append(DriveView(key, bus, int(index), drive, drive["file"], self.path_text(st, vol), vol.fmt, vol.size,
                                         boots_itself=vol.origin == "import"))
         if out.drives:
             out.root = out.drives[0]
@@ -414,7 +453,7 @@ class State:
                 vm.running = False
         for vol in list(self.volumes.values()):
             try:
-                self.backend.remove_volume(str(vol.path))
+                self.remove_image(vol)
             except Exception:  # noqa: BLE001
                 pass
         self.volumes.clear()

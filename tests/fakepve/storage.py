@@ -49,7 +49,7 @@ def storage_create(s: State, p: dict) -> dict:
         if k == "content":
             kept = [c for c in split_list(str(v)) if c in CONTENT[stype]]
             config[k] = ",".join(sorted(set(kept)))
-        elif k in ("sparse", "disable", "shared", "mkdir"):
+        elif k in ("sparse", "disable", "shared", "mkdir", "krbd"):
             config[k] = 1 if truthy(v) else 0
         else:
             config[k] = v
@@ -58,7 +58,7 @@ def storage_create(s: State, p: dict) -> dict:
             raise die(f"missing value for required option '{k}'")
     if p["storage"] in s.storages:
         raise die(f"storage ID '{p['storage']}' already defined")
-    config.setdefault("content", "images,rootdir" if stype == "zfspool" else "images,rootdir,vztmpl,iso,backup,snippets")
+    config.setdefault("content", "images,rootdir" if stype in ("zfspool", "rbd") else "images,rootdir,vztmpl,iso,backup,snippets")
     s.add_storage(p["storage"], stype, config)
     return {"storage": p["storage"], "type": stype}
 
@@ -120,7 +120,7 @@ def content_info(s: State, p: dict) -> dict:
     e = import_entry(s, st, vol) if vol.vtype == "import" else volume_entry(s, st, vol)
     if vol.vtype == "import":
         e["used"] = vol.size
-    return {"path": str(vol.path), "size": e["size"], "used": e["used"], "format": e["format"]}
+    return {"path": s.path_text(st, vol), "size": e["size"], "used": e["used"], "format": e["format"]}
 
 
 def size_kib(text: str) -> int:
@@ -158,7 +158,7 @@ def content_create(s: State, p: dict) -> str:
         path = st.volume_file(vmid, name)
         if path in s.volumes:
             raise die(f"zfs error: cannot create '{st.config.get('pool')}/{name}': dataset already exists")
-    s.backend.create_volume(str(path), kib * 1024, fmt)
+    s.create_image(st, path, kib * 1024, fmt)
     vol = Volume(path, name, vmid, fmt, kib * 1024)
     s.volumes[path] = vol
     return s.volid(st, vol)

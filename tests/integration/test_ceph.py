@@ -471,3 +471,109 @@ def test_an_osd_stopped_under_a_running_guest_ends_the_run_naming_ceph(cluster, 
     assert done.returncode == 0, done.stdout + done.stderr
     assert [i for i in json.loads(cluster.rbd("ls", "--format", "json", cluster.pool)) if i.startswith("vmbench-")] == []
     assert _storage(cluster).leftovers() == [] and _secrets_of(db) == []
+
+
+# ---- Proxmox: the node's rbd storage, through the fake PVE on this cluster ------------------------
+
+PVE_SCENARIO = """
+name: it-pve-ceph
+hypervisor:
+  driver: proxmox
+  host: 127.0.0.1
+  port: {port}
+  node: {node}
+  template: 9000
+  storage: {storage}
+  token: {{id: "{token_id}", secret_env: VMBENCH_IT_PVE_TOKEN}}
+  tls: {{ca_file: {ca}}}
+  ssh: {{port: {ssh_port}, user: root, key_file: {key}, known_hosts: {known_hosts}}}
+  state_dir: /var/lib/vmbench-proxmox-test
+  accel: tcg
+  timeout: 60s
+storage: {{type: rbd, scratch_size: 256M}}
+vm: {{memory: 768M, bus: virtio-blk, cache: none, cpu: kvm64}}
+jobs:
+  - {{name: 4k-randwrite, rw: randwrite, bs: 4k, iodepth: 8, size: 64M, runtime: 3s, ramp: 1s}}
+"""
+
+
+def _pve_ceph_files(cluster: CephCluster, sid: str) -> list[Path]:
+    """What ``pvesm add rbd SID --monhost ... --keyring FILE`` leaves on a node (CephConfig.pm): the
+    keyring in /etc/pve/priv/ceph/SID.keyring, a conf naming it in SID.conf.  Returns what it made."""
+    made = [p for p in (Path("/etc/pve"), Path("/etc/pve/priv"), Path("/etc/pve/priv/ceph")) if not p.exists()]
+    Path("/etc/pve/priv/ceph").mkdir(parents=True, exist_ok=True)
+    keyring, conf = Path(f"/etc/pve/priv/ceph/{sid}.keyring"), Path(f"/etc/pve/priv/ceph/{sid}.conf")
+    keyring.write_bytes(cluster.keyring_path.read_bytes())
+    conf.write_text(f"[global]\n\tkeyring = {keyring}\n")
+    for f in (keyring, conf):
+        f.chmod(0o600)
+    return [keyring, conf, *reversed(made)]
+
+
+def test_a_proxmox_run_on_the_nodes_rbd_storage(cluster, tmp_path):
+    """The fake PVE 9.1 node (real guests under libvirt) with an external rbd storage on this
+    cluster: the fake allocates real images as PVE's rbd_cmd does; vmbench reads the storage's
+    config, measures RADOS, librbd on the host (fio's rbd engine as QEMU's client) and the guest;
+    the evidence comes from QEMU's command line (aio not applicable); nothing is left."""
+    import secrets as tokens
+    import socket
+
+    from tests.fakepve import FakePve, LibvirtBackend
+    from tests.fakepve import rbd as pve_rbd
+    from tests.sshd import TestSshd
+    from vmbench.results.db import ResultsDB
+
+    secret, token_id = "7c1d5e2a-0b3f-4a6e-9d8c-ce9fce9fce9f", "vmbench@pve!bench"
+    node = socket.gethostname().split(".")[0]
+    sid = f"ceph-{tokens.token_hex(4)}"
+    before = set(json.loads(cluster.rbd("ls", "--format", "json", cluster.pool)))
+    made = _pve_ceph_files(cluster, sid)
+    backend = LibvirtBackend()
+    try:
+        with TestSshd() as sshd, FakePve(version="9.1", backend=backend, node=node, token=(token_id, secret), task_polls=1,
+                                         agent_pings=3) as fake:
+            fake.add_template()
+            scfg = {"pool": cluster.pool, "monhost": cluster.mon_host, "username": cluster.user}
+            fake.add_storage(sid, "rbd", content="images", images=pve_rbd.CephImages(pve_rbd.rbd_cmd(sid, scfg)), **scfg)
+            path = write(tmp_path, "pve-ceph.yaml", PVE_SCENARIO.format(
+                port=fake.port, node=node, storage=sid, token_id=token_id, ca=fake.ca_file, ssh_port=sshd.port,
+                key=sshd.client_key, known_hosts=sshd.known_hosts))
+            env = dict(os.environ, VMBENCH_IT_PVE_TOKEN=secret)
+            db = tmp_path / "r.db"
+            run = vmbench("--debug", "-v", "run", str(path), "--db", str(db), env=env)
+            assert run.returncode == 0, run.stderr[-4000:]
+            assert fake.problems == [], fake.problems
+            disks = [p for p in (r.params for r in fake.requests if (r.method, r.template) ==
+                                 ("POST", "/nodes/{node}/qemu/{vmid}/config")) if "virtio1" in p]
+            assert len(disks) == 1 and disks[0]["virtio1"].startswith(f"{sid}:0.25,cache=none,"), disks
+            left = vmbench("cleanup", "--dry-run", str(path), env=env)
+            assert left.returncode == 0 and "nothing to clean up" in left.stdout, left.stdout + left.stderr
+            assert sorted(fake.vms) == [9000]
+        conn = libvirt.open(URI)
+        try:  # the fake's own secrets (its guest's key) went with its guest
+            assert [s for s in conn.listAllSecrets(0) if (s.usageID() or "").startswith(backend.prefix + backend.run_tag)] == []
+        finally:
+            conn.close()
+    finally:
+        for p in made:
+            p.unlink() if p.is_file() else p.rmdir()
+    report = json.loads(vmbench("report", "latest", "--db", str(db), "--format", "json").stdout)
+    print(vmbench("report", "latest", "--db", str(db)).stdout)
+    assert "Ceph 16.2" in report["run"]["ceph"] and f"RBD pool {cluster.pool} as client.{cluster.user}" in report["run"]["ceph"]
+    gaps = next(t for t in report["tables"] if t["name"] == "gaps")["records"]
+    sides = {r["side"]: r for r in gaps if r["job"] == "4k-randwrite"}
+    assert set(sides) == {"RADOS", "host", "guest"} and all(r["iops"] > 0 for r in sides.values()), gaps
+    assert "librbd" in sides["host"]["note"]
+    r = ResultsDB(db, create=False).resolve_run("latest")
+    assert r.status == "ok" and r.environment["storage_type"] == "rbd" and r.environment["pve_krbd"] is False
+    (boot,) = ResultsDB(db, create=False).rows("boots", r.id)
+    eff = boot["guest"]["effective"]
+    assert (eff["qemu_aio"], eff["qemu_krbd"]) == ("not applicable", False), eff
+    assert any('"driver":"rbd"' in a for a in boot["qemu_cmdline"])
+    with sqlite3.connect(db) as conn:
+        argv = " ".join(row[0] for row in conn.execute("select argv_json from measurements where side='host' and layer='host'"))
+    assert "--ioengine=rbd" in argv and "CEPH_ARGS=--keyring=/etc/pve/priv/ceph/" in argv and "--rbd_cache=false" in argv
+    assert secret not in run.stdout + run.stderr and secret.encode() not in db.read_bytes()
+    # nothing left in the pool: PVE's images freed with the VM, vmbench's probe and bench objects gone
+    assert set(json.loads(cluster.rbd("ls", "--format", "json", cluster.pool))) == before
+    assert _storage(cluster).leftovers() == [] and _secrets_of(db) == []

@@ -102,6 +102,10 @@ class _State:
     def resolve(volid: str):
         return None, SimpleNamespace(path="/dev/zvol/rpool/data/" + volid.split(":")[1], fmt="raw")
 
+    @staticmethod
+    def path_text(storage, vol) -> str:
+        return str(vol.path)
+
 
 def node(version: str, disk: str):
     vm = SimpleNamespace(vmid=100, config={"name": "t", "scsihw": "virtio-scsi-single", "scsi1": f"local-zfs:vm-100-disk-1,{disk}"},

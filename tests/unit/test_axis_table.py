@@ -58,6 +58,7 @@ ROUND_TRIPS = {
     "atime": (False, "off", "off", "off"),
     "dedup": ("verify", "verify", "verify", "verify"),
     "checksum": ("sha256", "sha256", "sha256", "sha256"),
+    "krbd": (True, True, True, "on"),
 }
 
 DEFAULT_SETTINGS = {
@@ -86,7 +87,7 @@ def test_table_is_consistent():
     assert VM_AXES == ("bus", "cache", "iothread", "aio", "cpu", "aes", "format", "vcpus", "memory", "detect_zeroes",
                        "discard", *LIMIT_NAMES, "volblocksize",
                        "recordsize", "compression", "sync", "primarycache", "secondarycache", "logbias", "atime", "dedup",
-                       "checksum")
+                       "checksum", "krbd")
     assert tuple(AXIS_BY_NAME) == VM_AXES and list(AXIS_BY_NAME.values()) == list(AXES)
     keys = [a.settings_key for a in AXES if a.settings_key is not None]
     assert len(keys) == len(set(keys))
@@ -164,7 +165,7 @@ def _another(value, field: str = ""):
     """A value of the same kind as ``value`` but different (a setting left to the hypervisor:
     one of its values)."""
     if value is None:
-        return {"detect_zeroes": DetectZeroes.OFF, "discard": Discard.IGNORE}[field]
+        return {"detect_zeroes": DetectZeroes.OFF, "discard": Discard.IGNORE, "krbd": True}[field]
     if isinstance(value, IoLimits):
         return dataclasses.replace(value, iops=100)
     if isinstance(value, enum.Enum):
@@ -203,7 +204,14 @@ ZVOL_STORAGE = "storage: {type: zfs, dataset: tank/vmbench}\n"
 DATASET_STORAGE = "storage: {type: zfs-dataset, dataset: tank/vmbench}\n"
 
 
+#: krbd applies to a Proxmox rbd storage only
+PVE_RBD = ("hypervisor: {driver: proxmox, host: 127.0.0.1, node: pve, template: 9000, storage: ceph-vm, "
+           "token: {id: 'root@pam!vmbench', secret_file: /t}}\nstorage: {type: rbd}\n")
+
+
 def _storage_for(name: str) -> str:
+    if name == "krbd":
+        return PVE_RBD
     if name in ("recordsize", "atime"):
         return DATASET_STORAGE
     return ZVOL_STORAGE if name in STORAGE_AXES else ""
@@ -223,7 +231,8 @@ def _vm_for(name: str) -> str:
 
 
 def test_every_axis_is_a_vm_key_and_a_vary_axis():
-    vm_only = [n for n in ROUND_TRIPS if n not in STORAGE_AXES and (n not in LIMIT_NAMES or n in ONE_VM_LIMITS)]
+    vm_only = [n for n in ROUND_TRIPS if n not in STORAGE_AXES and (n not in LIMIT_NAMES or n in ONE_VM_LIMITS)
+               and n != "krbd"]  # krbd: a Proxmox rbd storage's (below, with _storage_for)
     text = "vm:\n" + "".join(f"  {n}: {ROUND_TRIPS[n][0]!r}\n" for n in vm_only if n not in ("cpu", "format"))
     vm = parse(text + "  cpu: {model: Westmere, features: {avx2: 'off'}}\n  format: qcow2\n").baseline
     for name in vm_only:

@@ -60,7 +60,9 @@ def test_qcow2_and_proxmox_are_refused_on_rbd():
     with pytest.raises(ScenarioError, match="format qcow2 is not possible on RBD"):
         parse_scenario(BASE + "vm: {format: qcow2}\n", "rbd.yaml")
     pve = BASE + "hypervisor: {driver: proxmox, host: 127.0.0.1, node: pve, template: 9000, storage: local-zfs, token: {id: 'root@pam!vmbench', secret_file: /t}}\n"
-    with pytest.raises(ScenarioError, match="rbd in storage: is for libvirt"):
+    # on Proxmox, type rbd names the node's rbd storage: its pool and client are PVE's, refused here
+    with pytest.raises(ScenarioError, match=r"rbd.yaml:3: storage.pool: with driver proxmox the Ceph pool and client are "
+                                            r"the node's rbd storage's"):
         parse_scenario(pve, "rbd.yaml")
 
 

@@ -52,10 +52,13 @@ def snippets(settings: Mapping[str, object], current: CurrentVm | None = None, v
     kinds = (current.kind,) if current is not None else ("proxmox", "libvirt")
     out: list[Snippet] = []
     for kind in kinds:
-        if changed and kind == "proxmox":
-            out += proxmox_snippets(vm, changed, current, vmid)
-        elif changed and kind == "libvirt":
-            out += libvirt_snippets(vm, changed, current)
+        if "krbd" in changed and kind == "proxmox":  # a setting of the rbd storage, not of the VM
+            out.append(krbd_snippet(vm, current))
+        rest = tuple(k for k in changed if k != "krbd")  # libvirt has no krbd (the loader refuses it there)
+        if rest and kind == "proxmox":
+            out += proxmox_snippets(vm, rest, current, vmid)
+        elif rest and kind == "libvirt":
+            out += libvirt_snippets(vm, rest, current)
         if zfs:
             disk = proxmox_key(vm, changed, current) if kind == "proxmox" else None
             out += zfs_snippets(zfs, current, kind, vmid, disk=disk)
@@ -63,6 +66,16 @@ def snippets(settings: Mapping[str, object], current: CurrentVm | None = None, v
 
 
 # ---- Proxmox --------------------------------------------------------------------------------
+
+
+def krbd_snippet(vm: VmConfig, current: CurrentVm | None) -> Snippet:
+    """krbd is the rbd storage's (``pvesm set``), for every VM on it, from each one's next start."""
+    mine = current if current is not None and current.kind == "proxmox" else None
+    storage = parse_disk(mine.disk_spec)[0].partition(":")[0] if mine is not None else "<storage>"
+    return Snippet("proxmox", shlex.join(["pvesm", "set", storage or "<storage>", "--krbd", "1" if vm.krbd else "0"]),
+                   "krbd is a setting of the rbd storage, not of the VM: every VM on it opens its disks this way from its "
+                   "next start; for one VM only, add an rbd storage on the same pool with the other krbd and move the "
+                   "disk there (qm disk move)")
 
 
 def _join(volid: str, opts: Mapping[str, str]) -> str:

@@ -113,8 +113,10 @@ def _print_boots(plan) -> None:
     print(tabulate(rows, headers=["boot", "cell", "VM settings", "layers measured"], tablefmt="simple",
                    disable_numparse=True, colalign=("right", "left", "left", "left")))  # no number guessing in 10,000 rows
     if len(refs) > 1 and plan.scenario.storage.type is StorageType.RBD:
-        print("the host is measured once per librbd cache setting (QEMU turns rbd_cache off with cache none and directsync), "
-              "before the first boot with it")
+        krbd = any(c.vm.krbd for c in plan.cells)
+        print("the host is measured once per librbd cache setting (QEMU turns rbd_cache off with cache none and directsync)"
+              + (" and once on the kernel's mapping (krbd: fio's libaio on the mapped image)" if krbd else "")
+              + ", before the first boot with it")
     elif len(refs) > 1:
         print("the host is measured once per storage setting, before the first boot on it (a new storage setting needs a new boot)")
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ContextManager, Protocol, Sequence
 
 from ..progress import Progress
 from ..guest.needs import GuestNeeds
-from ..scenario.model import VmConfig
+from ..scenario.model import CephConfig, VmConfig
 from ..settings import Accel, CpuMode
 from ..transport.base import HostTransport, Transport
 from ..storage.leftover import Leftover
@@ -158,6 +158,10 @@ class HypervisorDriver(Protocol):
     #: whether guests boot from vmbench's own template image (libvirt), or from a template
     #: the hypervisor holds (Proxmox) or none at all (host only)
     needs_image: bool
+    #: the Ceph pool and client under the scratch disks (RBD storage), as known after
+    #: :meth:`prepare` (the scenario's on libvirt, the node's rbd storage's on Proxmox): what
+    #: the RADOS bench, the Ceph telemetry and fio's rbd engine use; None elsewhere
+    ceph: CephConfig | None
 
     @property
     def host(self) -> HostTransport:

@@ -14,7 +14,7 @@ from ..errors import HypervisorError, VmbenchError
 from ..paths import HostPaths, StatePaths
 from ..progress import Progress
 from ..guest.needs import GuestNeeds
-from ..scenario.model import Hypervisor, Storage, VmConfig
+from ..scenario.model import CephConfig, Hypervisor, Storage, VmConfig
 from ..settings import Accel, CpuMode
 from ..storage import VolumeStorage, make_zfs_storage
 from ..transport import ops
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 class HostOnlyDriver:
     name = "none"
     needs_image = False
+    ceph: "CephConfig | None" = None  # host-only scenarios are on ZFS
 
     def __init__(self, hv: Hypervisor, storage: Storage, *, host: HostTransport, state: StatePaths, paths: HostPaths,
                  scratch_storage: VolumeStorage | None = None) -> None:

@@ -22,16 +22,15 @@ from ..fio.runner import FioRun, precondition, run_fio
 from .cpucost import IDLE_SECONDS, CpuCost
 from .plan import Step, Stored
 from .rados import bench, rados_values
-from ..settings import StorageType
 from ..storage.radosbench import RADOS_LAYER, rados_mode, seconds
-from ..errors import VmbenchError
+from ..errors import HypervisorError, VmbenchError
 from ..storage.cephcli import client_args
 from ..storage.rbd import cluster_state
 from ..telemetry.ceph import CephPool, ask_degrading
 from ..progress import Progress
 from ..results.db import ResultsDB
 from ..results.key import MeasurementKey
-from ..scenario.model import Cell, RepeatPolicy
+from ..scenario.model import CephConfig, Cell, RepeatPolicy
 from ..scenario.spec import Scenario
 from ..transport.base import Transport
 from ..units import format_duration, format_size
@@ -113,8 +112,12 @@ def precondition_at(where: Where, job: FioJob) -> dict:
 
 class Measurer:
     def __init__(self, scenario: Scenario, db: ResultsDB, run_id: int, attempt: int, progress: Progress,
-                 host_argv: dict[str, tuple[str, ...]] | None = None, stored: Stored | None = None, run_tag: str = "") -> None:
+                 host_argv: dict[str, tuple[str, ...]] | None = None, stored: Stored | None = None, run_tag: str = "",
+                 ceph: CephConfig | None = None) -> None:
         self.scenario = scenario
+        #: the Ceph pool and client under the scratch disks (RBD storage: the scenario's on
+        #: libvirt, the node's rbd storage's on Proxmox), as the driver knows it after preflight
+        self.ceph = ceph
         self.run_tag = run_tag
         self.db = db
         self.run_id = run_id
@@ -180,9 +183,9 @@ class Measurer:
     def _ceph_pool(self, where: Where) -> CephPool | None:
         """The Ceph pool to sample and watch while fio runs (RBD storage), as the run's cephx
         user, with the degrading checks the cluster reported at the run's first fio step."""
-        cfg = self.scenario.storage.ceph
+        cfg = self.ceph
         host = where.side if where.side_name == "host" else where.host_side
-        if self.scenario.storage.type is not StorageType.RBD or cfg is None:
+        if cfg is None:
             return None
         pool = CephPool(tuple(["ceph", *client_args(cfg)]), cfg.pool)
         if self.ceph_known is None and host is not None:
@@ -193,12 +196,12 @@ class Measurer:
     def _ceph_state_on_failure(self, where: Where) -> Iterator[None]:
         """On RBD storage a failed fio run says what the Ceph cluster reports (an OSD down
         blocks the disk's I/O until fio's deadline)."""
-        cfg = self.scenario.storage.ceph
+        cfg = self.ceph
         host = where.side if where.side_name == "host" else where.host_side
         try:
             yield
         except VmbenchError as exc:
-            if self.scenario.storage.type is StorageType.RBD and cfg is not None and host is not None:
+            if cfg is not None and host is not None:
                 exc.message = f"{exc.message}; the Ceph cluster under the disk reports {cluster_state(host, cfg)}"
                 exc.args = (exc.message,)
                 exc.hint = exc.hint or ("`ceph health detail` says more; once the cluster is healthy, "
@@ -207,8 +210,9 @@ class Measurer:
 
     def _run_rados(self, where: Where, step: Step, job: FioJob, label: str) -> None:
         """The pool's RADOS ceiling under ``job`` (:mod:`vmbench.run.rados`), stored as a host row."""
-        cfg = self.scenario.storage.ceph
-        assert cfg is not None
+        cfg = self.ceph
+        if cfg is None:
+            raise HypervisorError("a RADOS bench step, but the driver knows no Ceph pool under the scratch disks")
         self.progress.step(f"{label}: rados bench on pool {cfg.pool} ({rados_mode(job)}, {seconds(job)}s)")
         with self._ceph_state_on_failure(where):
             argv, result, raw = bench(where.side, cfg, job, self.run_tag)

@@ -113,7 +113,8 @@ class Runner:
             self.run_id = self.db.start_run(tag=self.tag, scenario_name=s.name, scenario_path=s.path, scenario_text=s.text,
                                             plan=summary, version=__version__)
             stored, host_argv = {}, {}
-        self.measurer = Measurer(s, self.db, self.run_id, self.attempt, self.progress, host_argv, stored, run_tag=self.tag)
+        self.measurer = Measurer(s, self.db, self.run_id, self.attempt, self.progress, host_argv, stored, run_tag=self.tag,
+                                 ceph=self.driver.ceph)
         return stored
 
     def _run(self) -> RunOutcome:

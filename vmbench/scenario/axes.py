@@ -70,6 +70,8 @@ class Axis:
     #: what it does, in a few words, where ``describe`` (the values) does not say it (the
     #: scenario reference's column)
     what: str = "a VM setting"
+    #: the drivers that take it (refused by the loader elsewhere, named in the reference); empty: every VM driver
+    drivers: tuple[str, ...] = ()
 
 
 # ---- YAML values of the axes that need more than one parser -------------------------------
@@ -212,7 +214,7 @@ def _stored(value: object) -> object:
 def _field_axis(name: str, parse: Callable[[Any], Any], describe: str, *, field: str | None = None,
                 label: Callable[[VmConfig, Any], str] = _as_written, stored: Callable[[Any], Any] | None = None,
                 verify: tuple[tuple[str, str, bool], ...] = (), unset: str = "not recorded", disk: bool = False,
-                what: str = "a VM setting") -> Axis:
+                what: str = "a VM setting", drivers: tuple[str, ...] = ()) -> Axis:
     """An axis that is one plain VmConfig field (an enum, a flag or a number); ``stored`` reads
     its stored value back (default: ``parse``); a field that may be None goes back to None."""
     attr = field or name
@@ -237,6 +239,7 @@ def _field_axis(name: str, parse: Callable[[Any], Any], describe: str, *, field:
         from_stored=from_stored,
         disk=disk,
         what=what,
+        drivers=drivers,
     )
 
 
@@ -417,6 +420,11 @@ AXES: tuple[Axis, ...] = (
     _zfs_size_axis("volblocksize", parse_volblocksize, "a power of two from 512 to 128k (zvols: storage.type zfs)"),
     _zfs_size_axis("recordsize", parse_recordsize, "a power of two from 512 to 1m (datasets: storage.type zfs-dataset)"),
     *(_zfs_property_axis(p) for p in PROPERTIES),
+    # Proxmox rbd storage only: the scratch disk through the kernel (a temporary storage entry
+    # with krbd 1 on the same pool) or librbd; None: as hypervisor.storage says, not stored
+    _field_axis("krbd", as_bool, "true or false (driver proxmox, storage.type rbd)", stored=_flag,
+                verify=(("qemu_krbd", "the QEMU command line", True),), unset=HYPERVISOR_DEFAULT, drivers=("proxmox",),
+                what="rbd storage (storage.type rbd): the scratch disk mapped by the kernel (krbd) or opened through librbd"),
 )
 
 

@@ -7,6 +7,10 @@ client configuration (its ``mon_host``), ``ceph.user`` the cephx user without ``
 ``ceph.keyring`` its keyring when the configuration does not name it.  Paths are on the
 hypervisor host; the key itself is read there, handed to libvirt as a secret, and never
 printed or stored.
+
+With driver proxmox, ``storage: {type: rbd}`` says that ``hypervisor.storage`` is an rbd
+storage of the node: its pool, monitors, user and keyring are PVE's (read from the storage's
+configuration at preflight), so ``pool`` and ``ceph`` are refused here.
 """
 
 from __future__ import annotations
@@ -36,12 +40,20 @@ def _host_file(value: Any) -> str:
     return text
 
 
-def read_rbd_storage(sec: Section, scratch_size: int) -> Storage:
-    """``storage:`` of type rbd (its other keys refused, naming what they apply to)."""
+def read_rbd_storage(sec: Section, scratch_size: int, proxmox: bool = False) -> Storage:
+    """``storage:`` of type rbd (its other keys refused, naming what they apply to); on
+    Proxmox only ``type`` and ``scratch_size`` (the rest is the node's rbd storage's)."""
     for key in ZFS_STORAGE_KEYS:
         if sec.has(key):
             raise sec.fail(key, "applies to ZFS storage (type: zfs or zfs-dataset), not type rbd")
     sec.done(RBD_KEYS)
+    if proxmox:
+        for key in ("pool", "ceph"):
+            if sec.has(key):
+                raise sec.fail(key, "with driver proxmox the Ceph pool and client are the node's rbd storage's "
+                                    "(hypervisor.storage: its pool, monhost, username and keyring), read from Proxmox",
+                               f"remove storage.{key}; name the node's rbd storage in hypervisor.storage")
+        return Storage(type=StorageType.RBD, scratch_size=scratch_size)
     pool = sec.get("pool", pattern_parser(CEPH_NAME_RE, f"a Ceph pool name {CEPH_NAME_CHARS}"), "rbd")
     if not sec.has("ceph"):
         raise sec.fail("ceph", "type rbd needs ceph: {conf: ..., user: ...}: how vmbench and QEMU reach the cluster",

@@ -282,9 +282,6 @@ def _pve_ssh(sec: Section, host: str) -> SshConfig:
 def driver_storage_problems(hv: Hypervisor, storage: Storage) -> list[tuple[str, str, str]]:
     """What the ``storage:`` section cannot be with the scenario's driver, as (key, message, hint);
     for the loader to report with the storage section's line (the driver refuses it again at preflight)."""
-    if hv.driver is DriverName.PROXMOX and storage.type is StorageType.RBD:
-        return [("type", "rbd in storage: is for libvirt; with driver proxmox the node's rbd storage allocates the disks",
-                 "leave storage out and name the node's rbd storage in hypervisor.storage")]
     if hv.driver is DriverName.PROXMOX and storage.type is StorageType.ZFS_DATASET:
         return [("type", "zfs-dataset is not supported with driver proxmox",
                  "use type: zfs (zvols; volblocksize through temporary zfspool storages) or leave storage out "
@@ -295,12 +292,13 @@ def driver_storage_problems(hv: Hypervisor, storage: Storage) -> list[tuple[str,
 STORAGE_KEYS = ("type", "pool", "scratch_size", *ZFS_STORAGE_KEYS, "ceph")
 
 
-def read_storage(sec: Section) -> tuple[Storage, ZfsSettings]:
-    """The storage and the baseline's ZFS settings (volblocksize/recordsize always stated)."""
+def read_storage(sec: Section, driver: DriverName | None = None) -> tuple[Storage, ZfsSettings]:
+    """The storage and the baseline's ZFS settings (volblocksize/recordsize always stated);
+    ``driver`` decides what type rbd takes (on Proxmox the pool and client are the node's)."""
     kind = sec.get("type", StorageType.parse, StorageType.DIR)
     scratch = sec.get("scratch_size", size_parser(64 * MiB), 1 << 30)
     if kind is StorageType.RBD:
-        return read_rbd_storage(sec, scratch), ZfsSettings()
+        return read_rbd_storage(sec, scratch, proxmox=driver is DriverName.PROXMOX), ZfsSettings()
     pool = sec.get("pool", as_name, "vmbench")
     sec.done(STORAGE_KEYS)
     if not kind.zfs:
@@ -345,6 +343,9 @@ def storage_problems(vm: VmConfig, storage: Storage) -> list[tuple[str, str]]:
     if storage.type is StorageType.RBD and vm.format is not ImageFormat.RAW:
         out.append((f"format {vm.format.value} is not possible on RBD (an RBD image is a raw block device)",
                     "use format: raw on type rbd"))
+    if vm.krbd is not None and storage.type is not StorageType.RBD:
+        out.append((f"krbd applies to RBD images (a Proxmox rbd storage), but storage.type is {storage.type.value}",
+                    "set storage.type: rbd with driver proxmox and an rbd storage as hypervisor.storage, or remove krbd"))
     if not storage.zfs:
         used = (["volblocksize"] if zfs.volblocksize else []) + (["recordsize"] if zfs.recordsize else []) + [k for k, _ in zfs.properties]
         if used:

@@ -102,7 +102,7 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
 def _read_hosts(top: Section, host_only: bool) -> tuple[Hypervisor, Storage, ZfsSettings]:
     """The hypervisor and the storage, which must go together (a host_only scenario's is ZFS)."""
     hypervisor = read_hypervisor(top.section("hypervisor"), host_only)
-    storage, zfs = read_storage(top.section("storage"))
+    storage, zfs = read_storage(top.section("storage"), hypervisor.driver)
     for key, message, hint in driver_storage_problems(hypervisor, storage):
         raise top.section("storage").fail(key, message, hint)
     if host_only and not storage.zfs:

@@ -178,6 +178,9 @@ class VmConfig:
     detect_zeroes: DetectZeroes | None = None  # None: the hypervisor's default (libvirt off, Proxmox on/unmap)
     discard: Discard | None = None  # None: the hypervisor's default (ignore)
     limits: IoLimits = IoLimits()  # the scratch disk's I/O limits; none by default
+    #: Proxmox rbd storage only: the scratch disk mapped through the kernel (krbd, a temporary
+    #: storage entry with ``krbd 1`` on the same pool) or through librbd; None: as the storage says
+    krbd: bool | None = None
 
     def storage_key(self) -> str:
         """Equal keys mean the same host storage settings (one host reference serves both)."""
@@ -186,9 +189,10 @@ class VmConfig:
 
 def host_reference_key(vm: "VmConfig", storage: "Storage") -> str:
     """Equal keys mean one host reference serves both VMs: the same host storage settings and,
-    on RBD, the same librbd client cache (which QEMU sets from the disk's cache mode)."""
+    on RBD, the same librbd client cache (which QEMU sets from the disk's cache mode), or the
+    same kernel mapping (krbd: fio's libaio on the mapped device, no librbd)."""
     if storage.type is StorageType.RBD:
-        return f"{vm.storage_key()}|rbd_cache={vm.cache.librbd_cache}"
+        return f"{vm.storage_key()}|krbd" if vm.krbd else f"{vm.storage_key()}|rbd_cache={vm.cache.librbd_cache}"
     return vm.storage_key()
 
 
@@ -393,14 +397,17 @@ class Hypervisor:
 
 @dataclass(frozen=True)
 class CephConfig:
-    """How a Ceph client reaches the cluster (``storage.ceph``, type rbd): the configuration
-    file (its ``mon_host``), the cephx user (without ``client.``), its keyring (None: the one
-    the configuration names, as every Ceph client finds it) and the pool of the images."""
+    """How a Ceph client reaches the cluster (``storage.ceph``, type rbd; on Proxmox, read from
+    the node's rbd storage): the configuration file (its ``mon_host``), the cephx user (without
+    ``client.``), its keyring (None: the one the configuration names, as every Ceph client finds
+    it), the pool of the images and, where the configuration has none (an external cluster of a
+    Proxmox storage: its ``monhost``), the monitors (``host:port`` joined by ',')."""
 
     pool: str = "rbd"
     conf: str = "/etc/ceph/ceph.conf"
     user: str = "admin"
     keyring: str | None = None
+    mon_host: str | None = None
 
 
 @dataclass(frozen=True)
@@ -432,6 +439,8 @@ class Storage:
             return f"files on child datasets of {self.dataset}, scratch {format_size(self.scratch_size)}"
         if self.type is StorageType.RBD and self.ceph is not None:
             return f"RBD images in Ceph pool {self.ceph.pool} (client.{self.ceph.user}), scratch {format_size(self.scratch_size)}"
+        if self.type is StorageType.RBD:  # Proxmox: the pool and the client are the node's rbd storage's
+            return f"RBD images on the Proxmox rbd storage (hypervisor.storage), scratch {format_size(self.scratch_size)}"
         return f"{self.type.value} pool {self.pool}, scratch {format_size(self.scratch_size)}"
 
 

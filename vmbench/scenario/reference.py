@@ -103,7 +103,7 @@ def _axis_row(axis: Axis) -> Row:
         drivers = _drivers_of(*(_STORAGE_OF[k] for k in kinds))
         what = f"{axis.what} ({' and '.join(k + 's' for k in kinds)})"
     else:
-        drivers, what = VM_DRIVERS, axis.what
+        drivers, what = ", ".join(axis.drivers) or VM_DRIVERS, axis.what
     return Row(axis.name, axis.describe, _axis_default(axis), drivers, what)
 
 
@@ -225,6 +225,7 @@ PROXMOX_ROWS: tuple[Row, ...] = (
 )
 
 _RBD = _drivers_of(StorageType.RBD)
+_RBD_CLIENT = LIBVIRT  # on Proxmox the pool and client are the node's rbd storage's (vmbench.scenario.ceph refuses them)
 _ZFS, _ZVOLS, _DATASETS = (_drivers_of(StorageType.ZFS, StorageType.ZFS_DATASET), _drivers_of(StorageType.ZFS),
                            _drivers_of(StorageType.ZFS_DATASET))
 STORAGE_ROWS: tuple[Row, ...] = (
@@ -238,10 +239,10 @@ STORAGE_ROWS: tuple[Row, ...] = (
     Row("storage.recordsize", "a power of two, 512 to 1m", format_size(DEFAULT_RECORDSIZE), _DATASETS, "the datasets' record size"),
     Row("storage.sparse", "true, false", "false", _ZVOLS, "thin zvols (zfs create -s)"),
     Row("storage.properties", "a mapping of ZFS properties (see VM settings)", "ZFS default", _ZFS, "the baseline's ZFS properties"),
-    Row("storage.ceph", "a mapping: conf, user, keyring", "required with rbd", _RBD, "how vmbench, fio and QEMU reach the Ceph cluster"),
-    Row("storage.ceph.conf", "an absolute path on the host", "/etc/ceph/ceph.conf", _RBD, "the Ceph client configuration (mon_host)"),
-    Row("storage.ceph.user", "a cephx user, without client.", "admin", _RBD, "the user vmbench, fio and QEMU connect as"),
-    Row("storage.ceph.keyring", "an absolute path on the host", "the one ceph.conf names", _RBD, "the user's keyring (its key becomes a libvirt secret)"),
+    Row("storage.ceph", "a mapping: conf, user, keyring", "required with rbd", _RBD_CLIENT, "how vmbench, fio and QEMU reach the Ceph cluster"),
+    Row("storage.ceph.conf", "an absolute path on the host", "/etc/ceph/ceph.conf", _RBD_CLIENT, "the Ceph client configuration (mon_host)"),
+    Row("storage.ceph.user", "a cephx user, without client.", "admin", _RBD_CLIENT, "the user vmbench, fio and QEMU connect as"),
+    Row("storage.ceph.keyring", "an absolute path on the host", "the one ceph.conf names", _RBD_CLIENT, "the user's keyring (its key becomes a libvirt secret)"),
 )
 
 JOB_ROWS: tuple[Row, ...] = (

@@ -46,6 +46,12 @@ def vm_problems(vm: VmConfig, hv: Hypervisor) -> list[tuple[str, str]]:
                      f"({'the hypervisor default ignore' if vm.discard is None else 'discard: ' + vm.discard.value} drops them; "
                      "QEMU refuses it, libvirt quietly uses on)", "add discard: unmap, or use detect_zeroes: on"))
     out += limit_problems(vm.limits)
+    default = VmConfig()
+    for axis in AXES:
+        if axis.drivers and hv.driver.value not in axis.drivers and axis.value(vm) != axis.value(default):
+            out.append((f"{axis.name} applies to driver {', '.join(axis.drivers)} only ({axis.what}); driver "
+                        f"{hv.driver.value} has no such setting", f"remove {axis.name}, or measure it with driver "
+                        f"{' or '.join(axis.drivers)}"))
     if vm.cpu.mode is CpuMode.HOST_PASSTHROUGH and hv.accel is Accel.TCG:
         out.append(("cpu host-passthrough needs KVM; this scenario asks for accel: tcg", "use a named model (kvm64, qemu64, ...) or max"))
     return out

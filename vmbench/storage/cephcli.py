@@ -14,9 +14,11 @@ OP_TIMEOUT_S = 30
 
 
 def client_args(cfg: CephConfig) -> list[str]:
-    """The options every Ceph tool takes to connect as the scenario's user, and to give up on
-    an operation the cluster does not answer (:data:`OP_TIMEOUT_S`)."""
+    """The options every Ceph tool takes to connect as the scenario's user (the monitors too
+    where the configuration has none: a Proxmox storage's ``monhost``), and to give up on an
+    operation the cluster does not answer (:data:`OP_TIMEOUT_S`)."""
     return ["--conf", cfg.conf, "--id", cfg.user] + (["--keyring", cfg.keyring] if cfg.keyring else []) + \
+        (["--mon_host", cfg.mon_host] if cfg.mon_host else []) + \
         ["--rados-osd-op-timeout", str(OP_TIMEOUT_S), "--rados-mon-op-timeout", str(OP_TIMEOUT_S)]
 
 

@@ -55,7 +55,7 @@ def image_name(volume: str) -> str:
 
 def volume_target(cfg: CephConfig, name: str) -> RbdTarget:
     """The image of a vmbench volume as QEMU and host fio open it (:mod:`vmbench.fio.rbd`)."""
-    return RbdTarget(cfg.pool, image_name(name), cfg.user, cfg.conf, cfg.keyring)
+    return RbdTarget(cfg.pool, image_name(name), cfg.user, cfg.conf, cfg.keyring, mon_host=cfg.mon_host)
 
 
 def rbd_host_target(path: str, cache: Cache) -> str:
@@ -153,11 +153,13 @@ def _keyring_paths(host: Transport, cfg: CephConfig) -> list[str]:
 
 
 class RbdStorage:
-    """RBD images in ``storage.ceph.pool``, reached as ``client.<user>`` on ``host``."""
+    """RBD images in ``storage.ceph.pool``, reached as ``client.<user>`` on ``host`` (given the
+    scenario's storage, or the client as data: what a Proxmox rbd storage says)."""
 
-    def __init__(self, storage: Storage, host: Transport) -> None:
-        assert storage.ceph is not None
-        self.cfg: CephConfig = storage.ceph
+    def __init__(self, storage: Storage | CephConfig, host: Transport) -> None:
+        cfg = storage if isinstance(storage, CephConfig) else storage.ceph
+        assert cfg is not None
+        self.cfg: CephConfig = cfg
         self.host = host
         self.label = f"RBD pool {self.cfg.pool} (client.{self.cfg.user})"
 

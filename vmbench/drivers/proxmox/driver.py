@@ -36,6 +36,7 @@ from .config import FILE_STORAGES, config_text, description, disk_option, free_d
 from .errors import PveApiError, PveLockedError
 from .evidence import applied_from_pve
 from .preflight import Preflight
+from .rbd import host_target as rbd_host_target
 from .node import VmRecord
 from .removal import Removal
 from ...guest.needs import GuestNeeds, check_guest
@@ -225,6 +226,9 @@ class ProxmoxDriver(Preflight, Removal):
         if self.entries is not None and vm.zfs.volblocksize:
             sid, kind = self.entries.ensure(run_tag, vm.zfs.volblocksize, res.name), "zfspool"
             rec.entry = sid
+        elif self.rbd is not None and vm.krbd is not None and vm.krbd != self.rbd.krbd:
+            sid, kind = self.rbd.ensure(run_tag, vm.krbd, res.name), "rbd"  # the krbd axis: a temporary rbd entry
+            rec.entry = sid
         rec.storages.add(sid)
         self._config(rec, {key: disk_option(vm, sid, kind, request.scratch_size, res.scratch_serial)},
                      f"allocating the scratch disk of {res.name} on {sid}")
@@ -238,7 +242,7 @@ class ProxmoxDriver(Preflight, Removal):
         res.native_config = config_text(config)
         path = self._volume_path(sid, volid)
         res.scratch_path = path
-        res.scratch_kind = "block" if path.startswith("/dev/") else "file"
+        res.scratch_kind = "block" if path.startswith("/dev/") else "rbd" if path.startswith("rbd:") else "file"
         res.storage["pve"] = {"vmid": vmid, "node": self.node, "template": self.template_vmid, "disk": key,
                               "volume": volid, "storage": sid, "storage_type": kind, "task_warnings": rec.warnings}
         if rec.entry and self.entries is not None:
@@ -247,7 +251,9 @@ class ProxmoxDriver(Preflight, Removal):
             res.storage.setdefault("volumes", {})[volid] = {"zfs_name": zvol, "readback": readback}
             res.storage_problems += [p for p in problems if p not in res.storage_problems]
         if vm.format is ImageFormat.RAW and path.startswith("/"):
-            res.host_target = path  # host fio runs on this very device or file, before boot
+            res.host_target = path  # host fio runs on this very device or file (krbd: the mapped image), before boot
+        elif path.startswith("rbd:") and self.ceph is not None:  # librbd: fio's rbd engine, as QEMU's client
+            res.host_target = rbd_host_target(self.ceph, volid, vm.cache)
         return res
 
     def _clone(self, rec: VmRecord, request: VmRequest) -> int:
@@ -306,7 +312,7 @@ class ProxmoxDriver(Preflight, Removal):
         if rec is None or rec.vmid is None:
             raise HypervisorError(f"{res.name} was not created; no host reference volume without its VMID")
         sid = rec.entry or self.cfg.storage
-        kind = "zfspool" if rec.entry else self.storage.type
+        kind = ("rbd" if self.rbd is not None else "zfspool") if rec.entry else self.storage.type
         filename = f"vm-{rec.vmid}-vmbench-hostref" + (".raw" if kind in FILE_STORAGES else "")
         params = {"vmid": rec.vmid, "filename": filename, "size": str(-(-request.scratch_size // 1024)),
                   "format": "raw" if kind in FILE_STORAGES else None}
@@ -316,9 +322,12 @@ class ProxmoxDriver(Preflight, Removal):
             raise HypervisorError(f"allocating a raw host reference volume on {sid}: {exc.message}", exc.hint) from None
         res.volumes.append(volid)
         path = self._volume_path(sid, volid)
-        if not path.startswith("/"):
+        if path.startswith("rbd:") and self.ceph is not None:
+            path = rbd_host_target(self.ceph, volid, request.vm.cache)
+        elif not path.startswith("/"):
             raise HypervisorError(f"host fio needs a device or file on the node, but storage {sid} ({kind}) gives {path}",
-                                  "set host_baseline: false to measure the guests only")
+                                  "on an rbd storage set storage.type: rbd (fio's rbd engine), else host_baseline: false "
+                                  "to measure the guests only")
         res.host_target = path
         return path
 

@@ -5,7 +5,8 @@ detect-zeroes, discard and the I/O limits as qemu-server derives them); the comm
 through the reader both drivers share (:mod:`vmbench.drivers.qemu_cmdline`: PVE 8's
 ``-drive`` and PVE 9's nested ``-blockdev`` chains).  A disk whose storage QEMU opens with a
 driver that has no aio (librbd, libiscsi) reads ``qemu_aio`` "not applicable", whatever the
-config or a ``-drive`` says.  The I/O limits are read from the config and from the command line's throttling (PVE 8:
+config or a ``-drive`` says; on an rbd storage ``qemu_krbd`` says whether QEMU opens the image
+through librbd (its rbd driver) or as the kernel's mapped device (host_device).  The I/O limits are read from the config and from the command line's throttling (PVE 8:
 ``-drive ...,throttling.iops-total=``; PVE 9: the ``-object throttle-group`` of the disk's
 throttle node), in IOPS and MiB/s.  The CPU is kept twice: ``cpu_model``/``cpu_flags`` as
 configured, ``qemu_cpu_model``/``qemu_cpu_flags``/``qemu_cpu_aes`` as QEMU runs it (the
@@ -50,6 +51,8 @@ def applied_from_pve(config: Mapping[str, object], disk_key: str, cmdline: list[
         values["accelerator"] = accelerator(args)
         values.update(cpu_readings(args))
         details.update(qemu_disk=readings, qemu_cpu=args.cpu, qemu_machine=args.machine)
+        if scratch_path.startswith(("rbd:", "/dev/rbd")):  # an rbd storage's disk: librbd, or the kernel's mapping
+            details["qemu_krbd"] = {"rbd": False, "host_device": True}.get(str(readings.get("protocol")))
         if readings.get("file") and scratch_path and readings["file"] != scratch_path:
             details["qemu_file_differs"] = f"QEMU opens {readings['file']}, the volume's path is {scratch_path}"
     kvm = str(config.get("kvm", "1")).strip()

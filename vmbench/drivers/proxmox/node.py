@@ -12,7 +12,7 @@ from typing import Callable
 from ...errors import HypervisorError
 from ...paths import HostPaths, StatePaths
 from ...progress import NullProgress, Progress
-from ...scenario.model import Hypervisor, Storage
+from ...scenario.model import CephConfig, Hypervisor, Storage
 from ...settings import StorageType
 from ...storage import make_zfs_storage
 from ...storage.zfs import ZfsStorage
@@ -20,6 +20,7 @@ from ...transport.base import HostTransport
 from ..base import Accelerator
 from .api import PveApi, TaskResult, read_secret
 from ...guest.needs import GuestNeeds
+from .rbd import PveRbd
 from .storage import PveStorage, ZfsEntries
 
 
@@ -33,7 +34,7 @@ class VmRecord:
     vmid: int | None = None
     disk_key: str | None = None
     scratch_volid: str | None = None
-    entry: str | None = None  # the temporary zfspool storage holding the scratch disk
+    entry: str | None = None  # the temporary storage entry holding the scratch disk (zfspool, or rbd for krbd)
     storages: set[str] = field(default_factory=set)  # where its disks were allocated
     warnings: list[str] = field(default_factory=list)
 
@@ -61,7 +62,12 @@ class PveNode:
         if storage.type is StorageType.ZFS and storage.dataset:
             self.zfs = make_zfs_storage(storage, host)
             self.entries = ZfsEntries(self.api, host, self.node, storage.dataset, storage.sparse)
-        self.storage = PveStorage(self.api, self.node, self.cfg.storage, self.zfs)
+        #: storage.type rbd: hypervisor.storage is an rbd storage; its Ceph client (``ceph``) is read at preflight
+        self.rbd: PveRbd | None = None
+        if storage.type is StorageType.RBD:
+            self.rbd = PveRbd(self.api, host, self.node, self.cfg.storage)
+        self.ceph: CephConfig | None = None
+        self.storage = PveStorage(self.api, self.node, self.cfg.storage, self.zfs, self.rbd)
         self.accelerator: Accelerator | None = None
         self.template_vmid: int | None = None
         self.template_config: dict = {}

@@ -58,7 +58,9 @@ class Preflight(PveNode):
         self._check_ssh_node()
         self._find_template()
         self._check_clone_storage()
+        self._check_krbd(vms)
         self.storage.prepare(progress)
+        self.ceph = self.rbd.client() if self.rbd is not None else None
         self.accelerator = accelerator = self._choose_accelerator(accel)
         if CpuMode.HOST_PASSTHROUGH in cpu_modes and accelerator.name != "kvm":
             raise PreflightError(f"cpu host (host-passthrough) needs KVM, but guests run under TCG here ({accelerator.reason})",
@@ -71,6 +73,23 @@ class Preflight(PveNode):
                 raise PreflightError(problems[0][0], problems[0][1])
         self._check_aio_axis(storage_type, {vm.aio.value for vm in vms})
         return accelerator
+
+    def _check_krbd(self, vms: Sequence[VmConfig]) -> None:
+        """A krbd cell (krbd: true, or left to an rbd storage with krbd 1) needs a node that can
+        map RBD images: refused here, naming why, before anything exists."""
+        if self.rbd is None:
+            if any(vm.krbd is not None for vm in vms):  # the scenario refuses it; a driver used directly too
+                raise PreflightError("krbd applies to a Proxmox rbd storage (storage.type rbd)", "remove krbd from the cells")
+            return
+        default = self.rbd.krbd
+        if not any(default if vm.krbd is None else vm.krbd for vm in vms):
+            return
+        problem = self.rbd.kernel_problem()
+        if problem:
+            what = "storage " + self.cfg.storage + " maps its images (krbd 1)" if default else "krbd: true"
+            raise PreflightError(f"{what} needs node {self.node} to map RBD images, but {problem}",
+                                 "run the krbd cells on a node with the rbd kernel module (modprobe rbd), or remove "
+                                 "krbd from the cells (librbd needs no kernel module)")
 
     def _check_aio_axis(self, storage_type: str, aios: set[str]) -> None:
         """An aio axis needs a storage whose disks QEMU opens with an aio setting (not librbd

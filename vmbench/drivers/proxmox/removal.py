@@ -2,7 +2,7 @@
 destroy-unreferenced-disks, no disk left behind, the temporary storage entry after its
 VMs), and the leftovers ``vmbench cleanup`` finds: VMs named ``vmbench-<tag>-<n>`` that
 carry the ``vmbench`` tag (never a VM without it), temporary storage entries
-``vmbench-<tag>-<size>``, zvols with ``vmbench:run`` whose VM is gone, host work directories."""
+``vmbench-<tag>-<size>`` (zfspool) and ``vmbench-<tag>-krbd|librbd`` (rbd), zvols with ``vmbench:run`` whose VM is gone, host work directories."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..base import Leftover, VmResources
 from ...storage.leftover import remove_work_leftover, work_leftovers
 from .errors import PveApiError, PveLockedError
 from .node import PveNode
-from .storage import ENTRY_RE, delete_entry
+from .storage import ENTRY_RE, ENTRY_TYPES, delete_entry
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,11 @@ class Removal(PveNode):
             errors.append(f"{res.name}: {exc.message}")
             if exc.hint:
                 hints.append(exc.hint)
-        if destroyed and rec and rec.entry and self.entries is not None:
-            err = self.entries.release(rec.entry, res.name)
-            if err:
-                errors.append(err)
+        if destroyed and rec and rec.entry:
+            for owner in (self.entries, self.rbd):
+                err = owner.release(rec.entry, res.name) if owner is not None else None
+                if err:
+                    errors.append(err)
         if errors:
             raise HypervisorError("cleanup incomplete: " + "; ".join(errors), "; ".join([*hints, "run `vmbench cleanup` to retry"]))
         self.vms.pop(res.name, None)
@@ -130,13 +131,17 @@ class Removal(PveNode):
                 out.append(Leftover("vm", str(row["name"]), m.group(1), f"VMID {row.get('vmid')} on {row.get('node')}, {row.get('status')}"))
         for row in self.api().get("/storage") or []:
             m = ENTRY_RE.match(str(row.get("storage") or ""))
-            if m and row.get("type", "zfspool") == "zfspool":
-                out.append(Leftover("storage", str(row["storage"]), m.group(1), f"temporary zfspool storage (pool {row.get('pool')})"))
+            kind = str(row.get("type", "zfspool"))
+            if m and kind in ENTRY_TYPES:
+                out.append(Leftover("storage", str(row["storage"]), m.group(1), f"temporary {kind} storage (pool {row.get('pool')})"))
         if self.entries is not None:
             vmids = {int(r.get("vmid", -1)) for r in rows}
             for zvol, vmid, tag in self.entries.zvol_leftovers():
                 if vmid not in vmids:
                     out.append(Leftover("zvol", zvol, tag, f"vmbench:run={tag}; VM {vmid} is gone"))
+        ceph = self.storage.ceph()
+        if ceph is not None:  # rados bench objects of a killed run (and a killed preflight's probe image)
+            out += ceph.leftovers()
         return out + work_leftovers(self.host, self.paths.work)
 
     def remove_leftover(self, item: Leftover) -> None:
@@ -149,6 +154,10 @@ class Removal(PveNode):
             if any(int(r.get("vmid", -1)) == vmid for r in self.api().get("/cluster/resources", {"type": "vm"}) or []):
                 raise HypervisorError(f"{item.name} belongs to VM {vmid}, which exists; left alone")
             self.entries.destroy_zvol(item.name, item.run_tag)
+        elif item.kind == "rbd image":
+            ceph = self.storage.ceph()
+            if ceph is not None:
+                ceph.delete_path(item.name)  # checked there: vmbench's name and metadata, or its bench namespace
         elif item.kind == "directory":
             remove_work_leftover(self.host, self.paths.work, item)
 

@@ -20,16 +20,19 @@ from ...errors import CommandError, HypervisorError, PreflightError
 from ...progress import Progress
 from ...scenario.model import ZfsSettings
 from ...settings import StorageType
+from ...storage.rbd import RbdStorage
 from ...storage.zfs import PROPERTY, ZfsStorage, destroy_owned, get_argv, parse_get, readback_problems, requested
 from ...transport.base import Transport
 from ...units import format_size
 from .api import PveApi
 from .errors import PveApiError
+from .rbd import PveRbd
 
 log = logging.getLogger(__name__)
 
-#: temporary zfspool storage entries: vmbench-<run tag>-<volblocksize>
-ENTRY_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-(\d+[km]?)$")
+#: temporary storage entries: vmbench-<run tag>-<volblocksize> (zfspool), vmbench-<run tag>-krbd|librbd (rbd)
+ENTRY_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-(\d+[km]?|krbd|librbd)$")
+ENTRY_TYPES = ("zfspool", "rbd")
 #: zvols PVE names for a VM: <dataset>/vm-<vmid>-<name>
 ZVOL_LEAF_RE = re.compile(r"^vm-(\d+)-[\w.-]+$")
 RUN_TAG_RE = re.compile(r"^[rp][0-9a-f]{8}$")
@@ -76,13 +79,23 @@ class PveStorage:
     itself (through the VM's config and ``destroy-unreferenced-disks``), so the driver asks
     the API for disks and the driver lists the leftovers (VMs, storage entries, zvols)."""
 
-    def __init__(self, api: Callable[[], PveApi], node: str, storage_id: str, zfs: ZfsStorage | None = None) -> None:
+    def __init__(self, api: Callable[[], PveApi], node: str, storage_id: str, zfs: ZfsStorage | None = None,
+                 rbd: PveRbd | None = None) -> None:
         self._api = api
         self.node = node
         self.id = storage_id
         self.zfs = zfs
+        self.rbd = rbd  # storage.type rbd: the node's rbd storage, its Ceph client
         self.label = f"Proxmox storage {storage_id} on {node}" + (f" (zvols under {zfs.dataset})" if zfs else "")
         self._status: dict | None = None
+        self._ceph: RbdStorage | None = None
+
+    def ceph(self) -> RbdStorage | None:
+        """The storage's Ceph pool as vmbench's RBD storage (its client: what QEMU uses), on
+        storage.type rbd; made on first use (it reads the storage's configuration)."""
+        if self.rbd is not None and self._ceph is None:
+            self._ceph = RbdStorage(self.rbd.client(), self.rbd.host)
+        return self._ceph
 
     def status(self, fresh: bool = False) -> dict:
         if self._status is None or fresh:
@@ -113,6 +126,13 @@ class PveStorage:
                                  "pvesm status on the node says why (not mounted, disabled...)")
         if self.zfs is not None:
             self.zfs.prepare(progress)
+        if st.get("type") == "rbd" and self.rbd is None:
+            progress.warn(f"Proxmox storage {self.id} is an rbd storage, but the scenario does not say storage.type: rbd: "
+                          "no RADOS ceiling, no Ceph telemetry, and no host reference (host fio needs fio's rbd engine); "
+                          "add storage: {type: rbd} to measure them")
+        ceph = self.ceph()
+        if ceph is not None:  # the cluster healthy, the pool there, the user can write: as on libvirt
+            ceph.prepare(progress)
 
     def free_bytes(self) -> int:
         if self.zfs is not None:
@@ -130,6 +150,15 @@ class PveStorage:
             out["pve_storage_error"] = exc.message
         if self.zfs is not None:
             out.update(self.zfs.facts())
+        if self.rbd is not None:
+            try:
+                ceph = self.ceph()
+            except PreflightError as exc:
+                out["pve_storage_error"] = exc.message
+            else:
+                assert ceph is not None
+                out.update({**ceph.facts(), "pve_krbd": self.rbd.krbd, "ceph_mon_host": ceph.cfg.mon_host,
+                            "ceph_keyring": ceph.cfg.keyring})
         return out
 
 
