@@ -188,6 +188,10 @@ def test_a_queue_depth_sweep_reads_as_host_and_guest_curves_with_the_knee(machin
     body = page.read_text()
     section = body[body.index('id="plot-curves"'):]
     assert "<svg" in section[:20000] and "qd: p99 against IOPS by QD" in section[:20000]
+    # the advice reads the guest's curve: where more queue stopped paying, or that it still paid
+    adv = json.loads(vmbench("advise", "latest", "--db", str(shared_run.db_path), "--format", "json").stdout)
+    said = [s for s in adv["standing"] if s.startswith("qd (baseline): ")]
+    assert len(said) == 1 and ("the guest adds latency, not IOPS" in said[0] or "the guest still gained IOPS" in said[0]), said
 
 
 def test_a_job_that_ends_when_steady_says_whether_each_run_was(machine, shared_run):

@@ -30,7 +30,7 @@ from .loadadvice import from_neighbours, scaling_standing
 from .measured import Ctx, effect
 from .model import NOT_MEASURED, Advice, Goal, GoalMetric, Recommendation, Risk, Snippet
 from .risks import parse_allow, stack_flags
-from .standing import cpu_standing, host_standing, luks_standing, measured_rw
+from .standing import cpu_standing, curve_standing, host_standing, luks_standing, measured_rw
 from ..scenario.axes import settings_of
 from ..scenario.model import LIMIT_RATES
 from ..report.kind import RunKind
@@ -116,6 +116,7 @@ def advise(data: RunData, goals: Sequence[Goal] = (), allow: frozenset[Risk] = f
                 notes.append(f"goal {_goal_label(goal, job)}: nothing could be judged "
                              f"({_why_unjudged(found)})")
             not_tried += _not_tried(ctx, goal, job)
+    standing += curve_standing(data)
     advice = Advice(run=f"{data.run.id} ({data.run.tag})", goals=goals, recommendations=tuple(recs),
                     unsupported=tuple(unsupported), not_tried=tuple(dict.fromkeys(not_tried)),
                     standing=tuple(dict.fromkeys(standing)), notes=tuple(dict.fromkeys(notes)))

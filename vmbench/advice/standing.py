@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ..report.rows import READ_MODES, WRITE_MODES
+from ..report.curves import SWEPT, curves
+from ..report.facts import host_memory_bytes
+from ..report.load import RunData
+from ..report.rows import READ_MODES, WRITE_MODES, gap_rows
 from ..report.stats import Delta, label
 from .measured import Ctx, ceiling, fio_metric, unit
 from .model import Goal, GoalMetric
@@ -118,3 +121,28 @@ def cpu_standing(ctx: Ctx, goal: Goal, job: str) -> list[str]:
     if best.host_fio is not None and best.host_fio.median is not None:
         line += f"; the host's own fio spends {best.host_fio.median:.1f} µs/IO on the same job"
     return [line]
+
+
+def curve_standing(data: RunData) -> list[str]:
+    """What a sweep's guest curves say (report/curves.py): where more queue stopped paying in
+    the guest, beside the host's knee on the same job; or that the guest still gained at the
+    sweep's end.  [] for a run without sweeps."""
+    if not any(j.sweep_of for j in data.plan.jobs) or data.kind.many_vms:
+        return []
+    rows = gap_rows(list(data.measurements), data.valid_cells, data.jobs, host_memory_bytes(data.environment),
+                    data.plan.job_metrics)
+    found = curves(rows, data.plan.jobs)
+    host_knee = {c.job: c.points[c.knee].value for c in found if c.side == "host" and c.knee is not None}
+    out = []
+    for c in (c for c in found if c.side == "guest"):
+        name, last = SWEPT.get(c.key, c.key), c.points[-1]
+        host = f"; the host's knee is at {name} {host_knee[c.job]}" if c.job in host_knee else ""
+        if c.knee is None:
+            out.append(f"{c.job} ({c.cell}): the guest still gained IOPS at {name} {last.value}: a deeper queue may help{host}")
+        elif c.knee < len(c.points) - 1:
+            knee = c.points[c.knee]
+            gain = last.iops / knee.iops - 1 if knee.iops else 0.0
+            p99 = f", p99 x{last.p99_ms / knee.p99_ms:.1f}" if knee.p99_ms and last.p99_ms else ""
+            out.append(f"{c.job} ({c.cell}): beyond {name} {knee.value} the guest adds latency, not IOPS "
+                       f"({name} {knee.value} -> {last.value}: {gain:+.0%} IOPS{p99}){host}")
+    return out
