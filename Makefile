@@ -20,7 +20,7 @@ demo:
 # worker with its module fixtures (the ZFS storage guest, the shared run); the tests marked
 # serial (one restarts libvirtd, others check that nothing at all was created) run alone after.
 test: bootstrap
-	$(VENV)/bin/pytest -v -n 2 --dist loadfile -m "not serial" --durations=15 tests
+	$(VENV)/bin/pytest -v -n 2 --dist loadfile -m "not serial" --durations=40 tests
 	$(VENV)/bin/pytest -v -m serial tests
 
 test-fast:
