@@ -525,7 +525,8 @@ def test_stored_zfs_series_reach_the_report_and_the_timelines(db):
     attach_telemetry(db, 1, measurements)
     tel = next(x for x in measurements if x["side"] == "host")["telemetry"]
     assert tel == {"pool_read_mb_s": 2.0, "pool_write_mb_s": 150.0, "scan": "scrub", "txg_timeout_s": 5,
-                   "arc_hit_ratio": pytest.approx(100 / 110), "arc_size_mb": 4000.0}
+                   "arc_hit_ratio": pytest.approx(100 / 110), "arc_size_mb": 4000.0,
+                   "vdev_write_mb_s": {"mirror-0": 150.0, "sda": 75.0, "sdb": 75.0, "nvme0n1": 0.0123, "nvme1n1": 0.0}}
     header, tables = build_report(load_run(db, 1))
     gaps = tables[0]
     assert {"pool MB/s r/w", "ARC hit %"} <= {c.header for c in gaps.columns}

@@ -86,6 +86,9 @@ CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "ste
 _SKIP = re.compile(r"^(loop|ram|zram|sr|fd|nbd)\d+$")
 
 
+#: the zvol or dataset under fio's target, read after the run (:func:`vmbench.telemetry.zfs.parse_volume`)
+VOLUME_SOURCE = "zfs-volume"
+
 #: the host sampler's series during a guest fio run, as stored ("zpool" and "arc" keep their names)
 HOST_SOURCES = {"disk": "host-disk", "cpu": "host-cpu"}
 
@@ -279,6 +282,9 @@ class Sampler:
                 zpool = self._zpool(text)
                 if zpool:
                     out["zpool"] = zpool
+                volume = self._volume()
+                if volume:
+                    out[VOLUME_SOURCE] = volume
         except Exception as exc:
             log.warning("%s: telemetry not recorded: %s", self.transport.name, exc)
             out = {}
@@ -312,6 +318,22 @@ class Sampler:
             log.warning("%s: zpool iostat %s wrote nothing%s", self.transport.name, self.pool, self._errors())
         return zfs.zpool_series(start, reports, scan, txg)
 
+    def _volume(self) -> dict:
+        """The "zfs-volume" series: the zvol's or dataset's compression, compressratio,
+        logicalused and used under the target, read once fio is done ({}: not read)."""
+        argv = zfs.volume_argv(self.target) if self.target else None
+        if argv is None:
+            return {}
+        try:
+            got = self.transport.run(argv, timeout=60, check=False)
+        except Exception as exc:  # the volume's usage never costs the run's other series
+            log.warning("%s: the volume's compressratio not read: %s", self.transport.name, exc)
+            return {}
+        if got.returncode != 0:
+            log.warning("%s: %s: %s", self.transport.name, " ".join(argv[:3]), got.stderr.strip()[:200])
+            return {}
+        return zfs.parse_volume(got.stdout)
+
     def _errors(self) -> str:
         try:
             err = self.transport.read_file(self.path + ".zerr").decode("utf-8", errors="replace").strip()
@@ -321,7 +343,8 @@ class Sampler:
 
 
 def summary(disk: dict | None, cpu: dict | None, zpool: dict | None = None, arc: dict | None = None, *,
-            host_disk: dict | None = None, host_cpu: dict | None = None, ceph: dict | None = None) -> dict[str, Any]:
+            host_disk: dict | None = None, host_cpu: dict | None = None, ceph: dict | None = None,
+            zfs_volume: dict | None = None) -> dict[str, Any]:
     """Means over the run: ``read_mb_s``/``write_mb_s`` of the primary device (or the sum of
     all recorded), ``cpu_busy`` (100 - idle) and ``cpu_idle``; with ZFS series also
     ``pool_read_mb_s``, ``pool_write_mb_s``, ``scan``, ``txg_timeout_s``, ``arc_hit_ratio``
@@ -332,7 +355,7 @@ def summary(disk: dict | None, cpu: dict | None, zpool: dict | None = None, arc:
     and the OSDs' latency (:func:`vmbench.telemetry.ceph.summary`); only what the series have."""
     out: dict[str, Any] = {}
     out.update(_side(disk, cpu, "read_mb_s", "write_mb_s", "cpu_busy", "cpu_idle"))
-    out.update(zfs.summary(zpool, arc))
+    out.update(zfs.summary(zpool, arc, zfs_volume))
     out.update(ceph_summary(ceph))
     out.update(_side(host_disk, host_cpu, "host_dev_read_mb_s", "host_dev_write_mb_s", "host_cpu_busy", "host_cpu_idle"))
     return out
