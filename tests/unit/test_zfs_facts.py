@@ -143,3 +143,17 @@ def test_the_arc_fact_flags_reads_that_fit_unless_the_volume_caches_metadata_onl
     assert "WARNING" not in facts["ZFS ARC"]
     assert "the scratch volume's effective properties (not read back)" in missing
     assert zfs_facts(reads, [], {}) == ({}, [])
+
+
+def test_the_advice_labels_checksum_off_dedup_and_an_inherited_sync_disabled():
+    from vmbench.advice.risks import setting_risks, value_risks, volume_risk_notes
+    from vmbench.scenario.goals import Risk
+    assert value_risks("checksum", "off") == (Risk.ZFS_CHECKSUM_OFF,) and value_risks("checksum", "on") == ()
+    assert value_risks("dedup", "sha256,verify") == (Risk.ZFS_DEDUP,) and value_risks("dedup", "off") == ()
+    assert value_risks("sync", "disabled") == (Risk.ZFS_SYNC_DISABLED,) and value_risks("sync", "standard") == ()
+    assert setting_risks({"compression": "lz4", "dedup": "on", "checksum": "off"}) == (Risk.ZFS_CHECKSUM_OFF, Risk.ZFS_DEDUP)
+    got = parse_get(text("zfs-get-vol.txt"))
+    cell = _cell({k: v["source"] for k, v in got.items()}, {k: v["value"] for k, v in got.items()})
+    (note,) = volume_risk_notes([cell, cell])
+    assert note.startswith("zfs-sync-disabled: the volumes had sync=disabled inherited from tank/parent; sync=disabled makes ZFS")
+    assert volume_risk_notes([]) == []

@@ -17,10 +17,11 @@ from ..telemetry.zfs import PoolState, parse_zpool_list, status_health
 FULL_PCT = 80  # a pool fuller than this is slower than the same pool emptier (allocation)
 COMPRESSED = 1.10  # a compressratio above this: the pool wrote less than fio
 SLOG_IDLE = 0.01  # a log device's share of the pool's writes below this is idle
-#: (property, value or None for any but "off") -> why an inherited or set value is flagged
-RISKY = (("sync", "disabled", "sync writes are acknowledged before they are safe"),
-         ("checksum", "off", "data is not checksummed"),
-         ("dedup", None, "dedup's table lookups slow every write"))
+#: property -> (the value that is risky, None for any but "off"; why): the one table of ZFS
+#: properties that trade safety or speed away (the advice labels them, advice/risks.py)
+RISKY = {"sync": ("disabled", "sync writes are acknowledged before they are safe"),
+         "checksum": ("off", "data is not checksummed"),
+         "dedup": (None, "dedup's table lookups slow every write")}
 SHOWN = ("compression", "sync", "checksum", "dedup", "primarycache", "logbias")
 WRITES = ("write", "randwrite", "rw", "randrw", "readwrite", "trim", "randtrim", "trimwrite")
 
@@ -128,20 +129,36 @@ def volume_fact(volumes: Mapping[str, Mapping[str, tuple[str, str]]], missing: l
     if not volumes:
         missing.append("the scratch volume's effective properties (not read back)")
         return ""
-    parts, flags = [], []
+    parts = []
     for prop in SHOWN:
         seen = {(p[prop][0], _source(p[prop][1])) for p in volumes.values() if prop in p}
-        if not seen:
-            continue
-        shown = "/".join(v + (f" ({src})" if src else "") for v, src in sorted(seen))
-        parts.append(f"{prop}={shown}")
-        for risky_prop, value, why in RISKY:
-            for v, src in sorted(seen):
-                if prop == risky_prop and (v == value if value else v != "off"):
-                    flags.append(f"WARNING: {prop}={v} " + (f"inherited {src}" if src else "set") + f": {why}")
+        if seen:
+            parts.append(f"{prop}=" + "/".join(v + (f" ({src})" if src else "") for v, src in sorted(seen)))
     if any(not p.get(prop, ("", "x"))[1] for p in volumes.values() for prop in SHOWN if prop in p):
         parts.append("sources not read")
+    flags = [f"WARNING: {prop}={v} " + (f"inherited {src}" if src else "set") + f": {why}"
+             for prop, v, src, why in risky_properties(volumes)]
     return ", ".join(parts) + "".join(f"; {f}" for f in flags)
+
+
+def risky(prop: str, value: str) -> str | None:
+    """Why ``prop=value`` is risky (:data:`RISKY`), None when it is not."""
+    bad, why = RISKY.get(prop, ("", ""))
+    if not why:
+        return None
+    return why if (value == bad if bad is not None else value not in ("off", "")) else None
+
+
+def risky_properties(volumes: Mapping[str, Mapping[str, tuple[str, str]]]) -> list[tuple[str, str, str, str]]:
+    """(property, value, "from DATASET" or "" when set on the volume, why) of each risky
+    effective property the volumes have, once each."""
+    out = []
+    for props in volumes.values():
+        for prop, (value, source) in props.items():
+            why = risky(prop, value)
+            if why is not None:
+                out.append((prop, value, _source(source), why))
+    return list(dict.fromkeys(out))
 
 
 def data_of(params: Mapping) -> str:
