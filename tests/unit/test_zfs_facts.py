@@ -74,7 +74,9 @@ def test_the_slog_share_of_a_sync_write_from_the_per_vdev_series():
     pool = parse_zpool_list(text("zpool-list-vHp.txt"))
     assert log_share(tel, pool.vdevs("log")) == pytest.approx(4.10582 / 4.19622)
     m = {"job": "64k-sync", "sync": True, "job_params": {"rw": "write"}, "telemetry": tel}
-    assert log_fact([m], pool) == "SLOG: took 98% of writes (64k-sync); L2ARC written 0.0 MB/s at most"
+    assert log_fact([m], pool) == "SLOG: took 98% of writes (64k-sync)"
+    filling = dict(m, telemetry=dict(tel, vdev_write_mb_s={**tel["vdev_write_mb_s"], "/var/tmp/l2arc.img": 1.25}))
+    assert log_fact([filling], pool) == "SLOG: took 98% of writes (64k-sync); L2ARC written 1.2 MB/s at most"
     idle = dict(m, telemetry=dict(tel, vdev_write_mb_s={"virtio-ZFSPOOL": 4.2, "/var/tmp/slog.img": 0.0}))
     assert log_fact([idle], pool).startswith("SLOG: idle (64k-sync)")
     bare = parse_zpool_list(text("zpool-list-vHp.txt").split("logs")[0])

@@ -226,6 +226,6 @@ def log_fact(measurements: Sequence[dict], pool: PoolState | None) -> str:
     caches = pool.vdevs("cache") if pool is not None else []
     fills = [float((m.get("telemetry") or {}).get("vdev_write_mb_s", {}).get(n) or 0.0) for m in measurements for n in caches
              if isinstance((m.get("telemetry") or {}).get("vdev_write_mb_s"), dict)]
-    if caches and fills:
+    if caches and fills and max(fills) >= 0.05:  # shown where there was some
         parts.append(f"L2ARC written {max(fills):.1f} MB/s at most")
     return "; ".join(parts)
