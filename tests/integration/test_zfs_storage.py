@@ -137,6 +137,8 @@ def test_host_only_sweep_reads_back_and_samples_the_pool(zfs_host, tmp_path):
     assert "compression=lz4/off" in facts["ZFS volume"] and "sync=standard" in facts["ZFS volume"]
     assert "WARNING" not in facts["ZFS volume"] and "sources not read" not in facts["ZFS volume"]
     assert "WARNING: compressible data: the pool wrote less than fio (1m-write-compressible)" in facts["ZFS compression"]
+    assert re.search(r"4k-randwrite write \d+\.\d\d ms \(disk [\d.]+, syncq [\d.]+, asyncq [\d.]+\): \w+ dominates",
+                     facts["ZFS waits"]), facts["ZFS waits"]
     ratios = {(m["job"], m["settings"]["compression"]): series[(m["id"], "zfs-volume")]["compressratio"] for m in ms}
     assert ratios[("1m-write-compressible", "lz4")] > 1.1 and ratios[("1m-write-compressible", "off")] == 1.0, ratios
     text = vmbench("report", "latest", "--db", str(db_path))

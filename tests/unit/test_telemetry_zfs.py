@@ -235,7 +235,7 @@ def test_summary_with_zfs_series():
 def test_sampler_argv_with_a_pool_and_names_refused():
     assert sampler_argv("/w/t.txt", 130.2, pool="tank") == ["sh", "-c", SAMPLER_SCRIPT, "sh", "/w/t.txt", "1", "130", "tank"]
     assert sampler_argv("/w/t.txt", 130.2) == ["sh", "-c", SAMPLER_SCRIPT, "sh", "/w/t.txt", "1", "130"]
-    assert "zpool iostat -Hpv -T u \"$pool\" \"$iv\"" in SAMPLER_SCRIPT  # the command, with a count
+    assert "zpool iostat -Hplv -T u \"$pool\" \"$iv\"" in SAMPLER_SCRIPT  # the command, with a count
     for good in ("tank", "rpool", "data-1", "p.0:x_y", "9pool"):
         assert valid_pool_name(good) and check_pool_name(good) == good
     for bad in ("", "-v", "tank pool", "tank;reboot", "$(reboot)", "`id`", "tank\n", "a/b", "'x'", "x" * 256, None, 5):
@@ -311,7 +311,7 @@ status)
   printf '  pool: tank\n state: ONLINE\n  scan: scrub in progress since Mon Jun 10 10:00:00 2024\n'
   printf '\t1.00G / 2.00G scanned, 0.5G issued\nconfig:\n\n\tNAME STATE\n\ttank ONLINE\n\nerrors: No known data errors\n';;
 iostat)
-  [ "$2 $3 $4 $5" = "-Hpv -T u tank" ] || { echo "unexpected: $*" >&2; exit 2; }
+  [ "$2 $3 $4 $5" = "-Hplv -T u tank" ] || { echo "unexpected: $*" >&2; exit 2; }
   i=0
   while [ "$i" -lt "$7" ]; do
     date +%s

@@ -159,3 +159,19 @@ def test_the_advice_labels_checksum_off_dedup_and_an_inherited_sync_disabled():
     (note,) = volume_risk_notes([cell, cell])
     assert note.startswith("zfs-sync-disabled: the volumes had sync=disabled inherited from tank/parent; sync=disabled makes ZFS")
     assert volume_risk_notes([]) == []
+
+
+def test_the_pool_waits_of_zpool_iostat_l_and_which_dominates():
+    from vmbench.report.zfsfacts import waits_fact
+    start, reports = parse_zpool_iostat(text("zpool-iostat-Hplv.txt"))
+    assert len(reports) == 5 and reports[0].rows[0].waits == (None, 702691, None, 586183, None, 18870, None, 90624)
+    assert [r.name for r in reports[0].rows] == ["tank", "virtio-ZFSPOOL", "/var/tmp/slog.img", "/var/tmp/l2arc.img"]
+    series = zpool_series(start, reports)
+    assert series["wait_ms"]["total_write"] == [0.7027, 1.2598, 1.7669, 1.3763, 4.6948]
+    assert series["write_mb_s"] == [0.9957, 7.0872, 5.0553, 5.5025, 2.2723]
+    tel = summary(series, None)
+    assert tel["pool_wait_ms"]["disk_write"] == pytest.approx((0.5862 + 1.2445 + 1.7459 + 1.3173 + 4.6948) / 5)
+    assert "total_read" not in tel["pool_wait_ms"]  # no reads: "-" in every interval
+    m = {"job": "64k-sync", "job_params": {"rw": "write"}, "telemetry": tel}
+    assert waits_fact([m]) == "64k-sync write 1.96 ms (disk 1.92, syncq 0.02, asyncq 0.09): disk dominates"
+    assert waits_fact([dict(m, telemetry=summary(zpool_series(*parse_zpool_iostat(text("zpool-iostat-Hpv.txt"))), None))]) == ""

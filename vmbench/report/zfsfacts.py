@@ -47,7 +47,8 @@ def zfs_facts(measurements: Sequence[dict], cells: Sequence[dict], env: Mapping)
                       ("ZFS pool", pool_fact(pool, env, missing)),
                       ("ZFS volume", volume_fact(volumes, missing)),
                       ("ZFS compression", compression_fact(measurements, volumes)),
-                      ("ZFS log", log_fact(measurements, pool))):
+                      ("ZFS log", log_fact(measurements, pool)),
+                      ("ZFS waits", waits_fact(measurements))):
         if text:
             facts[key] = text
     return facts, missing
@@ -229,3 +230,37 @@ def log_fact(measurements: Sequence[dict], pool: PoolState | None) -> str:
     if caches and fills and max(fills) >= 0.05:  # shown where there was some
         parts.append(f"L2ARC written {max(fills):.1f} MB/s at most")
     return "; ".join(parts)
+
+
+def _directions(rw: object) -> tuple[str, ...]:
+    if rw in ("write", "randwrite"):
+        return ("write",)
+    return ("read", "write") if rw in WRITES else ("read",)
+
+
+def waits_fact(measurements: Sequence[dict]) -> str:
+    """Per job and direction, the pool's mean waits while fio ran (``zpool iostat -l``):
+    total, and where it went, the disks or ZFS's sync and async queues, the largest named."""
+    by_job: dict[str, list[dict]] = {}
+    for m in measurements:
+        waits = (m.get("telemetry") or {}).get("pool_wait_ms") if isinstance(m.get("telemetry"), dict) else None
+        if isinstance(waits, dict):
+            by_job.setdefault(m["job"], []).append(m)
+    parts = []
+    for job, ms in by_job.items():
+        for d in _directions((ms[0].get("job_params") or {}).get("rw")):
+            got = {part: _mean_of([m["telemetry"]["pool_wait_ms"].get(f"{part}_{d}") for m in ms])
+                   for part in ("total", "disk", "syncq", "asyncq")}
+            total = got.pop("total")
+            if total is None:
+                continue
+            known = {k: v for k, v in got.items() if v is not None}
+            where = ", ".join(f"{k} {v:.2f}" for k, v in known.items())
+            top = max(known, key=lambda k: known[k]) if known else None
+            parts.append(f"{job} {d} {total:.2f} ms" + (f" ({where}): {top} dominates" if top else ""))
+    return "; ".join(parts)
+
+
+def _mean_of(values: Sequence[object]) -> float | None:
+    nums = [float(v) for v in values if isinstance(v, (int, float))]
+    return sum(nums) / len(nums) if nums else None

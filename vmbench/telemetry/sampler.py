@@ -19,7 +19,7 @@ stored as "host-disk" and "host-cpu" (:data:`HOST_SOURCES`, :func:`as_host`); th
 series keep their names, as a pool is only ever sampled on the host.
 
 Given a ZFS pool (the host's storage is a zvol or a dataset), the sampler also runs
-``zpool iostat -Hpv -T u POOL 1 COUNT`` beside it into ``<file>.zpool``, adds the ARC counters
+``zpool iostat -Hplv -T u POOL 1 COUNT`` beside it into ``<file>.zpool``, adds the ARC counters
 of ``/proc/spl/kstat/zfs/arcstats`` to each sample, and records ``zpool status POOL``'s scan
 line and ``zfs_txg_timeout`` at the start and at the end: the "zpool" and "arc" series of
 :mod:`vmbench.telemetry.zfs`.
@@ -66,7 +66,7 @@ if [ -n "$pool" ]; then
     [ -r "$txg" ] && read v < "$txg" && echo "txg_timeout $v"
     echo .; } >> "$out" || exit 1
   if [ "$max" -gt 0 ]; then
-    zpool iostat -Hpv -T u "$pool" "$iv" $(( max / iv + 2 )) > "$out.zpool" 2> "$out.zerr" &
+    zpool iostat -Hplv -T u "$pool" "$iv" $(( max / iv + 2 )) > "$out.zpool" 2> "$out.zerr" &
     zp=$!
   fi
 fi

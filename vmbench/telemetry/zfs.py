@@ -6,7 +6,8 @@ records on a ZFS host, into the series stored beside "disk" and "cpu":
 * ``zpool``: ``{"t_s": [...], "read_mb_s": [...], "write_mb_s": [...], "read_ops": [...],
   "write_ops": [...], "vdevs": {name: {"read_mb_s": [...], "write_mb_s": [...]}},
   "scan": "none" | "scrub" | "resilver" | None, "txg_timeout_s": N | None}`` -- from
-  ``zpool iostat -Hpv -T u POOL 1 COUNT`` (:func:`parse_zpool_iostat`) and from
+  ``zpool iostat -Hplv -T u POOL 1 COUNT`` (:func:`parse_zpool_iostat`; with -l the pool's
+  waits, ``"wait_ms": {total_write: [...], disk_write: [...], syncq_write..., asyncq_...}``) and from
   ``zpool status POOL`` and ``/sys/module/zfs/parameters/zfs_txg_timeout`` read at the start
   and at the end (:func:`parse_zfs_state`); ``scan`` says whether a scrub or resilver was in
   progress at either point (None: ``zpool status`` did not answer).
@@ -66,6 +67,11 @@ def check_pool_name(name: str) -> str:
 # ---- zpool iostat -Hpv -T u ----------------------------------------------------------------------
 
 
+#: the waits ``zpool iostat -l`` adds after the bandwidth (nanoseconds with -p; "-": none),
+#: in its order; scrub and trim waits (and any later column) follow and are not kept
+WAITS = ("total_read", "total_write", "disk_read", "disk_write", "syncq_read", "syncq_write", "asyncq_read", "asyncq_write")
+
+
 @dataclass(frozen=True)
 class IostatRow:
     name: str
@@ -73,6 +79,7 @@ class IostatRow:
     write_ops: int
     read_bytes: int  # bytes per second
     write_bytes: int
+    waits: tuple[int | None, ...] = ()  # with -l: each of WAITS in ns (None: "-")
 
 
 @dataclass(frozen=True)
@@ -97,13 +104,14 @@ def parse_zpool_iostat(text: str) -> tuple[int | None, list[IostatReport]]:
         t, rows, damaged = found[-1]
         parts = line.split("\t")
         try:
-            if len(parts) != 7 or not parts[0]:
+            if not (len(parts) == 7 or len(parts) >= 7 + len(WAITS)) or not parts[0]:
                 raise ValueError(line)
             rops, wops, rbytes, wbytes = (int(p) for p in parts[3:7])
+            waits = tuple(None if p == "-" else int(p) for p in parts[7:7 + len(WAITS)])
         except ValueError:
             found[-1] = (t, rows, True)
             continue
-        rows.append(IostatRow(parts[0], rops, wops, rbytes, wbytes))
+        rows.append(IostatRow(parts[0], rops, wops, rbytes, wbytes, waits))
     if not found:
         return None, []
     start = found[0][0]
@@ -146,7 +154,13 @@ def zpool_series(start: int | None, reports: Sequence[IostatReport], scan: str |
                       "write_mb_s": [_mb(d[n].write_bytes) for d in named]} for n in names},
         "scan": scan,
         "txg_timeout_s": txg_timeout_s,
+        **({"wait_ms": {w: [_ms(p.waits[i]) for p in pools] for i, w in enumerate(WAITS)}}
+           if pools and all(p.waits for p in pools) else {}),
     }
+
+
+def _ms(ns: int | None) -> float | None:
+    return None if ns is None else round(ns / 1e6, 4)
 
 
 def _mb(bytes_per_s: int) -> float:
@@ -252,6 +266,11 @@ def summary(zpool: dict | None, arc: dict | None, volume: dict | None = None) ->
             v = _mean(zpool.get(key) or [])
             if v is not None:
                 out[name] = v
+        waits = zpool.get("wait_ms")
+        if isinstance(waits, dict):
+            means = {w: _mean(waits.get(w) or []) for w in WAITS}
+            if any(v is not None for v in means.values()):
+                out["pool_wait_ms"] = {w: v for w, v in means.items() if v is not None}
         vdevs = zpool.get("vdevs")
         if isinstance(vdevs, dict):
             means = {n: _mean((d or {}).get("write_mb_s") or []) for n, d in vdevs.items() if isinstance(d, dict)}
