@@ -174,7 +174,9 @@ def data_of(params: Mapping) -> str:
 
 def compression_fact(measurements: Sequence[dict], volumes: Mapping[str, Mapping[str, tuple[str, str]]]) -> str:
     """For writes on a compressing volume: fio's data per job, the volume's compressratio,
-    logicalused and used read after each; flagged above :data:`COMPRESSED`."""
+    logicalused and used read after each; a job of compressible data whose volume then read
+    above :data:`COMPRESSED` flagged.  Incompressible data is never flagged: a ratio above 1
+    is then the volume's other blocks (partly written blocks' zeros, earlier jobs' data)."""
     parts, flagged = [], []
     by_job: dict[str, list[dict]] = {}
     for m in measurements:
@@ -184,14 +186,16 @@ def compression_fact(measurements: Sequence[dict], volumes: Mapping[str, Mapping
             by_job.setdefault(m["job"], []).append(m)
     for job, ms in by_job.items():
         ratios = [m["telemetry"]["compressratio"] for m in ms if isinstance(m["telemetry"].get("compressratio"), (int, float))]
-        last = ms[-1]["telemetry"]
-        text = f"{job} {data_of(ms[0].get('job_params') or {})}"
+        last, params = ms[-1]["telemetry"], ms[0].get("job_params") or {}
+        text = f"{job} {data_of(params)}"
         if ratios:
             text += f", then {max(ratios):.2f}x"
             if last.get("logicalused_bytes") and last.get("used_bytes"):
                 text += f" ({_mib(last['logicalused_bytes'])} logical, {_mib(last['used_bytes'])} used)"
-            if max(ratios) > COMPRESSED:
+            if max(ratios) > COMPRESSED and params.get("buffer_compress_percentage"):
                 flagged.append(job)
+            elif max(ratios) > COMPRESSED and not params.get("jobfile"):
+                text += ", not from fio's data"
         parts.append(text)
     if not parts:
         return ""
