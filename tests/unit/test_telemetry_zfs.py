@@ -537,3 +537,25 @@ def test_stored_zfs_series_reach_the_report_and_the_timelines(db):
     assert _flatten("zpool", {"t_s": [], "read_mb_s": [], "write_mb_s": []})[0][1]["values"] == []
     assert _flatten("arc", {"t_s": [1], "hit_ratio": [None]}) == [("arc-hit", {"t_s": [1], "values": [None], "unit": "%"})]
     assert json.loads(json.dumps(zpool)) == zpool  # stored as JSON as it is
+
+
+def test_a_guest_gap_table_on_zfs_states_the_zfs_facts_and_json_carries_them():
+    from tests.unit.test_zfs_facts import text as captured
+    from vmbench.report.render import render as render_any
+    cells = [{"name": "baseline", "stacks": [], "settings": {"memory_mib": 1024, "cache": "none"}, "valid": True,
+              "evidence": {"storage": {"volumes": {"s.raw": {"zfs_name": "tank/parent/vol",
+                                                             "readback": {"sync": "disabled", "compression": "lz4"},
+                                                             "sources": {"sync": "inherited from tank/parent",
+                                                                         "compression": "local"}}}}}}]
+    meas = [m("host", None, "w", "write", 100.0, dict(ZFS_HOST, pool_write_mb_s=130.0, arc_hit_ratio=0.9)),
+            m("guest", "baseline", "w", "write", 90.0, dict(ZFS_HOST, pool_write_mb_s=95.0, arc_hit_ratio=0.8))]
+    env = {"zfs_pool": "tank", "zpool_list": captured("zpool-list-vHp.txt"), "host_memory_mib": 2048,
+           "arc": {"size_bytes": 64 << 20, "c_max_bytes": 1 << 30}}
+    t = gap_table(meas, cells, ["w"], repeats=1, env=env)
+    assert t.facts["ZFS ARC"] == "64 MiB of max 1,024 MiB, host RAM 2,048 MiB; hit 80..90% while fio ran"
+    assert t.facts["ZFS pool"].startswith("tank 0% full, 0% fragmented, ONLINE; log /var/tmp/slog.img")
+    assert t.facts["ZFS volume"] == ("compression=lz4, sync=disabled (from tank/parent); "
+                                     "WARNING: sync=disabled inherited from tank/parent: sync writes are acknowledged before they are safe")
+    doc = json.loads(render_any([t], Format.JSON))
+    assert doc["tables"][0]["facts"]["ZFS volume"] == t.facts["ZFS volume"]
+    assert re.search(r"ZFS volume: +compression=lz4, sync=disabled \(from tank/parent\)", render_any([t], Format.TABLE, wide=True))

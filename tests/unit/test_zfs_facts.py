@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vmbench.report.zfsfacts import (compression_fact, data_of, effective_properties, log_fact, log_share, pool_fact,
+from vmbench.report.zfsfacts import (compression_fact, data_of, effective_properties, log_fact, write_share, pool_fact,
                                      volume_fact, zfs_facts)
 from vmbench.storage.zfs import EFFECTIVE, parse_get
 from vmbench.telemetry.zfs import (parse_volume, parse_zpool_iostat, parse_zpool_list, status_health, summary,
@@ -69,16 +69,19 @@ def _iostat_summary() -> dict:
     return summary(zpool_series(start, reports), None)
 
 
-def test_the_slog_share_of_a_sync_write_from_the_per_vdev_series():
+def test_the_swrite_share_of_a_sync_write_from_the_per_vdev_series():
     tel = _iostat_summary()
     pool = parse_zpool_list(text("zpool-list-vHp.txt"))
-    assert log_share(tel, pool.vdevs("log")) == pytest.approx(4.10582 / 4.19622)
+    assert write_share(tel, pool.vdevs("log")) == pytest.approx(4.10582 / 4.19622)
     m = {"job": "64k-sync", "sync": True, "job_params": {"rw": "write"}, "telemetry": tel}
     assert log_fact([m], pool) == "SLOG: took 98% of writes (64k-sync)"
     filling = dict(m, telemetry=dict(tel, vdev_write_mb_s={**tel["vdev_write_mb_s"], "/var/tmp/l2arc.img": 1.25}))
     assert log_fact([filling], pool) == "SLOG: took 98% of writes (64k-sync); L2ARC written 1.2 MB/s at most"
     idle = dict(m, telemetry=dict(tel, vdev_write_mb_s={"virtio-ZFSPOOL": 4.2, "/var/tmp/slog.img": 0.0}))
     assert log_fact([idle], pool).startswith("SLOG: idle (64k-sync)")
+    special = parse_zpool_list(text("zpool-list-vHp.txt").replace("logs ", "special ", 1))
+    assert special.vdevs("special") == ["/var/tmp/slog.img"]
+    assert log_fact([dict(m, sync=False)], special) == "special vdevs took 98% of writes at most"
     bare = parse_zpool_list(text("zpool-list-vHp.txt").split("logs")[0])
     assert log_fact([m], bare) == "no log device"
     assert log_fact([dict(m, sync=False)], bare) == ""

@@ -203,17 +203,19 @@ def compression_fact(measurements: Sequence[dict], volumes: Mapping[str, Mapping
     return "; ".join(parts) + flag
 
 
-def log_share(telemetry: Mapping, logs: Sequence[str]) -> float | None:
-    """The log vdevs' share of the pool's writes over one run (None: not sampled)."""
+def write_share(telemetry: Mapping, vdevs_of: Sequence[str]) -> float | None:
+    """Those vdevs' (the log's, the special class's) share of the pool's writes over one run
+    (None: not sampled)."""
     vdevs, pool = telemetry.get("vdev_write_mb_s"), telemetry.get("pool_write_mb_s")
     if not isinstance(vdevs, dict) or not isinstance(pool, (int, float)) or pool <= 0:
         return None
-    return min(1.0, sum(float(vdevs.get(n) or 0.0) for n in logs) / pool)
+    return min(1.0, sum(float(vdevs.get(n) or 0.0) for n in vdevs_of) / pool)
 
 
 def log_fact(measurements: Sequence[dict], pool: PoolState | None) -> str:
     """For sync writes: "SLOG: took 97% of writes", "SLOG: idle" or "no log device"; the
-    cache devices' traffic where there are some."""
+    special and dedup vdevs' share of the writes and the cache devices' traffic where there
+    are some."""
     synced = [m for m in measurements if m.get("sync") and (m.get("job_params") or {}).get("rw") in WRITES]
     logs = pool.vdevs("log") if pool is not None else []
     parts = []
@@ -222,12 +224,17 @@ def log_fact(measurements: Sequence[dict], pool: PoolState | None) -> str:
     elif synced and logs:
         shares: dict[str, list[float]] = {}
         for m in synced:
-            share = log_share(m.get("telemetry") or {}, logs)
+            share = write_share(m.get("telemetry") or {}, logs)
             if share is not None:
                 shares.setdefault(m["job"], []).append(share)
         for job, s in shares.items():
             mean = sum(s) / len(s)
             parts.append(f"SLOG: idle ({job})" if mean < SLOG_IDLE else f"SLOG: took {mean * 100:.0f}% of writes ({job})")
+    for kind in ("special", "dedup"):
+        got = [write_share(m.get("telemetry") or {}, pool.vdevs(kind)) for m in measurements] if pool is not None and pool.vdevs(kind) else []
+        known = [v for v in got if v is not None]
+        if known:
+            parts.append(f"{kind} vdevs took {max(known) * 100:.0f}% of writes at most")
     caches = pool.vdevs("cache") if pool is not None else []
     fills = [float((m.get("telemetry") or {}).get("vdev_write_mb_s", {}).get(n) or 0.0) for m in measurements for n in caches
              if isinstance((m.get("telemetry") or {}).get("vdev_write_mb_s"), dict)]
