@@ -181,3 +181,23 @@ def test_the_pool_waits_of_zpool_iostat_l_and_which_dominates():
     m = {"job": "64k-sync", "job_params": {"rw": "write"}, "telemetry": tel}
     assert waits_fact([m]) == "64k-sync write 1.96 ms (disk 1.92, syncq 0.02, asyncq 0.09): disk dominates"
     assert waits_fact([dict(m, telemetry=summary(zpool_series(*parse_zpool_iostat(text("zpool-iostat-Hpv.txt"))), None))]) == ""
+
+
+def test_device_busy_and_time_per_io_from_diskstats():
+    """/proc/diskstats as the sampler recorded it on a real machine (tests/data/telemetry-sample.txt):
+    vda between the first two samples (1.00 s): 5671 writes taking 7376 ms, busy 984 ms."""
+    from vmbench.report.zfsfacts import waits_fact
+    from vmbench.telemetry.sampler import parse_samples, series, summary as sampled
+    samples = parse_samples((DATA.parent / "telemetry-sample.txt").read_text())
+    got = series(samples[:2], ["vda"], "vda")["disk"]["devices"]["vda"]
+    assert got["util_pct"] == [98.4] and got["await_ms"] == [round(7376 / 5671, 4)]
+    idle = series([samples[0], samples[0].__class__(samples[0].t + 1, samples[0].disks, samples[0].cpu, {}, samples[0].busy)],
+                  ["vda"], "vda")["disk"]["devices"]["vda"]
+    assert idle["util_pct"] == [0.0] and idle["await_ms"] == [None]
+    s = series(samples[:2], ["vda"], "vda")
+    tel = sampled(s["disk"], s["cpu"], host_disk=s["disk"])
+    assert (tel["dev_util_pct"], tel["host_dev_util_pct"]) == (98.4, 98.4) and tel["dev_await_ms"] == pytest.approx(1.3007)
+    m = {"job": "w", "side": "guest", "job_params": {"rw": "write"},
+         "telemetry": dict(tel, pool_wait_ms={"total_write": 2.0, "disk_write": 1.5})}
+    assert waits_fact([m]) == ("w write 2.00 ms (disk 1.50): disk dominates; w guest device 98% busy, 1.30 ms per I/O; "
+                               "w host under the guest device 98% busy, 1.30 ms per I/O")

@@ -269,7 +269,21 @@ def waits_fact(measurements: Sequence[dict]) -> str:
             where = ", ".join(f"{k} {v:.2f}" for k, v in known.items())
             top = max(known, key=lambda k: known[k]) if known else None
             parts.append(f"{job} {d} {total:.2f} ms" + (f" ({where}): {top} dominates" if top else ""))
+        parts += _device_busy(job, ms)
     return "; ".join(parts)
+
+
+def _device_busy(job: str, ms: Sequence[dict]) -> list[str]:
+    """The devices under fio's target, from /proc/diskstats: % busy and ms per I/O (queue and
+    service), on the host and, for guest rows, in the guest."""
+    out = []
+    for label, side, prefix in (("host", "host", "dev"), ("guest", "guest", "dev"), ("host under the guest", "guest", "host_dev")):
+        rows = [m["telemetry"] for m in ms if m.get("side") == side]
+        util = _mean_of([t.get(f"{prefix}_util_pct") for t in rows])
+        wait = _mean_of([t.get(f"{prefix}_await_ms") for t in rows])
+        if util is not None:
+            out.append(f"{job} {label} device {util:.0f}% busy" + (f", {wait:.2f} ms per I/O" if wait is not None else ""))
+    return out
 
 
 def _mean_of(values: Sequence[object]) -> float | None:
