@@ -199,5 +199,5 @@ def test_device_busy_and_time_per_io_from_diskstats():
     assert (tel["dev_util_pct"], tel["host_dev_util_pct"]) == (98.4, 98.4) and tel["dev_await_ms"] == pytest.approx(1.3007)
     m = {"job": "w", "side": "guest", "job_params": {"rw": "write"},
          "telemetry": dict(tel, pool_wait_ms={"total_write": 2.0, "disk_write": 1.5})}
-    assert waits_fact([m]) == ("w write 2.00 ms (disk 1.50): disk dominates; w guest device 98% busy, 1.30 ms per I/O; "
-                               "w host under the guest device 98% busy, 1.30 ms per I/O")
+    assert waits_fact([m]) == ("w write 2.00 ms (disk 1.50): disk dominates, guest device 98% busy at 1.30 ms/IO, "
+                               "host under guest device 98% busy at 1.30 ms/IO")

@@ -251,7 +251,8 @@ def _directions(rw: object) -> tuple[str, ...]:
 
 def waits_fact(measurements: Sequence[dict]) -> str:
     """Per job and direction, the pool's mean waits while fio ran (``zpool iostat -l``):
-    total, and where it went, the disks or ZFS's sync and async queues, the largest named."""
+    total, and where it went, the disks or ZFS's sync and async queues, the largest named;
+    then the devices' % busy and ms per I/O (/proc/diskstats)."""
     by_job: dict[str, list[dict]] = {}
     for m in measurements:
         waits = (m.get("telemetry") or {}).get("pool_wait_ms") if isinstance(m.get("telemetry"), dict) else None
@@ -259,6 +260,7 @@ def waits_fact(measurements: Sequence[dict]) -> str:
             by_job.setdefault(m["job"], []).append(m)
     parts = []
     for job, ms in by_job.items():
+        clauses = []
         for d in _directions((ms[0].get("job_params") or {}).get("rw")):
             got = {part: _mean_of([m["telemetry"]["pool_wait_ms"].get(f"{part}_{d}") for m in ms])
                    for part in ("total", "disk", "syncq", "asyncq")}
@@ -266,23 +268,28 @@ def waits_fact(measurements: Sequence[dict]) -> str:
             if total is None:
                 continue
             known = {k: v for k, v in got.items() if v is not None}
-            where = ", ".join(f"{k} {v:.2f}" for k, v in known.items())
+            where = ", ".join(f"{k} {_ms(v)}" for k, v in known.items())
             top = max(known, key=lambda k: known[k]) if known else None
-            parts.append(f"{job} {d} {total:.2f} ms" + (f" ({where}): {top} dominates" if top else ""))
-        parts += _device_busy(job, ms)
+            clauses.append(f"{d} {_ms(total)} ms" + (f" ({where}): {top} dominates" if top else ""))
+        if clauses:
+            parts.append(f"{job} " + ", ".join(clauses + _device_busy(ms)))
     return "; ".join(parts)
 
 
-def _device_busy(job: str, ms: Sequence[dict]) -> list[str]:
+def _ms(v: float) -> str:
+    return f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+
+
+def _device_busy(ms: Sequence[dict]) -> list[str]:
     """The devices under fio's target, from /proc/diskstats: % busy and ms per I/O (queue and
-    service), on the host and, for guest rows, in the guest."""
+    service), on the host and, for guest rows, in the guest and on the host under it."""
     out = []
-    for label, side, prefix in (("host", "host", "dev"), ("guest", "guest", "dev"), ("host under the guest", "guest", "host_dev")):
+    for label, side, prefix in (("host", "host", "dev"), ("guest", "guest", "dev"), ("host under guest", "guest", "host_dev")):
         rows = [m["telemetry"] for m in ms if m.get("side") == side]
         util = _mean_of([t.get(f"{prefix}_util_pct") for t in rows])
         wait = _mean_of([t.get(f"{prefix}_await_ms") for t in rows])
         if util is not None:
-            out.append(f"{job} {label} device {util:.0f}% busy" + (f", {wait:.2f} ms per I/O" if wait is not None else ""))
+            out.append(f"{label} device {util:.0f}% busy" + (f" at {_ms(wait)} ms/IO" if wait is not None else ""))
     return out
 
 

@@ -385,10 +385,10 @@ def summary(disk: dict | None, cpu: dict | None, zpool: dict | None = None, arc:
 def _device_busy(disk: dict | None, prefix: str) -> dict[str, float]:
     """``<prefix>_util_pct`` and ``<prefix>_await_ms``: the means of the device the report
     shows (the primary, or the only one), where its series have them."""
-    devices = disk.get("devices") if isinstance(disk, dict) else None
-    if not isinstance(devices, dict) or not devices:
+    if not isinstance(disk, dict) or not isinstance(disk.get("devices"), dict) or not disk["devices"]:
         return {}
-    name = disk.get("primary") if disk.get("primary") in devices else (next(iter(devices)) if len(devices) == 1 else None)  # type: ignore[union-attr]
+    devices = disk["devices"]
+    name = disk.get("primary") if disk.get("primary") in devices else (next(iter(devices)) if len(devices) == 1 else None)
     got = devices.get(name) if name is not None else None
     out: dict[str, float] = {}
     for key in ("util_pct", "await_ms"):
