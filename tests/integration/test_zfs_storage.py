@@ -2,11 +2,14 @@
 debian12-zfs recipe is a ZFS storage host reached over SSH, exactly like a user's
 hypervisor (tests/zfshost.py).  A host-only sweep of zvol volblocksize x compression with
 telemetry; a user's zvol and dataset next to vmbench's are never touched; read-back,
-flags, cleanup by vmbench's property."""
+flags, cleanup by vmbench's property.  The pool has a log and a cache vdev (files), so the
+report states the SLOG's share of the sync writes; the datasets test runs under a parent
+dataset with sync=disabled, which the report flags and the advice labels (issue 29)."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -37,13 +40,17 @@ vary:
   volblocksize: [16k, 64k]
   compression: ["off", lz4]
 jobs:
-  - {{name: 4k-randwrite, rw: randwrite, bs: 4k, iodepth: 4, size: 128M, runtime: 3s, ramp: 1s, refill_buffers: true}}
+  - {{name: 4k-randwrite, rw: randwrite, bs: 4k, iodepth: 4, size: 128M, runtime: 3s, ramp: 1s, refill_buffers: true,
+      sync: true}}
   - {{name: 1m-write, rw: write, bs: 1M, iodepth: 2, size: 128M, runtime: 3s, ramp: 1s, refill_buffers: true}}
   - {{name: 1m-write-compressible, rw: write, bs: 1M, iodepth: 2, size: 128M, runtime: 3s, ramp: 1s,
       buffer_compress_percentage: 90, refill_buffers: true}}
   - {{name: 64k-read-buffered, rw: read, bs: 64k, iodepth: 1, size: 8M, runtime: 3s, ramp: 1s, direct: false,
       ioengine: psync}}
 """
+
+
+SLOG, L2ARC = "/var/tmp/slog.img", "/var/tmp/l2arc.img"
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +60,11 @@ def zfs_host():
         # a user's zvol and dataset next to vmbench's, with properties of their own
         host.ssh(["zfs", "create", "-V", "32M", "-o", "volblocksize=32k", "-o", "compression=zle", f"{host.pool}/vmbench/uservol"])
         host.ssh(["zfs", "create", "-o", "recordsize=32k", "-o", "atime=off", f"{host.pool}/vmbench/userdata"])
+        # a log and a cache vdev (files), and a parent dataset whose sync=disabled its children inherit
+        host.ssh(["truncate", "-s", "256M", SLOG, L2ARC])
+        host.ssh(["zpool", "add", "-f", host.pool, "log", SLOG])
+        host.ssh(["zpool", "add", "-f", host.pool, "cache", L2ARC])
+        host.ssh(["zfs", "create", "-o", "sync=disabled", f"{host.pool}/nosync"])
         yield host
 
 
@@ -115,9 +127,24 @@ def test_host_only_sweep_reads_back_and_samples_the_pool(zfs_host, tmp_path):
     # a compressible write with compression on: the pool wrote far less than fio
     assert any("pool wrote" in n for (job, st), n in notes.items() if job == "1m-write-compressible" and "lz4" in st), notes
     assert all("shorter than steady state" in n for n in notes.values())  # 3 s < 3 x 5 s
+    # the ZFS facts under the table (issue 29): the pool, its log and cache vdevs, the ARC, the volumes, compression
+    facts = table["facts"]
+    print(json.dumps(facts, indent=1))
+    assert facts["ZFS pool"].startswith(f"{zfs_host.pool} ") and f"ONLINE; log {SLOG}; cache {L2ARC}" in facts["ZFS pool"]
+    assert "WARNING" not in facts["ZFS pool"]
+    assert re.search(r"SLOG: took \d+% of writes \(4k-randwrite\)", facts["ZFS log"]), facts["ZFS log"]
+    assert "WARNING: reads of 64k-read-buffered fit in the ARC" in facts["ZFS ARC"] and "while fio ran" in facts["ZFS ARC"]
+    assert "compression=lz4/off" in facts["ZFS volume"] and "sync=standard" in facts["ZFS volume"]
+    assert "WARNING" not in facts["ZFS volume"] and "sources not read" not in facts["ZFS volume"]
+    assert "WARNING: compressible data: the pool wrote less than fio (1m-write-compressible)" in facts["ZFS compression"]
+    assert re.search(r"4k-randwrite write \d+\.\d\d ms \(disk [\d.]+, syncq [\d.]+, asyncq [\d.]+\): \w+ dominates",
+                     facts["ZFS waits"]), facts["ZFS waits"]
+    ratios = {(m["job"], m["settings"]["compression"]): series[(m["id"], "zfs-volume")]["compressratio"] for m in ms}
+    assert ratios[("1m-write-compressible", "lz4")] > 1.1 and ratios[("1m-write-compressible", "off")] == 1.0, ratios
     text = vmbench("report", "latest", "--db", str(db_path))
     print(text.stdout)
     assert "Advice for run" in text.stdout
+    assert re.search(r"ZFS log: +SLOG: took \d+% of writes", text.stdout) and re.search(r"ZFS pool: +tank ", text.stdout)
     # advise on the host-only sweep: storage variants against the first, no VM settings to try
     adv = vmbench("advise", "latest", "--db", str(db_path), "--format", "json")
     assert adv.returncode == 0, adv.stderr
@@ -171,7 +198,7 @@ hypervisor:
   state_dir: /var/lib/vmbench-zfs-test
 storage:
   type: zfs-dataset
-  dataset: {pool}/vmbench
+  dataset: {pool}/nosync
   recordsize: 128k
   scratch_size: 256M
   properties: {{compression: lz4, atime: "off"}}
@@ -194,11 +221,25 @@ def test_files_on_child_datasets_with_their_recordsize(zfs_host, tmp_path):
     assert [c["settings"]["recordsize"] for c in cells] == ["128k", "16k"] and all(c["valid"] for c in cells)
     for c in cells:
         (vol,) = c["evidence"]["storage"]["volumes"].values()
-        assert vol["zfs_name"].startswith(f"{zfs_host.pool}/vmbench/vmbench-{r.tag}-")
+        assert vol["zfs_name"].startswith(f"{zfs_host.pool}/nosync/vmbench-{r.tag}-")
         assert vol["readback"]["recordsize"] == {"128k": "131072", "16k": "16384"}[c["settings"]["recordsize"]]
         assert vol["readback"]["atime"] == "off" and vol["readback"]["mountpoint"].startswith("/")
     ms = db.rows("measurements", r.id)
     assert len(ms) == 2 and all(m["target"].endswith("-hostref.raw") and m["iops"] > 0 for m in ms)
+    # the child datasets inherit sync=disabled from their parent: stated, flagged, labelled by the advice
+    report = vmbench("report", "latest", "--db", str(db_path), "--format", "json")
+    assert report.returncode == 0, report.stderr
+    facts = next(t for t in json.loads(report.stdout)["tables"] if t["name"] == "host-only")["facts"]
+    print(json.dumps(facts, indent=1))
+    parent = f"{zfs_host.pool}/nosync"
+    assert f"sync=disabled (from {parent})" in facts["ZFS volume"]
+    assert f"WARNING: sync=disabled inherited from {parent}" in facts["ZFS volume"]
+    # the compressratio read through the file's path after each run
+    assert re.search(r"16k-randwrite incompressible \(refilled\), then 1\.\d\dx", facts["ZFS compression"]), facts
+    adv = vmbench("advise", "latest", "--db", str(db_path), "--format", "json")
+    assert adv.returncode == 0, adv.stderr
+    notes = json.loads(adv.stdout)["notes"]
+    assert any(n.startswith(f"zfs-sync-disabled: the volumes had sync=disabled inherited from {parent}") for n in notes), notes
     assert _ours(zfs_host) == [] and _user_things(zfs_host) == before
 
 

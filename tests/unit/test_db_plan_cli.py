@@ -107,3 +107,16 @@ def test_cli_plan_lists_the_load_steps_of_a_noisy_neighbour(capsys):
     assert ["1", "3", "limited", "3", "1", "victim,", "2", "aggressor", "aggressor:", "iops_wr=300", "3", "volume(s)"] in lines
     assert "each step's VMs boot 2 at a time and start each job together" in out
     assert "VMs: 7, boots: 7, cells: 1, guest fio runs: 21, host fio runs: 21" in out
+
+
+def test_plan_says_how_the_cache_buster_was_sized(tmp_path, capsys):
+    p = tmp_path / "b.yaml"
+    p.write_text("name: b\nvm: {memory: 1G}\nstorage: {type: zfs, dataset: rpool/vmbench, scratch_size: 20G}\n"
+                 "jobs:\n  - {profile: cache-buster, runtime: 5s}\n")
+    assert main(["plan", str(p), "--accel", "tcg"]) == 0
+    out = capsys.readouterr().out
+    assert ("cache-buster: working set 4 x max(largest VM's memory 1g, ARC c_max not stated) = 4g; "
+            "on ZFS, state the host's ARC c_max as storage.arc_max") in out
+    p.write_text(p.read_text().replace("scratch_size: 20G", "scratch_size: 20G, arc_max: 2G"))
+    assert main(["plan", str(p), "--accel", "tcg"]) == 0
+    assert "cache-buster: working set 4 x max(largest VM's memory 1g, ARC c_max 2g) = 8g\n" in capsys.readouterr().out

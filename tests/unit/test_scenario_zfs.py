@@ -82,3 +82,30 @@ def test_host_only_errors(text, message):
 def test_host_only_refuses_a_driver():
     assert "a host_only scenario runs no VM" in error("name: z\nhost_only: true\nhypervisor: {driver: libvirt}\n"
                                                       "storage: {type: zfs, dataset: t/v}\n")
+
+
+BUSTER = "jobs:\n  - {profile: cache-buster, runtime: 5s}\n"
+
+
+def test_the_cache_buster_is_sized_from_the_arc_or_guest_ram_whichever_is_larger():
+    from vmbench.fio.profiles import cache_buster_size
+    from vmbench.run.preflight import cache_buster_refusal
+
+    assert cache_buster_size(2 << 30, 8 << 30) == (32 << 30, "4 x max(largest VM's memory 2g, ARC c_max 8g) = 32g")
+    assert cache_buster_size(2 << 30, None) == (8 << 30, "4 x max(largest VM's memory 2g, ARC c_max not stated) = 8g")
+    big = parse_scenario("name: z\nvm: {memory: 1G}\nstorage: {type: zfs, dataset: rpool/vmbench, arc_max: 3G, scratch_size: 20G}\n"
+                         + BUSTER, "t.yaml")
+    assert big.storage.arc_max == 3 << 30 and big.jobs[0].size == 12 << 30
+    small = parse_scenario("name: z\nvm: {memory: 1G}\nstorage: {type: zfs, dataset: rpool/vmbench, scratch_size: 20G}\n"
+                           + BUSTER, "t.yaml")
+    assert small.jobs[0].size == 4 << 30
+    # the run refuses a default-sized cache-buster the host's ARC could hold, and says what to state
+    msg, hint = cache_buster_refusal(small, (3 << 30) - 1000, "zfs1")
+    assert msg.startswith("the ARC on zfs1 may grow to 3.0G (c_max), larger than the cache-buster's basis (cache-buster: 4 x max(")
+    assert hint == "state it: storage.arc_max: 3g (the working set becomes 12.0G), or set the job's size"
+    assert cache_buster_refusal(small, 1 << 30, "zfs1") is None and cache_buster_refusal(big, 3 << 30, "zfs1") is None
+    assert cache_buster_refusal(small, None, "zfs1") is None
+    mine = parse_scenario("name: z\nstorage: {type: zfs, dataset: rpool/vmbench, scratch_size: 20G}\n"
+                          "jobs:\n  - {profile: cache-buster, size: 1G, runtime: 5s}\n", "t.yaml")
+    assert cache_buster_refusal(mine, 8 << 30, "zfs1") is None  # the job's own size is the user's choice
+    assert "applies to ZFS storage" in error("name: z\nstorage: {type: dir, arc_max: 1G}\n")

@@ -235,7 +235,7 @@ def test_summary_with_zfs_series():
 def test_sampler_argv_with_a_pool_and_names_refused():
     assert sampler_argv("/w/t.txt", 130.2, pool="tank") == ["sh", "-c", SAMPLER_SCRIPT, "sh", "/w/t.txt", "1", "130", "tank"]
     assert sampler_argv("/w/t.txt", 130.2) == ["sh", "-c", SAMPLER_SCRIPT, "sh", "/w/t.txt", "1", "130"]
-    assert "zpool iostat -Hpv -T u \"$pool\" \"$iv\"" in SAMPLER_SCRIPT  # the command, with a count
+    assert "zpool iostat -Hplv -T u \"$pool\" \"$iv\"" in SAMPLER_SCRIPT  # the command, with a count
     for good in ("tank", "rpool", "data-1", "p.0:x_y", "9pool"):
         assert valid_pool_name(good) and check_pool_name(good) == good
     for bad in ("", "-v", "tank pool", "tank;reboot", "$(reboot)", "`id`", "tank\n", "a/b", "'x'", "x" * 256, None, 5):
@@ -311,7 +311,7 @@ status)
   printf '  pool: tank\n state: ONLINE\n  scan: scrub in progress since Mon Jun 10 10:00:00 2024\n'
   printf '\t1.00G / 2.00G scanned, 0.5G issued\nconfig:\n\n\tNAME STATE\n\ttank ONLINE\n\nerrors: No known data errors\n';;
 iostat)
-  [ "$2 $3 $4 $5" = "-Hpv -T u tank" ] || { echo "unexpected: $*" >&2; exit 2; }
+  [ "$2 $3 $4 $5" = "-Hplv -T u tank" ] || { echo "unexpected: $*" >&2; exit 2; }
   i=0
   while [ "$i" -lt "$7" ]; do
     date +%s
@@ -525,7 +525,8 @@ def test_stored_zfs_series_reach_the_report_and_the_timelines(db):
     attach_telemetry(db, 1, measurements)
     tel = next(x for x in measurements if x["side"] == "host")["telemetry"]
     assert tel == {"pool_read_mb_s": 2.0, "pool_write_mb_s": 150.0, "scan": "scrub", "txg_timeout_s": 5,
-                   "arc_hit_ratio": pytest.approx(100 / 110), "arc_size_mb": 4000.0}
+                   "arc_hit_ratio": pytest.approx(100 / 110), "arc_size_mb": 4000.0,
+                   "vdev_write_mb_s": {"mirror-0": 150.0, "sda": 75.0, "sdb": 75.0, "nvme0n1": 0.0123, "nvme1n1": 0.0}}
     header, tables = build_report(load_run(db, 1))
     gaps = tables[0]
     assert {"pool MB/s r/w", "ARC hit %"} <= {c.header for c in gaps.columns}
@@ -536,3 +537,25 @@ def test_stored_zfs_series_reach_the_report_and_the_timelines(db):
     assert _flatten("zpool", {"t_s": [], "read_mb_s": [], "write_mb_s": []})[0][1]["values"] == []
     assert _flatten("arc", {"t_s": [1], "hit_ratio": [None]}) == [("arc-hit", {"t_s": [1], "values": [None], "unit": "%"})]
     assert json.loads(json.dumps(zpool)) == zpool  # stored as JSON as it is
+
+
+def test_a_guest_gap_table_on_zfs_states_the_zfs_facts_and_json_carries_them():
+    from tests.unit.test_zfs_facts import text as captured
+    from vmbench.report.render import render as render_any
+    cells = [{"name": "baseline", "stacks": [], "settings": {"memory_mib": 1024, "cache": "none"}, "valid": True,
+              "evidence": {"storage": {"volumes": {"s.raw": {"zfs_name": "tank/parent/vol",
+                                                             "readback": {"sync": "disabled", "compression": "lz4"},
+                                                             "sources": {"sync": "inherited from tank/parent",
+                                                                         "compression": "local"}}}}}}]
+    meas = [m("host", None, "w", "write", 100.0, dict(ZFS_HOST, pool_write_mb_s=130.0, arc_hit_ratio=0.9)),
+            m("guest", "baseline", "w", "write", 90.0, dict(ZFS_HOST, pool_write_mb_s=95.0, arc_hit_ratio=0.8))]
+    env = {"zfs_pool": "tank", "zpool_list": captured("zpool-list-vHp.txt"), "host_memory_mib": 2048,
+           "arc": {"size_bytes": 64 << 20, "c_max_bytes": 1 << 30}}
+    t = gap_table(meas, cells, ["w"], repeats=1, env=env)
+    assert t.facts["ZFS ARC"] == "64 MiB of max 1,024 MiB, host RAM 2,048 MiB; hit 80..90% while fio ran"
+    assert t.facts["ZFS pool"].startswith("tank 0% full, 0% fragmented, ONLINE; log /var/tmp/slog.img")
+    assert t.facts["ZFS volume"] == ("compression=lz4, sync=disabled (from tank/parent); "
+                                     "WARNING: sync=disabled inherited from tank/parent: sync writes are acknowledged before they are safe")
+    doc = json.loads(render_any([t], Format.JSON))
+    assert doc["tables"][0]["facts"]["ZFS volume"] == t.facts["ZFS volume"]
+    assert re.search(r"ZFS volume: +compression=lz4, sync=disabled \(from tank/parent\)", render_any([t], Format.TABLE, wide=True))

@@ -29,7 +29,7 @@ from . import measured, untried
 from .loadadvice import from_neighbours, scaling_standing
 from .measured import Ctx, effect
 from .model import NOT_MEASURED, Advice, Goal, GoalMetric, Recommendation, Risk, Snippet
-from .risks import parse_allow, stack_flags
+from .risks import parse_allow, stack_flags, volume_risk_notes
 from .standing import cpu_standing, curve_standing, host_standing, luks_standing, measured_rw
 from ..scenario.axes import settings_of
 from ..scenario.model import LIMIT_RATES
@@ -242,7 +242,7 @@ def _run_notes(data: RunData) -> list[str]:
                    + ("; under TCG (software emulation) the figures include the emulation's cost: the ranking holds for "
                       "this machine, measure again under KVM before acting on it" if any("tcg" in a.lower() for a in accels) else ""))
     out.append(f"load: {load_header(data.load)}" if data.load is not None else "load: one VM at a time, one fio job at a time")
-    return out
+    return out + volume_risk_notes(data.cells)
 
 
 def changed_settings(r: Recommendation) -> dict[str, object]:

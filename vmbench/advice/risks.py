@@ -13,6 +13,7 @@ from typing import Iterable, Mapping, Sequence
 import yaml
 
 from ..report.stored_plan import PlannedStack
+from ..report.zfsfacts import effective_properties, risky, risky_properties
 from .model import RISKS, Change, Risk
 
 #: the dm-crypt flags that run encryption in the submitting context (a LUKS layer's perf_flags)
@@ -23,8 +24,9 @@ CRYPT_FLAGS = ("no_read_workqueue", "no_write_workqueue")
 VALUE_RISKS: Mapping[tuple[str, str], Risk] = {
     ("cache", "unsafe"): Risk.CACHE_UNSAFE,
     ("cache", "writeback"): Risk.CACHE_WRITEBACK,
-    ("sync", "disabled"): Risk.ZFS_SYNC_DISABLED,
 }
+#: a ZFS property whose value :func:`~vmbench.report.zfsfacts.risky` judges risky -> its risk
+ZFS_RISKS: Mapping[str, Risk] = {"sync": Risk.ZFS_SYNC_DISABLED, "checksum": Risk.ZFS_CHECKSUM_OFF, "dedup": Risk.ZFS_DEDUP}
 
 
 def value_risks(key: str, value: object) -> tuple[Risk, ...]:
@@ -32,6 +34,8 @@ def value_risks(key: str, value: object) -> tuple[Risk, ...]:
     text = str(value).strip().lower() if value is not None else ""
     if key == "perf_flags" and any(f in text for f in CRYPT_FLAGS):
         return (Risk.CRYPT_NO_WORKQUEUE,)
+    if key in ZFS_RISKS:
+        return (ZFS_RISKS[key],) if risky(key, text) else ()
     risk = VALUE_RISKS.get((key, text))
     return (risk,) if risk is not None else ()
 
@@ -60,6 +64,14 @@ def _names(value: object) -> list[str]:
     if isinstance(value, (list, tuple)):
         return [str(v) for v in value]
     return [] if value is None else [str(value)]
+
+
+def volume_risk_notes(cells: Sequence[dict]) -> list[str]:
+    """What the run's zvols or datasets carried that trades safety away, set on them or
+    inherited from a parent dataset (``zfs-sync-disabled: ...``)."""
+    return [f"{ZFS_RISKS[prop].value}: the volumes had {prop}={value} "
+            + (f"inherited {src}" if src else "set on them") + f"; {RISKS[ZFS_RISKS[prop]]}"
+            for prop, value, src, _ in risky_properties(effective_properties(cells)) if prop in ZFS_RISKS]
 
 
 def allowed(risks: Iterable[Risk], allow: Iterable[Risk]) -> bool:

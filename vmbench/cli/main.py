@@ -45,6 +45,7 @@ def _print_host_only_plan(plan, est) -> int:
     print()
     jrows = [[j.name, j.describe(), format_duration(j.duration) if j.duration else "?", "sync" if j.is_sync else ""] for j in s.jobs]
     print(tabulate(jrows, headers=["job", "what", "runtime+ramp", ""], tablefmt="simple"))
+    _print_cache_buster(s)
     print()
     print(f"host only: storage variants: {len(plan.boots)}, host fio runs: {plan.host_measurements()}")
     print(f"estimated duration: {format_duration(est.total)} (host fio)")
@@ -121,6 +122,17 @@ def _print_boots(plan) -> None:
         print("the host is measured once per storage setting, before the first boot on it (a new storage setting needs a new boot)")
 
 
+def _print_cache_buster(s) -> None:
+    """How a cache-buster job that did not set its size was sized."""
+    from ..scenario.jobs import cache_buster_of
+
+    size, how = cache_buster_of(s.cells, s.storage)
+    for j in s.jobs:
+        if j.profile == "cache-buster" and j.size == size:
+            print(f"{j.name}: working set {how}"
+                  + ("; on ZFS, state the host's ARC c_max as storage.arc_max" if s.storage.zfs and not s.storage.arc_max else ""))
+
+
 def _print_jobs(s) -> None:
     """The jobs (a job file's rewrites for each target), the stacks, the cells left out, and a
     buffered job's note."""
@@ -129,6 +141,7 @@ def _print_jobs(s) -> None:
 
     jrows = [[j.name, j.describe(), format_duration(j.duration) if j.duration else "?", "sync" if j.is_sync else ""] for j in s.jobs]
     print(tabulate(jrows, headers=["job", "what", "runtime+ramp", ""], tablefmt="simple"))
+    _print_cache_buster(s)
     for j in s.jobs:
         if j.jobfile is None:
             continue

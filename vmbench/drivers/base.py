@@ -239,7 +239,8 @@ class HypervisorDriver(Protocol):
 def note_volume(res: VmResources, vol: "Volume") -> None:
     """Record how a scratch or reference volume's storage read back (ZFS) in ``res``."""
     if vol.zfs_name:
-        res.storage.setdefault("volumes", {})[vol.name] = {"zfs_name": vol.zfs_name, "readback": vol.readback}
+        res.storage.setdefault("volumes", {})[vol.name] = {"zfs_name": vol.zfs_name, "readback": vol.readback,
+                                                           **({"sources": vol.sources} if vol.sources else {})}
     res.storage_problems += [p for p in vol.problems if p not in res.storage_problems]
 
 

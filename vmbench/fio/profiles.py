@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
+from ..units import format_size
 from .job import FioJob
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -41,12 +42,22 @@ def _backup_stream() -> list[FioJob]:
 
 
 def _cache_buster() -> list[FioJob]:
-    # The working set must be several times the guest's RAM; the scenario loader sets
-    # size to CACHE_BUSTER_RAM_FACTOR x the largest VM memory unless the user sets size.
+    # The working set must be several times the guest's RAM and the ZFS ARC; the scenario
+    # loader sets size by cache_buster_size() unless the user sets size.
     return [FioJob(name="cache-buster", rw="randread", bs=128 * KiB, iodepth=4, profile="cache-buster")]
 
 
 CACHE_BUSTER_RAM_FACTOR = 4
+
+
+def cache_buster_size(max_guest_ram: int, arc_max: int | None) -> tuple[int, str]:
+    """A cache-buster job's working set: :data:`CACHE_BUSTER_RAM_FACTOR` x whichever is larger,
+    the largest VM's memory or the ZFS ARC's c_max (``storage.arc_max``); and how, in words."""
+    basis = max(max_guest_ram, arc_max or 0)
+    size = CACHE_BUSTER_RAM_FACTOR * basis
+    arc = format_size(arc_max) if arc_max else "not stated"
+    return size, (f"{CACHE_BUSTER_RAM_FACTOR} x max(largest VM's memory {format_size(max_guest_ram)}, ARC c_max {arc})"
+                  f" = {format_size(size)}")
 
 PROFILES: dict[str, Callable[[], list[FioJob]]] = {
     "tuning-matrix": _tuning_matrix,

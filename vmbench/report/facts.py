@@ -15,6 +15,7 @@ from ..fio.job import MIXED_MODES, TAIL_NAME
 from ..results.key import MeasurementKey
 from ..scenario.model import RepeatPolicy
 from ..settings import Cache
+from .zfsfacts import zfs_facts
 
 __all__ = ["RepeatPolicy", "admissibility", "host_page_cache", "saturation"]
 
@@ -35,9 +36,11 @@ def _names(names: Iterable[str]) -> str:
 
 
 def admissibility(measurements: Sequence[dict], cells: Sequence[dict], env: dict | None,
-                  policy: RepeatPolicy) -> tuple[dict[str, str], list[str]]:
+                  policy: RepeatPolicy, *, storage_cells: Sequence[dict] | None = None) -> tuple[dict[str, str], list[str]]:
     """Facts about the measurements of one table: cache state, sync mode, working set vs
-    RAM, runtime vs steady state, repeats; and what the stored run does not tell."""
+    RAM, runtime vs steady state, repeats, and on ZFS storage the ARC, pool and volume
+    (:func:`~vmbench.report.zfsfacts.zfs_facts`, over ``storage_cells``, else ``cells``);
+    and what the stored run does not tell."""
     env = env or {}
     jobs: dict[str, dict] = {}
     sync: dict[str, bool] = {}
@@ -65,6 +68,9 @@ def admissibility(measurements: Sequence[dict], cells: Sequence[dict], env: dict
     ns = sorted(set(counts.values()))
     spread = str(ns[0]) if len(ns) == 1 else f"{ns[0]}..{ns[-1]}"
     facts["repeats"] = f"{spread} per group ({policy.label()})"
+    zfs, zfs_missing = zfs_facts(measurements, cells if storage_cells is None else storage_cells, env)
+    facts.update(zfs)
+    missing += zfs_missing
     return {k: v for k, v in facts.items() if v != "-"}, missing  # an unknown fact is in missing only
 
 

@@ -72,13 +72,8 @@ def host_only_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: S
         notes.append("(sync) jobs issue synchronous writes: compare them only with each other.")
     notes += telemetry_table_notes(records)
     notes += verdict_notes(records, keys)
-    facts, missing = admissibility(measurements, [], env, policy)  # no guests: no QEMU cache mode, no guest RAM
-    arc_max = ((env or {}).get("arc") or {}).get("c_max_bytes")
-    sizes = [m["job_params"]["size"] for m in measurements if isinstance((m.get("job_params") or {}).get("size"), int)]
-    if arc_max and sizes:
-        biggest = max(sizes)
-        facts["ARC"] = (f"largest job {biggest >> 20} MiB {'fits' if biggest < arc_max else 'does not fit'} in the ARC "
-                        f"(max {arc_max >> 20} MiB)" + (": reads may be served from it" if biggest < arc_max else ""))
+    # no guests: no QEMU cache mode, no guest RAM; the variants' volumes for the ZFS facts
+    facts, missing = admissibility(measurements, [], env, policy, storage_cells=cells)
     return Table("host-only", "Host only: storage variants", cols, records, notes, facts, missing)
 
 

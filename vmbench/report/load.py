@@ -22,7 +22,7 @@ from .stored_plan import LoadPlan, StoredPlan, read_plan
 
 #: the samplers' series (fio's own are "fio-*"): the side fio ran on, the pool's (always the host's)
 #: and, for a guest run, the host's own device and CPU
-SAMPLED = ("disk", "cpu", "zpool", "arc", "host-disk", "host-cpu", "ceph")
+SAMPLED = ("disk", "cpu", "zpool", "arc", "host-disk", "host-cpu", "ceph", telemetry.VOLUME_SOURCE)
 #: a guest measurement's QEMU process sampled on the host: one row of CPU per I/O
 #: (:meth:`vmbench.telemetry.qemu_cpu.CpuPerIo.to_json`), not a time series
 QEMU_CPU = "qemu-cpu"
@@ -162,7 +162,8 @@ def summarize_telemetry(measurements: Sequence[dict], rows: Sequence[Mapping]) -
         got = by_m.get(m["id"])
         if got:
             summ = telemetry.summary(got.get("disk"), got.get("cpu"), got.get("zpool"), got.get("arc"),
-                                     host_disk=got.get("host-disk"), host_cpu=got.get("host-cpu"), ceph=got.get("ceph"))
+                                     host_disk=got.get("host-disk"), host_cpu=got.get("host-cpu"), ceph=got.get("ceph"),
+                                     zfs_volume=got.get(telemetry.VOLUME_SOURCE))
             if summ:
                 m["telemetry"] = summ
 

@@ -3,8 +3,9 @@
 fio on the host; the template image built (for a driver that needs one); a resumed run on
 the same host and setup as its first attempt; the driver prepared for every VM the run
 boots, which gives the accelerator; and room on the storage: for a load run, every step's
-VMs fitting the host's memory and storage (:mod:`.capacity`).  A host-only run needs no
-image, and its storage only.
+VMs fitting the host's memory and storage (:mod:`.capacity`); on ZFS, a cache-buster sized
+by default at least :data:`~vmbench.fio.profiles.CACHE_BUSTER_RAM_FACTOR` x the host's ARC
+c_max (:func:`cache_buster_refusal`).  A host-only run needs no image, and its storage only.
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ from ..images import Image, current_image
 from ..paths import StatePaths
 from ..progress import Progress
 from ..results.db import RunRow
+from ..fio.profiles import CACHE_BUSTER_RAM_FACTOR
+from ..scenario.jobs import cache_buster_of
 from ..scenario.spec import Scenario
+from ..storage.zfs import parse_kstat
 from ..settings import CpuMode
-from ..units import human_size
+from ..units import format_size, human_size
 from .capacity import check_capacity, read_host_capacity
 from .environment import host_differences, host_environment
 from .plan import Plan
@@ -49,6 +53,7 @@ class RunPreflight:
             self.host.run(["fio", "--version"], timeout=30)
         except CommandError:
             raise PreflightError(f"fio is not installed on {where}", "apt-get install fio (make demo does it here)") from None
+        self._check_cache_buster(where)
         if s.host_only:
             self._preflight_storage(where)
             return
@@ -73,6 +78,19 @@ class RunPreflight:
             self._check_capacity(where)
             return
         self._check_free(where, s.storage.scratch_size * 2 + (2 << 30))
+
+    def _check_cache_buster(self, where: str) -> None:
+        """On ZFS: a default-sized cache-buster is no smaller than the host's ARC needs."""
+        s = self.scenario
+        if not s.storage.zfs or not any(j.profile == "cache-buster" for j in s.jobs):
+            return
+        try:
+            text = self.host.read_file(ARCSTATS).decode(errors="replace")
+        except OSError:
+            return  # no ARC to read (the ZFS preflight says why ZFS is not usable)
+        refusal = cache_buster_refusal(s, parse_kstat(text, ("c_max",)).get("c_max"), where)
+        if refusal is not None:
+            raise PreflightError(*refusal)
 
     def _check_capacity(self, where: str) -> None:
         """A load run: every step's VMs fit the host's memory and storage; vCPU overcommit is said."""
@@ -107,3 +125,20 @@ class RunPreflight:
         if diff:
             raise PreflightError(f"run {self.resume.id} ran on a different host or setup; resuming would mix results: "
                                  + "; ".join(diff), "start a new run instead")
+
+
+ARCSTATS = "/proc/spl/kstat/zfs/arcstats"
+
+
+def cache_buster_refusal(s: Scenario, c_max: int | None, where: str) -> tuple[str, str] | None:
+    """(message, hint) when a cache-buster job sized by default (not by its own size) is
+    smaller than CACHE_BUSTER_RAM_FACTOR x the ARC's ``c_max`` on the host: its reads could
+    come from the ARC.  Pure."""
+    size, how = cache_buster_of(s.cells, s.storage)
+    short = [j.name for j in s.jobs if j.profile == "cache-buster" and j.size == size]
+    if not short or not c_max or size >= CACHE_BUSTER_RAM_FACTOR * c_max:
+        return None
+    return (f"the ARC on {where} may grow to {human_size(c_max)} (c_max), larger than the cache-buster's basis "
+            f"({', '.join(short)}: {how}): its reads could come from the ARC",
+            f"state it: storage.arc_max: {format_size(-(-c_max >> 20) << 20)} (the working set becomes "
+            f"{human_size(CACHE_BUSTER_RAM_FACTOR * c_max)}), or set the job's size")

@@ -70,6 +70,8 @@ class Risk(Choice):
     CACHE_UNSAFE = "cache-unsafe"
     CACHE_WRITEBACK = "cache-writeback"
     ZFS_SYNC_DISABLED = "zfs-sync-disabled"
+    ZFS_CHECKSUM_OFF = "zfs-checksum-off"
+    ZFS_DEDUP = "zfs-dedup"
     CRYPT_NO_WORKQUEUE = "crypt-no-workqueue"
 
 
@@ -83,6 +85,10 @@ RISKS: Mapping[Risk, str] = {
     Risk.ZFS_SYNC_DISABLED: "sync=disabled makes ZFS acknowledge synchronous writes before they are on disk: a "
                             "crash loses up to the last transaction groups (seconds of writes) the guest was told "
                             "were safe",
+    Risk.ZFS_CHECKSUM_OFF: "checksum=off stops ZFS checksumming data: corruption on the disks is neither detected "
+                           "nor repaired from redundancy",
+    Risk.ZFS_DEDUP: "dedup keeps a table of every block's checksum: once it outgrows the ARC every write waits on "
+                    "disk reads, and it cannot be undone for data already written",
     Risk.CRYPT_NO_WORKQUEUE: "dm-crypt no_read_workqueue/no_write_workqueue run encryption in the submitting "
                              "context: faster on some CPUs, but known to stall or hang on others (kernel-dependent)",
 }

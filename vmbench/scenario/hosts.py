@@ -318,6 +318,7 @@ def read_storage(sec: Section, driver: DriverName | None = None) -> tuple[Storag
     if not zvol and sec.has("sparse"):
         raise sec.fail("sparse", "applies to zvols (type: zfs); files on a dataset are always sparse")
     sparse = sec.get("sparse", as_bool, False)
+    arc_max = sec.get("arc_max", size_parser(MiB), None)
     zfs = ZfsSettings(volblocksize=sec.get("volblocksize", parse_volblocksize, DEFAULT_VOLBLOCKSIZE) if zvol else None,
                       recordsize=None if zvol else sec.get("recordsize", parse_recordsize, DEFAULT_RECORDSIZE))
     if sec.has("properties"):
@@ -329,7 +330,7 @@ def read_storage(sec: Section, driver: DriverName | None = None) -> tuple[Storag
                 continue  # refused by done() below, with a suggestion
             zfs = zfs.with_property(str(name), props.get(name, functools.partial(parse_property, str(name))))
         props.done(PROPERTY_NAMES)
-    storage = Storage(type=kind, pool=pool, scratch_size=scratch, dataset=dataset, sparse=sparse)
+    storage = Storage(type=kind, pool=pool, scratch_size=scratch, dataset=dataset, sparse=sparse, arc_max=arc_max)
     problems = storage_problems(VmConfig(zfs=zfs), storage)
     if problems:
         raise sec.fail("properties", problems[0][0], problems[0][1])

@@ -257,15 +257,20 @@ def _env(value: Any) -> dict[str, str]:
     return out
 
 
+def cache_buster_of(cells: tuple[Cell, ...], storage: Storage) -> tuple[int, str]:
+    """The working set a cache-buster job gets unless it sets its size, and how it was sized."""
+    return profiles.cache_buster_size(max(c.vm.memory_mib for c in cells) * MiB, storage.arc_max)
+
+
 def resolve_sizes(ctx: Context, top: Section, jobs: list[FioJob], cells: tuple[Cell, ...], storage: Storage, stacks: list[Stack]) -> list[FioJob]:
-    """Cache-buster jobs get a working set of several times the largest VM's RAM; every job
+    """Cache-buster jobs get a working set of several times the largest VM's RAM or the ARC's
+    c_max, whichever is larger (:func:`~vmbench.fio.profiles.cache_buster_size`); every job
     must fit the scratch disk (with room for layer metadata when there are stacks)."""
     out = []
-    max_mem = max(c.vm.memory_mib for c in cells) * MiB
     room = storage.scratch_size - (STACK_SLACK if stacks else 0)
     for job in jobs:
         if job.profile == "cache-buster" and job.size == FioJob.size:
-            job = replace(job, size=profiles.CACHE_BUSTER_RAM_FACTOR * max_mem)
+            job = replace(job, size=cache_buster_of(cells, storage)[0])
         jf = job.jobfile
         slack = STACK_SLACK if stacks else 0
         if jf is not None and jf.offset and jf.offset >= room:

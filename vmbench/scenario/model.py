@@ -422,6 +422,7 @@ class Storage:
     scratch_size: int = 1 << 30
     dataset: str | None = None  # zfs, zfs-dataset: the parent dataset vmbench creates children under
     sparse: bool = False  # zfs: thin zvols (zfs create -s)
+    arc_max: int | None = None  # zfs: the host's ARC c_max as the user states it (sizes the cache-buster)
     ceph: CephConfig | None = None  # rbd: the cluster, the user and the pool
 
     @property

@@ -238,6 +238,8 @@ STORAGE_ROWS: tuple[Row, ...] = (
     Row("storage.volblocksize", "a power of two, 512 to 128k", format_size(DEFAULT_VOLBLOCKSIZE), _ZVOLS, "the zvols' block size"),
     Row("storage.recordsize", "a power of two, 512 to 1m", format_size(DEFAULT_RECORDSIZE), _DATASETS, "the datasets' record size"),
     Row("storage.sparse", "true, false", "false", _ZVOLS, "thin zvols (zfs create -s)"),
+    Row("storage.arc_max", "a size of 1m or more", "not stated", _ZFS,
+        "the host's ARC c_max (sizes the cache-buster; the run refuses a default cache-buster smaller than it needs)"),
     Row("storage.properties", "a mapping of ZFS properties (see VM settings)", "ZFS default", _ZFS, "the baseline's ZFS properties"),
     Row("storage.ceph", "a mapping: conf, user, keyring", "required with rbd", _RBD_CLIENT, "how vmbench, fio and QEMU reach the Ceph cluster"),
     Row("storage.ceph.conf", "an absolute path on the host", "/etc/ceph/ceph.conf", _RBD_CLIENT, "the Ceph client configuration (mon_host)"),
@@ -259,7 +261,8 @@ JOB_ROWS: tuple[Row, ...] = (
     Row("jobs[].runtime", _DURATION.format(1), _fio_default("runtime"), ALL, "how long fio measures (job files too)"),
     Row("jobs[].ramp", _DURATION.format(0), _fio_default("ramp"), ALL, "warm-up before measuring"),
     Row("jobs[].size", "a size of 1m or more", _fio_default("size"), ALL,
-        f"the working set (cache-buster: {CACHE_BUSTER_RAM_FACTOR}x the largest VM's memory; a job file's: "
+        f"the working set (cache-buster: {CACHE_BUSTER_RAM_FACTOR}x the largest VM's memory or storage.arc_max, "
+        f"whichever is larger; a job file's: "
         f"its own, else {format_size(DEFAULT_JOBFILE_SIZE)})"),
     Row("jobs[].direct", "true, false", _fio_default("direct"), ALL, "O_DIRECT (bs a multiple of 512)"),
     Row("jobs[].sync", "true, false", _fio_default("sync"), ALL, "synchronous writes"),

@@ -17,7 +17,7 @@ from ..units import format_size, parse_size
 ZVOL = "zvol"
 DATASET = "dataset"
 #: the keys of the storage: section that only ZFS storage (type zfs or zfs-dataset) takes
-ZFS_STORAGE_KEYS = ("dataset", "volblocksize", "recordsize", "sparse", "properties")
+ZFS_STORAGE_KEYS = ("dataset", "volblocksize", "recordsize", "sparse", "properties", "arc_max")
 
 MIN_BLOCK = 512
 MAX_VOLBLOCK = 128 << 10  # without large_blocks, as zvols are commonly created

@@ -40,6 +40,9 @@ class Volume:
     zfs_name: str | None = None  # the zvol, or the dataset holding the file (ZFS storage)
     readback: dict = field(default_factory=dict, compare=False)  # the storage's properties as read back
     problems: tuple[str, ...] = ()  # settings that did not take: the cells on it are invalid
+    #: where each of its effective ZFS properties comes from, as ``zfs get`` says it
+    #: ("local", "default", "inherited from tank/parent"); {} when not read
+    sources: dict = field(default_factory=dict, compare=False)
 
 
 class HostStorage(Protocol):

@@ -32,6 +32,9 @@ PROPERTY = "vmbench:run"
 #: the last component of every zvol or dataset vmbench creates
 LEAF_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-\d+-(root|scratch|hostref)$")
 DEVICE_WAIT_S = 30.0
+#: the properties of a new zvol or dataset read back with their source (local, default,
+#: inherited from ...): what changes its I/O whoever set it
+EFFECTIVE = ("compression", "sync", "checksum", "dedup", "primarycache", "secondarycache", "logbias", "copies")
 
 
 # ---- argv and parsing: pure ----------------------------------------------------------------
@@ -221,8 +224,10 @@ class ZfsStorage:
         target = zfs_name(self.dataset, name)
         self._zfs(create_argv(self.kind, target, size, settings, tag, self.cfg.sparse), timeout=300)
         want = requested(self.kind, settings)
-        got = parse_get(self._zfs(get_argv(target, [*want, PROPERTY, "mountpoint"]), timeout=60).stdout)
+        asked = list(dict.fromkeys([*want, *EFFECTIVE, PROPERTY, "mountpoint"]))
+        got = parse_get(self._zfs(get_argv(target, asked), timeout=60).stdout)
         readback = {k: v["value"] for k, v in got.items()}
+        sources = {k: v["source"] for k, v in got.items() if k in EFFECTIVE}
         problems = readback_problems(want, got)
         if got.get(PROPERTY, {}).get("value") != tag:
             problems.append(f"the {PROPERTY} property of {target} did not take")
@@ -232,7 +237,7 @@ class ZfsStorage:
             path = f"/dev/zvol/{target}"
             self._wait_for_device(path)
             return Volume(name=name, path=path, format=fmt, kind="block", zfs_name=target, readback=readback,
-                          problems=tuple(problems))
+                          problems=tuple(problems), sources=sources)
         mountpoint = readback.get("mountpoint", "")
         if not mountpoint.startswith("/"):
             raise HypervisorError(f"{target} on {self.host.name} is not mounted (mountpoint {mountpoint or '?'})")
@@ -242,7 +247,7 @@ class ZfsStorage:
         else:
             self._zfs(["qemu-img", "create", "-q", "-f", fmt.value, path, str(size)], timeout=120)
         return Volume(name=name, path=path, format=fmt, kind="file", zfs_name=target, readback=readback,
-                      problems=tuple(problems))
+                      problems=tuple(problems), sources=sources)
 
     def _wait_for_device(self, path: str) -> None:
         """zvol device nodes appear through udev, shortly after ``zfs create``."""

@@ -19,7 +19,7 @@ stored as "host-disk" and "host-cpu" (:data:`HOST_SOURCES`, :func:`as_host`); th
 series keep their names, as a pool is only ever sampled on the host.
 
 Given a ZFS pool (the host's storage is a zvol or a dataset), the sampler also runs
-``zpool iostat -Hpv -T u POOL 1 COUNT`` beside it into ``<file>.zpool``, adds the ARC counters
+``zpool iostat -Hplv -T u POOL 1 COUNT`` beside it into ``<file>.zpool``, adds the ARC counters
 of ``/proc/spl/kstat/zfs/arcstats`` to each sample, and records ``zpool status POOL``'s scan
 line and ``zfs_txg_timeout`` at the start and at the end: the "zpool" and "arc" series of
 :mod:`vmbench.telemetry.zfs`.
@@ -66,7 +66,7 @@ if [ -n "$pool" ]; then
     [ -r "$txg" ] && read v < "$txg" && echo "txg_timeout $v"
     echo .; } >> "$out" || exit 1
   if [ "$max" -gt 0 ]; then
-    zpool iostat -Hpv -T u "$pool" "$iv" $(( max / iv + 2 )) > "$out.zpool" 2> "$out.zerr" &
+    zpool iostat -Hplv -T u "$pool" "$iv" $(( max / iv + 2 )) > "$out.zpool" 2> "$out.zerr" &
     zp=$!
   fi
 fi
@@ -85,6 +85,9 @@ exit $rc
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 _SKIP = re.compile(r"^(loop|ram|zram|sr|fd|nbd)\d+$")
 
+
+#: the zvol or dataset under fio's target, read after the run (:func:`vmbench.telemetry.zfs.parse_volume`)
+VOLUME_SOURCE = "zfs-volume"
 
 #: the host sampler's series during a guest fio run, as stored ("zpool" and "arc" keep their names)
 HOST_SOURCES = {"disk": "host-disk", "cpu": "host-cpu"}
@@ -108,6 +111,9 @@ class Sample:
     disks: dict[str, tuple[int, int]]  # kernel name -> (sectors read, sectors written)
     cpu: dict[str, int]  # CPU_FIELDS -> jiffies
     arc: dict[str, int] = field(default_factory=dict)  # telemetry_zfs.ARC_FIELDS -> value (with a pool)
+    #: kernel name -> (I/Os completed, ms spent on them, ms the device was busy): reads and
+    #: writes together, from /proc/diskstats' fields 4+8, 7+11 and 13 (io_ticks)
+    busy: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
 
 def parse_samples(text: str) -> list[Sample]:
@@ -117,17 +123,18 @@ def parse_samples(text: str) -> list[Sample]:
     disks: dict[str, tuple[int, int]] = {}
     cpu: dict[str, int] | None = None
     arc: dict[str, int] = {}
+    busy: dict[str, tuple[int, int, int]] = {}
     for line in text.splitlines():
         if line.startswith("@"):  # a sample ("@ <uptime>"), or another section ("@zfs")
             try:
                 t = float(line[2:].strip()) if line.startswith("@ ") else None
             except ValueError:
                 t = None
-            disks, cpu, arc = {}, None, {}
+            disks, cpu, arc, busy = {}, None, {}, {}
         elif line == ".":
             if t is not None and cpu is not None:
-                out.append(Sample(t, disks, cpu, arc))
-            t, disks, cpu, arc = None, {}, None, {}
+                out.append(Sample(t, disks, cpu, arc, busy))
+            t, disks, cpu, arc, busy = None, {}, None, {}, {}
         elif t is None:
             continue
         elif line.startswith("cpu "):
@@ -147,6 +154,8 @@ def parse_samples(text: str) -> list[Sample]:
             if len(parts) >= 10:
                 try:
                     disks[parts[2]] = (int(parts[5]), int(parts[9]))
+                    if len(parts) >= 14:
+                        busy[parts[2]] = (int(parts[3]) + int(parts[7]), int(parts[6]) + int(parts[10]), int(parts[12]))
                 except ValueError:
                     continue
     return out
@@ -166,7 +175,9 @@ def series(samples: Sequence[Sample], devices: Sequence[str] | None, primary: st
         {n for s in samples for n in s.disks if not _SKIP.match(n) and not _is_partition(n, s.disks)})
     names = [n for n in names if all(n in s.disks for s in samples)]
     t_s: list[float] = []
-    disk: dict[str, dict[str, list[float]]] = {n: {"read_mb_s": [], "write_mb_s": []} for n in names}
+    busy_names = {n for n in names if all(n in s.busy for s in samples)}
+    disk: dict[str, dict[str, list[Any]]] = {n: {"read_mb_s": [], "write_mb_s": [],
+                                                 **({"util_pct": [], "await_ms": []} if n in busy_names else {})} for n in names}
     cpu: dict[str, list[float]] = {k: [] for k in ("user", "system", "iowait", "steal", "idle")}
     for a, b in zip(samples, samples[1:]):
         dt = b.t - a.t
@@ -175,6 +186,10 @@ def series(samples: Sequence[Sample], devices: Sequence[str] | None, primary: st
             (r0, w0), (r1, w1) = a.disks[n], b.disks[n]
             disk[n]["read_mb_s"].append(round(max(0, r1 - r0) * SECTOR / dt / 1e6, 4))
             disk[n]["write_mb_s"].append(round(max(0, w1 - w0) * SECTOR / dt / 1e6, 4))
+            if n in busy_names:
+                util, wait = _busy(a.busy[n], b.busy[n], dt)
+                disk[n]["util_pct"].append(util)
+                disk[n]["await_ms"].append(wait)
         d = {k: max(0, b.cpu[k] - a.cpu[k]) for k in CPU_FIELDS}
         total = sum(d.values()) or 1
         cpu["user"].append(round((d["user"] + d["nice"]) * 100 / total, 2))
@@ -188,6 +203,13 @@ def series(samples: Sequence[Sample], devices: Sequence[str] | None, primary: st
     if arc:
         out["arc"] = arc
     return out
+
+
+def _busy(a: tuple[int, int, int], b: tuple[int, int, int], dt: float) -> tuple[float, float | None]:
+    """A device's utilisation (% of the interval it was busy) and mean time per I/O (ms,
+    queue and service, as iostat's await; None without I/O) between two samples."""
+    ios, ms, ticks = (max(0, y - x) for x, y in zip(a, b))
+    return round(min(100.0, ticks / (dt * 1000) * 100), 2), (round(ms / ios, 4) if ios else None)
 
 
 def _is_partition(name: str, disks: dict) -> bool:
@@ -279,6 +301,9 @@ class Sampler:
                 zpool = self._zpool(text)
                 if zpool:
                     out["zpool"] = zpool
+                volume = self._volume()
+                if volume:
+                    out[VOLUME_SOURCE] = volume
         except Exception as exc:
             log.warning("%s: telemetry not recorded: %s", self.transport.name, exc)
             out = {}
@@ -312,6 +337,22 @@ class Sampler:
             log.warning("%s: zpool iostat %s wrote nothing%s", self.transport.name, self.pool, self._errors())
         return zfs.zpool_series(start, reports, scan, txg)
 
+    def _volume(self) -> dict:
+        """The "zfs-volume" series: the zvol's or dataset's compression, compressratio,
+        logicalused and used under the target, read once fio is done ({}: not read)."""
+        argv = zfs.volume_argv(self.target) if self.target else None
+        if argv is None:
+            return {}
+        try:
+            got = self.transport.run(argv, timeout=60, check=False)
+        except Exception as exc:  # the volume's usage never costs the run's other series
+            log.warning("%s: the volume's compressratio not read: %s", self.transport.name, exc)
+            return {}
+        if got.returncode != 0:
+            log.warning("%s: %s: %s", self.transport.name, " ".join(argv[:3]), got.stderr.strip()[:200])
+            return {}
+        return zfs.parse_volume(got.stdout)
+
     def _errors(self) -> str:
         try:
             err = self.transport.read_file(self.path + ".zerr").decode("utf-8", errors="replace").strip()
@@ -321,7 +362,8 @@ class Sampler:
 
 
 def summary(disk: dict | None, cpu: dict | None, zpool: dict | None = None, arc: dict | None = None, *,
-            host_disk: dict | None = None, host_cpu: dict | None = None, ceph: dict | None = None) -> dict[str, Any]:
+            host_disk: dict | None = None, host_cpu: dict | None = None, ceph: dict | None = None,
+            zfs_volume: dict | None = None) -> dict[str, Any]:
     """Means over the run: ``read_mb_s``/``write_mb_s`` of the primary device (or the sum of
     all recorded), ``cpu_busy`` (100 - idle) and ``cpu_idle``; with ZFS series also
     ``pool_read_mb_s``, ``pool_write_mb_s``, ``scan``, ``txg_timeout_s``, ``arc_hit_ratio``
@@ -332,9 +374,27 @@ def summary(disk: dict | None, cpu: dict | None, zpool: dict | None = None, arc:
     and the OSDs' latency (:func:`vmbench.telemetry.ceph.summary`); only what the series have."""
     out: dict[str, Any] = {}
     out.update(_side(disk, cpu, "read_mb_s", "write_mb_s", "cpu_busy", "cpu_idle"))
-    out.update(zfs.summary(zpool, arc))
+    out.update(_device_busy(disk, "dev"))
+    out.update(_device_busy(host_disk, "host_dev"))
+    out.update(zfs.summary(zpool, arc, zfs_volume))
     out.update(ceph_summary(ceph))
     out.update(_side(host_disk, host_cpu, "host_dev_read_mb_s", "host_dev_write_mb_s", "host_cpu_busy", "host_cpu_idle"))
+    return out
+
+
+def _device_busy(disk: dict | None, prefix: str) -> dict[str, float]:
+    """``<prefix>_util_pct`` and ``<prefix>_await_ms``: the means of the device the report
+    shows (the primary, or the only one), where its series have them."""
+    if not isinstance(disk, dict) or not isinstance(disk.get("devices"), dict) or not disk["devices"]:
+        return {}
+    devices = disk["devices"]
+    name = disk.get("primary") if disk.get("primary") in devices else (next(iter(devices)) if len(devices) == 1 else None)
+    got = devices.get(name) if name is not None else None
+    out: dict[str, float] = {}
+    for key in ("util_pct", "await_ms"):
+        v = _mean((got or {}).get(key) or [])
+        if v is not None:
+            out[f"{prefix}_{key}"] = v
     return out
 
 

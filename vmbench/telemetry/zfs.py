@@ -6,7 +6,8 @@ records on a ZFS host, into the series stored beside "disk" and "cpu":
 * ``zpool``: ``{"t_s": [...], "read_mb_s": [...], "write_mb_s": [...], "read_ops": [...],
   "write_ops": [...], "vdevs": {name: {"read_mb_s": [...], "write_mb_s": [...]}},
   "scan": "none" | "scrub" | "resilver" | None, "txg_timeout_s": N | None}`` -- from
-  ``zpool iostat -Hpv -T u POOL 1 COUNT`` (:func:`parse_zpool_iostat`) and from
+  ``zpool iostat -Hplv -T u POOL 1 COUNT`` (:func:`parse_zpool_iostat`; with -l the pool's
+  waits, ``"wait_ms": {total_write: [...], disk_write: [...], syncq_write..., asyncq_...}``) and from
   ``zpool status POOL`` and ``/sys/module/zfs/parameters/zfs_txg_timeout`` read at the start
   and at the end (:func:`parse_zfs_state`); ``scan`` says whether a scrub or resilver was in
   progress at either point (None: ``zpool status`` did not answer).
@@ -66,6 +67,11 @@ def check_pool_name(name: str) -> str:
 # ---- zpool iostat -Hpv -T u ----------------------------------------------------------------------
 
 
+#: the waits ``zpool iostat -l`` adds after the bandwidth (nanoseconds with -p; "-": none),
+#: in its order; scrub and trim waits (and any later column) follow and are not kept
+WAITS = ("total_read", "total_write", "disk_read", "disk_write", "syncq_read", "syncq_write", "asyncq_read", "asyncq_write")
+
+
 @dataclass(frozen=True)
 class IostatRow:
     name: str
@@ -73,6 +79,7 @@ class IostatRow:
     write_ops: int
     read_bytes: int  # bytes per second
     write_bytes: int
+    waits: tuple[int | None, ...] = ()  # with -l: each of WAITS in ns (None: "-")
 
 
 @dataclass(frozen=True)
@@ -97,13 +104,14 @@ def parse_zpool_iostat(text: str) -> tuple[int | None, list[IostatReport]]:
         t, rows, damaged = found[-1]
         parts = line.split("\t")
         try:
-            if len(parts) != 7 or not parts[0]:
+            if not (len(parts) == 7 or len(parts) >= 7 + len(WAITS)) or not parts[0]:
                 raise ValueError(line)
             rops, wops, rbytes, wbytes = (int(p) for p in parts[3:7])
+            waits = tuple(None if p == "-" else int(p) for p in parts[7:7 + len(WAITS)])
         except ValueError:
             found[-1] = (t, rows, True)
             continue
-        rows.append(IostatRow(parts[0], rops, wops, rbytes, wbytes))
+        rows.append(IostatRow(parts[0], rops, wops, rbytes, wbytes, waits))
     if not found:
         return None, []
     start = found[0][0]
@@ -146,7 +154,13 @@ def zpool_series(start: int | None, reports: Sequence[IostatReport], scan: str |
                       "write_mb_s": [_mb(d[n].write_bytes) for d in named]} for n in names},
         "scan": scan,
         "txg_timeout_s": txg_timeout_s,
+        **({"wait_ms": {w: [_ms(p.waits[i]) for p in pools] for i, w in enumerate(WAITS)}}
+           if pools and all(p.waits for p in pools) else {}),
     }
+
+
+def _ms(ns: int | None) -> float | None:
+    return None if ns is None else round(ns / 1e6, 4)
 
 
 def _mb(bytes_per_s: int) -> float:
@@ -240,16 +254,28 @@ def arc_series(samples: Sequence[tuple[float, Mapping[str, int]]]) -> dict:
 # ---- means over the run --------------------------------------------------------------------------
 
 
-def summary(zpool: dict | None, arc: dict | None) -> dict[str, Any]:
-    """``pool_read_mb_s``/``pool_write_mb_s`` (means), ``scan``, ``txg_timeout_s``;
-    ``arc_hit_ratio`` (all hits / all accesses over the run, None without accesses) and
-    ``arc_size_mb`` (mean); only what the series have."""
+def summary(zpool: dict | None, arc: dict | None, volume: dict | None = None) -> dict[str, Any]:
+    """``pool_read_mb_s``/``pool_write_mb_s`` (means), ``vdev_write_mb_s`` ({vdev: mean}),
+    ``scan``, ``txg_timeout_s``; ``arc_hit_ratio`` (all hits / all accesses over the run, None
+    without accesses) and ``arc_size_mb`` (mean); the volume's ``compression``,
+    ``compressratio``, ``logicalused_bytes``, ``used_bytes`` read after the run; only what the
+    series have."""
     out: dict[str, Any] = {}
     if isinstance(zpool, dict):
         for key, name in (("read_mb_s", "pool_read_mb_s"), ("write_mb_s", "pool_write_mb_s")):
             v = _mean(zpool.get(key) or [])
             if v is not None:
                 out[name] = v
+        waits = zpool.get("wait_ms")
+        if isinstance(waits, dict):
+            means = {w: _mean(waits.get(w) or []) for w in WAITS}
+            if any(v is not None for v in means.values()):
+                out["pool_wait_ms"] = {w: v for w, v in means.items() if v is not None}
+        vdevs = zpool.get("vdevs")
+        if isinstance(vdevs, dict):
+            means = {n: _mean((d or {}).get("write_mb_s") or []) for n, d in vdevs.items() if isinstance(d, dict)}
+            if means:
+                out["vdev_write_mb_s"] = {n: v for n, v in means.items() if v is not None}
         if zpool.get("scan") in SCANS:
             out["scan"] = zpool["scan"]
         if isinstance(zpool.get("txg_timeout_s"), (int, float)):
@@ -261,9 +287,112 @@ def summary(zpool: dict | None, arc: dict | None) -> dict[str, Any]:
         size = _mean(arc.get("size_bytes") or [])
         if size is not None:
             out["arc_size_mb"] = size / 1e6
+    if isinstance(volume, dict):
+        out.update({k: v for k, v in volume.items() if k in ("compression", "compressratio", "logicalused_bytes", "used_bytes")})
     return out
 
 
 def _mean(values: Sequence[Any]) -> float | None:
     values = [float(v) for v in values if isinstance(v, (int, float))]
     return sum(values) / len(values) if values else None
+
+
+# ---- the pool's state: zpool list -v -Hp and zpool status (stored with the run) -----------------
+
+#: the vdev classes ``zpool list -v`` heads with a line of their own (the data vdevs come first)
+CLASS_HEADS = {"logs": "log", "cache": "cache", "special": "special", "dedup": "dedup", "spares": "spare"}
+
+
+@dataclass(frozen=True)
+class PoolState:
+    """A pool as ``zpool list -v -Hp POOL`` states it: capacity and fragmentation in percent
+    (None: "-"), health, and each vdev's class ("data", "log", "cache", "special", "dedup",
+    "spare") by the name ``zpool iostat -v`` gives it, top-level vdevs only."""
+
+    name: str
+    size_bytes: int | None
+    alloc_bytes: int | None
+    capacity_pct: int | None
+    fragmentation_pct: int | None
+    health: str
+    classes: tuple[tuple[str, str], ...] = ()
+
+    def vdevs(self, kind: str) -> list[str]:
+        return [n for n, c in self.classes if c == kind]
+
+
+def _int(text: str) -> int | None:
+    text = text.strip().rstrip("%")
+    return int(text) if text.isdigit() else None
+
+
+def parse_zpool_list(text: str) -> PoolState | None:
+    """``zpool list -v -Hp POOL`` (OpenZFS 2.1-2.3): the pool's line (name, size, alloc, free,
+    ckpoint, expandsz, frag, cap, dedup, health, altroot; tab-separated), then one line per
+    vdev indented by tabs (one tab: top level), a class's vdevs after a line naming it
+    ("logs", "cache", "special", "dedup", "spares", space-separated).  None: no pool line."""
+    pool: PoolState | None = None
+    kind = "data"
+    classes: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        head = line.split(None, 1)[0] if line.strip() else ""
+        if not line.startswith("\t") and head in CLASS_HEADS and "\t" not in line.strip():
+            kind = CLASS_HEADS[head]
+            continue
+        parts = line.split("\t")
+        if pool is None and len(parts) >= 10 and parts[0]:
+            pool = PoolState(parts[0], _int(parts[1]), _int(parts[2]), _int(parts[7]), _int(parts[6]), parts[9].strip())
+        elif pool is not None and line.startswith("\t") and not line.startswith("\t\t") and len(parts) > 2 and parts[1]:
+            classes.append((parts[1], kind))
+    if pool is None:
+        return None
+    return PoolState(pool.name, pool.size_bytes, pool.alloc_bytes, pool.capacity_pct, pool.fragmentation_pct, pool.health,
+                     tuple(classes))
+
+
+def status_health(status: str) -> str | None:
+    """The `` state:`` line of ``zpool status`` (ONLINE, DEGRADED, FAULTED...), None without one."""
+    for line in status.splitlines():
+        head, sep, rest = line.strip().partition(":")
+        if sep and head == "state":
+            return rest.strip() or None
+    return None
+
+
+# ---- the volume under fio's target, read after the run -----------------------------------------
+
+#: what is read of the zvol or dataset under fio's target once fio is done
+VOLUME_PROPS = ("compression", "compressratio", "logicalused", "used")
+
+
+def volume_argv(target: str) -> list[str] | None:
+    """``zfs get`` of the zvol (``/dev/zvol/NAME``) or of the dataset holding a file (its
+    path: zfs resolves it) under fio's target; None for any other device."""
+    if target.startswith("/dev/zvol/") and len(target) > len("/dev/zvol/"):
+        name = target[len("/dev/zvol/"):]
+    elif target.startswith("/") and not target.startswith("/dev/"):
+        name = target
+    else:
+        return None
+    return ["zfs", "get", "-Hp", "-o", "property,value", ",".join(VOLUME_PROPS), name]
+
+
+def parse_volume(text: str) -> dict[str, Any]:
+    """``zfs get -Hp -o property,value`` of :data:`VOLUME_PROPS` -> the "zfs-volume" series:
+    ``compression`` (text), ``compressratio`` (float: 1.52), ``logicalused``/``used`` (bytes)."""
+    out: dict[str, Any] = {}
+    for line in text.splitlines():
+        parts = line.split("\t")  # property, value (and the source, where it was asked for)
+        if len(parts) < 2 or parts[0] not in VOLUME_PROPS:
+            continue
+        prop, value = parts[0], parts[1].strip()
+        if prop == "compression":
+            out[prop] = value
+        elif prop == "compressratio":
+            try:
+                out[prop] = float(value.rstrip("x"))
+            except ValueError:
+                continue
+        elif value.isdigit():
+            out[f"{prop}_bytes"] = int(value)
+    return out
