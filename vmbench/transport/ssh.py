@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import select
 import shlex
 import socket
 import threading
@@ -28,6 +27,13 @@ from .sshconfig import SshConfig
 from . import hostkeys
 
 log = logging.getLogger(__name__)
+#: how long a command's loop sleeps when nothing came: from _IDLE_FIRST, doubling to _IDLE_MAX.
+#: It polls the channel instead of select()ing on it: a channel's fileno() makes paramiko
+#: create a pipe (PosixPipe) that its transport thread writes to and closes without a lock,
+#: and a command that timed out raced it: the transport thread hit a closed descriptor and
+#: the connection died ("Socket exception: Bad file descriptor", paramiko issue 692).
+_IDLE_FIRST = 0.001
+_IDLE_MAX = 0.05
 logging.getLogger("paramiko").addHandler(logging.NullHandler())  # the library never prints
 
 
@@ -233,6 +239,7 @@ class SshTransport:
         out, err, pgid = bytearray(), bytearray(), None
         pending: memoryview | None = memoryview(input or b"")  # stdin still to send; None: closed
         started = last_wait = time.monotonic()
+        idle = _IDLE_FIRST
         try:
             chan.exec_command(remote_command(argv, env))
             while True:
@@ -271,11 +278,12 @@ class SshTransport:
                 if on_wait and now - last_wait >= 1.0:
                     last_wait = now
                     on_wait(elapsed)
+                idle = _IDLE_FIRST if got else min(idle * 2, _IDLE_MAX)
                 if not got:
-                    wait = 0.005 if pending is not None else 0.2
+                    wait = min(idle, 0.005) if pending is not None else idle
                     if timeout is not None:
                         wait = max(0.001, min(wait, timeout - elapsed))
-                    select.select([chan], [], [], wait)
+                    time.sleep(wait)  # never select() on a channel: see _IDLE_MAX
         except CommandTimeout:
             raise
         except BaseException as exc:  # a drop; or Ctrl-C, SIGTERM, an on_wait error: do not leave fio running
@@ -355,7 +363,7 @@ class SshTransport:
                     continue
                 if chan.closed or chan.exit_status_ready() or time.monotonic() >= deadline:
                     break
-                select.select([chan], [], [], 0.05)
+                time.sleep(0.01)
         except _DROPPED as exc:
             chan.close()
             raise self._lost(step, exc) from None
