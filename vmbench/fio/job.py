@@ -250,25 +250,7 @@ def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile
     ]
     if rbd is not None:  # librbd in place of the kernel: the image, the user and fio's rbd engine
         io = [*rbd.fio_args(), *(a for a in io[1:] if not a.startswith("--ioengine="))]
-    optional = []
-    if job.rwmixread is not None:
-        optional.append(f"--rwmixread={job.rwmixread}")
-    if job.sync:
-        optional.append("--sync=1")
-    if job.fsync:
-        optional.append(f"--fsync={job.fsync}")
-    if job.buffer_compress_percentage is not None:
-        optional.append(f"--buffer_compress_percentage={job.buffer_compress_percentage}")
-    if job.refill_buffers is not None:
-        optional.append(f"--refill_buffers={int(job.refill_buffers)}")
-    if job.rate_iops is not None:
-        optional.append(f"--rate_iops={job.rate_iops}")
-    if job.rate is not None:
-        optional.append(f"--rate={job.rate}")
-    if job.steadystate is not None:
-        optional += [f"--steadystate={job.steadystate}", f"--steadystate_duration={_secs(job.steadystate_duration or 0)}"]
-        if job.steadystate_ramp_time:
-            optional.append(f"--steadystate_ramp_time={_secs(job.steadystate_ramp_time)}")
+    optional = optional_args(job)
     logs = []
     if log_prefix:
         logs = [f"--write_iops_log={log_prefix}", f"--write_lat_log={log_prefix}", f"--log_avg_msec={LOG_AVG_MSEC}"]
@@ -293,6 +275,30 @@ def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile
                  "--stonewall", "--new_group", "--time_based=1", f"--runtime={_secs(tail_seconds)}", "--ramp_time=0"]
     argv += ["--output-format=json+", f"--output={output}"]
     return argv
+
+
+def optional_args(job: FioJob) -> list[str]:
+    """The options a built-in job sets only when it has them (mix, sync, data, rate, steady state)."""
+    optional: list[str] = []
+    if job.rwmixread is not None:
+        optional.append(f"--rwmixread={job.rwmixread}")
+    if job.sync:
+        optional.append("--sync=1")
+    if job.fsync:
+        optional.append(f"--fsync={job.fsync}")
+    if job.buffer_compress_percentage is not None:
+        optional.append(f"--buffer_compress_percentage={job.buffer_compress_percentage}")
+    if job.refill_buffers is not None:
+        optional.append(f"--refill_buffers={int(job.refill_buffers)}")
+    if job.rate_iops is not None:
+        optional.append(f"--rate_iops={job.rate_iops}")
+    if job.rate is not None:
+        optional.append(f"--rate={job.rate}")
+    if job.steadystate is not None:
+        optional += [f"--steadystate={job.steadystate}", f"--steadystate_duration={_secs(job.steadystate_duration or 0)}"]
+        if job.steadystate_ramp_time:
+            optional.append(f"--steadystate_ramp_time={_secs(job.steadystate_ramp_time)}")
+    return optional
 
 
 def fio_env(job: FioJob, target: str) -> dict[str, str]:

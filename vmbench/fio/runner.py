@@ -114,9 +114,7 @@ def run_fio(
         check_identical(must_match, argv)
     total = None if job.duration is None else job.duration + tail_seconds
     timeout = job_timeout(job, slow, tail_seconds)
-    watch = CephWatch(host_side or transport, ceph_pool) if ceph_pool is not None else None
-    tick = _ticker(progress, label, total, watch)
-    logs: dict[str, bytes] = {}
+    tick = _ticker(progress, label, total, CephWatch(host_side or transport, ceph_pool) if ceph_pool is not None else None)
     finished = False
     try:
         if jobfile_path is not None and text is not None:
@@ -124,10 +122,8 @@ def run_fio(
         host_sampler, sampler = _samplers(transport, target, workdir, token, timeout, label=label, telemetry=telemetry,
                                           zfs_pool=zfs_pool, host_side=host_side, host_workdir=host_workdir,
                                           host_target=host_target)
-        ceph = (CephSampler(host_side or transport, ceph_pool, host_workdir if host_side else workdir, token, timeout)
+        ceph = (_started(CephSampler(host_side or transport, ceph_pool, host_workdir if host_side else workdir, token, timeout))
                 if telemetry and ceph_pool is not None and (host_workdir or host_side is None) else None)
-        if ceph is not None:
-            ceph.start()
         try:
             sampled = _sampled(lambda: transport.run(argv, env=fio_env(job, target), timeout=timeout, on_wait=tick),
                                sampler, host_sampler, before_start)
@@ -137,15 +133,25 @@ def run_fio(
         raw = transport.read_file(output).decode("utf-8", errors="replace")
         finished = True
     finally:
-        names = _log_names(transport, workdir, token)
-        if finished:
-            logs = _read_logs(transport, workdir, names)
-        _remove(transport, [output] + ([jobfile_path] if jobfile_path else []) + [f"{workdir}/{n}" for n in names])
+        logs = _collect_logs(transport, workdir, token, read=finished, remove=[output, *([jobfile_path] if jobfile_path else [])])
     raw = raw[raw.find("{"):] if "{" in raw else raw
     result = parse_fio_json(raw)
     window, logs = _measured(job, logs, tail_seconds, epoch_logs)
     return FioRun(argv=tuple(argv), target=target, result=result, raw_json=raw, series={**parse_logs(logs), **sampled},
                   jobfile_text=text, rewrites=rewrites, window=window)
+
+
+def _started(sampler: CephSampler) -> CephSampler:
+    sampler.start()
+    return sampler
+
+
+def _collect_logs(transport: Transport, workdir: str, token: str, *, read: bool, remove: list[str]) -> dict[str, bytes]:
+    """fio's logs of this run (read only when it finished), then its files removed, the logs with them."""
+    names = _log_names(transport, workdir, token)
+    logs = _read_logs(transport, workdir, names) if read else {}
+    _remove(transport, remove + [f"{workdir}/{n}" for n in names])
+    return logs
 
 
 def _jobfile_copy(job: FioJob, target: str, workdir: str, token: str) -> tuple[str | None, tuple[str, ...], str | None]:

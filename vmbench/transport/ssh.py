@@ -236,10 +236,9 @@ class SshTransport:
         step = f"running {_short(format_argv(argv))}"
         log.debug("%s: %s", self.name, format_argv(argv))
         chan = self._session(step)
-        out, err, pgid = bytearray(), bytearray(), None
+        out, err, pgid, idle = bytearray(), bytearray(), None, _IDLE_FIRST
         pending: memoryview | None = memoryview(input or b"")  # stdin still to send; None: closed
         started = last_wait = time.monotonic()
-        idle = _IDLE_FIRST
         try:
             chan.exec_command(remote_command(argv, env))
             while True:
