@@ -385,6 +385,13 @@ class Hypervisor:
     ssh: SshConfig | None = None  # None: the hypervisor is this machine
     state_dir: str | None = None  # vmbench's directory on the hypervisor host; None: the default
     proxmox: ProxmoxConfig | None = None  # driver proxmox only
+    name: str | None = None  # this host's name in a many-host run (default: its SSH host, or localhost)
+    pool: str | None = None  # this host's libvirt dir pool for VM disks (default: storage.pool)
+    #: a run across several hosts (libvirt) or nodes (proxmox): each a whole one-host Hypervisor,
+    #: the first one being this one's own settings; () for one host, this one
+    hosts: tuple["Hypervisor", ...] = ()
+    #: explicit placement, host name -> at most that many VMs of a step, filled in order; (): round robin
+    place: tuple[tuple[str, int], ...] = ()
 
     @property
     def remote(self) -> bool:
@@ -392,7 +399,26 @@ class Hypervisor:
 
     @property
     def host_label(self) -> str:
+        """The host's name: in results, reports and messages, and its VMs' placement."""
+        if self.name:
+            return self.name
         return self.ssh.host if self.ssh else "localhost"
+
+    @property
+    def members(self) -> tuple["Hypervisor", ...]:
+        """Every host of the run, in order (one: this one)."""
+        return self.hosts or (self,)
+
+    @property
+    def host_labels(self) -> tuple[str, ...]:
+        return tuple(h.host_label for h in self.members)
+
+    def member(self, label: str) -> "Hypervisor":
+        """The host named ``label`` (KeyError when it is not one of the run's)."""
+        for h in self.members:
+            if h.host_label == label:
+                return h
+        raise KeyError(label)
 
 
 @dataclass(frozen=True)
