@@ -184,6 +184,7 @@ def _print_plan_totals(plan, est, policy) -> None:
 def _print_load_plan(plan) -> None:
     """The load steps: each VM configuration's steps, their VMs (role and own settings) and host reference."""
     from tabulate import tabulate
+    from ..run.plan import placement_text
 
     load = plan.scenario.load
     rows = []
@@ -193,10 +194,13 @@ def _print_load_plan(plan) -> None:
             roles[m.role.value] = roles.get(m.role.value, 0) + 1
         own = sorted({f"{m.role.value}: " + ", ".join(f"{k}={v}" for k, v in m.overrides.describe().items())
                       for m in u.step.members if m.overrides.axes})
+        many = len(plan.scenario.hypervisor.members) > 1
         rows.append([u.boot.seq, u.step.index, u.step.name, u.step.size, ", ".join(f"{n} {r}" for r, n in roles.items()),
-                     "; ".join(own) or "-", f"{u.step.size} volume(s)" if u.has_host else "-"])
+                     "; ".join(own) or "-", f"{u.step.size} volume(s)" if u.has_host else "-"]
+                    + ([placement_text(u)] if many else []))
     print()
-    print(tabulate(rows, headers=["boot", "step", "name", "VMs", "roles", "own settings", "host reference"], tablefmt="simple"))
+    print(tabulate(rows, headers=["boot", "step", "name", "VMs", "roles", "own settings", "host reference"]
+                   + (["hosts (VM: host)"] if many else []), tablefmt="simple"))
     print(f"each step's VMs boot {load.boot_parallel} at a time and start each job together; the load goes on "
           f"{load.tail_seconds:g}s after each measured window (fio's tail) so that every window is fully loaded")
 
@@ -299,28 +303,34 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _driver_for(args: argparse.Namespace):
-    """The driver of ``args.scenario`` (its hypervisor, storage and SSH settings), or of
-    ``--uri`` on this machine."""
+def _drivers_for(args: argparse.Namespace) -> list:
+    """(driver, host name) of every host of ``args.scenario`` (its hypervisor, storage and SSH
+    settings; several for a run across hosts), or of ``--uri`` on this machine."""
     from ..drivers import make_driver
+    from ..run.fleet import host_storage
     from ..scenario import load_scenario
     from ..scenario.model import Hypervisor
 
     if getattr(args, "scenario", None):
         s = load_scenario(args.scenario)
-        return make_driver(s.hypervisor, s.storage), s.hypervisor.host_label
+        return [(make_driver(h, host_storage(h, s.storage)), h.host_label) for h in s.hypervisor.members]
     if args.uri and "+ssh://" in args.uri:
         raise UsageError(f"--uri {args.uri}: name the scenario instead, so its SSH settings are used",
                          "vmbench cleanup SCENARIO / vmbench doctor SCENARIO")
-    return make_driver(Hypervisor(uri=args.uri or "qemu:///system")), "localhost"
+    return [(make_driver(Hypervisor(uri=args.uri or "qemu:///system")), "localhost")]
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    driver, where = _driver_for(args)
+    """Every host of the scenario in turn; the worst exit code."""
+    drivers = _drivers_for(args)
+    code = 0
     try:
-        return _cleanup(args, driver, where)
+        for driver, where in drivers:
+            code = max(code, _cleanup(args, driver, where))
     finally:
-        driver.close()
+        for driver, _ in drivers:
+            driver.close()
+    return code
 
 
 def _cleanup(args: argparse.Namespace, driver, where: str) -> int:

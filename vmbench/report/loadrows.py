@@ -94,6 +94,7 @@ class VmFigures:
     excluded: tuple[str, ...] = ()  # "repeat 2: reason"
     not_loaded: tuple[str, ...] = ()  # "repeat 1: short by 120 ms (VM 2)"
     samples: tuple[float, ...] = ()  # each included repeat's IOPS
+    host: str | None = None  # the host it ran on, in a run across several hosts
 
     @property
     def loaded(self) -> bool:
@@ -154,7 +155,8 @@ def _vm_figures(vm: int, rows: Sequence[Mapping]) -> VmFigures:
     iops = [float(r["iops"]) for r in inc]
     return VmFigures(vm, rows[0].get("role") if rows else None, statistics.mean(iops) if iops else None,
                      statistics.mean(float(r["bw_bytes"]) for r in inc) / 1e6 if inc else None,
-                     _ms(h, 50.0), _ms(h, 99.0), len(inc), ex, short, tuple(iops))
+                     _ms(h, 50.0), _ms(h, 99.0), len(inc), ex, short, tuple(iops),
+                     host=_load(rows[0]).get("host") if rows else None)
 
 
 def step_figures(rows: Sequence[Mapping], *, name: str = "", vms: Sequence[int] | None = None) -> StepFigures:

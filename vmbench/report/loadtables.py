@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from . import stats
 from .facts import RepeatPolicy, admissibility
+from .hostrows import host_steps, hosts_of, per_host_table
 from .loadrows import (HELD_RULE, KNEE_RULE, LimitCheck, PhaseRow, ScalingRow, StepFigures, accelerators, latency_verdict,
                        neighbour_rows, scaling_rows)
 from .stats import Delta
@@ -124,7 +125,7 @@ def _vm_records(figs: Sequence[StepFigures]) -> list[dict]:
         for v in f.per_vm:
             notes = [f"not fully loaded: {s}" for s in v.not_loaded] + [f"excluded {e}" for e in v.excluded]
             out.append({"cell": f.cell or "", "stack": f.stack or "", "layer": f.layer, "job": f.job, "step": f.name, "load_step": f.step,
-                        "vm": v.vm, "role": v.role or "", "iops": v.iops, "mb_s": v.mb_s, "p50_ms": v.p50_ms, "p99_ms": v.p99_ms,
+                        "vm": v.vm, "role": v.role or "", "host": v.host or "", "iops": v.iops, "mb_s": v.mb_s, "p50_ms": v.p50_ms, "p99_ms": v.p99_ms,
                         "repeats": v.repeats, "iops_samples": list(v.samples), "loaded": "yes" if v.loaded else "no",
                         "excluded": "; ".join(v.excluded), "note": "; ".join(notes)})
     return out
@@ -137,6 +138,8 @@ def per_vm_table(figs: Sequence[StepFigures], plan: LoadPlan, measurements: Sequ
             Column("p99_ms", "p99 ms", f_ms), Column("repeats", "repeats"), Column("loaded", "loaded"), Column("note", "note", f_text)]
     if any(r["stack"] for r in records):
         cols.insert(1, Column("stack", "stack", f_text))
+    if any(r["host"] for r in records):
+        cols.insert(cols.index(next(c for c in cols if c.key == "role")) + 1, Column("host", "host"))
     notes = [_load_words(plan, accelerators(measurements)),
              "Each VM's IOPS and MB/s = the mean over its included repeats; p50/p99 ms from its included repeats' histograms merged.",
              "loaded = every other VM of the step was loaded during this VM's whole measured window (host clock, each VM's clock "
@@ -235,14 +238,15 @@ def neighbour_table(rows: Sequence[PhaseRow], plan: LoadPlan, measurements: Sequ
 
 def load_tables(measurements: Sequence[Mapping], cells: Sequence[Mapping], jobs: Sequence[str], lp: LoadPlan, *,
                 targets: Sequence[Mapping] = (), env: Mapping | None = None, policy: RepeatPolicy = RepeatPolicy(1, 1)) -> list[Table]:
-    """The tables of a load run."""
+    """The tables of a load run; a run across several hosts adds the per-host table."""
+    by_host = [per_host_table(host_steps(measurements, lp), lp, accelerators(measurements))] if len(hosts_of(measurements)) > 1 else []
     if lp.kind == "neighbours":
         phases = neighbour_rows(measurements, cells, lp, targets)
         figs = [f for p in phases for f in (p.victim, p.aggressors) if f is not None]
-        return [neighbour_table(phases, lp, measurements, cells, env=env, policy=policy), per_vm_table(figs, lp, measurements)]
+        return [neighbour_table(phases, lp, measurements, cells, env=env, policy=policy), per_vm_table(figs, lp, measurements), *by_host]
     rows = scaling_rows(measurements, cells, lp, jobs, targets)
     return [scaling_table(rows, lp, measurements, cells, env=env, policy=policy),
-            per_vm_table([r.guest for r in rows], lp, measurements)]
+            per_vm_table([r.guest for r in rows], lp, measurements), *by_host]
 
 
 def load_header(lp: LoadPlan) -> str:

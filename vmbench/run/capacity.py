@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..errors import CommandError, VmbenchError
 from ..transport.base import Transport
 from ..units import human_size
-from .plan import Plan
+from .plan import LoadUnit, Plan
 
 MiB = 1 << 20
 #: what a VM costs the host beyond its memory: QEMU itself, and under TCG its translation cache
@@ -48,9 +48,10 @@ def read_host_capacity(host: Transport, storage_free: int, storage_label: str) -
     return HostCapacity(mem, cpus, storage_free, storage_label)
 
 
-def check_capacity(plan: Plan, accel: str, host: HostCapacity, where: str) -> CapacityCheck:
+def check_capacity(plan: Plan, accel: str, host: HostCapacity, where: str, on: str | None = None) -> CapacityCheck:
     """Each load unit's VMs must fit the host's free memory and storage (else a refusal naming
-    the step, what it needs and what is free); more vCPUs than host CPUs is a warning."""
+    the step, what it needs and what is free); more vCPUs than host CPUs is a warning.  ``on``:
+    a run across several hosts, whose VMs placed on host ``on`` are counted (each host's own)."""
     s = plan.scenario
     if s.load is None:
         return CapacityCheck((), ())
@@ -59,7 +60,9 @@ def check_capacity(plan: Plan, accel: str, host: HostCapacity, where: str) -> Ca
     overhead = QEMU_OVERHEAD.get(accel, QEMU_OVERHEAD["tcg"])
     worst_mem = worst_disk = None
     for unit in plan.load_units():
-        vms = [unit.vm_of(m) for m in unit.step.members]
+        vms = [unit.vm_of(m) for m, placed in zip(unit.step.members, unit.hosts) if on is None or placed == on]
+        if not vms:
+            continue
         mem = sum(vm.memory_mib * MiB + overhead for vm in vms)
         disk = len(vms) * (s.storage.scratch_size * (2 if unit.has_host else 1) + ROOT_GROWTH) + STORAGE_SLACK
         if worst_mem is None or mem > worst_mem[0]:
@@ -72,14 +75,20 @@ def check_capacity(plan: Plan, accel: str, host: HostCapacity, where: str) -> Ca
                             + (": under TCG each busy vCPU takes a host core, so the VMs share them" if accel == "tcg" else ""))
     if worst_mem is not None and host.memory_available is not None and worst_mem[0] > host.memory_available:
         mem, unit = worst_mem
-        refusals.append((f"load step {unit.step.name!r} ({unit.step.size} VMs) needs about {human_size(mem)} of memory "
+        refusals.append((f"load step {unit.step.name!r} ({_count(unit, on)}) needs about {human_size(mem)} of memory "
                          f"(each VM's memory plus {human_size(overhead)} for QEMU under {accel}); {where} has {human_size(host.memory_available)} available",
                          "lower the step's VM count or vm.memory, or free memory on the host"))
     if worst_disk is not None and worst_disk[0] > host.storage_free:
         disk, unit = worst_disk
-        refusals.append((f"load step {unit.step.name!r} ({unit.step.size} VMs) needs about {human_size(disk)} on {host.storage_label} "
+        refusals.append((f"load step {unit.step.name!r} ({_count(unit, on)}) needs about {human_size(disk)} on {host.storage_label} "
                          f"(a scratch disk{' and a host reference volume' if unit.has_host else ''} of {human_size(s.storage.scratch_size)} per VM); "
                          f"it has {human_size(host.storage_free)} free",
                          "lower storage.scratch_size or the step's VM count, or free space"))
     # deduplicate warnings of steps that repeat per VM configuration
     return CapacityCheck(tuple(refusals), tuple(dict.fromkeys(warnings)))
+
+
+def _count(unit: LoadUnit, on: str | None) -> str:
+    """How many of the unit's VMs a capacity message counts: all, or those on host ``on``."""
+    total = f"{unit.step.size} VMs"
+    return total if on is None else f"{total}, {sum(h == on for h in unit.hosts)} of them on {on}"

@@ -60,10 +60,11 @@ class Member:
     boot_id: int | None = None
     disk: ScratchDisk | None = None
     problems: tuple[str, ...] = ()
+    host: str = ""  # the name of the host it runs on ('' in a one-host run)
 
     @property
     def label(self) -> str:
-        return f"VM {self.member.vm} ({self.member.role.value})"
+        return f"VM {self.member.vm} ({self.member.role.value})" + (f" on {self.host}" if self.host else "")
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class Side:
     role: Role
     transport: Transport
     where: Where
+    host: str = ""  # the host its VM (or its host volume) is on, in a run across several hosts
 
 
 def clock_offset(side: Transport, clock: Callable[[], float] = time.time) -> tuple[float, float] | None:
@@ -179,16 +181,18 @@ class LoadStepRun:
             return
         r.progress.step(where_from)
         assert r.ledger is not None
-        for m, seq in zip(unit.step.members, unit.seqs):
+        many = len(r.hosts) > 1
+        for m, seq, placed in zip(unit.step.members, unit.seqs, unit.hosts):
             vm = unit.vm_of(m)
             request = VmRequest(seq=seq, vm=vm, scratch_size=self.s.storage.scratch_size, cells=tuple(c.name for c in unit.boot.cells))
-            res = r.driver.new_resources(r.tag, request)
+            res = r.driver_for(placed).new_resources(r.tag, request)
+            r.placed[res.name] = placed
             r.created.append(res)  # tracked before anything exists
             r.ledger.add("domain", res.name)
-            self.members.append(Member(m, request, res))
+            self.members.append(Member(m, request, res, host=placed if many else ""))
         for mem in self.members:
-            r.step = f"creating the disks of {mem.res.name} ({unit.label})"
-            r.driver.create_vm(r.tag, mem.request, mem.res)
+            r.step = f"creating the disks of {mem.res.name} ({unit.label}{' on ' + mem.host if mem.host else ''})"
+            r.driver_for(mem.host).create_vm(r.tag, mem.request, mem.res)
             for v in mem.res.volumes:
                 r.ledger.add("volume", v)
         storage_problems = sorted({p for mem in self.members for p in mem.res.storage_problems})
@@ -217,8 +221,8 @@ class LoadStepRun:
         r = self.r
         r.step = f"removing the VMs of {self.unit.label}"
         for mem in reversed(self.members):
-            r.progress.step(f"removing {mem.res.name}")
-            r.driver.remove_vm(mem.res)
+            r.progress.step(f"removing {mem.res.name}" + (f" on {mem.host}" if mem.host else ""))
+            r.driver_for(mem.host).remove_vm(mem.res)
             r.created.remove(mem.res)
         self.members = []
 
@@ -236,23 +240,35 @@ class LoadStepRun:
         r = self.r
         assert r.accel is not None
         r.step = f"booting the VMs of {self.unit.label}"
-        r.progress.step(f"booting {len(self.members)} VM(s), {self.load.boot_parallel} at a time ({r.accel.name})")
+        hosts = sorted({mem.host for mem in self.members})
+        par = self.load.boot_parallel
+        r.progress.step(f"booting {len(self.members)} VM(s), {par} at a time"
+                        + (f" on each of {len(hosts)} hosts" if len(hosts) > 1 else "") + f" ({r.accel.name})")
+        # each host boots its own VMs boot_parallel at a time
+        slots = {h: threading.BoundedSemaphore(par) for h in hosts}
 
         def boot(mem: Member) -> Callable[[], Guest]:
-            return lambda: r.driver.boot(r.tag, mem.request, mem.res, None, self.s.hypervisor.boot_timeout)
+            def call() -> Guest:
+                with slots[mem.host]:
+                    return r.driver_for(mem.host).boot(r.tag, mem.request, mem.res, None, self.s.hypervisor.boot_timeout)
+            return call
 
         def stop_booting() -> None:  # a failed or interrupted boot: make the others end soon
             for mem in self.members:
                 try:
-                    r.driver.remove_vm(mem.res)
+                    r.driver_for(mem.host).remove_vm(mem.res)
                 except Exception as exc:  # noqa: BLE001 - the runner's cleanup removes it again
                     log.warning("removing %s while its boot was stopped: %s", mem.res.name, exc)
 
-        guests = in_parallel([boot(m) for m in self.members], self.load.boot_parallel, stop_booting)
+        # submitted host by host in turn, so that every host's slots fill from the start
+        rank = {id(m): i for i, m in enumerate(self.members)}
+        order = sorted(self.members, key=lambda m: (sum(o.host == m.host for o in self.members[:rank[id(m)]]), rank[id(m)]))
+        booted = dict(zip(map(id, order), in_parallel([boot(m) for m in order], par * len(hosts), stop_booting)))
+        guests = [booted[id(m)] for m in self.members]
         r.boots_started += len(guests)
         for mem, guest in zip(self.members, guests):
             mem.guest = guest
-            r.progress.step(f"{mem.res.name}: guest agent answered after {guest.boot_seconds:.0f}s")
+            r.progress.step(f"{mem.res.name}{' on ' + mem.host if mem.host else ''}: guest agent answered after {guest.boot_seconds:.0f}s")
             mem.boot_id = r.db.add_boot(
                 r.run_id, seq=mem.request.seq, vm_key=vm_key(mem.request.vm), settings_json=settings_of(mem.request.vm),
                 domain_name=guest.name, accelerator=r.accel.name, domain_xml=mem.res.native_config,
@@ -273,11 +289,16 @@ class LoadStepRun:
             return
         targets = []
         for mem in self.members:
-            targets.append(mem.res.host_target or r.driver.create_host_reference(r.tag, mem.request, mem.res))
-        r.progress.step(f"host: {len(targets)} volume(s) at once, before the VMs boot")
-        sides = [Side(mem.member.vm, mem.member.role, r.host,
-                      Where(r.host, "host", r.host_workdir, t, "host", settings={}, zfs_pool=self.s.storage.zfs_pool))
-                 for mem, t in zip(self.members, targets)]
+            targets.append(mem.res.host_target or r.driver_for(mem.host).create_host_reference(r.tag, mem.request, mem.res))
+        hosts = sorted({mem.host for mem in self.members})
+        r.progress.step(f"host: {len(targets)} volume(s) at once, before the VMs boot"
+                        + (f", placed as the VMs are ({', '.join(hosts)})" if len(hosts) > 1 else ""))
+        sides = []
+        for mem, t in zip(self.members, targets):
+            rh = r.host_of(mem.host)
+            sides.append(Side(mem.member.vm, mem.member.role, rh.transport,
+                              Where(rh.transport, "host", rh.workdir, t, "host", settings={}, zfs_pool=self.s.storage.zfs_pool),
+                              host=mem.host))
         cell_id = None
         if self.unit.host_cell is not None:
             cell = next(c for c in self.unit.boot.cells if c.name == self.unit.host_cell)
@@ -299,15 +320,19 @@ class LoadStepRun:
             return
         cell_id = r.record_cell(cell, self.members[0].boot_id, [], evidence, stored)
         sides = []
+        sampled: set[str] = set()
         for mem in self.members:
             assert mem.guest is not None and mem.disk is not None
+            rh = r.host_of(mem.host)
+            # each host is sampled once per round, alongside its first VM (VM 0 on the primary)
+            samples = mem.host not in sampled
+            sampled.add(mem.host)
             sides.append(Side(mem.member.vm, mem.member.role, mem.guest.transport, Where(
                 mem.guest.transport, "guest", "/run/vmbench", mem.disk.path, r.accel.name, cell=cell, cell_id=cell_id,
                 boot_id=mem.boot_id, layer="raw", settings=settings_of(mem.request.vm),
-                # the host is sampled once per round, alongside VM 0
-                host_side=r.host if mem.member.vm == 0 else None, host_workdir=r.host_workdir,
+                host_side=rh.transport if samples else None, host_workdir=rh.workdir,
                 host_target=mem.res.scratch_path, zfs_pool=self.s.storage.zfs_pool,
-                write_rate=mem.request.vm.limits.write_rate(PRECONDITION_BS), lift_limits=mem.guest.limits_lifted)))
+                write_rate=mem.request.vm.limits.write_rate(PRECONDITION_BS), lift_limits=mem.guest.limits_lifted), host=mem.host))
         raw = [st for st in steps if st.stack is None]
         if raw:
             self._measure(sides, raw, f"{cell.name}: raw")
@@ -395,7 +420,7 @@ class LoadStepRun:
         for sd, st, job, run in zip(sides, steps, jobs, runs):
             load = placement.load_json(sd.vm, step_name, round_no)
             values = measurement_values(sd.where, job, run, r.attempt)
-            values.update(role=sd.role.value, load_json=load)
+            values.update(role=sd.role.value, load_json=dict(load, host=sd.host) if sd.host else load)
             self.rows.append((st.key(), values, dict(getattr(run, "series", None) or {})))
         skew = placement.skew
         r.progress.status(f"{label}: {what} #{rep}: " + ", ".join(f"VM {sd.vm} {run.result.iops:,.0f} IOPS" for sd, run in zip(sides, runs))

@@ -103,6 +103,28 @@ class LoadUnit:
         return member.overrides.apply(self.boot.vm)
 
 
+def placement_text(unit: LoadUnit) -> str:
+    """Where a unit's VMs run, in words: "VM 0 victim: h1; VMs 1-3: h2"."""
+    runs: list[tuple[str, list[int]]] = []
+    for m, host in zip(unit.step.members, unit.hosts):
+        if runs and runs[-1][0] == host:
+            runs[-1][1].append(m.vm)
+        else:
+            runs.append((host, [m.vm]))
+    return "; ".join((f"VM {vms[0]}" if len(vms) == 1 else f"VMs {vms[0]}-{vms[-1]}") + f": {host}" for host, vms in runs)
+
+
+def place_vms(size: int, labels: tuple[str, ...], place: tuple[tuple[str, int], ...] = ()) -> tuple[str, ...]:
+    """The host of each of a step's ``size`` VMs, by member: round robin over ``labels``, or
+    ``place``'s hosts filled in order, each up to its count (the loader checked there is room)."""
+    if not place:
+        return tuple(labels[i % len(labels)] for i in range(size))
+    slots = [label for label, count in place for _ in range(count)]
+    if len(slots) < size:
+        raise ValueError(f"placement has room for {len(slots)} VMs, not {size}")
+    return tuple(slots[:size])
+
+
 #: a group's key (MeasurementKey.group()) -> {repeat: IOPS}: what a run has stored (ResultsDB.repeat_iops)
 Stored = Mapping[MeasurementKey, Mapping[int, float]]
 
@@ -192,8 +214,8 @@ class Plan:
             for step in s.load.steps:
                 seqs = tuple(range(seq + 1, seq + step.size + 1))
                 seq += step.size
-                out.append(LoadUnit(boot, step, seqs, has_host=boot.seq in refs, host_cell=refs.get(boot.seq),
-                                    hosts=tuple(boot.host for _ in seqs)))
+                hosts = place_vms(step.size, s.hypervisor.host_labels, s.hypervisor.place)
+                out.append(LoadUnit(boot, step, seqs, has_host=boot.seq in refs, host_cell=refs.get(boot.seq), hosts=hosts))
         return out
 
     def unit_steps(self, unit: LoadUnit) -> list[Step]:
@@ -299,6 +321,9 @@ class Plan:
             "host_measurements_max": self.host_measurements(policy.max),
             **({"rados_measurements": len(self.rados_jobs()) * s.repeats} if self.rados_jobs() else {}),
             **({"load": s.load.to_json(), "vms_booted": sum(u.step.size for u in self.load_units())} if s.load else {}),
+            **({"hosts": list(s.hypervisor.host_labels),
+                "placement": [{"boot": u.boot.seq, "step": u.step.index, "hosts": list(u.hosts)} for u in self.load_units()]}
+               if len(s.hypervisor.members) > 1 else {}),
             # the question vmbench advise answers for this run; a tune's round (vmbench tune --resume/--show)
             **({"advise": s.advise.to_json()} if s.advise is not None else {}),
             **({"tune": s.tune.plan_json(s.name, s.baseline)} if s.tune is not None and s.tune.round is not None else {}),

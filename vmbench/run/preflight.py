@@ -33,8 +33,10 @@ class RunPreflight:
     template image, the accelerator) is kept as :attr:`image` and :attr:`accel`."""
 
     def __init__(self, scenario: Scenario, plan: Plan, driver: HypervisorDriver, progress: Progress, state: StatePaths,
-                 resume: RunRow | None) -> None:
+                 resume: RunRow | None, host: str | None = None) -> None:
         self.scenario = scenario
+        #: in a run across several hosts, the host checked (its own VMs count for its capacity)
+        self.on = host
         self.plan = plan
         self.driver = driver
         self.host = driver.host
@@ -47,7 +49,7 @@ class RunPreflight:
     def check(self) -> None:
         """Everything that can fail before anything is provisioned."""
         s = self.scenario
-        where = s.hypervisor.host_label
+        where = self.on or s.hypervisor.host_label
         self.progress.step(f"checking {self.host.name} for scenario {s.name}")
         try:
             self.host.run(["fio", "--version"], timeout=30)
@@ -96,7 +98,7 @@ class RunPreflight:
         """A load run: every step's VMs fit the host's memory and storage; vCPU overcommit is said."""
         assert self.accel is not None
         cap = read_host_capacity(self.host, self.driver.storage.free_bytes(), self.driver.storage.label)
-        check = check_capacity(self.plan, self.accel.name, cap, where)
+        check = check_capacity(self.plan, self.accel.name, cap, where, self.on)
         if check.refusals:
             raise PreflightError(*check.refusals[0])
         for warning in check.warnings:
@@ -121,9 +123,13 @@ class RunPreflight:
     def _check_same_host(self) -> None:
         assert self.resume is not None
         now = {**host_environment(self.host), **self.driver.describe_host()}
-        diff = host_differences(self.resume.environment, now)
+        before = self.resume.environment
+        if self.on is not None:  # a run across several hosts recorded each host's own
+            before = (before.get("hosts") or {}).get(self.on) or {}
+        diff = host_differences(before, now)
         if diff:
-            raise PreflightError(f"run {self.resume.id} ran on a different host or setup; resuming would mix results: "
+            raise PreflightError(f"run {self.resume.id} ran on a different host or setup"
+                                 + (f" ({self.on})" if self.on else "") + "; resuming would mix results: "
                                  + "; ".join(diff), "start a new run instead")
 
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 import logging
 import secrets
 from dataclasses import asdict
+from typing import Mapping
 
 from .. import __version__
-from ..drivers import make_driver
 from ..drivers.base import Accelerator, Guest, HypervisorDriver, VmResources
 from .environment import host_environment
-from ..errors import HypervisorError, Interrupted, VmbenchError
+from .fleet import RunHost, make_hosts
+from ..errors import HypervisorError, Interrupted, PreflightError, VmbenchError
 from ..guest.crypto import run_benchmarks
 from ..guest.disk import ScratchDisk
 from ..images import Image
@@ -49,14 +50,21 @@ def new_run_tag() -> str:
 
 class Runner:
     def __init__(self, scenario: Scenario, db: ResultsDB, progress: Progress, *, state: StatePaths | None = None,
-                 driver: HypervisorDriver | None = None, resume: RunRow | None = None) -> None:
+                 driver: HypervisorDriver | None = None, resume: RunRow | None = None,
+                 drivers: Mapping[str, HypervisorDriver] | None = None) -> None:
         self.scenario = scenario
         self.plan: Plan = make_plan(scenario)
         self.db = db
         self.progress = progress
         self.state = state or StatePaths.default()
-        self.driver = driver or make_driver(scenario.hypervisor, scenario.storage, state=self.state)
+        if driver is not None:
+            drivers = {scenario.hypervisor.host_label: driver}
+        #: every host of the run by name (one driver each), the primary first (:mod:`.fleet`)
+        self.hosts: dict[str, RunHost] = ({label: RunHost(label, d) for label, d in drivers.items()} if drivers is not None
+                                          else make_hosts(scenario.hypervisor, scenario.storage, self.state))
+        self.driver = next(iter(self.hosts.values())).driver
         self.host: Transport = self.driver.host
+        self.placed: dict[str, str] = {}  # VM name -> the name of the host it was created on
         self.resume = resume
         self.tag = new_run_tag()  # names this attempt's VMs and volumes
         self.created: list[VmResources] = []
@@ -77,12 +85,32 @@ class Runner:
     # ---- preflight -----------------------------------------------------------------------
 
     def preflight(self) -> None:
-        """Everything that can fail before anything is provisioned (:class:`RunPreflight`)."""
-        checks = RunPreflight(self.scenario, self.plan, self.driver, self.progress, self.state, self.resume)
-        try:
-            checks.check()
-        finally:  # what the checks found before a refusal is kept too
-            self.image, self.accel = checks.image, checks.accel
+        """Everything that can fail before anything is provisioned (:class:`RunPreflight`), on
+        every host; the hosts of one run must run their guests with the same accelerator."""
+        many = len(self.hosts) > 1
+        for label, rh in self.hosts.items():
+            checks = RunPreflight(self.scenario, self.plan, rh.driver, self.progress, self.state, self.resume,
+                                  host=label if many else None)
+            try:
+                checks.check()
+            finally:  # what the checks found before a refusal is kept too
+                if rh.driver is self.driver:
+                    self.image, self.accel = checks.image, checks.accel
+            if self.accel is not None and checks.accel is not None and checks.accel.name != self.accel.name:
+                raise PreflightError(f"host {label} runs guests with {checks.accel.name} ({checks.accel.reason}), host "
+                                     f"{next(iter(self.hosts))} with {self.accel.name}: their VMs' figures would not compare",
+                                     "run on hosts with the same accelerator (hypervisor.accel: tcg forces TCG everywhere)")
+
+    def driver_for(self, host: str) -> HypervisorDriver:
+        """The driver of host ``host`` (a name of :attr:`hosts`; '' or an unknown name: the primary)."""
+        return self.hosts[host].driver if host in self.hosts else self.driver
+
+    def host_of(self, host: str) -> RunHost:
+        return self.hosts.get(host) or next(iter(self.hosts.values()))
+
+    def driver_of(self, res: VmResources) -> HypervisorDriver:
+        """The driver of the host ``res`` was created on."""
+        return self.driver_for(self.placed.get(res.name, ""))
 
     # ---- the run -------------------------------------------------------------------------
 
@@ -156,10 +184,12 @@ class Runner:
         s = self.scenario
         assert self.outcome is not None
         self.ledger = Ledger.create(self.state.runs, self.tag, uri=s.hypervisor.uri, scenario=s.path,
-                                    host=s.hypervisor.host_label, run_id=self.run_id)
+                                    host=s.hypervisor.host_label, run_id=self.run_id, hosts=list(self.hosts))
         self._record_environment()
-        self.step = f"making a work directory on {self.host.name}"
-        self.host_workdir = ops.mkdtemp(self.host, self._host_work_root, f"vmbench-{self.tag}-")
+        for rh in self.hosts.values():
+            self.step = f"making a work directory on {rh.transport.name}"
+            rh.workdir = ops.mkdtemp(rh.transport, rh.driver.paths.work, f"vmbench-{self.tag}-")
+        self.host_workdir = next(iter(self.hosts.values())).workdir
         # a resume also goes on with adaptive repeats an earlier attempt left unfinished
         pending = self.plan.pending_steps(stored)
         self.outcome.skipped_steps = sum(st.repeat in stored.get(st.group(), {}) for st in self.plan.steps())
@@ -188,12 +218,9 @@ class Runner:
             if not cleanup_errors and self.ledger is not None:
                 self.ledger.remove()
             self.outcome.status, self.outcome.error = status, error
-            self.driver.close()
+            for rh in self.hosts.values():
+                rh.driver.close()
         return cleanup_errors
-
-    @property
-    def _host_work_root(self) -> str:
-        return self.driver.paths.work
 
     def _record_environment(self) -> None:
         env = host_environment(self.host)
@@ -204,6 +231,9 @@ class Runner:
             self.db.set_environment(self.run_id, before)
             return
         env.update(self.driver.describe_host())
+        if len(self.hosts) > 1:  # each host's own facts, by name (the primary's are the run's)
+            env["hosts"] = {label: {**host_environment(rh.transport), **rh.driver.describe_host()}
+                            for label, rh in self.hosts.items()}
         assert self.accel is not None
         env.update({
             "accelerator": self.accel.name,
@@ -219,20 +249,22 @@ class Runner:
         for res in reversed(self.created):
             self.progress.step(f"removing {res.name} and its disks")
             try:
-                self.driver.remove_vm(res)
+                self.driver_of(res).remove_vm(res)
             except VmbenchError as exc:
                 errors.append(exc.message)
             except Exception as exc:  # noqa: BLE001 - a bug must not stop the rest of the cleanup
                 log.exception("removing %s", res.name)
                 errors.append(f"{res.name}: internal error: {exc!r}")
         self.created.clear()
-        if self.host_workdir:
+        for rh in self.hosts.values():
+            if not rh.workdir:
+                continue
             try:
-                ops.remove_tree(self.host, self.host_workdir, inside=self._host_work_root)
+                ops.remove_tree(rh.transport, rh.workdir, inside=rh.driver.paths.work)
             except VmbenchError as exc:
-                errors.append(f"host work directory {self.host_workdir}: {exc.message}")
+                errors.append(f"host work directory {rh.workdir} on {rh.label}: {exc.message}")
             except Exception as exc:  # noqa: BLE001
-                errors.append(f"host work directory {self.host_workdir}: internal error: {exc!r}")
+                errors.append(f"host work directory {rh.workdir} on {rh.label}: internal error: {exc!r}")
         return errors
 
     # ---- what a boot group and a load step share ----------------------------------------------

@@ -14,6 +14,7 @@ from ..results.db import ResultsDB
 from ..scenario.model import Cell
 from ..scenario.spec import Scenario
 from ..transport.base import Transport
+from .fleet import RunHost
 from .ledger import Ledger
 from .measure import Measurer
 from .plan import Plan
@@ -50,8 +51,17 @@ class RunSession(Protocol):
     boots_started: int
     step: str  # what the run is doing, named in errors
 
+    hosts: dict[str, RunHost]  # every host of the run by name, the primary first
+    placed: dict[str, str]  # VM name -> the name of the host it was created on
+
     def record_cell(self, cell: Cell, boot_id: int | None, found: list[str], evidence: dict, stored: dict | None = None) -> int:
         """Store ``cell`` (once per run) with what was found; its id."""
+
+    def driver_for(self, host: str) -> HypervisorDriver:
+        """The driver of host ``host`` (the primary's for '' or a name not in :attr:`hosts`)."""
+
+    def host_of(self, host: str) -> RunHost:
+        """Host ``host`` of the run (the primary for '' or a name not in :attr:`hosts`)."""
 
     def inspect(self, guest: Guest, boot_id: int) -> tuple[ScratchDisk, dict, dict]:
         """Find the scratch disk in ``guest`` and read back its settings: (disk, evidence, effective)."""

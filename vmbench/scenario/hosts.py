@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 import urllib.parse
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from ..settings import Accel, DriverName, ImageFormat, StorageType
 from .ceph import read_rbd_storage
 from .model import Hypervisor, SshConfig, Storage, VmConfig, ZfsSettings
 from .parsers import MiB, choice_parser, duration_parser, pattern_parser, size_parser
-from .reader import Section, as_bool, as_int, as_name, as_str
+from .reader import Section, as_bool, as_int, as_name, as_str, items
 from .zfsprops import (DATASET, ZFS_STORAGE_KEYS, PROPERTY_BY_NAME, PROPERTY_NAMES, ZVOL, parse_dataset, parse_property, parse_recordsize,
                        parse_volblocksize)
 
@@ -46,6 +47,8 @@ def read_hypervisor(sec: Section, host_only: bool = False) -> Hypervisor:
         if sec.has(key):
             raise sec.fail(key, f"applies to driver proxmox, not {driver.value}" + PROXMOX_ONLY_KEYS[key],
                            "set driver: proxmox to run on a Proxmox VE node through its API")
+    if sec.has("hosts"):
+        return _many_libvirt_hosts(sec, driver)
     default_uri = "qemu:///system"
     if sec.has("ssh") and not sec.has("uri") and isinstance(sec.raw("ssh"), dict) and sec.raw("ssh").get("host"):
         ssh_raw = sec.raw("ssh")  # the host named under ssh only: libvirt (if any) over that same SSH
@@ -56,9 +59,65 @@ def read_hypervisor(sec: Section, host_only: bool = False) -> Hypervisor:
     machine = sec.get("machine", choice_parser(("pc", "q35")), "pc")
     state_dir = sec.get("state_dir", _abs_path, None)
     ssh = _ssh(sec, uri)
+    if sec.has("place"):
+        raise sec.fail("place", "places VMs on several hosts; this scenario names one", "list the hosts under hypervisor.hosts")
     sec.done(("driver", "uri", "accel", "boot_timeout", "machine", "state_dir", "ssh"))
     return Hypervisor(driver=driver, uri=uri, accel=accel, boot_timeout=boot_timeout, machine=machine, ssh=ssh,
                       state_dir=state_dir)
+
+
+#: what each entry of a libvirt ``hypervisor.hosts`` list takes; the rest is shared by every host
+LIBVIRT_HOST_KEYS = ("name", "uri", "ssh", "state_dir", "pool")
+
+
+def _many_libvirt_hosts(sec: Section, driver: DriverName) -> Hypervisor:
+    """``hypervisor: {hosts: [{uri:, ssh:, state_dir:, pool:, name:}, ...], place:, accel:, machine:, boot_timeout:}``:
+    a run across several libvirt hosts, each with its own URI, SSH, directory and dir pool."""
+    for key in LIBVIRT_HOST_KEYS:
+        if sec.has(key):
+            raise sec.fail(key, "with hypervisor.hosts, each host gives its own " + key + " in its entry",
+                           "move it into the entries of hypervisor.hosts")
+    shared = Hypervisor(driver=driver, accel=sec.get("accel", Accel.parse, Accel.AUTO),
+                        boot_timeout=sec.get("boot_timeout", duration_parser(10), None),
+                        machine=sec.get("machine", choice_parser(("pc", "q35")), "pc"))
+    hosts: list[Hypervisor] = []
+    for path, line, raw in items(sec.ctx, sec.raw("hosts"), f"{sec.path}.hosts", sec.line_of("hosts")):
+        sub = Section(sec.ctx, raw, path, line)
+        default_uri = "qemu:///system"
+        ssh_raw = sub.raw("ssh") if sub.has("ssh") else None
+        if not sub.has("uri") and isinstance(ssh_raw, dict) and ssh_raw.get("host"):
+            default_uri = f"qemu+ssh://{ssh_raw.get('user', 'root')}@{ssh_raw['host']}/system"
+        uri = sub.get("uri", _libvirt_uri, default_uri)
+        host = replace(shared, uri=uri, ssh=_ssh(sub, uri), name=sub.get("name", as_name, None),
+                       state_dir=sub.get("state_dir", _abs_path, None), pool=sub.get("pool", as_name, None))
+        sub.done(LIBVIRT_HOST_KEYS)
+        if host.host_label in (h.host_label for h in hosts):
+            raise sec.ctx.fail(path, line, f"a second host named {host.host_label!r}: every host of a run has its own name",
+                               "give each entry its own name: (the SSH host names it by default)")
+        hosts.append(host)
+    if not hosts:
+        raise sec.fail("hosts", "lists no host", "list each libvirt host: [{uri: qemu+ssh://root@HOST/system}, ...]")
+    place = read_place(sec, tuple(h.host_label for h in hosts))
+    sec.done(("driver", "accel", "boot_timeout", "machine", "hosts", "place"))
+    return replace(hosts[0], hosts=tuple(hosts), place=place)
+
+
+def read_place(sec: Section, labels: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+    """``place: round-robin`` (the default: VM 1 on the first host, VM 2 on the second...) or
+    ``place: {HOST: N, ...}``: at most N VMs of a step on HOST, filled in the order given."""
+    if not sec.has("place") or sec.raw("place") == "round-robin":
+        return ()
+    raw = sec.raw("place")
+    if not isinstance(raw, dict) or not raw:
+        raise sec.fail("place", f"is round-robin or a mapping of host to VMs, e.g. {{{labels[0]}: 1, {labels[-1]}: 3}}")
+    out = []
+    for name, count in raw.items():
+        if str(name) not in labels:
+            raise sec.fail("place", f"names {name!r}, which is not one of the run's hosts ({', '.join(labels)})")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise sec.fail("place", f"{name}: {count!r} is not a number of VMs (0 or more)")
+        out.append((str(name), count))
+    return tuple(out)
 
 
 def _libvirt_uri(value: Any) -> str:
@@ -132,6 +191,7 @@ PROXMOX_KEYS = ("driver", "host", "port", "node", "template", "storage", "token"
 LIBVIRT_ONLY_KEYS = {
     "uri": "a Proxmox node is reached through its API at host and port, not a libvirt URI",
     "machine": "the machine type is the template's (Proxmox keeps it in the VM config)",
+    "hosts": "a Proxmox cluster's nodes are named by nodes:",
 }
 TOKEN_ID_RE = re.compile(r"[^\s:@!/=]+@[A-Za-z][A-Za-z0-9._-]*![A-Za-z][A-Za-z0-9._-]*")
 PVE_NODE_RE = re.compile(r"[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?")

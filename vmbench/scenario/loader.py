@@ -23,7 +23,7 @@ from .jobs import check_jobs_vs_stacks, read_jobs, resolve_sizes
 from .matrix import read_cells
 from .model import Cell, Hypervisor, RepeatPolicy, Stack, Storage, VmConfig, ZfsSettings
 from .spec import Scenario
-from .load import parse_load
+from .load import LoadSpec, parse_load
 from .reader import Context, Section, as_bool, as_int, as_name, as_str, load_yaml
 from .stacks import read_stacks
 from .targets import read_crypto, read_targets
@@ -88,6 +88,7 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
         advise = AdviseSpec((tune.goal,), tune.allow)
     if load is not None:
         _check_load(top, host_only, repeat_policy)
+    _check_many_hosts(top, hypervisor, load, tuning)
     top.done(TOP_KEYS)
 
     return Scenario(
@@ -156,6 +157,24 @@ def _check_load(top: Section, host_only: bool, repeat_policy: RepeatPolicy) -> N
     if repeat_policy.adaptive:
         raise top.fail("repeats", "adaptive repeats do not go with load: (every VM of a step repeats together)",
                        "give a fixed count, e.g. repeats: 3")
+
+
+def _check_many_hosts(top: Section, hv: Hypervisor, load: LoadSpec | None, tuning: bool) -> None:
+    """A run across several hosts spreads each load step's VMs over them: it needs load:, and
+    an explicit placement room for the largest step."""
+    if len(hv.members) < 2:
+        return
+    sec = top.section("hypervisor")
+    if load is None or tuning:
+        raise sec.fail("hosts", f"a run across several hosts spreads a load step's VMs over them; this scenario has no load: "
+                       f"section" + (" (a tune runs on one host)" if tuning else ""),
+                       f"add load: {{vms: [{len(hv.members)}]}} for one VM per host (is every host the same?), "
+                       "or name one host")
+    room = sum(n for _, n in hv.place) if hv.place else None
+    if room is not None and room < load.max_vms:
+        raise sec.fail("place", f"places at most {room} VM(s), but load step "
+                       f"{next(s.name for s in load.steps if s.size == load.max_vms)} runs {load.max_vms}",
+                       "raise the counts under hypervisor.place, or leave place out (round robin)")
 
 
 def _check_storage(top: Section, cells: tuple, storage, host_only: bool) -> None:

@@ -198,6 +198,12 @@ LIBVIRT_ROWS: tuple[Row, ...] = (
     _hv("hypervisor.state_dir", "an absolute path", "vmbench's state directory", "vmbench's directory on the host"),
     _hv("hypervisor.ssh", "a mapping", "the URI's user, host and port", "SSH to the host (qemu+ssh URIs only)"),
     *_ssh_rows("the URI's host", "the URI's port, 22", "the URI's user, root"),
+    _hv("hypervisor.hosts", "a list of {uri, ssh, state_dir, pool, name}", "one host",
+        "a run across several hosts (needs load:): each host's URI, SSH, directory and dir pool, as above"),
+    _hv("hypervisor.hosts[].name", "a name", "its SSH host, or localhost", "the host's name in results and reports"),
+    _hv("hypervisor.hosts[].pool", "a name", "storage.pool", "the host's libvirt pool of the VMs' disks"),
+    _hv("hypervisor.place", "round-robin, or a mapping HOST: VMs", "round-robin",
+        "where a step's VMs run: in turn on each host, or the hosts filled in order up to their counts"),
 )
 
 PROXMOX_ROWS: tuple[Row, ...] = (
