@@ -8,17 +8,27 @@ and that the report says what it must."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 
 import pytest
 
-from tests.integration.conftest import run_tag_resources, vmbench, write
+from tests.integration.conftest import ROOT, run_tag_resources, vmbench, write
+from tests.sshd import TestSshd
 from vmbench.results.db import ResultsDB
 
 #: a whole many-VM or ZFS run in one test: longer than the suite's per-test limit
 pytestmark = pytest.mark.timeout(1800)
 
+#: the scaling run spreads its steps over two hosts (issue 28), each its own sshd on its own
+#: loopback address; host b's SSH is killed in step 2, and --resume finishes the run
 SCALING = """
 name: it-scaling
+hypervisor:
+  hosts:
+    - {name: a, uri: "qemu+ssh://root@127.0.0.2:{port2}/system", ssh: {key_file: {key2}, known_hosts: {kh2}}}
+    - {name: b, uri: "qemu+ssh://root@127.0.0.3:{port3}/system", ssh: {key_file: {key3}, known_hosts: {kh3}}}
 storage: {scratch_size: 384M}
 vm: {memory: 512M, vcpus: 1, bus: virtio-blk, cache: none, aio: native}
 jobs:
@@ -29,8 +39,15 @@ load: {vms: [1, 3], boot_parallel: 3}
 LIMIT = 1  # MiB/s per aggressor in the limited phase: far below what they reach unlimited
 MiB = 1 << 20
 
+#: the noisy neighbour runs across two hosts (issue 28): the victim on one, the aggressor on the
+#: other, each reached through its own sshd on its own loopback address (both are this machine's libvirt)
 NEIGHBOURS = f"""
 name: it-neighbours
+hypervisor:
+  hosts:
+    - {{name: near, uri: "qemu+ssh://root@127.0.0.2:{{port2}}/system", ssh: {{key_file: {{key2}}, known_hosts: {{kh2}}}}}}
+    - {{name: far, uri: "qemu+ssh://root@127.0.0.3:{{port3}}/system", ssh: {{key_file: {{key3}}, known_hosts: {{kh3}}}}}}
+  place: {{near: 1, far: 1}}
 storage: {{scratch_size: 384M}}
 vm: {{memory: 512M, vcpus: 1, bus: virtio-blk, cache: none, aio: native}}
 jobs:
@@ -49,6 +66,14 @@ load:
 """
 
 
+def _on_hosts(text: str, a: TestSshd, b: TestSshd) -> str:
+    """``text`` with the two test hosts' ports, keys and known_hosts files filled in."""
+    for name, value in dict(port2=a.port, key2=a.client_key, kh2=a.known_hosts, port3=b.port, key3=b.client_key,
+                            kh3=b.known_hosts).items():
+        text = text.replace("{" + name + "}", str(value))
+    return text
+
+
 def _run(tmp_path, name, text):
     scenario = write(tmp_path, f"{name}.yaml", text)
     db_path = tmp_path / f"{name}.db"
@@ -58,9 +83,45 @@ def _run(tmp_path, name, text):
     return db_path, db, db.resolve_run("latest"), run
 
 
-def test_scaling_1_and_3_vms(machine, tmp_path):
-    db_path, db, r, run = _run(tmp_path, "scaling", SCALING)
+def _killed_mid_step(scenario, db_path, sshd: TestSshd, when: str) -> str:
+    """``vmbench run`` until its log says ``when``, then ``sshd``'s sessions killed: its whole output."""
+    proc = subprocess.Popen([sys.executable, "-m", "vmbench", "run", str(scenario), "--db", str(db_path)],
+                            cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    lines = []
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if when in line:
+            break
+    assert any(when in line for line in lines), "".join(lines)
+    time.sleep(1)
+    assert sshd.kill_sessions() > 0
+    _, rest = proc.communicate(timeout=600)
+    assert proc.returncode == 4, "".join(lines) + rest
+    return "".join(lines) + rest
+
+
+def test_scaling_over_two_hosts_one_killed_mid_step_then_resumed(machine, tmp_path, two_hosts):
+    scenario = write(tmp_path, "scaling.yaml", _on_hosts(SCALING, *two_hosts))
+    db_path = tmp_path / "scaling.db"
+    out = _killed_mid_step(scenario, db_path, two_hosts[1], "placed as the VMs are (a, b)")
+    assert "lost the SSH connection to root@127.0.0.3" in out and "--resume" in out, out
+    assert "cleanup incomplete" not in out, out
+    db = ResultsDB(db_path, create=False)
+    r = db.resolve_run("latest")
+    assert r.status == "failed" and {k.load_step for k in db.measurement_keys(r.id)} == {1}  # the finished step kept
+    assert run_tag_resources(machine, r.tag) == [], out  # every host's VMs and volumes removed
+    resumed = vmbench("run", "--resume", "latest", "--db", str(db_path), timeout=1500)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    db = ResultsDB(db_path, create=False)
+    r = db.resolve_run(r.id)
+    assert r.status == "ok"
     rows = db.rows("measurements", r.id)
+    assert {(m["side"], m["load_step"], m["vm"], m["load"]["host"]) for m in rows} == {
+        (side, step, vm, host) for side in ("host", "guest") for step, vm, host in ((1, 0, "a"), (2, 0, "a"), (2, 1, "b"), (2, 2, "a"))}
     guest = [m for m in rows if m["side"] == "guest"]
     assert sorted((m["load_step"], m["vm"]) for m in guest) == [(1, 0), (2, 0), (2, 1), (2, 2)]
     host = [m for m in rows if m["side"] == "host"]
@@ -78,7 +139,7 @@ def test_scaling_1_and_3_vms(machine, tmp_path):
     print("start skew per step (ms):", skews)
     assert all(m["role"] == "peer" for m in guest)
     boots = db.rows("boots", r.id)
-    assert len(boots) == 4 and len({b["domain_name"] for b in boots}) == 4
+    assert len({(b["load_step"], b["vm"]) for b in boots}) == 4 and len({b["domain_name"] for b in boots}) == len(boots)
     rep = vmbench("report", "latest", "--db", str(db_path))
     assert rep.returncode == 0, rep.stderr
     print(rep.stdout)
@@ -92,12 +153,26 @@ def test_scaling_1_and_3_vms(machine, tmp_path):
     assert run_tag_resources(machine, r.tag) == []
 
 
-def test_noisy_neighbour_in_three_phases_with_a_limit(machine, tmp_path):
-    db_path, db, r, run = _run(tmp_path, "neighbours", NEIGHBOURS)
+@pytest.fixture(scope="module")
+def two_hosts():
+    """Two sshd's on 127.0.0.2 and 127.0.0.3: two hosts to vmbench."""
+    with TestSshd(host="127.0.0.2") as a, TestSshd(host="127.0.0.3") as b:
+        yield a, b
+
+
+def test_noisy_neighbour_across_two_hosts_in_three_phases_with_a_limit(machine, tmp_path, two_hosts):
+    a, b = two_hosts
+    db_path, db, r, run = _run(tmp_path, "neighbours", _on_hosts(NEIGHBOURS, a, b))
     rows = [m for m in db.rows("measurements", r.id) if m["side"] == "guest"]
     by = {(m["load_step"], m["vm"]): m for m in rows}
     assert sorted(by) == [(1, 0), (2, 0), (2, 1), (3, 0), (3, 1)]
     assert {by[k]["role"] for k in [(2, 1), (3, 1)]} == {"aggressor"} and by[(1, 0)]["role"] == "victim"
+    # the victim ran on one host, the aggressor on the other; the host reference placed as the VMs
+    assert {(m["role"], m["load"]["host"]) for m in rows} == {("victim", "near"), ("aggressor", "far")}
+    host_rows = [m for m in db.rows("measurements", r.id) if m["side"] == "host"]
+    assert host_rows and {(m["vm"], m["load"]["host"]) for m in host_rows} <= {(0, "near"), (1, "far")}
+    assert set(r.environment["hosts"]) == {"near", "far"}
+    assert r.environment["hosts"]["far"]["ssh_host"] == "127.0.0.3"
     # the MB/s limit is in effect and caps the aggressor: within 10% of it, far below unlimited;
     # it writes only, so nothing preconditions through the limit (issue 24: 128 MiB at 1 MiB/s)
     limited = by[(3, 1)]
@@ -122,7 +197,9 @@ def test_noisy_neighbour_in_three_phases_with_a_limit(machine, tmp_path):
     # the report says, phase by phase, what became of the victim's p99 (held, recovered, did not
     # recover, or not judged when the phase's victim window was not fully loaded)
     assert "The victim's p99" in text.stdout and "victim p99 vs alone" in text.stdout
-    json.loads(rep.stdout)
+    assert "Per host: each step's figures on each host" in text.stdout
+    tables = {t["name"]: t for t in json.loads(rep.stdout)["tables"]}
+    assert {rec["host"] for rec in tables["load-hosts"]["records"]} == {"near", "far"}
     # advise: the limit on the aggressors is the change, judged on the victim's p99 against the unlimited phase
     adv = vmbench("advise", "latest", "--db", str(db_path), "--goal", "victim:p99", "--format", "json")
     assert adv.returncode == 0, adv.stderr

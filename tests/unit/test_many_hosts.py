@@ -117,7 +117,8 @@ def test_the_plan_places_every_step_and_says_so():
     assert summary["hosts"] == list(HOSTS) and summary["placement"][0] == {"boot": 1, "step": 1, "hosts": list(HOSTS)}
     nn = make_plan(scenario(NEIGHBOURS)).load_units()
     assert nn[1].hosts == ("127.0.0.2", "127.0.0.3", "127.0.0.3")
-    assert placement_text(nn[1]) == "VM 0: 127.0.0.2; VMs 1-2: 127.0.0.3"
+    assert placement_text(nn[1]) == "127.0.0.2: VM 0; 127.0.0.3: VMs 1-2"
+    assert placement_text(make_plan(scenario(SCALING)).load_units()[1]).startswith("h1: VMs 0, 4, 8, 12, ")
 
 
 def test_capacity_counts_each_hosts_own_vms():

@@ -72,7 +72,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(f"scenario: {s.name} ({s.path})" + (f"\n  {s.description}" if s.description else ""))
     if s.host_only:
         return _print_host_only_plan(plan, est)
-    print(f"driver:   {s.hypervisor.driver} {s.hypervisor.uri}, accelerator {s.hypervisor.accel.value}"
+    where = (s.hypervisor.uri if len(s.hypervisor.members) == 1 else f"on {len(s.hypervisor.members)} hosts: "
+             + ", ".join(f"{h.host_label} ({h.uri})" for h in s.hypervisor.members))
+    print(f"driver:   {s.hypervisor.driver} {where}, accelerator {s.hypervisor.accel.value}"
           + (f" (this host: {accel})" if accel else " (not yet probed on this host; assuming tcg for the estimate)"))
     print(f"template: {s.template}; {s.storage.describe()}; plan: {s.plan_mode}; repeats: {policy.describe()}")
     print()
@@ -187,6 +189,7 @@ def _print_load_plan(plan) -> None:
     from ..run.plan import placement_text
 
     load = plan.scenario.load
+    many = len(plan.scenario.hypervisor.members) > 1
     rows = []
     for u in plan.load_units():
         roles: dict[str, int] = {}
@@ -194,14 +197,13 @@ def _print_load_plan(plan) -> None:
             roles[m.role.value] = roles.get(m.role.value, 0) + 1
         own = sorted({f"{m.role.value}: " + ", ".join(f"{k}={v}" for k, v in m.overrides.describe().items())
                       for m in u.step.members if m.overrides.axes})
-        many = len(plan.scenario.hypervisor.members) > 1
         rows.append([u.boot.seq, u.step.index, u.step.name, u.step.size, ", ".join(f"{n} {r}" for r, n in roles.items()),
                      "; ".join(own) or "-", f"{u.step.size} volume(s)" if u.has_host else "-"]
                     + ([placement_text(u)] if many else []))
     print()
     print(tabulate(rows, headers=["boot", "step", "name", "VMs", "roles", "own settings", "host reference"]
-                   + (["hosts (VM: host)"] if many else []), tablefmt="simple"))
-    print(f"each step's VMs boot {load.boot_parallel} at a time and start each job together; the load goes on "
+                   + (["hosts"] if many else []), tablefmt="simple"))
+    print(f"each step's VMs boot {load.boot_parallel} at a time{' on each host' if many else ''} and start each job together; the load goes on "
           f"{load.tail_seconds:g}s after each measured window (fio's tail) so that every window is fully loaded")
 
 

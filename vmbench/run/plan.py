@@ -104,14 +104,20 @@ class LoadUnit:
 
 
 def placement_text(unit: LoadUnit) -> str:
-    """Where a unit's VMs run, in words: "VM 0 victim: h1; VMs 1-3: h2"."""
-    runs: list[tuple[str, list[int]]] = []
+    """Where a unit's VMs run, in words, host by host: "h1: VM 0; h2: VMs 1-3"."""
+    by_host: dict[str, list[int]] = {}
     for m, host in zip(unit.step.members, unit.hosts):
-        if runs and runs[-1][0] == host:
-            runs[-1][1].append(m.vm)
-        else:
-            runs.append((host, [m.vm]))
-    return "; ".join((f"VM {vms[0]}" if len(vms) == 1 else f"VMs {vms[0]}-{vms[-1]}") + f": {host}" for host, vms in runs)
+        by_host.setdefault(host, []).append(m.vm)
+    return "; ".join(f"{host}: {_vm_list(vms)}" for host, vms in by_host.items())
+
+
+def _vm_list(vms: list[int]) -> str:
+    """"VM 0", "VMs 1-3", "VMs 0, 3, 6"."""
+    if len(vms) == 1:
+        return f"VM {vms[0]}"
+    if vms == list(range(vms[0], vms[-1] + 1)):
+        return f"VMs {vms[0]}-{vms[-1]}"
+    return "VMs " + ", ".join(map(str, vms))
 
 
 def place_vms(size: int, labels: tuple[str, ...], place: tuple[tuple[str, int], ...] = ()) -> tuple[str, ...]:
