@@ -19,6 +19,7 @@ from ...storage.zfs import ZfsStorage
 from ...transport.base import HostTransport
 from ..base import Accelerator
 from .api import PveApi, TaskResult, read_secret
+from .cluster import Inventory
 from ...guest.needs import GuestNeeds
 from .rbd import PveRbd
 from .storage import PveStorage, ZfsEntries
@@ -70,6 +71,8 @@ class PveNode:
         self.storage = PveStorage(self.api, self.node, self.cfg.storage, self.zfs, self.rbd)
         self.accelerator: Accelerator | None = None
         self.template_vmid: int | None = None
+        self.template_node: str | None = None  # the node the template is on (read at preflight)
+        self.inventory = Inventory()  # the cluster as preflight read it
         self.template_config: dict = {}
         self.progress: Progress = NullProgress()
         self.vms: dict[str, VmRecord] = {}
