@@ -1,4 +1,5 @@
-"""A real OpenSSH sshd for tests, in a temporary directory, on a free port of 127.0.0.1.
+"""A real OpenSSH sshd for tests, in a temporary directory, on a free port of 127.0.0.1 (or
+another loopback address, 127.0.0.2... for several hosts, one sshd each).
 
 Never the machine's own sshd service: it has its own host key, client key, config and pid
 file.  ``kill_sessions()`` kills the per-connection sshd processes (the client sees the
@@ -22,10 +23,19 @@ import paramiko
 SSHD = "/usr/sbin/sshd"
 
 
-def _free_port() -> int:
+def _free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def _loopback(host: str) -> str:
+    """``host`` if it is an IPv4 loopback address (127.0.0.0/8): tests listen nowhere else."""
+    import ipaddress
+
+    if not ipaddress.IPv4Address(host).is_loopback:
+        raise ValueError(f"{host} is not a loopback address (127.0.0.0/8)")
+    return host
 
 
 def _keygen(path: Path) -> None:
@@ -51,12 +61,12 @@ class TestSshd:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, user: str = "root") -> None:
+    def __init__(self, user: str = "root", host: str = "127.0.0.1") -> None:
         if not os.path.exists(SSHD):
             raise RuntimeError(f"{SSHD} is missing: install openssh-server (apt-get install openssh-server)")
         self.user = user
-        self.host = "127.0.0.1"
-        self.port = _free_port()
+        self.host = _loopback(host)
+        self.port = _free_port(self.host)
         self.dir = Path(tempfile.mkdtemp(prefix="vmbench-sshd-"))
         os.chmod(self.dir, 0o700)
         self.host_key_path = self.dir / "host_ed25519"
@@ -70,7 +80,7 @@ class TestSshd:
         self.config.write_text(
             "\n".join(
                 [
-                    "ListenAddress 127.0.0.1",
+                    f"ListenAddress {self.host}",
                     f"Port {self.port}",
                     f"HostKey {self.host_key_path}",
                     f"PidFile {self.dir / 'sshd.pid'}",

@@ -177,7 +177,7 @@ def content_delete(s: State, p: dict) -> str | None:
         s.free(vol)
         t.log.append(f"Removed volume '{volid}'")
 
-    task = s.task("imgdel", f"{vol.vmid}@{st.id}", action)
+    task = s.task("imgdel", f"{vol.vmid}@{st.id}", action, p.get("node"))
     if p.get("delay"):
         task.finish()
         if task.exitstatus != "OK" and not str(task.exitstatus).startswith("WARNINGS"):
