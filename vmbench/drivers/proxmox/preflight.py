@@ -132,7 +132,7 @@ class Preflight(PveNode):
             except PvePermissionError as exc:
                 self.progress.warn(f"cannot tell whether the cluster is quorate: {exc.message} (the token needs Sys.Audit on /)")
         self.inventory = read_inventory(nodes, status, [])
-        problem = node_problem(self.inventory, self.node, "hypervisor.nodes" if self.hv.hosts else "hypervisor.node", self.cfg.url)
+        problem = node_problem(self.inventory, self.node, "hypervisor.nodes" if self.hv.name else "hypervisor.node", self.cfg.url)
         if problem:
             raise PreflightError(*problem)
         problem = quorum_problem(self.inventory)
