@@ -251,3 +251,15 @@ def test_drivers_of_one_cluster_cloning_at_once_never_take_the_same_vmid(version
         assert not errors and len(made) == 6 and len(set(made.values())) == 6
         assert not [r for r in fake.requests if r.path.endswith("/clone") and r.status >= 400], "no clone hit a taken VMID"
         assert sorted(fake.node_of(v) for v in made.values()) == sorted(NODES * 2)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_step_that_does_not_fit_a_nodes_memory_is_named(version, tmp_path, monkeypatch):
+    with cluster_fake(version) as fake:
+        shared_template(fake)
+        drv, s = drivers(tmp_path, monkeypatch, fake)
+        drv["pve2"].check_memory(4 << 30)  # the fake's nodes: 8G, 1G used
+        with pytest.raises(PreflightError) as exc:
+            drv["pve2"].check_memory(16 << 30, "the 16 VMs of step 3")
+        assert exc.value.message == "the 16 VMs of step 3 need 16.0G of memory on node pve2, which has 7.0G free"
+        assert [(r.path, r.params) for r in fake.requests] == [("/cluster/resources", {"type": "node"})] * 2

@@ -62,11 +62,11 @@ class PveNode:
         self.entries: ZfsEntries | None = None
         if storage.type is StorageType.ZFS and storage.dataset:
             self.zfs = make_zfs_storage(storage, host)
-            self.entries = ZfsEntries(self.api, host, self.node, storage.dataset, storage.sparse)
+            self.entries = ZfsEntries(self.api, host, self.node, storage.dataset, storage.sparse, per_node=bool(hv.name))
         #: storage.type rbd: hypervisor.storage is an rbd storage; its Ceph client (``ceph``) is read at preflight
         self.rbd: PveRbd | None = None
         if storage.type is StorageType.RBD:
-            self.rbd = PveRbd(self.api, host, self.node, self.cfg.storage)
+            self.rbd = PveRbd(self.api, host, self.node, self.cfg.storage, per_node=bool(hv.name))
         self.ceph: CephConfig | None = None
         self.storage = PveStorage(self.api, self.node, self.cfg.storage, self.zfs, self.rbd)
         self.accelerator: Accelerator | None = None

@@ -17,7 +17,7 @@ from ...transport import ops
 from ..base import Accelerator
 from .config import (NO_LINKED_CLONE, agent_enabled, aio_axis_problem, disk_volumes, storage_block_driver, storage_of,
                      vm_problems)
-from .cluster import node_problem, quorum_problem, read_inventory, storage_problem, template_problem
+from .cluster import memory_problem, node_problem, quorum_problem, read_inventory, storage_problem, template_problem
 from .errors import PveApiError, PvePermissionError
 from .node import PveNode
 
@@ -157,6 +157,18 @@ class Preflight(PveNode):
         inv.nodes, inv.quorate, inv.clustered = status.nodes, status.quorate, status.clustered
         problem = template_problem(inv, self.template_vmid or 0, tnode or "?", self.template_config, self.node)
         problem = problem or storage_problem(inv, self.cfg.storage, self.node)
+        if problem:
+            raise PreflightError(*problem)
+
+    def check_memory(self, need: int, what: str = "the step's VMs") -> None:
+        """Before a step (the runner's call, knowing what it places here): ``need`` bytes of guest
+        memory fit this node's free memory (its /cluster/resources node row; unknown: no check)."""
+        try:
+            rows = self.api().get("/cluster/resources", {"type": "node"}) or []
+        except PveApiError as exc:
+            raise PreflightError(exc.message, exc.hint) from None
+        inv = read_inventory([{"node": self.node, "status": "online"}], None, rows)
+        problem = memory_problem(inv, self.node, need, what)
         if problem:
             raise PreflightError(*problem)
 
