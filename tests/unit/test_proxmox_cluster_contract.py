@@ -263,3 +263,17 @@ def test_a_step_that_does_not_fit_a_nodes_memory_is_named(version, tmp_path, mon
             drv["pve2"].check_memory(16 << 30, "the 16 VMs of step 3")
         assert exc.value.message == "the 16 VMs of step 3 need 16.0G of memory on node pve2, which has 7.0G free"
         assert [(r.path, r.params) for r in fake.requests] == [("/cluster/resources", {"type": "node"})] * 2
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_without_sys_audit_quorum_is_not_checked_and_said_so(version, tmp_path, monkeypatch):
+    """/cluster/status needs Sys.Audit on / (PVEVMAdmin lacks it): a warning, not a refusal."""
+    with cluster_fake(version, missing_privileges=[("/", "Sys.Audit")]) as fake:
+        shared_template(fake)
+        drv, s = drivers(tmp_path, monkeypatch, fake)
+        prepare(drv["pve2"], s)
+        status = [r for r in fake.requests if r.path == "/cluster/status"]
+        assert [r.status for r in status] == [403]
+        warnings = [m for kind, m in drv["pve2"].progress.events if kind == "warn"]
+        assert any(m.startswith("cannot tell whether the cluster is quorate") and "Sys.Audit on /" in m for m in warnings)
+        assert drv["pve2"].inventory.quorate is None
