@@ -1,5 +1,5 @@
 """A real OpenSSH sshd for tests, in a temporary directory, on a free port of 127.0.0.1 (or
-another loopback address, standing for another host).
+another loopback address, 127.0.0.2... for several hosts, one sshd each).
 
 Never the machine's own sshd service: it has its own host key, client key, config and pid
 file.  ``kill_sessions()`` kills the per-connection sshd processes (the client sees the
@@ -29,6 +29,15 @@ def _free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def _loopback(host: str) -> str:
+    """``host`` if it is an IPv4 loopback address (127.0.0.0/8): tests listen nowhere else."""
+    import ipaddress
+
+    if not ipaddress.IPv4Address(host).is_loopback:
+        raise ValueError(f"{host} is not a loopback address (127.0.0.0/8)")
+    return host
+
+
 def _keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "vmbench-test", "-f", str(path)], check=True, capture_output=True)
 
@@ -55,11 +64,9 @@ class TestSshd:
     def __init__(self, user: str = "root", host: str = "127.0.0.1") -> None:
         if not os.path.exists(SSHD):
             raise RuntimeError(f"{SSHD} is missing: install openssh-server (apt-get install openssh-server)")
-        if not host.startswith("127."):
-            raise ValueError(f"{host}: a test sshd listens on loopback only (127.0.0.0/8)")
         self.user = user
-        self.host = host  # another loopback address (127.0.0.2, ...) stands for another host
-        self.port = _free_port(host)
+        self.host = _loopback(host)
+        self.port = _free_port(self.host)
         self.dir = Path(tempfile.mkdtemp(prefix="vmbench-sshd-"))
         os.chmod(self.dir, 0o700)
         self.host_key_path = self.dir / "host_ed25519"
@@ -73,7 +80,7 @@ class TestSshd:
         self.config.write_text(
             "\n".join(
                 [
-                    f"ListenAddress {host}",
+                    f"ListenAddress {self.host}",
                     f"Port {self.port}",
                     f"HostKey {self.host_key_path}",
                     f"PidFile {self.dir / 'sshd.pid'}",

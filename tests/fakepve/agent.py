@@ -57,7 +57,7 @@ def latin1(data: bytes) -> str:
 
 def vm_for_agent(s: State, p: dict) -> Vm:
     check_node(s, p)
-    vm = s.vm(p["vmid"])
+    vm = s.vm(p["vmid"], p.get("node"))
     assert_agent(s, vm)
     return vm
 

@@ -96,7 +96,7 @@ def create_vm(s: State, p: dict) -> str:
         if p.get(key):
             raise SchemaError(f"create_vm with '{key}' is not modelled by the fake")
     if vmid in s.vms:
-        raise die(f"unable to create VM {vmid} - VM {vmid} already exists on node '{s.node}'")
+        raise die(f"unable to create VM {vmid} - VM {vmid} already exists on node '{s.node_of(s.vms[vmid])}'")
     changes = {k: v for k, v in p.items() if k not in NOT_CONFIG}
     drives = {}
     for key, value in changes.items():
@@ -104,7 +104,7 @@ def create_vm(s: State, p: dict) -> str:
             drive = s.parse_drive(key, str(value))
             check_new_disk(s, key, drive)
             drives[key] = drive
-    s.vms[vmid] = Vm(vmid, {"lock": "create"})  # the config file exists (locked) while the task runs
+    s.vms[vmid] = Vm(vmid, {"lock": "create"}, node=p["node"])  # the config file exists (locked) while the task runs
 
     def action(t: Task) -> None:
         conf: dict[str, Any] = {}
@@ -124,13 +124,13 @@ def create_vm(s: State, p: dict) -> str:
             raise TaskError(f"unable to create VM {vmid} - {getattr(exc, 'message', exc)}".strip()) from None
         s.vms[vmid].config = conf
 
-    return s.task("qmcreate", vmid, action).upid
+    return s.task("qmcreate", vmid, action, p.get("node")).upid
 
 
 @api("POST", "/nodes/{node}/qemu/{vmid}/template")
 def template(s: State, p: dict) -> str:
     check_node(s, p)
-    vm = s.vm(p["vmid"])
+    vm = s.vm(p["vmid"], p.get("node"))
     if p.get("disk"):
         raise SchemaError("converting a single disk to a base image is not modelled by the fake")
 
@@ -157,4 +157,4 @@ def template(s: State, p: dict) -> str:
             vm.config[key] = s.print_drive(key, {**drive, "file": s.volid(st, base)})
             t.log.append(f"{key}: {drive['file']} is now the base volume {s.volid(st, base)}")
 
-    return s.task("qmtemplate", vm.vmid, action).upid
+    return s.task("qmtemplate", vm.vmid, action, p.get("node")).upid

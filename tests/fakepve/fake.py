@@ -16,16 +16,20 @@ from .validate import Checker, format_size
 
 
 class FakePve:
-    """A fake Proxmox VE node over HTTPS on 127.0.0.1 (see the package docstring)."""
+    """A fake Proxmox VE node over HTTPS on 127.0.0.1 (see the package docstring); with
+    ``nodes`` a cluster of those nodes behind one API (``node`` is then the first): its own
+    /cluster/status, storages per node (``add_storage(..., nodes="pve1,pve2", shared=1)``),
+    VMs on their node, nodes taken offline and back (:meth:`set_online`)."""
 
-    def __init__(self, version: str = "9.1", backend: Any = None, node: str = "pve1",
+    def __init__(self, version: str = "9.1", backend: Any = None, node: str = "pve1", nodes: tuple[str, ...] = (),
                  token: tuple[str, str] = ("vmbench@pve!bench", "SECRET"), missing_privileges: Any = (),
                  task_polls: int = 2, agent_pings: int = 2, task_outcomes: dict | None = None,
                  root_dir: str | None = None, local_path: str | None = None, strict: bool = True,
                  local_content: str = "images,rootdir,vztmpl,iso,backup,snippets") -> None:
         self.version = version
         self.backend = backend if backend is not None else NullBackend()
-        self.node = node
+        self.nodes = tuple(nodes) or (node,)
+        self.node = self.nodes[0]
         self.token = token
         self._missing: set = set(missing_privileges)
         self.strict = strict
@@ -56,7 +60,7 @@ class FakePve:
             self.ca_file, self.cert_fingerprint = str(ca), fp
             self.backend.setup(self.root)
             self.state = State(version=self.version, node=self.node, root=self.root, backend=self.backend,
-                               checker=self.checker, api=self.api, user=self.token[0], **self._opts)
+                               checker=self.checker, api=self.api, user=self.token[0], nodes=self.nodes, **self._opts)
             self.state.fingerprint = fp
             self.state.missing_privileges = self._missing
             self.add_storage("local", "dir", path=self._local_path or str(self.root / "local"),
@@ -164,6 +168,16 @@ class FakePve:
             st, vol = self.state.resolve(volid)
             return self.state.path_text(st, vol)
 
+    def set_online(self, node: str, online: bool = True) -> None:
+        """Take a node offline (its API paths answer 595, it leaves the quorum) or bring it back."""
+        with self.dispatcher.lock:
+            if node not in self.state.nodes:
+                raise KeyError(node)
+            self.state.nodes[node] = online
+
+    def node_of(self, vmid: int) -> str:
+        return self.state.node_of(self.state.vms[vmid])
+
     def finish_tasks(self) -> None:
         with self.dispatcher.lock:
             self.state.finish_all()
@@ -189,7 +203,7 @@ class FakePve:
 
     def add_template(self, vmid: int = 9000, name: str = "debian12-tmpl", agent: bool = True, template: bool = True,
                      storage: str = "local", tags: str = "debian12;template", disk: str = "virtio0",
-                     cores: int = 2, memory: int = 1024, **config: Any) -> Vm:
+                     cores: int = 2, memory: int = 1024, node: str | None = None, **config: Any) -> Vm:
         """A VM as PVE stores a cloud-image template: base disk ``base-<vmid>-disk-0``
         (``vm-<vmid>-disk-0`` when ``template=False``), agent, tags, ``template: 1``."""
         st = self.state.storage(storage)
@@ -206,7 +220,7 @@ class FakePve:
         if template:
             conf["template"] = 1
         conf.update(config)
-        vm = Vm(vmid, conf)
+        vm = Vm(vmid, conf, node=node or self.node)
         self.state.vms[vmid] = vm
         return vm
 

@@ -33,9 +33,15 @@ def flag(p: dict, key: str, default: bool = False) -> bool:
 
 
 def check_node(s: State, p: dict) -> None:
+    """The path's node: one of the cluster's (else PVE's name lookup fails), and online (else
+    pveproxy, proxying the call to it, cannot reach it: 595)."""
     node = p.get("node")
-    if node is not None and node != s.node:
+    if node is None:
+        return
+    if node not in s.nodes:
         raise die(f"hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known")
+    if not s.nodes[node]:
+        raise die("No route to host", 595)
 
 
 # ---- cluster, version, nodes --------------------------------------------------------------
@@ -49,14 +55,35 @@ def version(s: State, p: dict) -> dict:
 
 @api("GET", "/nodes")
 def nodes(s: State, p: dict) -> list:
-    return [{"node": s.node, "status": "online", "id": f"node/{s.node}", "type": "node", "level": "",
-             "maxcpu": os.cpu_count() or 1, "cpu": 0.01, "maxmem": 8 << 30, "mem": 1 << 30, "uptime": 3600,
-             "ssl_fingerprint": getattr(s, "fingerprint", "")}]
+    out = []
+    for node, online in s.nodes.items():
+        row: dict[str, Any] = {"node": node, "status": "online" if online else "offline", "id": f"node/{node}", "type": "node",
+                               "level": "", "ssl_fingerprint": getattr(s, "fingerprint", "")}
+        if online:  # pvestatd's figures: none for a node that is gone
+            row.update(maxcpu=os.cpu_count() or 1, cpu=0.01, maxmem=NODE_MEMORY, mem=NODE_MEMORY_USED, uptime=3600)
+        out.append(row)
+    return out
+
+
+NODE_MEMORY, NODE_MEMORY_USED = 8 << 30, 1 << 30
+
+
+@api("GET", "/cluster/status")
+def cluster_status(s: State, p: dict) -> list:
+    """A cluster: its row (quorate, node count) and one row per node; a standalone node: its own row only."""
+    out: list[dict] = []
+    if s.clustered:
+        out.append({"type": "cluster", "id": "cluster", "name": "fakecluster", "nodes": len(s.nodes),
+                    "quorate": int(s.quorate), "version": len(s.nodes) + 1})
+    for i, (node, online) in enumerate(s.nodes.items(), start=1):
+        out.append({"type": "node", "id": f"node/{node}", "name": node, "nodeid": i if s.clustered else 0,
+                    "online": int(online), "local": int(node == s.node), "ip": f"127.0.0.{i + 1}", "level": ""})
+    return out
 
 
 def vm_resource(s: State, vm: Vm) -> dict:
     c = vm.config
-    out = {"id": f"qemu/{vm.vmid}", "type": "qemu", "vmid": vm.vmid, "node": s.node, "status": "running" if vm.running else "stopped",
+    out = {"id": f"qemu/{vm.vmid}", "type": "qemu", "vmid": vm.vmid, "node": s.node_of(vm), "status": "running" if vm.running else "stopped",
            "template": int(c.get("template", 0) or 0), "maxcpu": int(c.get("cores", 1)) * int(c.get("sockets", 1)),
            "maxmem": memory_mib(c) << 20, "maxdisk": root_size(s, vm), "mem": 0, "cpu": 0, "disk": 0,
            "diskread": 0, "diskwrite": 0, "netin": 0, "netout": 0, "uptime": uptime(vm)}
@@ -87,15 +114,27 @@ def resources(s: State, p: dict) -> list:
     kind = p.get("type")
     out: list[dict] = []
     if kind in (None, "node"):
-        out.append({"id": f"node/{s.node}", "type": "node", "node": s.node, "status": "online", "maxcpu": 4, "cpu": 0.01})
+        for node, online in s.nodes.items():
+            row: dict[str, Any] = {"id": f"node/{node}", "type": "node", "node": node, "status": "online" if online else "offline"}
+            if online:
+                row.update(maxcpu=4, cpu=0.01, maxmem=NODE_MEMORY, mem=NODE_MEMORY_USED)
+            out.append(row)
     if kind in (None, "vm"):
         out += [vm_resource(s, vm) for vm in sorted(s.vms.values(), key=lambda v: v.vmid)]
     if kind in (None, "storage"):
-        for st in s.storages.values():
-            out.append({"id": f"storage/{s.node}/{st.id}", "type": "storage", "storage": st.id, "node": s.node,
-                        "status": "available", "plugintype": st.type, "content": ",".join(sorted(st.content)),
-                        "shared": 0, **storage_space(st)})
+        out += [storage_resource(s, st, node) for st in s.storages.values() for node in s.storage_nodes(st)]
     return out
+
+
+def storage_resource(s: State, st, node: str) -> dict:
+    """One storage as one node reports it; ``shared`` only where the version's schema has it (9.x)."""
+    row = {"id": f"storage/{node}/{st.id}", "type": "storage", "storage": st.id, "node": node,
+           "status": "available" if s.nodes[node] else "unknown", "plugintype": st.type, "content": ",".join(sorted(st.content))}
+    if s.nodes[node]:
+        row.update(storage_space(st))
+    if s.version != "8.4":
+        row["shared"] = int(s.shared(st))
+    return row
 
 
 def storage_space(st) -> dict:
@@ -123,7 +162,7 @@ def nextid(s: State, p: dict) -> str:
 def qemu_list(s: State, p: dict) -> list:
     check_node(s, p)
     out = []
-    for vm in sorted(s.vms.values(), key=lambda v: v.vmid):
+    for vm in sorted((v for v in s.vms.values() if s.node_of(v) == p["node"]), key=lambda v: v.vmid):
         r = vm_resource(s, vm)
         e = {k: r[k] for k in ("vmid", "status", "maxmem", "maxdisk", "uptime", "name", "tags", "lock") if k in r}
         e["cpus"] = r["maxcpu"]
@@ -138,10 +177,13 @@ def qemu_list(s: State, p: dict) -> list:
 @api("POST", "/nodes/{node}/qemu/{vmid}/clone")
 def clone(s: State, p: dict) -> str:
     check_node(s, p)
-    src = s.vm(p["vmid"])
+    src = s.vm(p["vmid"], p.get("node"))
     newid = int(p["newid"])
-    if p.get("target") not in (None, s.node, "localhost"):
-        raise die(f"no such cluster node '{p['target']}'")
+    target = None if p.get("target") in (None, p["node"], "localhost") else str(p["target"])
+    if target is not None and target not in s.nodes:
+        raise die(f"no such cluster node '{target}'")
+    if s.clustered and not s.quorate:
+        raise die("cluster not ready - no quorum?")
     if p.get("pool"):
         raise die(f"pool '{p['pool']}' does not exist")
     if src.config.get("lock"):
@@ -154,6 +196,8 @@ def clone(s: State, p: dict) -> str:
         raise die("parameter 'format' not allowed for linked clones")
     if p.get("snapname"):
         raise die(f"snapshot '{p['snapname']}' does not exist")
+    if target is not None:
+        check_shared_vm(s, src.config, target)
     if newid in s.vms:
         raise die(f"unable to create VM {newid}: config file already exists")
     disks = []
@@ -167,7 +211,7 @@ def clone(s: State, p: dict) -> str:
                 and (not st.path_based or vol.fmt == "qcow2")):
             raise die(f"Linked clone feature is not supported for '{drive['file']}' ({key})")
         disks.append((key, drive, st, vol))
-    s.vms[newid] = Vm(newid, {"lock": "clone"})
+    s.vms[newid] = Vm(newid, {"lock": "clone"}, node=target or p["node"])
     template = src.config
 
     def action(t: Task) -> None:
@@ -193,13 +237,24 @@ def clone(s: State, p: dict) -> str:
             s.vms.pop(newid, None)
             raise
 
-    return s.task("qmclone", src.vmid, action).upid
+    return s.task("qmclone", src.vmid, action, p.get("node")).upid
+
+
+def check_shared_vm(s: State, config: dict, target: str) -> None:
+    """qemu-server clone_vm's $check_storage_access_clone: a clone to another node needs every
+    volume, a CD-ROM image included, on shared storage."""
+    for _key, drive in s.drives(config):
+        volid = str(drive.get("file") or "")
+        if volid in ("", "none", "cdrom") or ":" not in volid:
+            continue
+        if not s.shared(s.storage(volid.split(":", 1)[0])):
+            raise die(f"can't clone VM to node '{target}' (VM uses local storage)")
 
 
 @api("GET", "/nodes/{node}/qemu/{vmid}/config")
 def config_read(s: State, p: dict) -> dict:
     check_node(s, p)
-    vm = s.vm(p["vmid"])
+    vm = s.vm(p["vmid"], p.get("node"))
     if p.get("snapshot"):
         raise die(f"snapshot '{p['snapshot']}' does not exist")
     return {**vm.config, "digest": s.digest(vm.config)}
@@ -213,7 +268,7 @@ def update_config(s: State, p: dict, sync: bool) -> str | None:
     from .create import check_new_disk, make_disk
 
     check_node(s, p)
-    vm = s.vm(p["vmid"])
+    vm = s.vm(p["vmid"], p.get("node"))
     vmid = vm.vmid
     if p.get("skiplock") is not None:
         raise param_exc({"skiplock": "Only root may use this option."})
@@ -264,7 +319,7 @@ def update_config(s: State, p: dict, sync: bool) -> str | None:
         except TaskError as exc:
             raise die(str(exc)) from None
         return None
-    task = s.task("qmconfig", vmid, apply)
+    task = s.task("qmconfig", vmid, apply, p.get("node"))
     if p.get("background_delay"):
         task.finish()
         if task.exitstatus not in ("OK",) and not str(task.exitstatus).startswith("WARNINGS"):
@@ -292,7 +347,7 @@ def is_running(s: State, vm: Vm) -> bool:
 @api("GET", "/nodes/{node}/qemu/{vmid}/status/current")
 def status_current(s: State, p: dict) -> dict:
     check_node(s, p)
-    vm = s.vm(p["vmid"])
+    vm = s.vm(p["vmid"], p.get("node"))
     running = is_running(s, vm)
     r = vm_resource(s, vm)
     out = {"vmid": vm.vmid, "status": r["status"], "qmpstatus": r["status"], "ha": {"managed": 0},
@@ -316,7 +371,7 @@ def status_current(s: State, p: dict) -> dict:
 @api("POST", "/nodes/{node}/qemu/{vmid}/status/start")
 def start(s: State, p: dict) -> str:
     check_node(s, p)
-    vm = s.vm(p["vmid"])
+    vm = s.vm(p["vmid"], p.get("node"))
 
     def action(t: Task) -> None:
         s.check_lock(vm)
@@ -331,7 +386,7 @@ def start(s: State, p: dict) -> str:
         vm.pid = s.backend.start(view)
         vm.running, vm.started, vm.run_config, vm.agent_calls = True, time.time(), dict(vm.config), 0
 
-    return s.task("qmstart", vm.vmid, action).upid
+    return s.task("qmstart", vm.vmid, action, p.get("node")).upid
 
 
 def _stop_task(s: State, p: dict, ttype: str) -> str:
@@ -339,7 +394,7 @@ def _stop_task(s: State, p: dict, ttype: str) -> str:
     ends OK, as qemu-server's vm_stop/vm_shutdown (``_do_vm_stop`` returns when no QEMU runs,
     before looking at the lock)."""
     check_node(s, p)
-    vm = s.vm(p["vmid"])
+    vm = s.vm(p["vmid"], p.get("node"))
 
     def action(t: Task) -> None:
         if not is_running(s, vm):
@@ -353,7 +408,7 @@ def _stop_task(s: State, p: dict, ttype: str) -> str:
             s.backend.stop(view)
         vm.running, vm.pid = False, None
 
-    return s.task(ttype, vm.vmid, action).upid
+    return s.task(ttype, vm.vmid, action, p.get("node")).upid
 
 
 @api("POST", "/nodes/{node}/qemu/{vmid}/status/stop")
@@ -369,7 +424,7 @@ def shutdown(s: State, p: dict) -> str:
 @api("DELETE", "/nodes/{node}/qemu/{vmid}")
 def destroy(s: State, p: dict) -> str:
     check_node(s, p)
-    vm = s.vm(p["vmid"])
+    vm = s.vm(p["vmid"], p.get("node"))
     if p.get("skiplock") is not None:
         raise param_exc({"skiplock": "Only root may use this option."})
 
@@ -404,7 +459,7 @@ def destroy(s: State, p: dict) -> str:
             t.log.append(f"purging VM {vm.vmid} from related configurations..")
         s.vms.pop(vm.vmid, None)
 
-    return s.task("qmdestroy", vm.vmid, action).upid
+    return s.task("qmdestroy", vm.vmid, action, p.get("node")).upid
 
 
 # ---- tasks ---------------------------------------------------------------------------------

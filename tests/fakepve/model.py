@@ -16,6 +16,8 @@ from .validate import Checker, FormatDie, perl_str, print_property_string
 
 DIR_TYPES = {"dir", "nfs", "cifs", "btrfs", "cephfs", "glusterfs"}  # volumes are files <path>/images/<vmid>/<name>
 LINKED_CLONE_TYPES = DIR_TYPES | {"zfspool", "lvmthin", "rbd"}
+#: storage types PVE always treats as shared (pve-storage Plugin.pm @SHARED_STORAGE)
+SHARED_TYPES = {"iscsi", "nfs", "cifs", "rbd", "cephfs", "iscsidirect", "zfs", "drbd", "pbs", "glusterfs"}
 DRIVE_RE = re.compile(r"^(ide|sata|scsi|virtio)(\d+)$")
 NEW_DISK_RE = re.compile(r"^(([^/:\s]+):)?(\d+(\.\d+)?)$")
 IMPORT_RE = re.compile(r"^import/([^/\s]+\.(ova|ovf|qcow2|raw|vmdk))$")  # pve-storage Plugin.pm parse_volname
@@ -105,6 +107,7 @@ class Volume:
 class Vm:
     vmid: int
     config: dict
+    node: str = ""  # the node whose config directory holds it ("": the fake's first node)
     running: bool = False
     pid: int | None = None
     started: float = 0.0
@@ -163,9 +166,12 @@ class State:
     """The node's data; the API handlers (``handlers.py``) operate on it under one lock."""
 
     def __init__(self, *, version: str, node: str, root: Path, backend: Any, checker: Checker, api: Any,
-                 user: str, task_polls: int, agent_pings: int, task_outcomes: dict | None) -> None:
+                 user: str, task_polls: int, agent_pings: int, task_outcomes: dict | None,
+                 nodes: tuple[str, ...] = ()) -> None:
         self.version = version
         self.node = node
+        #: the cluster's nodes in order -> online (one node: a standalone node, no cluster)
+        self.nodes: dict[str, bool] = {n: True for n in (nodes or (node,))}
         self.root = root
         self.backend = backend
         self.checker = checker
@@ -350,11 +356,33 @@ class State:
 
     # ---- VMs -----------------------------------------------------------------------------
 
-    def vm(self, vmid: int | str) -> Vm:
+    def vm(self, vmid: int | str, node: str | None = None) -> Vm:
+        """The VM, looked for where PVE looks: in the config directory of ``node`` (the path's)."""
         vm = self.vms.get(int(vmid))
-        if vm is None:
-            raise die(f"Configuration file 'nodes/{self.node}/qemu-server/{vmid}.conf' does not exist")
+        node = node or self.node
+        if vm is None or self.node_of(vm) != node:
+            raise die(f"Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist")
         return vm
+
+    def node_of(self, vm: Vm) -> str:
+        return vm.node or self.node
+
+    @property
+    def clustered(self) -> bool:
+        return len(self.nodes) > 1
+
+    @property
+    def quorate(self) -> bool:
+        return sum(self.nodes.values()) * 2 > len(self.nodes)
+
+    def storage_nodes(self, st: Storage) -> list[str]:
+        """The nodes a storage is configured for (its ``nodes`` option; none: every node)."""
+        listed = [n for n in str(st.config.get("nodes") or "").split(",") if n]
+        return [n for n in self.nodes if not listed or n in listed]
+
+    def shared(self, st: Storage) -> bool:
+        """As pve-storage's parse_config sets it: the entry's flag, or a type always shared."""
+        return st.type in SHARED_TYPES or str(st.config.get("shared", 0)) == "1"
 
     def check_lock(self, vm: Vm) -> None:
         if vm.config.get("lock"):
@@ -418,14 +446,16 @@ class State:
 
     # ---- tasks ---------------------------------------------------------------------------
 
-    def task(self, ttype: str, tid: Any, action: Callable[[Task], None] | None) -> Task:
+    def task(self, ttype: str, tid: Any, action: Callable[[Task], None] | None, node: str | None = None) -> Task:
+        """A task on ``node`` (default: the fake's first node), named so in its UPID."""
+        node = node or self.node
         pid = next(self._pids)
         start = int(time.time())
-        upid = f"UPID:{self.node}:{pid:08X}:{self._pstart:08X}:{start:08X}:{ttype}:{tid}:{self.user}:"
+        upid = f"UPID:{node}:{pid:08X}:{self._pstart:08X}:{start:08X}:{ttype}:{tid}:{self.user}:"
         forced = self.task_outcomes.get(ttype)
         if isinstance(forced, list):
             forced = forced.pop(0) if forced else None
-        t = Task(upid, self.node, pid, self._pstart, start, ttype, str(tid), self.user, action, self.task_polls,
+        t = Task(upid, node, pid, self._pstart, start, ttype, str(tid), self.user, action, self.task_polls,
                  forced=forced)
         self.tasks[upid] = t
         return t

@@ -78,10 +78,12 @@ def node_storage(s: State, p: dict) -> list:
         usage = shutil.disk_usage(st.files)
         if p.get("storage") not in (None, st.id) or (p.get("content") and p["content"] not in st.content):
             continue
+        if p["node"] not in s.storage_nodes(st):  # storage_info: only the storages enabled on the node
+            continue
         if truthy(p.get("enabled") or 0) and truthy(st.config.get("disable") or 0):
             continue
         out.append({"storage": st.id, "type": st.type, "content": ",".join(sorted(st.content)), "active": 1, "enabled": 1,
-                    "shared": 0, "total": usage.total, "used": usage.used, "avail": usage.free,
+                    "shared": int(s.shared(st)), "total": usage.total, "used": usage.used, "avail": usage.free,
                     "used_fraction": usage.used / usage.total if usage.total else 0})
     return out
 
@@ -177,7 +179,7 @@ def content_delete(s: State, p: dict) -> str | None:
         s.free(vol)
         t.log.append(f"Removed volume '{volid}'")
 
-    task = s.task("imgdel", f"{vol.vmid}@{st.id}", action)
+    task = s.task("imgdel", f"{vol.vmid}@{st.id}", action, p.get("node"))
     if p.get("delay"):
         task.finish()
         if task.exitstatus != "OK" and not str(task.exitstatus).startswith("WARNINGS"):
@@ -201,6 +203,8 @@ def real_volume_id(storeid: str | None, volume: str) -> str:
 def storage_status(s: State, p: dict) -> dict:
     check_node(s, p)
     st = s.storage(p["storage"])
+    if p["node"] not in s.storage_nodes(st):
+        raise die("No such storage.")  # pve-storage API2/Storage/Status.pm read_status: not in the node's storage_info
     usage = shutil.disk_usage(st.files)
-    return {"type": st.type, "content": ",".join(sorted(st.content)), "active": 1, "enabled": 1, "shared": 0,
+    return {"type": st.type, "content": ",".join(sorted(st.content)), "active": 1, "enabled": 1, "shared": int(s.shared(st)),
             "total": usage.total, "used": usage.used, "avail": usage.free}

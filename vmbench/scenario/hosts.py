@@ -13,6 +13,7 @@ from ..settings import Accel, DriverName, ImageFormat, StorageType
 from .ceph import read_rbd_storage
 from .model import Hypervisor, SshConfig, Storage, VmConfig, ZfsSettings
 from .parsers import MiB, choice_parser, duration_parser, pattern_parser, size_parser
+from .pvenodes import PVE_NODE_RE, host_name as _hostname, node_members, read_node, read_nodes, user_path as _user_path
 from .reader import Section, as_bool, as_int, as_name, as_str, items
 from .zfsprops import (DATASET, ZFS_STORAGE_KEYS, PROPERTY_BY_NAME, PROPERTY_NAMES, ZVOL, parse_dataset, parse_property, parse_recordsize,
                        parse_volblocksize)
@@ -22,6 +23,7 @@ PROXMOX_ONLY_KEYS = {
     "host": " (a libvirt host is named by the URI, qemu+ssh://root@HOST/system, or ssh.host)",
     "port": " (a libvirt host's SSH port goes under ssh.port)",
     "node": "",
+    "nodes": " (a Proxmox run across a cluster's nodes)",
     "template": " (libvirt guests come from the top-level template:, a recipe in guest-images/)",
     "storage": " (libvirt scratch disks are set by the top-level storage: section)",
     "token": "",
@@ -162,20 +164,6 @@ def _ssh(sec: Section, uri: str) -> SshConfig | None:
     return SshConfig(host=host, port=port, user=user, key_file=key_file, known_hosts=known_hosts)
 
 
-def _hostname(value: Any) -> str:
-    text = as_str(value)
-    if not re.fullmatch(r"[A-Za-z0-9.:\-\[\]]+", text) or text.startswith("-"):
-        raise ValueError(f"{text!r} is not a host name or address")
-    return text
-
-
-def _user_path(value: Any) -> str:
-    text = as_str(value)
-    if not text or "\0" in text:
-        raise ValueError(f"{text!r} is not a file path")
-    return str(Path(text).expanduser())
-
-
 def _abs_path(value: Any) -> str:
     text = as_str(value)
     if not text.startswith("/") or "\0" in text or ".." in Path(text).parts:
@@ -185,8 +173,8 @@ def _abs_path(value: Any) -> str:
 
 # ---- proxmox ------------------------------------------------------------------------------
 
-PROXMOX_KEYS = ("driver", "host", "port", "node", "template", "storage", "token", "tls", "ssh", "timeout", "accel",
-                "boot_timeout", "clone", "state_dir")
+PROXMOX_KEYS = ("driver", "host", "port", "node", "nodes", "template", "storage", "token", "tls", "ssh", "timeout", "accel",
+                "boot_timeout", "clone", "state_dir", "place")
 #: keys of ``hypervisor:`` that only the libvirt driver takes
 LIBVIRT_ONLY_KEYS = {
     "uri": "a Proxmox node is reached through its API at host and port, not a libvirt URI",
@@ -194,7 +182,6 @@ LIBVIRT_ONLY_KEYS = {
     "hosts": "a Proxmox cluster's nodes are named by nodes:",
 }
 TOKEN_ID_RE = re.compile(r"[^\s:@!/=]+@[A-Za-z][A-Za-z0-9._-]*![A-Za-z][A-Za-z0-9._-]*")
-PVE_NODE_RE = re.compile(r"[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?")
 PVE_STORAGE_RE = re.compile(r"[a-z][a-z0-9._-]*[a-z0-9]")
 DNS_NAME_RE = re.compile(r"([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?")
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -215,7 +202,6 @@ def _proxmox_hypervisor(sec: Section) -> Hypervisor:
                            "vmbench logs in to the API with a token: token: {id: USER@REALM!NAME, secret_file: ...}",
                            SECRET_HINT)
     for key, what in (("host", "the Proxmox VE node's API host name or address (also its SSH host)"),
-                      ("node", "the PVE node the VMs run on, as the cluster names it (the template's node)"),
                       ("template", "the template VM to clone: its VMID (9000) or its unique name"),
                       ("storage", "the PVE storage ID for scratch disks (local-zfs, local-lvm, local...)"),
                       ("token", "the API token: {id: USER@REALM!NAME, secret_file: FILE} or {id:, secret_env: VAR}")):
@@ -223,7 +209,7 @@ def _proxmox_hypervisor(sec: Section) -> Hypervisor:
             raise sec.fail(key, f"is required for driver proxmox: {what}")
     host = sec.get("host", _hostname)
     port = sec.get("port", as_int(1, 65535), 8006)
-    node = sec.get("node", pattern_parser(PVE_NODE_RE, "a PVE node name (letters, digits, -)"))
+    node = read_node(sec)
     template = sec.get("template", _pve_template)
     storage = sec.get("storage", pattern_parser(PVE_STORAGE_RE, "a PVE storage ID (lower-case letters, digits, - _ .)"))
     token_id, secret_file, secret_env = _pve_token(sec)
@@ -233,13 +219,20 @@ def _proxmox_hypervisor(sec: Section) -> Hypervisor:
     boot_timeout = sec.get("boot_timeout", duration_parser(10), None)
     clone = sec.get("clone", choice_parser(("linked", "full")), "linked")
     state_dir = sec.get("state_dir", _abs_path, None)
-    ssh = _pve_ssh(sec, host.strip("[]"))
+    ssh = _pve_ssh(sec, host.strip("[]"), several=sec.has("nodes"))
+    nodes = read_nodes(sec, ssh)
     sec.done(PROXMOX_KEYS)
+    if nodes:
+        node, ssh = nodes[0].name, nodes[0].ssh
     cfg = ProxmoxConfig(host=host, node=node, template=template, storage=storage, token_id=token_id,
                         secret_file=secret_file, secret_env=secret_env, port=port, tls_ca_file=ca_file,
                         tls_fingerprint=fingerprint, tls_verify=verify, timeout=timeout, clone=clone)
-    return Hypervisor(driver=DriverName.PROXMOX, uri=f"{cfg.url}/api2/json/nodes/{node}", accel=accel,
-                      boot_timeout=boot_timeout, ssh=ssh, state_dir=state_dir, proxmox=cfg)
+    top = Hypervisor(driver=DriverName.PROXMOX, uri=f"{cfg.url}/api2/json/nodes/{node}", accel=accel,
+                     boot_timeout=boot_timeout, ssh=ssh, state_dir=state_dir, proxmox=cfg)
+    hv = node_members(top, nodes)
+    if sec.has("place") and not nodes:
+        raise sec.fail("place", "places VMs on several nodes; this scenario names one", "list the nodes under hypervisor.nodes")
+    return replace(hv, place=read_place(sec, hv.host_labels)) if nodes else hv
 
 
 def _pve_template(value: Any) -> int | str:
@@ -325,9 +318,13 @@ def _pve_tls(sec: Section) -> tuple[str | None, str | None, bool]:
     return ca_file, fingerprint, verify
 
 
-def _pve_ssh(sec: Section, host: str) -> SshConfig:
-    """SSH to the node (host fio, facts, evidence): ``hypervisor.ssh``, host defaulting to ``host``."""
+def _pve_ssh(sec: Section, host: str, several: bool = False) -> SshConfig:
+    """SSH to the node (host fio, facts, evidence): ``hypervisor.ssh``, host defaulting to ``host``;
+    with ``nodes`` (``several``) the defaults of every node's SSH, whose host is the node's own."""
     sub = sec.section("ssh")
+    if several and sub.has("host"):
+        raise sub.fail("host", "names one machine, but hypervisor.nodes lists several: each node's SSH host is its name",
+                       "give a node its own SSH host in the list: nodes: [{name: pve2, ssh: {host: 10.0.0.12}}, ...]")
     if sub.has("password"):
         raise sub.fail("password", "vmbench never takes a password; use ssh-agent or key_file", "remove the key")
     ssh_host = sub.get("host", _hostname, host)

@@ -166,7 +166,7 @@ def _check_many_hosts(top: Section, hv: Hypervisor, load: LoadSpec | None, tunin
         return
     sec = top.section("hypervisor")
     if load is None or tuning:
-        raise sec.fail("hosts", f"a run across several hosts spreads a load step's VMs over them; this scenario has no load: "
+        raise sec.fail("nodes" if hv.proxmox else "hosts", f"a run across several hosts spreads a load step's VMs over them; this scenario has no load: "
                        f"section" + (" (a tune runs on one host)" if tuning else ""),
                        f"add load: {{vms: [{len(hv.members)}]}} for one VM per host (is every host the same?), "
                        "or name one host")

@@ -208,9 +208,16 @@ LIBVIRT_ROWS: tuple[Row, ...] = (
 
 PROXMOX_ROWS: tuple[Row, ...] = (
     _hv("hypervisor.driver", PROXMOX, LIBVIRT, "the driver"),
-    _hv("hypervisor.host", "a host name or address", "required", "the node's API host (and SSH host)"),
+    _hv("hypervisor.host", "a host name or address", "required", "the cluster's API host (and node's SSH host)"),
     _hv("hypervisor.port", "1 to 65535", "8006", "the API port"),
-    _hv("hypervisor.node", "a PVE node name", "required", "the node the VMs run on (the template's)"),
+    _hv("hypervisor.node", "a PVE node name", "required (or nodes)", "the node the VMs run on"),
+    _hv("hypervisor.nodes", "a list of node names or {name, ssh} mappings", "none (node: one node)",
+        "several nodes of the cluster, each a host of the run; a node's SSH host is its name"),
+    Row("hypervisor.nodes[].name", "a PVE node name", "required", PROXMOX, "the node, as the cluster names it"),
+    Row("hypervisor.nodes[].ssh", "a mapping (keys as hypervisor.ssh)", "host: the node's name; the rest: hypervisor.ssh",
+        PROXMOX, "SSH to this node"),
+    _hv("hypervisor.place", "round-robin, or a mapping NODE: VMs", "round-robin",
+        "where a step's VMs run: in turn on each node, or the nodes filled in order up to their counts"),
     _hv("hypervisor.template", "a VMID (100 to 999999999) or a VM name", "required", "the template VM to clone"),
     _hv("hypervisor.storage", "a PVE storage ID", "required", "where scratch disks go without a ZFS storage: section"),
     _hv("hypervisor.token", "a mapping", "required", "the API token (never its secret)"),

@@ -32,6 +32,7 @@ from ...settings import Accel, CpuMode, ImageFormat
 from ...transport import ops
 from .agent import PveAgentTransport
 from ..base import Applied, Check, HostChecks, VmRequest, VmResources
+from .cluster import TEMPLATE_HINT
 from .config import FILE_STORAGES, config_text, description, disk_option, free_disk_key, parse_disk, storage_of, tags, vm_options
 from .errors import PveApiError, PveLockedError
 from .evidence import applied_from_pve
@@ -39,6 +40,7 @@ from .preflight import Preflight
 from .rbd import host_target as rbd_host_target
 from .node import VmRecord
 from .removal import Removal
+from .vmids import vmid_for_clone
 from ...guest.needs import GuestNeeds, check_guest
 from .template import PushResult, TemplateIdentity, TemplatePush, read_identity, template_check_line
 from ..base import Accelerator
@@ -119,7 +121,7 @@ class ProxmoxDriver(Preflight, Removal):
         cfg = self.cfg
         out: dict = {
             "driver": self.name, "pve_api": cfg.url, "pve_node": self.node, "pve_token_id": cfg.token_id,
-            "pve_template": self.template_vmid or cfg.template, "pve_tls": cfg.tls_mode,
+            "pve_template": self.template_vmid or cfg.template, "pve_template_node": self.template_node, "pve_tls": cfg.tls_mode,
             "tls_verify_off": not cfg.tls_verify and not cfg.tls_fingerprint and not cfg.tls_ca_file,
             "pve_clone": cfg.clone, "hostname": ops.first_line(self.host, ["hostname"]), "host_state_dir": self.paths.root,
         }
@@ -243,7 +245,8 @@ class ProxmoxDriver(Preflight, Removal):
         path = self._volume_path(sid, volid)
         res.scratch_path = path
         res.scratch_kind = "block" if path.startswith("/dev/") else "rbd" if path.startswith("rbd:") else "file"
-        res.storage["pve"] = {"vmid": vmid, "node": self.node, "template": self.template_vmid, "disk": key,
+        res.storage["pve"] = {"vmid": vmid, "node": self.node, "template": self.template_vmid, "template_node": self.template_node,
+                              "disk": key,
                               "volume": volid, "storage": sid, "storage_type": kind, "task_warnings": rec.warnings}
         if rec.entry and self.entries is not None:
             zvol = f"{self.entries.dataset}/{volid.partition(':')[2]}"
@@ -258,15 +261,16 @@ class ProxmoxDriver(Preflight, Removal):
 
     def _clone(self, rec: VmRecord, request: VmRequest) -> int:
         """A free VMID and a clone of the template, retried when another client takes the VMID."""
-        tvmid = self.template_vmid
+        tvmid, tnode = self.template_vmid, self.template_node or self.node
         full = self.cfg.clone == "full"
-        what = f"cloning template {tvmid} into {rec.name}"
+        what = f"cloning template {tvmid} into {rec.name}" + (f" on node {self.node}" if tnode != self.node else "")
         for attempt in range(1, CLONE_ATTEMPTS + 1):
-            vmid = int(self.api().get("/cluster/nextid"))
+            vmid = 0
             try:
-                upid = self.api().post(f"/nodes/{self.node}/qemu/{tvmid}/clone", {
-                    "newid": vmid, "name": rec.name, "full": full,
-                    "description": f"vmbench-run: {rec.run_tag} (being configured)"})
+                with vmid_for_clone(self.api(), self.cfg.url) as vmid:
+                    upid = self.api().post(f"/nodes/{tnode}/qemu/{tvmid}/clone", {
+                        "newid": vmid, "name": rec.name, "full": full, "target": self.node if tnode != self.node else None,
+                        "description": f"vmbench-run: {rec.run_tag} (being configured)"})
             except PveApiError as exc:
                 taken = "already exists" in " ".join([exc.reason, *exc.errors.values()])
                 if taken and attempt < CLONE_ATTEMPTS:
@@ -279,6 +283,8 @@ class ProxmoxDriver(Preflight, Removal):
                 hint = exc.hint
                 if "Linked clone feature is not supported" in exc.reason:
                     hint = "the template's storage cannot make linked clones; set hypervisor.clone: full, or move its disks"
+                elif "uses local storage" in exc.reason or "non-shared storage" in exc.reason:
+                    hint = TEMPLATE_HINT
                 raise HypervisorError(f"{what} failed: {exc.message}", hint) from None
             rec.vmid = vmid  # it exists from now on (locked until the clone task ends)
             self.wait_task(upid, CLONE_TIMEOUT[self.cfg.clone], f"{what} (VMID {vmid})", rec)

@@ -19,6 +19,7 @@ from ...storage.zfs import ZfsStorage
 from ...transport.base import HostTransport
 from ..base import Accelerator
 from .api import PveApi, TaskResult, read_secret
+from .cluster import Inventory
 from ...guest.needs import GuestNeeds
 from .rbd import PveRbd
 from .storage import PveStorage, ZfsEntries
@@ -61,15 +62,17 @@ class PveNode:
         self.entries: ZfsEntries | None = None
         if storage.type is StorageType.ZFS and storage.dataset:
             self.zfs = make_zfs_storage(storage, host)
-            self.entries = ZfsEntries(self.api, host, self.node, storage.dataset, storage.sparse)
+            self.entries = ZfsEntries(self.api, host, self.node, storage.dataset, storage.sparse, per_node=bool(hv.name))
         #: storage.type rbd: hypervisor.storage is an rbd storage; its Ceph client (``ceph``) is read at preflight
         self.rbd: PveRbd | None = None
         if storage.type is StorageType.RBD:
-            self.rbd = PveRbd(self.api, host, self.node, self.cfg.storage)
+            self.rbd = PveRbd(self.api, host, self.node, self.cfg.storage, per_node=bool(hv.name))
         self.ceph: CephConfig | None = None
         self.storage = PveStorage(self.api, self.node, self.cfg.storage, self.zfs, self.rbd)
         self.accelerator: Accelerator | None = None
         self.template_vmid: int | None = None
+        self.template_node: str | None = None  # the node the template is on (read at preflight)
+        self.inventory = Inventory()  # the cluster as preflight read it
         self.template_config: dict = {}
         self.progress: Progress = NullProgress()
         self.vms: dict[str, VmRecord] = {}

@@ -17,7 +17,8 @@ from ...transport import ops
 from ..base import Accelerator
 from .config import (NO_LINKED_CLONE, agent_enabled, aio_axis_problem, disk_volumes, storage_block_driver, storage_of,
                      vm_problems)
-from .errors import PveApiError
+from .cluster import memory_problem, node_problem, quorum_problem, read_inventory, storage_problem, template_problem
+from .errors import PveApiError, PvePermissionError
 from .node import PveNode
 
 if TYPE_CHECKING:
@@ -51,12 +52,10 @@ class Preflight(PveNode):
             progress.warn(f"TLS certificate verification is OFF for {cfg.url} (tls.verify: false)")
         version = self.api().get("/version") or {}
         log.debug("Proxmox VE %s", version.get("version"))
-        nodes = sorted(str(n.get("node")) for n in (self.api().get("/nodes") or []))
-        if self.node not in nodes:
-            raise PreflightError(f"node {self.node} (hypervisor.node) is not in the cluster at {cfg.url}",
-                                 "nodes: " + (", ".join(nodes) or "none visible to the token (it needs Sys.Audit)"))
+        self._check_cluster()
         self._check_ssh_node()
         self._find_template()
+        self._check_template_node()
         self._check_clone_storage()
         self._check_krbd(vms)
         self.storage.prepare(progress)
@@ -122,6 +121,57 @@ class Preflight(PveNode):
             return None
         return str(entry.get("krbd", 0)).strip().lower() in ("1", "true", "on", "yes")
 
+    def _check_cluster(self) -> None:
+        """This node is in the cluster and online, and the cluster is quorate (GET /nodes; a
+        cluster's GET /cluster/status, which needs Sys.Audit: without it, quorum is not checked)."""
+        nodes = self.api().get("/nodes") or []
+        status = None
+        if len(nodes) > 1:
+            try:
+                status = self.api().get("/cluster/status") or []
+            except PvePermissionError as exc:
+                self.progress.warn(f"cannot tell whether the cluster is quorate: {exc.message} (the token needs Sys.Audit on /)")
+        self.inventory = read_inventory(nodes, status, [])
+        problem = node_problem(self.inventory, self.node, "hypervisor.nodes" if self.hv.name else "hypervisor.node", self.cfg.url)
+        if problem:
+            raise PreflightError(*problem)
+        problem = quorum_problem(self.inventory)
+        if problem:
+            raise PreflightError(*problem)
+
+    def _check_template_node(self) -> None:
+        """A template on another node than this one: that node online, and a clone onto this
+        one possible (its volumes on shared storage available here; the scratch storage here)."""
+        tnode = self.template_node
+        if tnode == self.node:
+            return
+        status = self.inventory
+        rows = self.api().get("/cluster/resources", {"type": "storage"}) or []
+        config = None
+        if any("shared" not in r for r in rows):  # PVE 8: the rows do not say; the storage configuration does
+            try:
+                config = self.api().get("/storage") or []
+            except PveApiError as exc:
+                log.warning("cannot read the storage configuration: %s", exc.message)
+        self.inventory = inv = read_inventory([], None, rows, config)
+        inv.nodes, inv.quorate, inv.clustered = status.nodes, status.quorate, status.clustered
+        problem = template_problem(inv, self.template_vmid or 0, tnode or "?", self.template_config, self.node)
+        problem = problem or storage_problem(inv, self.cfg.storage, self.node)
+        if problem:
+            raise PreflightError(*problem)
+
+    def check_memory(self, need: int, what: str = "the step's VMs") -> None:
+        """Before a step (the runner's call, knowing what it places here): ``need`` bytes of guest
+        memory fit this node's free memory (its /cluster/resources node row; unknown: no check)."""
+        try:
+            rows = self.api().get("/cluster/resources", {"type": "node"}) or []
+        except PveApiError as exc:
+            raise PreflightError(exc.message, exc.hint) from None
+        inv = read_inventory([{"node": self.node, "status": "online"}], None, rows)
+        problem = memory_problem(inv, self.node, need, what)
+        if problem:
+            raise PreflightError(*problem)
+
     def _check_ssh_node(self) -> None:
         """Host fio and evidence run over SSH: it must reach the node the VMs run on."""
         hostname = ops.first_line(self.host, ["hostname"])
@@ -149,10 +199,12 @@ class Preflight(PveNode):
         if str(row.get("template", 0)) not in ("1", "True", "true"):
             raise PreflightError(f"VM {vmid} ({name}) is not a template; vmbench makes linked clones of a template",
                                  f"convert it (it cannot run afterwards): qm template {vmid}")
-        if row.get("node") != self.node:
-            raise PreflightError(f"template {vmid} ({name}) is on node {row.get('node')}, not {self.node} (hypervisor.node)",
-                                 f"set node: {row.get('node')} and host to that node (VMs run where the template is)")
-        config = self.api().get(f"/nodes/{self.node}/qemu/{vmid}/config") or {}
+        self.template_node = tnode = str(row.get("node") or self.node)
+        problem = None if tnode == self.node else node_problem(self.inventory, tnode)
+        if problem:
+            raise PreflightError(f"template {vmid} ({name}) is on node {tnode}, not {self.node}: {problem[0]}",
+                                 f"VMs are cloned from the template's node; {problem[1]}")
+        config = self.api().get(f"/nodes/{tnode}/qemu/{vmid}/config") or {}
         if not agent_enabled(config.get("agent")):
             raise PreflightError(f"template {vmid} ({name}) has no guest agent enabled (agent: {config.get('agent', 'not set')})",
                                  f"qm set {vmid} --agent enabled=1, with qemu-guest-agent installed and enabled in the guest")
@@ -167,7 +219,7 @@ class Preflight(PveNode):
                 continue
             sid = storage_of(volid)
             try:
-                kind = str((self.api().get(f"/nodes/{self.node}/storage/{sid}/status") or {}).get("type") or "")
+                kind = str((self.api().get(f"/nodes/{self.template_node}/storage/{sid}/status") or {}).get("type") or "")
             except PveApiError as exc:
                 log.warning("cannot read storage %s of the template: %s", sid, exc.message)
                 continue

@@ -96,8 +96,9 @@ def config_problem(storage_id: str, scfg: Mapping[str, object]) -> tuple[str, st
     return None
 
 
-def entry_id(run_tag: str, krbd: bool) -> str:
-    return f"vmbench-{run_tag}-{KRBD_SUFFIX[krbd]}"
+def entry_id(run_tag: str, krbd: bool, node: str = "") -> str:
+    """``node``: the node of a run across several (its own entry), "" for one node."""
+    return f"vmbench-{run_tag}-{KRBD_SUFFIX[krbd]}" + (f"-{node.lower()}" if node else "")
 
 
 def entry_params(entry: str, scfg: Mapping[str, object], krbd: bool, node: str) -> dict:
@@ -138,10 +139,11 @@ class PveRbd:
     """The scenario's PVE rbd storage (``storage.type rbd`` with driver proxmox): its config and
     client (read on first use), the node's kernel, and this run's temporary krbd entries."""
 
-    def __init__(self, api: Callable[[], PveApi], host: Transport, node: str, storage_id: str) -> None:
+    def __init__(self, api: Callable[[], PveApi], host: Transport, node: str, storage_id: str, per_node: bool = False) -> None:
         self._api = api
         self.host = host
         self.node = node
+        self.per_node = per_node  # a run across several nodes: the entries' IDs name this node
         self.id = storage_id
         self._scfg: dict | None = None
         self._client: CephConfig | None = None
@@ -190,7 +192,7 @@ class PveRbd:
 
     def ensure(self, run_tag: str, krbd: bool, vm_name: str) -> str:
         """The temporary entry for ``krbd`` (made if missing, with the storage's keyring copied), with ``vm_name`` as a user."""
-        sid = entry_id(run_tag, krbd)
+        sid = entry_id(run_tag, krbd, self.node if self.per_node else "")
         if sid not in self.users:
             try:
                 self._api().post("/storage", entry_params(sid, self.scfg(), krbd, self.node))

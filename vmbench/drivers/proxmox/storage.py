@@ -30,16 +30,18 @@ from .rbd import PveRbd
 
 log = logging.getLogger(__name__)
 
-#: temporary storage entries: vmbench-<run tag>-<volblocksize> (zfspool), vmbench-<run tag>-krbd|librbd (rbd)
-ENTRY_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-(\d+[km]?|krbd|librbd)$")
+#: temporary storage entries: vmbench-<run tag>-<volblocksize> (zfspool), vmbench-<run tag>-krbd|librbd (rbd);
+#: in a run across several nodes each node has its own, -<node> appended (storage IDs are cluster-wide)
+ENTRY_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-(\d+[km]?|krbd|librbd)(-[a-z0-9]([a-z0-9-]*[a-z0-9])?)?$")
 ENTRY_TYPES = ("zfspool", "rbd")
 #: zvols PVE names for a VM: <dataset>/vm-<vmid>-<name>
 ZVOL_LEAF_RE = re.compile(r"^vm-(\d+)-[\w.-]+$")
 RUN_TAG_RE = re.compile(r"^[rp][0-9a-f]{8}$")
 
 
-def entry_id(run_tag: str, volblocksize: int) -> str:
-    return f"vmbench-{run_tag}-{format_size(volblocksize)}"
+def entry_id(run_tag: str, volblocksize: int, node: str = "") -> str:
+    """``node``: the node of a run across several (its own entry), "" for one node."""
+    return f"vmbench-{run_tag}-{format_size(volblocksize)}" + (f"-{node.lower()}" if node else "")
 
 
 def entry_params(storage_id: str, dataset: str, volblocksize: int, sparse: bool, node: str) -> dict:
@@ -165,17 +167,19 @@ class PveStorage:
 class ZfsEntries:
     """The temporary zfspool entries of one run, and the zvols allocated on them."""
 
-    def __init__(self, api: Callable[[], PveApi], host: Transport, node: str, dataset: str, sparse: bool) -> None:
+    def __init__(self, api: Callable[[], PveApi], host: Transport, node: str, dataset: str, sparse: bool,
+                 per_node: bool = False) -> None:
         self._api = api
         self.host = host
         self.node = node
+        self.per_node = per_node  # a run across several nodes: the entries' IDs name this node
         self.dataset = dataset
         self.sparse = sparse
         self.users: dict[str, set[str]] = {}  # entry -> VM names whose disks are on it
 
     def ensure(self, run_tag: str, volblocksize: int, vm_name: str) -> str:
         """The entry for ``volblocksize`` (made if missing), with ``vm_name`` as a user."""
-        sid = entry_id(run_tag, volblocksize)
+        sid = entry_id(run_tag, volblocksize, self.node if self.per_node else "")
         if sid not in self.users:
             try:
                 self._api().post("/storage", entry_params(sid, self.dataset, volblocksize, self.sparse, self.node))
