@@ -13,13 +13,14 @@ from vmbench.errors import GuestError, PreflightError, ScenarioError
 from vmbench.drivers.base import Accelerator
 from vmbench.paths import StatePaths
 from vmbench.progress import RecordingProgress
-from vmbench.report.hostrows import host_steps, per_host_table
+from vmbench.report.hostrows import f_nic, host_steps, per_host_table
 from vmbench.report.stored_plan import read_plan
 from vmbench.results.db import ResultsDB
 from vmbench.run.capacity import HostCapacity, check_capacity
 from vmbench.run.plan import make_plan, place_vms, placement_text
 from vmbench.run.runner import Runner
 from vmbench.scenario import parse_scenario
+from vmbench.telemetry import nic
 
 HOSTS = ("h1", "h2", "h3", "h4")
 
@@ -220,3 +221,41 @@ def test_neighbours_victim_on_one_host_aggressors_on_the_other(env):
     rows = [m for m in env[1].rows("measurements", out.run_id) if m["side"] == "guest"]
     assert {(m["role"], m["load"]["host"]) for m in rows} == {("victim", "127.0.0.2"), ("aggressor", "127.0.0.3")}
     nothing_left(drivers, r)
+
+
+# ---- the network between hosts ------------------------------------------------------------------
+
+NET_DEV = """Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo: {lo} 10 0 0 0 0 0 0 {lo} 10 0 0 0 0 0 0
+  eth0: {rx} 100 0 0 0 0 0 0 {tx} 90 0 0 0 0 0 0
+  ens4: 5000 10 0 0 0 0 0 0 7000 10 0 0 0 0 0 0
+"""
+
+
+def test_the_busiest_nic_of_a_round_against_its_link():
+    before = nic.parse_net_dev(NET_DEV.format(lo=1, rx=1_000_000, tx=2_000_000))
+    after = nic.parse_net_dev(NET_DEV.format(lo=9 << 30, rx=501_000_000, tx=402_000_000))
+    assert before == {"eth0": (1_000_000, 2_000_000), "ens4": (5000, 7000)}  # loopback left out
+    rate = nic.busiest(before, after, 10.0, {"eth0": 1000, "ens4": None})
+    assert rate is not None and rate.iface == "eth0" and rate.mb_s == pytest.approx(90.0) and rate.share == pytest.approx(0.72)
+    assert f_nic(rate.to_json()) == "eth0 90.0 MB/s (72% of 1000 Mb/s) NEAR LINK"
+    assert f_nic(nic.NicRate("ens4", 0.5, None).to_json()) == "ens4 0.5 MB/s (no link speed)"
+    assert nic.busiest(before, after, 0, {}) is None and f_nic(None) == "-"
+
+
+def test_a_round_near_its_link_is_flagged_in_the_per_host_table(env):
+    drivers = fleet()
+    for d in drivers.values():
+        d.host.files["/proc/net/dev"] = NET_DEV.format(lo=1, rx=1000, tx=1000).encode()
+        d.host.files["/sys/class/net/eth0/speed"] = b"1000\n"
+    r = runner(env, drivers, SCALING.replace("vms: [4, 32]", "vms: [4]"))
+    out = r.run()
+    rows = env[1].rows("measurements", out.run_id)
+    assert all(m["load"]["nic"]["iface"] == "eth0" and m["load"]["nic"]["speed_mbit"] == 1000 for m in rows)
+    lp = read_plan(env[1].resolve_run(out.run_id).plan_json).load
+    assert lp is not None
+    hot = [dict(m, load=dict(m["load"], nic={"iface": "eth0", "mb_s": 120.0, "speed_mbit": 1000, "share": 0.96}))
+           if m["load"]["host"] == "h2" else m for m in rows]
+    table = per_host_table(host_steps(hot, lp), lp, ["tcg"])
+    assert any(n.startswith("WARNING: a round came near its link's speed on h2 (eth0, step 4 VMs)") for n in table.notes), table.notes

@@ -20,6 +20,7 @@ from . import stats
 from .loadrows import StepFigures, step_figures, step_groups
 from .stats import Delta
 from .stored_plan import LoadPlan
+from ..telemetry.nic import NEAR_LINK, NEAR_LINK_RULE
 from .tables import Column, Table, delta_pct, f_int, f_ms, f_text
 
 SLOWEST_RULE = ("per VM = each complete repeat's IOPS summed over the host's VMs, divided by their number; the slowest host has the "
@@ -41,6 +42,7 @@ def hosts_of(measurements: Sequence[Mapping]) -> list[str]:
 class HostFigures:
     host: str
     fig: StepFigures
+    nic: dict | None = None  # the busiest interface of the host's busiest round (telemetry.nic), as stored
 
     @property
     def per_vm_samples(self) -> tuple[float, ...]:
@@ -84,10 +86,26 @@ def host_steps(measurements: Sequence[Mapping], plan: LoadPlan) -> list[HostStep
             continue
         sp = plan.step(key.load_step)
         name = sp.name if sp else str(key.load_step)
-        figs = tuple(HostFigures(h, step_figures(rs, name=name, vms=sorted({int(r.get("vm") or 0) for r in rs})))
+        figs = tuple(HostFigures(h, step_figures(rs, name=name, vms=sorted({int(r.get("vm") or 0) for r in rs})), _peak_nic(rs))
                      for h, rs in by_host.items())
         out.append(HostStep(figs, *_slowest(figs)))
     return out
+
+
+def _peak_nic(rows: Sequence[Mapping]) -> dict | None:
+    """The busiest NIC reading of a host's rows (by its share of the link, else by its rate)."""
+    readings = [n for r in rows if isinstance(n := (r.get("load") or {}).get("nic"), dict)]
+    return max(readings, key=lambda n: (n.get("share") or 0.0, n.get("mb_s") or 0.0), default=None)
+
+
+def f_nic(nic: dict | None) -> str:
+    if not nic:
+        return "-"
+    share = nic.get("share")
+    text = f"{nic['iface']} {nic['mb_s']:.1f} MB/s"
+    if share is None:
+        return text + " (no link speed)"
+    return text + f" ({share * 100:.0f}% of {nic['speed_mbit']} Mb/s)" + (" NEAR LINK" if share >= NEAR_LINK else "")
 
 
 def _sentence(hs: HostStep) -> str | None:
@@ -113,7 +131,7 @@ def per_host_table(steps: Sequence[HostStep], plan: LoadPlan, accelerators: Sequ
                 "excluded": "; ".join(f.excluded), "slowest": "slowest" if h.host == hs.slowest else "",
                 "vs_fastest": change.value if change else None, "vs_fastest_low": change.low if change else None,
                 "vs_fastest_high": change.high if change else None, "vs_fastest_verdict": change.verdict if change else None,
-                "vs_fastest_why": change.why if change else None,
+                "vs_fastest_why": change.why if change else None, "nic": h.nic,
             })
     cols = [Column("step", "step"), Column("side", "side"), Column("cell", "cell"), Column("layer", "layer"), Column("job", "job"),
             Column("host", "host"), Column("vms", "VMs"), Column("iops", "IOPS (sum)", f_int),
@@ -123,12 +141,18 @@ def per_host_table(steps: Sequence[HostStep], plan: LoadPlan, accelerators: Sequ
             Column("p99_ms", "p99 ms (merged)", f_ms),
             Column("vs_fastest", "slowest host vs fastest", row_fmt=lambda r: delta_pct("vs_fastest")(r) if r.get("slowest") else "",
                    keep=True),
+            Column("nic", "NIC (busiest round)", f_nic, detail=not any(r["nic"] for r in records)),
             Column("excluded", "excluded", f_text)]
     acc = "/".join(accelerators) or "not recorded"
     notes = [f"Per host: the rows of each host of each step, under {acc}; IOPS (sum) = the sum over the host's VMs in each "
              "repeat, then the mean over the repeats; p99 = fio's completion latency from the host's VMs' histograms merged "
              "bin by bin (never averaged).", SLOWEST_RULE,
-             "A host reference row (side host) is the same job on that host's own storage, on as many volumes as it has VMs."]
+             "A host reference row (side host) is the same job on that host's own storage, on as many volumes as it has VMs.",
+             NEAR_LINK_RULE]
+    near = sorted({f"{h.host} ({h.nic['iface']}, step {h.fig.name})" for hs in steps for h in hs.hosts
+                   if h.nic and (h.nic.get("share") or 0) >= NEAR_LINK})
+    if near:
+        notes.append("WARNING: a round came near its link's speed on " + ", ".join(near) + ": the network may have set its figures.")
     notes += [s for hs in steps if (s := _sentence(hs))]
     return Table("load-hosts", "Per host: each step's figures on each host", cols, records, notes)
 

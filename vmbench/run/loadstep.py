@@ -29,6 +29,7 @@ from ..fio.job import PRECONDITION_BS, FioJob, to_precondition
 from ..fio.runner import FioRun, run_fio
 from ..guest.disk import ScratchDisk
 from ..guest.layers import StackBuilder
+from ..telemetry import nic
 from ..results.key import MeasurementKey
 from ..scenario.load import LoadMember, Role
 from ..scenario.model import Cell, Stack
@@ -168,6 +169,7 @@ class LoadStepRun:
         self.rows: list[tuple[MeasurementKey, dict, dict[str, dict]]] = []
         self.members: list[Member] = []
         self.evidence: dict = {}  # VM 0's readings, stored with each cell
+        self.link_speeds: dict[str, dict[str, int | None]] = {}  # host -> interface -> Mb/s (read once)
 
     # ---- the unit ------------------------------------------------------------------------
 
@@ -406,7 +408,11 @@ class LoadStepRun:
         read_clocks = [functools.partial(clock_offset, sd.transport) for sd in sides]
         before = dict(zip(vms, in_parallel(read_clocks, len(sides))))
         before_at = time.time() * 1000
+        nic_hosts = sorted({sd.host for sd in sides if sd.host})
+        nic_before = {h: nic.read_counters(r.host_of(h).transport) for h in nic_hosts}
+        started = time.monotonic()
         runs = self._run_together(sides, jobs, label)
+        nic_rates = self._nic_rates(nic_before, time.monotonic() - started)
         # each clock is read again after the round: a guest clock that drifted is placed by
         # the offset interpolated to its window, and flagged when it drifted too far to trust
         after_at = time.time() * 1000
@@ -420,11 +426,28 @@ class LoadStepRun:
         for sd, st, job, run in zip(sides, steps, jobs, runs):
             load = placement.load_json(sd.vm, step_name, round_no)
             values = measurement_values(sd.where, job, run, r.attempt)
-            values.update(role=sd.role.value, load_json=dict(load, host=sd.host) if sd.host else load)
+            if sd.host:  # a run across several hosts: the row's host, and its busiest NIC over the round
+                load = dict(load, host=sd.host, nic=nic_rates.get(sd.host))
+            values.update(role=sd.role.value, load_json=load)
             self.rows.append((st.key(), values, dict(getattr(run, "series", None) or {})))
         skew = placement.skew
         r.progress.status(f"{label}: {what} #{rep}: " + ", ".join(f"VM {sd.vm} {run.result.iops:,.0f} IOPS" for sd, run in zip(sides, runs))
                           + ("" if skew is None else f"; start skew {skew:.0f} ms"))
+
+    def _nic_rates(self, before: dict[str, dict[str, tuple[int, int]] | None], seconds: float) -> dict[str, dict | None]:
+        """Each host's busiest interface over the round (:mod:`vmbench.telemetry.nic`), as stored."""
+        out: dict[str, dict | None] = {}
+        for host, counters in before.items():
+            transport = self.r.host_of(host).transport
+            after = nic.read_counters(transport) if counters is not None else None
+            if counters is None or after is None:
+                out[host] = None
+                continue
+            if host not in self.link_speeds:
+                self.link_speeds[host] = nic.read_speeds(transport, sorted(after))
+            rate = nic.busiest(counters, after, seconds, self.link_speeds[host])
+            out[host] = rate.to_json() if rate is not None else None
+        return out
 
     def _run_together(self, sides: list[Side], jobs: list[FioJob], label: str) -> list[FioRun]:
         """fio in every side at once, each with its tail; their runs in order."""
