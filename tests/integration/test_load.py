@@ -26,6 +26,7 @@ pytestmark = pytest.mark.timeout(1800)
 SCALING = """
 name: it-scaling
 hypervisor:
+  accel: tcg
   hosts:
     - {name: a, uri: "qemu+ssh://root@127.0.0.2:{port2}/system", ssh: {key_file: {key2}, known_hosts: {kh2}}}
     - {name: b, uri: "qemu+ssh://root@127.0.0.3:{port3}/system", ssh: {key_file: {key3}, known_hosts: {kh3}}}
@@ -44,6 +45,7 @@ MiB = 1 << 20
 NEIGHBOURS = f"""
 name: it-neighbours
 hypervisor:
+  accel: tcg
   hosts:
     - {{name: near, uri: "qemu+ssh://root@127.0.0.2:{{port2}}/system", ssh: {{key_file: {{key2}}, known_hosts: {{kh2}}}}}}
     - {{name: far, uri: "qemu+ssh://root@127.0.0.3:{{port3}}/system", ssh: {{key_file: {{key3}}, known_hosts: {{kh3}}}}}}
@@ -97,18 +99,18 @@ def _killed_mid_step(scenario, db_path, sshd: TestSshd, when: str) -> str:
         if when in line:
             break
     assert any(when in line for line in lines), "".join(lines)
-    time.sleep(1)
+    time.sleep(3)  # into the round's fio
     assert sshd.kill_sessions() > 0
     _, rest = proc.communicate(timeout=600)
-    assert proc.returncode == 4, "".join(lines) + rest
+    assert proc.returncode not in (0, None), "".join(lines) + rest
     return "".join(lines) + rest
 
 
 def test_scaling_over_two_hosts_one_killed_mid_step_then_resumed(machine, tmp_path, two_hosts):
     scenario = write(tmp_path, "scaling.yaml", _on_hosts(SCALING, *two_hosts))
     db_path = tmp_path / "scaling.db"
-    out = _killed_mid_step(scenario, db_path, two_hosts[1], "placed as the VMs are (a, b)")
-    assert "lost the SSH connection to root@127.0.0.3" in out and "--resume" in out, out
+    out = _killed_mid_step(scenario, db_path, two_hosts[1], "host: 4k-randread #1: 3 at once")
+    assert "on host b: " in out and "127.0.0.3" in out and "--resume" in out, out
     assert "cleanup incomplete" not in out, out
     db = ResultsDB(db_path, create=False)
     r = db.resolve_run("latest")

@@ -195,7 +195,7 @@ def test_a_failure_on_one_host_mid_step_removes_every_hosts_vms_and_resume_finis
     state, db = env
     drivers = fleet(h3=FakeDriver(hostname="h3", fail_at="boot", fail_nth=1 + 5))  # h3's 5th boot of step 2
     r = runner(env, drivers)
-    with pytest.raises(GuestError, match="fake boot: injected failure"):
+    with pytest.raises(GuestError, match="booting the VMs of .*: on host h3: fake boot: injected failure"):
         r.run()
     nothing_left(drivers, r)
     assert {k.load_step for k in db.measurement_keys(r.run_id)} == {1}  # the finished step kept

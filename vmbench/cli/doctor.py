@@ -1,5 +1,5 @@
 """``vmbench doctor [SCENARIO]``: can this hypervisor host run scenarios, and with which
-accelerator?  Checks the scenario's host (this machine by default): reachable over SSH
+accelerator?  Checks the scenario's host (this machine by default; each host of a run across several): reachable over SSH
 with a known key, fio present, then the driver's own checks (libvirt: QEMU and libvirt
 answer, template image present or uploadable, storage usable, KVM usable or not; Proxmox:
 API, node, template, storage, accelerator; host only: the storage and ZFS), leftovers, and
@@ -8,12 +8,14 @@ the host's crypto API."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from ..drivers import make_driver
 from ..drivers.base import Check, HypervisorDriver, version_check
 from ..errors import VmbenchError
 from ..paths import StatePaths
 from ..progress import NullProgress, Progress
+from ..run.fleet import host_storage
 from ..scenario.model import Hypervisor, Storage
 from ..scenario.spec import Scenario
 
@@ -55,6 +57,19 @@ def run_checks(scenario_path: str | None = None, *, uri: str | None = None, temp
         hv, storage, template = s.hypervisor, s.storage, s.template
     else:
         hv, storage = Hypervisor(uri=uri or "qemu:///system"), Storage()
+    if len(hv.members) == 1:
+        return _host_checks(hv, storage, state, template=template, reprobe=reprobe, progress=progress, scenario_path=scenario_path)
+    out: list[Check] = []
+    for member in hv.members:  # a run across several hosts: each host's checks, named by its host
+        checks = _host_checks(member, host_storage(member, storage), state, template=template, reprobe=reprobe,
+                              progress=progress, scenario_path=scenario_path)
+        out += [replace(c, name=f"{member.host_label}: {c.name}") for c in checks]
+    return out
+
+
+def _host_checks(hv: Hypervisor, storage: Storage, state: StatePaths, *, template: str, reprobe: bool, progress: Progress,
+                 scenario_path: str | None) -> list[Check]:
+    """One host's checks (:func:`run_checks`)."""
     driver = make_driver(hv, storage, state=state)
     host = driver.host
     where = hv.host_label

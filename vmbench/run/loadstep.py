@@ -14,13 +14,14 @@ finished; on any failure every VM of it is removed and nothing of it is stored.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence, TypeVar
+from typing import Callable, Iterator, Sequence, TypeVar
 
 from ..drivers.base import Guest, VmRequest, VmResources
 from ..errors import VmbenchError
@@ -77,6 +78,18 @@ class Side:
     transport: Transport
     where: Where
     host: str = ""  # the host its VM (or its host volume) is on, in a run across several hosts
+
+
+@contextlib.contextmanager
+def on_host(host: str) -> Iterator[None]:
+    """In a run across several hosts, a failure says which host it happened on."""
+    try:
+        yield
+    except VmbenchError as exc:
+        if host and not exc.message.startswith(f"on host {host}: "):
+            exc.message = f"on host {host}: {exc.message}"
+            exc.args = (exc.message,)
+        raise
 
 
 def clock_offset(side: Transport, clock: Callable[[], float] = time.time) -> tuple[float, float] | None:
@@ -194,7 +207,8 @@ class LoadStepRun:
             self.members.append(Member(m, request, res, host=placed if many else ""))
         for mem in self.members:
             r.step = f"creating the disks of {mem.res.name} ({unit.label}{' on ' + mem.host if mem.host else ''})"
-            r.driver_for(mem.host).create_vm(r.tag, mem.request, mem.res)
+            with on_host(mem.host):
+                r.driver_for(mem.host).create_vm(r.tag, mem.request, mem.res)
             for v in mem.res.volumes:
                 r.ledger.add("volume", v)
         storage_problems = sorted({p for mem in self.members for p in mem.res.storage_problems})
@@ -251,7 +265,7 @@ class LoadStepRun:
 
         def boot(mem: Member) -> Callable[[], Guest]:
             def call() -> Guest:
-                with slots[mem.host]:
+                with slots[mem.host], on_host(mem.host):
                     return r.driver_for(mem.host).boot(r.tag, mem.request, mem.res, None, self.s.hypervisor.boot_timeout)
             return call
 
@@ -291,7 +305,8 @@ class LoadStepRun:
             return
         targets = []
         for mem in self.members:
-            targets.append(mem.res.host_target or r.driver_for(mem.host).create_host_reference(r.tag, mem.request, mem.res))
+            with on_host(mem.host):
+                targets.append(mem.res.host_target or r.driver_for(mem.host).create_host_reference(r.tag, mem.request, mem.res))
         hosts = sorted({mem.host for mem in self.members})
         r.progress.step(f"host: {len(targets)} volume(s) at once, before the VMs boot"
                         + (f", placed as the VMs are ({', '.join(hosts)})" if len(hosts) > 1 else ""))
@@ -463,13 +478,15 @@ class LoadStepRun:
         def go(sd: Side, job: FioJob) -> Callable[[], FioRun]:
             def call() -> FioRun:
                 try:
-                    return run_fio(sd.transport, job, sd.where.target, sd.where.workdir, label=f"{label}: {job.name} VM {sd.vm}",
-                                   slow=sd.where.slow, must_match=r.measurer.host_argv.get(job.name) if sd.where.side_name == "guest" else None,  # type: ignore[union-attr]
-                                   zfs_pool=sd.where.zfs_pool if sd.where.side_name == "host" and sd.vm == 0 or sd.where.host_side else None,
-                                   telemetry=sd.where.side_name == "guest" or sd.vm == 0,
-                                   host_side=sd.where.host_side, host_workdir=sd.where.host_workdir if sd.where.host_side else "",
-                                   host_target=sd.where.host_target if sd.where.host_side else None,
-                                   tail_seconds=self.load.tail_seconds, epoch_logs=True, before_start=start)
+                    with on_host(sd.host):
+                        return run_fio(
+                            sd.transport, job, sd.where.target, sd.where.workdir, label=f"{label}: {job.name} VM {sd.vm}",
+                            slow=sd.where.slow, must_match=r.measurer.host_argv.get(job.name) if sd.where.side_name == "guest" else None,  # type: ignore[union-attr]
+                            zfs_pool=sd.where.zfs_pool if sd.where.side_name == "host" and sd.vm == 0 or sd.where.host_side else None,
+                            telemetry=sd.where.side_name == "guest" or sd.vm == 0,
+                            host_side=sd.where.host_side, host_workdir=sd.where.host_workdir if sd.where.host_side else "",
+                            host_target=sd.where.host_target if sd.where.host_side else None,
+                            tail_seconds=self.load.tail_seconds, epoch_logs=True, before_start=start)
                 except BaseException:
                     barrier.abort()
                     raise

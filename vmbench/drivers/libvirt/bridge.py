@@ -43,6 +43,8 @@ class LibvirtBridge:
         self._server.bind(self.path)
         self._server.listen(4)
         self._closed = threading.Event()
+        self._open: set[socket.socket] = set()  # libvirt's connections to the socket, until they end
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._accept, name="vmbench-libvirt-bridge", daemon=True)
         self._thread.start()
 
@@ -57,6 +59,11 @@ class LibvirtBridge:
                 conn, _ = self._server.accept()
             except OSError:
                 return
+            with self._lock:
+                if self._closed.is_set():
+                    conn.close()
+                    return
+                self._open.add(conn)
             threading.Thread(target=self._pipe, args=(conn,), name="vmbench-libvirt-pipe", daemon=True).start()
 
     def _pipe(self, conn: socket.socket) -> None:
@@ -86,6 +93,8 @@ class LibvirtBridge:
         except Exception as exc:  # noqa: BLE001 - paramiko's SSHException: the link dropped
             log.debug("libvirt bridge: connection ended: %s", exc)
         finally:
+            with self._lock:
+                self._open.discard(conn)
             for c in (chan, conn):
                 try:
                     c.close()
@@ -93,9 +102,21 @@ class LibvirtBridge:
                     pass
 
     def close(self) -> None:
-        self._closed.set()
+        """Stop accepting, and end every connection still open: a libvirt object that outlives
+        its driver (a domain in a traceback) then gets an error at once when it is freed and
+        libvirt says goodbye over it, instead of waiting for a reply no thread will carry (at
+        interpreter exit the pipe threads are gone, and a run that had ended hung there)."""
+        with self._lock:
+            self._closed.set()
+            still_open, self._open = list(self._open), set()
         try:
             self._server.close()
         except OSError:
             pass
+        for conn in still_open:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+                conn.close()
+            except OSError:
+                pass
         self._dir.cleanup()
