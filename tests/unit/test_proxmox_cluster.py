@@ -168,11 +168,11 @@ def test_threads_get_distinct_vmids():
 def test_temporary_storage_entries_of_a_run_across_nodes_are_per_node():
     """Storage IDs are cluster-wide: each node's driver makes its own entry (nodes=<it>), removed by
     its own driver; cleanup still recognises every one as vmbench's, with its run tag."""
-    from vmbench.drivers.proxmox import rbd, storage
+    from vmbench.drivers.proxmox import entries, rbd, storage
 
     assert storage.entry_id("r0a1b2c3d", 16 << 10) == "vmbench-r0a1b2c3d-16k"
     assert storage.entry_id("r0a1b2c3d", 16 << 10, "PVE2") == "vmbench-r0a1b2c3d-16k-pve2"
     assert rbd.entry_id("r0a1b2c3d", True, "pve-3") == "vmbench-r0a1b2c3d-krbd-pve-3"
     for sid in ("vmbench-r0a1b2c3d-16k", "vmbench-r0a1b2c3d-16k-pve2", "vmbench-r0a1b2c3d-librbd-pve-3"):
-        assert storage.ENTRY_RE.match(sid).group(1) == "r0a1b2c3d"
-    assert not storage.ENTRY_RE.match("vmbench-r0a1b2c3d-16k-") and not storage.ENTRY_RE.match("vmbench-r0a1b2c3d-pve2")
+        assert entries.ENTRY_RE.match(sid).group(1) == "r0a1b2c3d"
+    assert not entries.ENTRY_RE.match("vmbench-r0a1b2c3d-16k-") and not entries.ENTRY_RE.match("vmbench-r0a1b2c3d-pve2")

@@ -40,6 +40,7 @@ from ...settings import Cache
 from ...transport import ops
 from ...transport.base import Transport
 from .api import PveApi
+from .entries import release_entry
 from .errors import PveApiError
 
 log = logging.getLogger(__name__)
@@ -213,17 +214,5 @@ class PveRbd:
 
     def release(self, sid: str, vm_name: str) -> str | None:
         """``vm_name`` is destroyed: delete the entry once no VM of this run uses it (only the
-        config entry: PVE removes its keyring copy); an error message or None."""
-        users = self.users.get(sid)
-        if users is None:
-            return None
-        users.discard(vm_name)
-        if users:
-            return None
-        try:
-            self._api().delete(f"/storage/{sid}")
-        except PveApiError as exc:
-            if not exc.gone:
-                return f"temporary storage {sid}: {exc.message}"
-        del self.users[sid]
-        return None
+        config entry: PVE removes its keyring copy; :func:`.entries.release_entry`)."""
+        return release_entry(self._api(), self.users, sid, vm_name)

@@ -14,7 +14,7 @@ from ..base import Leftover, VmResources
 from ...storage.leftover import remove_work_leftover, work_leftovers
 from .errors import PveApiError, PveLockedError
 from .node import PveNode
-from .storage import ENTRY_RE, ENTRY_TYPES, delete_entry
+from .entries import ENTRY_RE, ENTRY_TYPES, delete_entry
 
 log = logging.getLogger(__name__)
 

@@ -25,15 +25,12 @@ from ...storage.zfs import PROPERTY, ZfsStorage, destroy_owned, get_argv, parse_
 from ...transport.base import Transport
 from ...units import format_size
 from .api import PveApi
+from .entries import release_entry
 from .errors import PveApiError
 from .rbd import PveRbd
 
 log = logging.getLogger(__name__)
 
-#: temporary storage entries: vmbench-<run tag>-<volblocksize> (zfspool), vmbench-<run tag>-krbd|librbd (rbd);
-#: in a run across several nodes each node has its own, -<node> appended (storage IDs are cluster-wide)
-ENTRY_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-(\d+[km]?|krbd|librbd)(-[a-z0-9]([a-z0-9-]*[a-z0-9])?)?$")
-ENTRY_TYPES = ("zfspool", "rbd")
 #: zvols PVE names for a VM: <dataset>/vm-<vmid>-<name>
 ZVOL_LEAF_RE = re.compile(r"^vm-(\d+)-[\w.-]+$")
 RUN_TAG_RE = re.compile(r"^[rp][0-9a-f]{8}$")
@@ -193,20 +190,8 @@ class ZfsEntries:
         return sid
 
     def release(self, sid: str, vm_name: str) -> str | None:
-        """``vm_name`` is destroyed: delete the entry once no VM of this run uses it.
-        Returns an error message, or None."""
-        users = self.users.get(sid)
-        if users is None:
-            return None
-        users.discard(vm_name)
-        if users:
-            return None
-        try:
-            delete_entry(self._api(), sid)
-        except PveApiError as exc:
-            return f"temporary storage {sid}: {exc.message}"
-        del self.users[sid]
-        return None
+        """``vm_name`` is destroyed: delete the entry once no VM of this run uses it (:func:`.entries.release_entry`)."""
+        return release_entry(self._api(), self.users, sid, vm_name)
 
     def setup_zvol(self, zvol: str, zfs: ZfsSettings, run_tag: str) -> tuple[dict, list[str]]:
         """Set the scenario's properties and vmbench's on a new zvol; read everything back."""
@@ -235,14 +220,3 @@ class ZfsEntries:
         if parent != self.dataset or not ZVOL_LEAF_RE.match(leaf):
             raise HypervisorError(f"{zvol} is not a zvol PVE made under {self.dataset}; left alone")
         destroy_owned(self.host, zvol, run_tag)
-
-
-def delete_entry(api: PveApi, sid: str) -> None:
-    """``DELETE /storage/<id>`` of a vmbench entry (only the config entry: volumes stay)."""
-    if not ENTRY_RE.match(sid):
-        raise HypervisorError(f"{sid} is not a vmbench storage entry; left alone")
-    try:
-        api.delete(f"/storage/{sid}")
-    except PveApiError as exc:
-        if not exc.gone:
-            raise
