@@ -19,6 +19,12 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 log = logging.getLogger(__name__)
+#: how long a connection waits for libvirt's socket when nothing moved: from IDLE_FIRST,
+#: doubling to IDLE_MAX (s).  The SSH channel is polled, never select()ed: its fileno() makes
+#: paramiko create a pipe its transport thread writes to and closes without a lock (paramiko
+#: issue 692), which killed SSH connections (vmbench.transport.ssh polls its channels too).
+IDLE_FIRST = 0.001
+IDLE_MAX = 0.01
 
 
 def remote_side_uri(uri: str) -> str:
@@ -74,20 +80,26 @@ class LibvirtBridge:
             conn.close()
             return
         try:
+            idle = IDLE_FIRST
             while not self._closed.is_set():
-                ready, _, _ = select.select([conn, chan], [], [], 1.0)
-                if conn in ready:
-                    data = conn.recv(65536)
-                    if not data:
-                        break
-                    chan.sendall(data)
-                if chan in ready:
+                moved = False
+                if chan.recv_ready():
                     data = chan.recv(65536)
                     if not data:
                         break
                     conn.sendall(data)
+                    moved = True
+                # only libvirt's socket is select()ed: the channel is polled (see IDLE_MAX)
+                ready, _, _ = select.select([conn], [], [], 0 if moved else idle)
+                if ready:
+                    data = conn.recv(65536)
+                    if not data:
+                        break
+                    chan.sendall(data)
+                    moved = True
                 if chan.exit_status_ready() and not chan.recv_ready():
                     break
+                idle = IDLE_FIRST if moved else min(idle * 2, IDLE_MAX)
         except (OSError, EOFError) as exc:
             log.debug("libvirt bridge: connection ended: %s", exc)
         except Exception as exc:  # noqa: BLE001 - paramiko's SSHException: the link dropped
