@@ -2,8 +2,11 @@
 another loopback address, 127.0.0.2... for several hosts, one sshd each).
 
 Never the machine's own sshd service: it has its own host key, client key, config and pid
-file.  ``kill_sessions()`` kills the per-connection sshd processes (the client sees the
-connection drop); ``regenerate_host_key()`` gives it a new host key (a "changed key").
+file.  ``hostname=`` runs it in its own UTS namespace with that host name, so a command over
+its SSH (``hostname``) names the "machine" as a cluster node would (``unshare --uts``: the
+same file systems and processes, only the name differs).  ``kill_sessions()`` kills the
+per-connection sshd processes (the client sees the connection drop);
+``regenerate_host_key()`` gives it a new host key (a "changed key").
 """
 
 from __future__ import annotations
@@ -61,11 +64,12 @@ class TestSshd:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, user: str = "root", host: str = "127.0.0.1") -> None:
+    def __init__(self, user: str = "root", host: str = "127.0.0.1", hostname: str | None = None) -> None:
         if not os.path.exists(SSHD):
             raise RuntimeError(f"{SSHD} is missing: install openssh-server (apt-get install openssh-server)")
         self.user = user
         self.host = _loopback(host)
+        self.hostname = hostname
         self.port = _free_port(self.host)
         self.dir = Path(tempfile.mkdtemp(prefix="vmbench-sshd-"))
         os.chmod(self.dir, 0o700)
@@ -135,8 +139,11 @@ class TestSshd:
     def start(self) -> None:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation dir
         self.log = self.dir / "sshd.log"
+        argv = [SSHD, "-D", "-e", "-f", str(self.config)]
+        if self.hostname:  # its own host name: unshare and sh exec, so the pid is sshd's
+            argv = ["unshare", "--uts", "--", "sh", "-ec", 'hostname "$0"; exec "$@"', self.hostname, *argv]
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.config)], stdout=subprocess.DEVNULL, stderr=log)
+            self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -9,7 +9,12 @@ a disk that boots by itself, over SFTP into the node's import storage and makes 
 with ``virtio0=local:0,import-from=local:import/...``; the fake copies the file's content into
 the new disk as qemu-server does, so the run's linked clones boot from that very content
 (SeaBIOS, then the disk's SYSLINUX), as they would on a real node.  `vmbench doctor` then
-calls the template vmbench's and current, and a second push keeps it."""
+calls the template vmbench's and current, and a second push keeps it.
+
+The noisy neighbour runs across a two-node fake cluster (issue 28): one API, each node's SSH
+its own sshd on its own loopback address in its own UTS namespace (``hostname`` answers the
+node's name, as vmbench checks), the template pushed onto a directory storage both nodes share,
+the victim on node1 and the aggressor cloned onto node2 with ``target``."""
 
 from __future__ import annotations
 
@@ -128,7 +133,30 @@ def test_a_scenario_through_the_proxmox_driver(machine, tmp_path):
     assert not [d for d in machine.conn.listAllDomains(0) if d.name().startswith("vmbtest-pve-")]
 
 
-LOAD_SCENARIO = "name: it-proxmox-load\n" + HYPERVISOR + """storage: {{scratch_size: 384M}}
+#: a two-node fake cluster (issue 28): one API for both nodes, each node's SSH its own sshd on its
+#: own loopback address (each answering with its node's host name), the victim on node1, the
+#: aggressor on node2; the template and the scratch disks on a storage both nodes share, so the
+#: aggressor is a linked clone made onto node2 with ``target``
+CLUSTER_HYPERVISOR = """
+hypervisor:
+  driver: proxmox
+  host: 127.0.0.1
+  port: {port}
+  nodes:
+    - {{name: node1, ssh: {{host: 127.0.0.2, port: {ssh1}, key_file: {key1}, known_hosts: {kh1}}}}}
+    - {{name: node2, ssh: {{host: 127.0.0.3, port: {ssh2}, key_file: {key2}, known_hosts: {kh2}}}}}
+  place: {{node1: 1, node2: 1}}
+  template: vmbench-debian12
+  storage: shared
+  token: {{id: "{token_id}", secret_env: VMBENCH_IT_PVE_TOKEN}}
+  tls: {{ca_file: {ca}}}
+  ssh: {{user: root}}
+  state_dir: /var/lib/vmbench-proxmox-test
+  accel: tcg
+  timeout: 60s
+"""
+
+LOAD_SCENARIO = "name: it-proxmox-load\n" + CLUSTER_HYPERVISOR + """storage: {{scratch_size: 384M}}
 vm: {{memory: 512M, vcpus: 1, bus: virtio-blk, cache: none, aio: native, cpu: kvm64}}
 jobs:
   - {{name: victim, rw: randread, bs: 4k, iodepth: 1, size: 64M, runtime: 4s, ramp: 2s, rate_iops: 50}}
@@ -141,28 +169,58 @@ load:
 """
 
 
+@contextlib.contextmanager
+def fake_cluster(tmp_path, name: str, scenario: str):
+    """The fake PVE 9.1 as a cluster of node1 and node2 with real guests behind it, each node's
+    SSH its own sshd (127.0.0.2, 127.0.0.3) named as its node, a directory storage both share
+    (``shared``), and the scenario written for them: (fake, scenario path, environment)."""
+    with TestSshd(host="127.0.0.2", hostname="node1") as ssh1, TestSshd(host="127.0.0.3", hostname="node2") as ssh2, \
+            FakePve(version="9.1", backend=LibvirtBackend(), nodes=("node1", "node2"), token=(TOKEN_ID, SECRET),
+                    task_polls=1, agent_pings=3,
+                    local_content="images,rootdir,vztmpl,iso,backup,snippets,import") as fake:
+        fake.add_storage("shared", "dir", shared=1)  # a cluster file system's directory, on every node
+        path = write(tmp_path, name, scenario.format(
+            port=fake.port, token_id=TOKEN_ID, ca=fake.ca_file, ssh1=ssh1.port, key1=ssh1.client_key, kh1=ssh1.known_hosts,
+            ssh2=ssh2.port, key2=ssh2.client_key, kh2=ssh2.known_hosts))
+        yield fake, path, dict(os.environ, VMBENCH_IT_PVE_TOKEN=SECRET)
+
+
 def test_two_vms_at_once_through_the_proxmox_driver_the_aggressor_limited(machine, tmp_path):
-    """A noisy neighbour on the fake PVE node with real guests: the victim and one aggressor
-    (iops_wr 60) run at once; the aggressor's limit is in its stored settings, in its disk's
-    config and on its QEMU command line, and it gets 60 IOPS; nothing is left."""
-    with fake_node(tmp_path, "pve-load.yaml", LOAD_SCENARIO) as (fake, path, env):
+    """A noisy neighbour across a two-node fake cluster with real guests: the victim on node1,
+    one aggressor (iops_wr 60) on node2, cloned there with ``target`` from the template on
+    shared storage; both run at once; the aggressor's limit is in its stored settings, in its
+    disk's config and on its QEMU command line, and it gets 60 IOPS; each row names its node,
+    the report has the per-host table; nothing is left on either node."""
+    with fake_cluster(tmp_path, "pve-load.yaml", LOAD_SCENARIO) as (fake, path, env):
         db_path = tmp_path / "r.db"
         pushed = vmbench("images", "push", str(path), env=env)
         assert pushed.returncode == 0, pushed.stderr[-4000:]
+        assert fake.node_of(100) == "node1" and fake.vms[100].config["virtio0"].startswith("shared:100/base-100-disk-0.qcow2,")
         run = vmbench("--debug", "-v", "run", str(path), "--db", str(db_path), env=env)
         assert run.returncode == 0, run.stderr[-4000:]
+        assert SECRET not in run.stdout + run.stderr
         db = ResultsDB(db_path, create=False)
         r = db.resolve_run("latest")
         assert r.status == "ok"
         cells = db.rows("cells", r.id)
         assert cells and all(c["valid"] for c in cells), [(c["name"], c["problems"]) for c in cells]
-        # two linked clones, each with its scratch disk; the limit only in the aggressor's
-        disks = [p for p in (r_.params for r_ in fake.requests if (r_.method, r_.template) ==
-                             ("POST", "/nodes/{node}/qemu/{vmid}/config")) if "virtio1" in p]
-        assert len(disks) == 2 and "iops_wr" not in disks[0]["virtio1"] and ",iops_wr=60," in disks[1]["virtio1"], disks
-        guest = {m["vm"]: m for m in db.rows("measurements", r.id) if m["side"] == "guest"}
+        # two linked clones of the template on node1: the one for node2 made there with target
+        clones = [(q.path, q.params) for q in fake.requests if (q.method, q.template) == ("POST", "/nodes/{node}/qemu/{vmid}/clone")]
+        assert sorted((p, q.get("target") or "") for p, q in clones) == [("/nodes/node1/qemu/100/clone", ""),
+                                                                          ("/nodes/node1/qemu/100/clone", "node2")], clones
+        # each with its scratch disk, configured on its own node; the limit only in the aggressor's
+        disks = {q.path.split("/")[2]: q.params["virtio1"] for q in fake.requests
+                 if (q.method, q.template) == ("POST", "/nodes/{node}/qemu/{vmid}/config") and "virtio1" in q.params}
+        assert sorted(disks) == ["node1", "node2"] and "iops_wr" not in disks["node1"] and ",iops_wr=60," in disks["node2"], disks
+        started = {q.path.split("/")[2] for q in fake.requests if (q.method, q.template) == ("POST", "/nodes/{node}/qemu/{vmid}/status/start")}
+        assert started == {"node1", "node2"}, started
+        ms = db.rows("measurements", r.id)
+        guest = {m["vm"]: m for m in ms if m["side"] == "guest"}
         assert {(vm, m["role"], m["job"], m["load_step"]) for vm, m in guest.items()} == {
             (0, "victim", "victim", 1), (1, "aggressor", "heavy", 1)}
+        # every row names its node: the victim's on node1, the aggressor's on node2
+        assert (guest[0]["load"]["host"], guest[1]["load"]["host"]) == ("node1", "node2")
+        assert all((m.get("load") or {}).get("host") in ("node1", "node2") for m in ms), [m.get("load") for m in ms]
         assert guest[1]["settings"]["iops_wr"] == 60 and "iops_wr" not in guest[0]["settings"]
         # both at once: the measured windows (in this machine's clock) overlap, the start skew
         # and whether each window was loaded by the other VM are recorded (under TCG the skew
@@ -179,9 +237,19 @@ def test_two_vms_at_once_through_the_proxmox_driver_the_aggressor_limited(machin
         assert (eff[0]["config_iops_wr"], eff[0]["qemu_iops_wr"]) == ("none", "none")
         assert '"limits":{"iops-write":60}' in " ".join(boots[1]["qemu_cmdline"])
         assert abs(guest[1]["iops"] - 60) <= 6, guest[1]["iops"]
+        # the report's per-host table: one row per node
+        report = vmbench("report", "latest", "--db", str(db_path), "--format", "json")
+        tables = {t["name"]: t for t in json.loads(report.stdout)["tables"]}
+        assert {rec["host"] for rec in tables["load-hosts"]["records"]} == {"node1", "node2"}, tables["load-hosts"]
+        text = vmbench("report", "latest", "--db", str(db_path))
+        assert "Per host: each step's figures on each host" in text.stdout, text.stdout
+        print(text.stdout)
         assert fake.problems == [], fake.problems
-        # nothing left: only the template, no guest domain of the fake
+        assert SECRET not in json.dumps([vars(q) for q in fake.requests], default=str)
+        assert SECRET.encode() not in db_path.read_bytes()
+        # nothing left: only the template, no guest domain of the fake, on either node
         assert sorted(fake.vms) == [100]
         left = vmbench("cleanup", "--dry-run", str(path), env=env)
-        assert left.returncode == 0 and "nothing to clean up" in left.stdout, left.stdout + left.stderr
+        assert left.returncode == 0, left.stdout + left.stderr
+        assert all(f"nothing to clean up on {n}" in left.stdout for n in ("node1", "node2")), left.stdout + left.stderr
     assert not [d for d in machine.conn.listAllDomains(0) if d.name().startswith("vmbtest-pve-")]

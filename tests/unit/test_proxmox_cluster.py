@@ -64,7 +64,7 @@ def test_node_and_quorum_problems_name_the_node():
     assert node_problem(inv, "pve9", where="https://pve:8006") == ("node pve9 is not in the cluster at https://pve:8006",
                                                                    "nodes: pve1, pve2, pve3")
     lost = read_inventory(NODES, [{**STATUS[0], "quorate": 0}, *STATUS[1:]], [])
-    assert quorum_problem(lost)[0].startswith("the cluster is not quorate (2 of 3 nodes online: pve1, pve2)")
+    assert quorum_problem(lost)[0].startswith("the cluster is not quorate (2 of 3 nodes online: pve1, pve2; offline: pve3)")
     # /nodes says offline, /cluster/status says online: offline wins
     assert not read_inventory([{"node": "pve1", "status": "offline"}], STATUS[:2], []).nodes["pve1"].online
 

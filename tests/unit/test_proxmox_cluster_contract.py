@@ -126,7 +126,7 @@ def _offline(node: str):
 @pytest.mark.parametrize("setup, node, message", [
     (_offline("pve3"), "pve3", "node pve3 (hypervisor.nodes) is offline at https://127.0.0.1:"),
     (lambda fake: [fake.set_online(n, False) for n in ("pve2", "pve3")], "pve1",
-     "the cluster is not quorate (1 of 3 nodes online: pve1): Proxmox refuses to create VMs"),
+     "the cluster is not quorate (1 of 3 nodes online: pve1; offline: pve2, pve3): Proxmox refuses to create VMs"),
     (_offline("pve1"), "pve2", "template 9000 (debian12-tmpl) is on node pve1, not pve2: node pve1 is offline"),
     (lambda fake: fake.add_storage("fast", "dir", nodes="pve1,pve3"), "pve2",
      "storage fast (hypervisor.storage) is not available on node pve2"),

@@ -374,6 +374,11 @@ def test_shipped_proxmox_and_remote_libvirt_scenarios():
     assert (cfg.secret_env, cfg.secret_file) == ("VMBENCH_PVE_TOKEN", None)  # never a secret in the file
     assert [c.name for c in pve.cells][:3] == ["baseline", "aio=native", "aio=threads"]
     assert pve.baseline.aio is Aio.IO_URING and pve.baseline.bus is Bus.VIRTIO_SCSI and pve.baseline.iothread
+    cluster = load_scenario(SCENARIOS / "proxmox-cluster.yaml")  # three nodes, the template on shared RBD
+    hv = cluster.hypervisor
+    assert hv.host_labels == ("pve1", "pve2", "pve3") and [m.ssh.host for m in hv.members] == ["pve1", "pve2", "pve3"]
+    assert hv.proxmox is not None and hv.proxmox.storage == "ceph-vm" and cluster.storage.type.value == "rbd"
+    assert cluster.load is not None and [st.size for st in cluster.load.steps] == [3, 9]
     remote = load_scenario(SCENARIOS / "remote-libvirt.yaml")
     assert remote.hypervisor.driver is DriverName.LIBVIRT and remote.hypervisor.uri.startswith("qemu+ssh://root@")
     assert remote.hypervisor.ssh is not None and remote.hypervisor.state_dir == "/var/lib/vmbench"

@@ -197,6 +197,8 @@ class LoadStepRun:
         r.progress.step(where_from)
         assert r.ledger is not None
         many = len(r.hosts) > 1
+        if many:
+            self._check_hosts()
         for m, seq, placed in zip(unit.step.members, unit.seqs, unit.hosts):
             vm = unit.vm_of(m)
             request = VmRequest(seq=seq, vm=vm, scratch_size=self.s.storage.scratch_size, cells=tuple(c.name for c in unit.boot.cells))
@@ -228,6 +230,20 @@ class LoadStepRun:
         r.db.add_measurements(r.run_id, self.rows)
         r.progress.step(f"{unit.label}: {len(self.rows)} measurement(s) stored")
         self._remove_all()
+
+    def _check_hosts(self) -> None:
+        """Before anything of the unit exists, each host with VMs in it that can tell (a
+        Proxmox node: ``check_step``) says it is still there and has the memory they need, or
+        refuses the unit naming itself (a node gone offline since the step before)."""
+        r, unit = self.r, self.unit
+        need: dict[str, list[int]] = {}
+        for m, placed in zip(unit.step.members, unit.hosts):
+            need.setdefault(placed, []).append(unit.vm_of(m).memory_mib << 20)
+        for label, mems in need.items():
+            check = getattr(r.driver_for(label), "check_step", None)
+            if check is not None:
+                r.step = f"checking host {label} before {unit.label}"
+                check(sum(mems), f"the {len(mems)} VM(s) placed there")
 
     @property
     def unit_no(self) -> int:

@@ -152,7 +152,9 @@ def node_problem(inv: Inventory, node: str, key: str = "", where: str = "") -> P
 def quorum_problem(inv: Inventory) -> Problem | None:
     if inv.clustered and inv.quorate is False:
         online = inv.online()
-        return (f"the cluster is not quorate ({len(online)} of {len(inv.nodes)} nodes online: {', '.join(online) or 'none'}): "
+        offline = [n for n in inv.nodes if n not in online]
+        return (f"the cluster is not quorate ({len(online)} of {len(inv.nodes)} nodes online: {', '.join(online) or 'none'}"
+                + (f"; offline: {', '.join(offline)}" if offline else "") + "): "
                 "Proxmox refuses to create VMs", "bring the nodes back until pvecm status says Quorate: Yes")
     return None
 

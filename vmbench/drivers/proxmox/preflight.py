@@ -160,6 +160,28 @@ class Preflight(PveNode):
         if problem:
             raise PreflightError(*problem)
 
+    def check_step(self, need: int, what: str = "the step's VMs") -> None:
+        """Before each load step of a run across a cluster's nodes (the runner's call, with the
+        guest memory it places here): this node still in the cluster and online, the cluster
+        still quorate (when the token may read it), ``need`` bytes free on the node; else a
+        refusal naming the node, before anything of the step exists (a VM cloned onto a node
+        that is gone could not be removed through it).  A standalone node: nothing is read."""
+        if len(self.inventory.nodes) < 2:
+            return
+        try:
+            nodes = self.api().get("/nodes") or []
+            try:
+                status = self.api().get("/cluster/status") or []
+            except PvePermissionError:  # said once, at preflight
+                status = None
+        except PveApiError as exc:
+            raise PreflightError(exc.message, exc.hint) from None
+        inv = read_inventory(nodes, status, [])
+        problem = node_problem(inv, self.node, "hypervisor.nodes", self.cfg.url) or quorum_problem(inv)
+        if problem:
+            raise PreflightError(*problem)
+        self.check_memory(need, what)
+
     def check_memory(self, need: int, what: str = "the step's VMs") -> None:
         """Before a step (the runner's call, knowing what it places here): ``need`` bytes of guest
         memory fit this node's free memory (its /cluster/resources node row; unknown: no check)."""
