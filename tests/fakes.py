@@ -1140,6 +1140,9 @@ class FakeDriver:
             self.storage.delete_volume(name)
         self.removed += found
 
+    def check_step(self, need: int, what: str = "the step's VMs") -> None:
+        self._fault("check")
+
     def leftovers(self) -> list[Leftover]:
         out = [Leftover("domain", name, name.split("-")[1], state) for name, state in self.vms.items()]
         return out + self.storage.leftovers()

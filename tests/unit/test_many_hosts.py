@@ -259,3 +259,14 @@ def test_a_round_near_its_link_is_flagged_in_the_per_host_table(env):
            if m["load"]["host"] == "h2" else m for m in rows]
     table = per_host_table(host_steps(hot, lp), lp, ["tcg"])
     assert any(n.startswith("WARNING: a round came near its link's speed on h2 (eth0, step 4 VMs)") for n in table.notes), table.notes
+
+
+def test_a_host_gone_between_steps_refuses_the_step_before_anything_of_it_exists(env):
+    state, db = env
+    drivers = fleet(h2=FakeDriver(hostname="h2", fail_at="check", fail_nth=2, fail_with=PreflightError))
+    r = runner(env, drivers)
+    with pytest.raises(PreflightError, match="checking host h2 before VM configuration 1, load step 2 .*: fake check"):
+        r.run()
+    assert [d.creates for d in drivers.values()] == [1, 1, 1, 1]  # step 1's VMs only
+    assert {k.load_step for k in db.measurement_keys(r.run_id)} == {1}
+    nothing_left(drivers, r)

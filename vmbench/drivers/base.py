@@ -226,6 +226,13 @@ class HypervisorDriver(Protocol):
         after the connection to the hypervisor was lost (it reconnects)."""
         ...
 
+    def check_step(self, need: int, what: str = "the step's VMs") -> None:
+        """Before each load step of a run across several hosts: this host still answers (a
+        Proxmox node: still in the cluster, online, the cluster quorate) and has ``need``
+        bytes of memory for ``what``; else a PreflightError naming the host, before anything
+        of the step exists."""
+        ...
+
     def leftovers(self) -> list[Leftover]:
         ...
 

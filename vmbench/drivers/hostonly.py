@@ -109,5 +109,8 @@ class HostOnlyDriver:
         elif item.kind == "directory":
             remove_work_leftover(self.host, self.paths.work, item)
 
+    def check_step(self, need: int, what: str = "the step's VMs") -> None:
+        """A host-only run has no load steps."""
+
     def close(self) -> None:
         self.host.close()

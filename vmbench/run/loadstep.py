@@ -232,18 +232,16 @@ class LoadStepRun:
         self._remove_all()
 
     def _check_hosts(self) -> None:
-        """Before anything of the unit exists, each host with VMs in it that can tell (a
-        Proxmox node: ``check_step``) says it is still there and has the memory they need, or
-        refuses the unit naming itself (a node gone offline since the step before)."""
+        """Before anything of the unit exists, each host with VMs in it says it is still there
+        and has the memory they need (``check_step``), or refuses the unit naming itself (a
+        host or node gone since the step before)."""
         r, unit = self.r, self.unit
         need: dict[str, list[int]] = {}
         for m, placed in zip(unit.step.members, unit.hosts):
             need.setdefault(placed, []).append(unit.vm_of(m).memory_mib << 20)
         for label, mems in need.items():
-            check = getattr(r.driver_for(label), "check_step", None)
-            if check is not None:
-                r.step = f"checking host {label} before {unit.label}"
-                check(sum(mems), f"the {len(mems)} VM(s) placed there")
+            r.step = f"checking host {label} before {unit.label}"
+            r.driver_for(label).check_step(sum(mems), f"the {len(mems)} VM(s) placed there")
 
     @property
     def unit_no(self) -> int:

@@ -484,6 +484,21 @@ class LibvirtDriver:
             return []
         return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
 
+    def check_step(self, need: int, what: str = "the step's VMs") -> None:
+        """Before a load step of a run across several hosts: libvirt and the host's shell still
+        answer (reconnecting if they dropped), and ``need`` bytes of memory are available."""
+        try:
+            with hypervisor_errors(f"asking libvirt on {self.host.name}"):
+                self.conn.getLibVersion()
+            meminfo = self.host.read_file("/proc/meminfo").decode(errors="replace")
+        except (VmbenchError, OSError) as exc:
+            raise PreflightError(f"host {self.host.name} does not answer: {getattr(exc, 'message', exc)}",
+                                 "check the host and its SSH; `vmbench run --resume` reruns the step") from None
+        available = next((int(line.split()[1]) << 10 for line in meminfo.splitlines() if line.startswith("MemAvailable:")), None)
+        if available is not None and need > available:
+            raise PreflightError(f"{what} need {need >> 20} MiB of memory; {self.host.name} has {available >> 20} MiB available",
+                                 "lower the step's VM count or vm.memory, or free memory on the host")
+
     # ---- leftovers ------------------------------------------------------------------------
 
     def leftovers(self) -> list[Leftover]:
