@@ -41,7 +41,7 @@ def shared_template(fake: FakePve, **kw) -> None:
     fake.add_template(storage="shared", **kw)
 
 
-def cluster_text(fake: FakePve, nodes: tuple[str, ...] = NODES, storage: str = "local", template: int = 9000) -> str:
+def cluster_text(fake: FakePve, nodes: tuple[str, ...] = NODES, storage: str = "local", template: int | str = 9000) -> str:
     hv = textwrap.dedent(f"""
         driver: proxmox
         host: 127.0.0.1
@@ -223,6 +223,28 @@ def test_a_vm_on_another_node_is_a_target_clone_then_lives_there(version, tmp_pa
         d.remove_vm(res)
         assert set(fake.vms) == {9000}
         assert all(p.startswith("/nodes/pve3/") for _, p in sent(fake, start) if "/qemu/100" in p)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_template_per_node_on_local_storage_each_node_clones_its_own(version, tmp_path, monkeypatch):
+    """``vmbench images push`` makes a template of the same name on each node of a cluster on
+    local storage: each node's driver takes the one on its node and clones it there, no target."""
+    with cluster_fake(version) as fake:
+        fake.add_template(9000, node="pve1")
+        fake.add_template(9001, node="pve2")
+        drv, s = drivers(tmp_path, monkeypatch, fake, cluster_text(fake, nodes=("pve1", "pve2"), template="debian12-tmpl"))
+        for node, vmid in (("pve1", 9000), ("pve2", 9001)):
+            d = drv[node]
+            prepare(d, s)
+            assert (d.template_vmid, d.template_node) == (vmid, node)
+            start = len(fake.requests)
+            req = request(s)
+            res = d.new_resources(TAG, req)
+            d.create_vm(TAG, req, res)
+            clone = next(r for r in fake.requests[start:] if r.path.endswith("/clone"))
+            assert clone.path == f"/nodes/{node}/qemu/{vmid}/clone" and "target" not in clone.params
+            d.remove_vm(res)
+        assert set(fake.vms) == {9000, 9001}
 
 
 @pytest.mark.parametrize("version", VERSIONS)

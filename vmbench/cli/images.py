@@ -38,7 +38,8 @@ def cmd_images_list(args: argparse.Namespace) -> int:
 
 def cmd_images_push(args: argparse.Namespace) -> int:
     """Build the scenario's image if needed, make it a disk that boots by itself, and make
-    (or keep) vmbench's template from it on the scenario's Proxmox node and storage."""
+    (or keep) vmbench's template from it on the scenario's Proxmox node and storage (on each
+    node of a run across several: a template per node, which local storage needs)."""
     from ..drivers import make_driver
     from ..drivers.proxmox.driver import ProxmoxDriver
     from ..drivers.proxmox.template import TemplateIdentity
@@ -55,18 +56,23 @@ def cmd_images_push(args: argparse.Namespace) -> int:
     progress = ConsoleProgress()
     image = ensure_image(s.template, progress=progress)
     disk = ensure_boot_disk(image, progress)
-    driver = make_driver(s.hypervisor, s.storage)
-    assert isinstance(driver, ProxmoxDriver)
-    try:
-        result = driver.push_template(TemplateIdentity(image.name, image.hash, LAYOUT_VERSION), disk, replace=args.replace,
-                                      import_storage=args.import_storage, progress=progress)
-    finally:
-        driver.close()
-    what = "made" if result.made else "kept (current)"
-    if result.replaced is not None:
-        what += f", replacing VM {result.replaced}"
-    print(f"template {result.vmid} ({result.name}) on node {s.hypervisor.proxmox.node if s.hypervisor.proxmox else '?'}: "
-          f"vmbench's {result.identity.short}, {what}")
+    identity = TemplateIdentity(image.name, image.hash, LAYOUT_VERSION)
+    # every node of the scenario: on local storage each node clones from its own template
+    for node in s.hypervisor.members:
+        driver = make_driver(node, s.storage)
+        assert isinstance(driver, ProxmoxDriver)
+        try:
+            result = driver.push_template(identity, disk, replace=args.replace, import_storage=args.import_storage,
+                                          progress=progress)
+        finally:
+            driver.close()
+        what = "made" if result.made else "kept (current)"
+        if result.replaced is not None:
+            what += f", replacing VM {result.replaced}"
+        where = node.proxmox.node if node.proxmox else "?"
+        if result.node and result.node != where:
+            what += f", on node {result.node}'s shared storage (node {where} clones it with target)"
+        print(f"template {result.vmid} ({result.name}) for node {where}: vmbench's {result.identity.short}, {what}")
     return 0
 
 

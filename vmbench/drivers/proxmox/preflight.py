@@ -212,10 +212,14 @@ class Preflight(PveNode):
         if not found:
             raise PreflightError(f"no VM {want} on the cluster at {self.cfg.url} (hypervisor.template)",
                                  "name the template by VMID or unique name; the token needs VM.Audit on it to see it")
+        here = [r for r in found if r.get("node") == self.node]
+        if len(found) > 1 and len(here) == 1:
+            found = here  # a template per node (vmbench images push on local storage): this node's own
         if len(found) > 1:
             ids = ", ".join(str(r.get("vmid")) for r in found)
             raise PreflightError(f"{len(found)} VMs are named {want} (VMIDs {ids}); names are not unique in Proxmox",
-                                 "name the template by its VMID (hypervisor.template: VMID)")
+                                 "name the template by its VMID (hypervisor.template: VMID), or keep one template of "
+                                 "that name per node")
         row = found[0]
         vmid, name = int(row["vmid"]), row.get("name") or "?"
         if str(row.get("template", 0)) not in ("1", "True", "true"):

@@ -40,6 +40,7 @@ from ...progress import Progress
 from ...transport import ops
 from ...units import human_size
 from .config import FILE_STORAGES, NO_LINKED_CLONE, agent_enabled, parse_disk, storage_of
+from .cluster import config_shared, template_volumes
 from .errors import PveApiError, PvePermissionError
 from .node import PveNode
 from .removal import split_tags
@@ -130,6 +131,7 @@ class PushResult:
     made: bool  # False: the existing template was current and kept
     replaced: int | None = None  # the VMID of the template it replaced
     uploaded: bool = False
+    node: str | None = None  # where it is, when not on the node pushed for (a shared template)
 
 
 class TemplatePush:
@@ -153,8 +155,14 @@ class TemplatePush:
         name = want if isinstance(want, str) else template_name(identity.recipe)
         self.progress.step(f"looking for template {want} on {cfg.url}")
         self.api().get("/version")
-        row = self._find(want)
+        rows = [r for r in (self.api().get("/cluster/resources", {"type": "vm"}) or []) if r.get("type") == "qemu"]
+        row = self._find(want, rows)
         replaced = None
+        shared = self._shared_elsewhere(want, identity, rows) if row is None and isinstance(want, str) else None
+        if shared is not None:  # one template on shared storage serves every node (clones with target)
+            self.progress.step(f"template {shared['vmid']} ({name}) on node {shared.get('node')} is vmbench's {identity.short}, "
+                               f"current, on shared storage: kept for node {self.where} too")
+            return PushResult(int(shared["vmid"]), name, identity, made=False, node=str(shared.get("node")))
         if row is not None:
             vmid = int(row["vmid"])
             config = self.api().get(f"/nodes/{row.get('node')}/qemu/{vmid}/config") or {}
@@ -201,9 +209,26 @@ class TemplatePush:
             ops.remove_file(self.n.host, f"{path}/import/{import_file(identity)}")
         return PushResult(vmid, name, identity, made=True, replaced=replaced, uploaded=uploaded)
 
-    def _find(self, want: int | str) -> dict | None:
-        rows = [r for r in (self.api().get("/cluster/resources", {"type": "vm"}) or []) if r.get("type") == "qemu"]
-        found = [r for r in rows if (int(r.get("vmid", -1)) == want if isinstance(want, int) else r.get("name") == want)]
+    def _shared_elsewhere(self, name: str, identity: TemplateIdentity, rows: list[dict]) -> dict | None:
+        """vmbench's current template ``name`` on another node (of the cluster's VM ``rows``)
+        with every volume on shared storage (a clone onto this node with target works), or None."""
+        for row in [r for r in rows if r.get("name") == name and r.get("node") != self.where]:
+            try:
+                config = self.api().get(f"/nodes/{row.get('node')}/qemu/{row['vmid']}/config") or {}
+                sids = {storage_of(v) for v in template_volumes(config).values()}
+                if template_state(config, identity) is TemplateState.CURRENT and sids and all(
+                        config_shared(self.api().get(f"/storage/{sid}") or {}, "") for sid in sids):
+                    return row
+            except PveApiError as exc:  # cannot tell (the token may not read it): this node gets its own
+                self.progress.step(f"template {row['vmid']} on node {row.get('node')}: cannot tell whether it is shared "
+                                   f"({exc.message}); making one on {self.where}")
+        return None
+
+    def _find(self, want: int | str, rows: list[dict]) -> dict | None:
+        """The VM ``want`` names among the cluster's VM ``rows``: by VMID anywhere; by name, on
+        this node (each node of a cluster on local storage has its own template of that name)."""
+        found = [r for r in rows if (int(r.get("vmid", -1)) == want if isinstance(want, int)
+                                     else r.get("name") == want and r.get("node") == self.where)]
         if len(found) > 1:
             raise PreflightError(f"{len(found)} VMs are named {want} (VMIDs {', '.join(str(r.get('vmid')) for r in found)})",
                                  "name the template by a name no other VM has (hypervisor.template)")
