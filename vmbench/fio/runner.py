@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import posixpath
 import re
 import secrets
 from collections import defaultdict
@@ -79,7 +80,8 @@ def run_fio(
     before_start: Callable[[], None] | None = None,
     ceph_pool: CephPool | None = None,
 ) -> FioRun:
-    """Run ``job`` on ``target``.  ``must_match`` is the other side's argv for the same job:
+    """Run ``job`` on ``target`` (a file job, :attr:`FioJob.file_job`: in ``target``, a
+    directory made for the run on a filesystem and removed with its files after it).  ``must_match`` is the other side's argv for the same job:
     the run is refused unless every parameter but target, output and log paths is identical
     (for a job file: the rewritten text, through the digest in the copy's name).  A job file
     runs as a copy rewritten for ``target`` in ``workdir``; fio's logs are read back, parsed
@@ -117,6 +119,8 @@ def run_fio(
     tick = _ticker(progress, label, total, CephWatch(host_side or transport, ceph_pool) if ceph_pool is not None else None)
     finished = False
     try:
+        if job.file_job:  # fio's files go in a directory of their own, made for this run and removed after it
+            ops.mkdir(transport, target, 0o755)
         if jobfile_path is not None and text is not None:
             transport.write_file(jobfile_path, text.encode(), 0o644)
         host_sampler, sampler = _samplers(transport, target, workdir, token, timeout, label=label, telemetry=telemetry,
@@ -134,11 +138,21 @@ def run_fio(
         finished = True
     finally:
         logs = _collect_logs(transport, workdir, token, read=finished, remove=[output, *([jobfile_path] if jobfile_path else [])])
+        if job.file_job:
+            _remove_files_dir(transport, target)
     raw = raw[raw.find("{"):] if "{" in raw else raw
     result = parse_fio_json(raw)
     window, logs = _measured(job, logs, tail_seconds, epoch_logs)
     return FioRun(argv=tuple(argv), target=target, result=result, raw_json=raw, series={**parse_logs(logs), **sampled},
                   jobfile_text=text, rewrites=rewrites, window=window)
+
+
+def _remove_files_dir(transport: Transport, target: str) -> None:
+    """A file job's directory and the files fio left in it (best effort, as the other files of a run)."""
+    try:
+        ops.remove_tree(transport, target, inside=posixpath.dirname(target.rstrip("/")))
+    except (VmbenchError, ValueError) as exc:
+        log.warning("could not remove %s on %s: %s", target, transport.name, exc)
 
 
 def _started(sampler: CephSampler) -> CephSampler:
