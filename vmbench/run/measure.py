@@ -263,7 +263,9 @@ class Measurer:
         if where.side_name == "host":
             self.host_argv[job.name] = run.argv
         # the I/Os during the snapshots: the measured rate over ramp and runtime (a fixed-rate job's load)
-        cost = where.cpu.end(cpu_start, ios=run.result.iops * (job.ramp + job.runtime)) if where.cpu is not None else None
+        # (a file job's are its operations: each file once, not a rate over its runtime, which only caps it)
+        ios = sum(d.total_ios for d in run.result.directions) if job.file_job else run.result.iops * (job.ramp + job.runtime)
+        cost = where.cpu.end(cpu_start, ios=ios) if where.cpu is not None else None
         measurement_id = self.db.add_measurement(self.run_id, step.key(), **measurement_values(where, job, run, self.attempt))
         if cost is not None:
             self.db.add_telemetry(self.run_id, measurement_id=measurement_id, source="qemu-cpu", series=cost)

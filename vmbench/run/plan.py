@@ -422,6 +422,7 @@ PRECONDITION_MB_S = {"kvm": 500.0, "tcg": 150.0}
 LAYER_BUILD_SECONDS = {"kvm": 3.0, "tcg": 10.0}
 CRYPTO_BENCH_SECONDS = {"kvm": 3.0, "tcg": 6.0}  # per cipher
 UNKNOWN_JOB_SECONDS = 60.0
+FILE_JOB_SECONDS = 5.0  # a file job does each file once: its runtime is only its cap
 
 
 @dataclass(frozen=True)
@@ -455,7 +456,8 @@ def estimate(plan: Plan, accelerator: str) -> Estimate:
 
     def job_seconds(job: FioJob, accel_: str) -> float:
         d = job.duration
-        return (UNKNOWN_JOB_SECONDS if d is None else d) + FIO_OVERHEAD[accel_]
+        d = UNKNOWN_JOB_SECONDS if d is None else min(d, FILE_JOB_SECONDS) if job.file_job else d
+        return d + FIO_OVERHEAD[accel_]
 
     policy = s.repeat_policy
     assert policy is not None
@@ -515,7 +517,11 @@ def precondition_lines(plan: Plan) -> list[str]:
     for who, jobs, vms in groups:
         job = to_precondition(jobs)
         if job is None:
-            lines.append(f"{who}: not preconditioned (no job reads: {', '.join(sorted({j.name for j in jobs}))})")
+            files = sorted({j.name for j in jobs if j.file_job})
+            rest = sorted({j.name for j in jobs if not j.file_job})
+            lines.append(f"{who}: not preconditioned (" + "; ".join(
+                ([f"no job reads: {', '.join(rest)}"] if rest else [])
+                + ([f"file jobs lay out their own files: {', '.join(files)}"] if files else [])) + ")")
             continue
         lines.append(f"{who}: {format_size(job.size)} written before the jobs (job {job.name} reads)")
         for limits in sorted({vm.limits for vm in vms if vm.limits.write_rate(PRECONDITION_BS)}, key=repr):
