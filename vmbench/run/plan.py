@@ -216,10 +216,10 @@ class Plan:
 
     def rados_jobs(self) -> list[FioJob]:
         """The jobs whose RADOS ceiling is measured: on RBD storage, each read or write job
-        (:func:`vmbench.storage.radosbench.rados_mode`)."""
+        (:func:`vmbench.storage.radosbench.rados_mode`) but a file job (it has no block size of objects)."""
         if self.scenario.storage.type is not StorageType.RBD or self.scenario.load is not None:
             return []
-        return [j for j in self.scenario.jobs if rados_mode(j) is not None]
+        return [j for j in self.scenario.jobs if rados_mode(j) is not None and not j.file_job]
 
     def rados_steps(self, boot: int, cell: str | None) -> list[Step]:
         """``rados bench`` under each of :meth:`rados_jobs`, every repeat, before the first host reference's fio."""
