@@ -34,7 +34,7 @@ def _oltp() -> list[FioJob]:
 
 
 #: the metadata and small-file profiles: each of their jobs' clones works on its own files
-META_FILES, META_FILESIZE, META_JOBS, META_RUNTIME = 256, 4 * KiB, 4, 30.0
+META_FILES, META_FILESIZE, META_JOBS, META_RUNTIME = 1024, 4 * KiB, 4, 30.0
 SMALL_FILES, SMALL_FILESIZE, SMALL_JOBS = 128, 32 * KiB, 2
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..fio.engines import ENGINE_UNITS
+from ..fio.engines import ENGINE_UNITS, FILE_ENGINES
 from ..fio.job import FILES_DIR
 from ..results.key import MeasurementKey
 
@@ -17,6 +17,11 @@ UNITS_NOTE = ("files/s, stats/s, deletes/s = fio's file engines' operations a se
               "such rows have no MB/s.")
 FILE_JOBS_NOTE = ("File jobs (many files in a directory, fio's file engines) run in each filesystem layer's mount only; "
                   "their host row (host+ext4...) is a filesystem of the same type made on the host's volume.")
+
+
+def file_params(params: dict) -> bool:
+    """Whether a job's stored parameters are a built-in file job's (a file engine, or nrfiles above 1)."""
+    return params.get("ioengine") in FILE_ENGINES or (params.get("nrfiles") or 1) > 1
 
 
 def is_file_rows(rows: Sequence[dict] | None) -> bool:

@@ -22,6 +22,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from ..fio.engines import FILE_ENGINES
 from ..fio.job import Metric
 from ..results.key import MeasurementKey
 from ..storage.radosbench import RADOS_LAYER
@@ -236,7 +237,7 @@ def telemetry_notes(row: dict, fig: Figures) -> list[str]:
     rw = _rw(row)
     notes = []
     arc = f", ARC hit {fig.arc_hit_ratio * 100:.0f}%" if fig.arc_hit_ratio is not None else ""
-    if rw in READ_MODES and fig.mb_s > 0:
+    if rw in READ_MODES and fig.mb_s > 0 and params.get("ioengine") not in FILE_ENGINES:  # a file engine reads no data
         if fig.pool_read_mb_s is not None:
             if fig.pool_read_mb_s < CACHE_SHARE * fig.mb_s:
                 notes.append(f"served from cache? (pool reads {_mb(fig.pool_read_mb_s)} MB/s of fio's {_mb(fig.mb_s)}{arc})")
