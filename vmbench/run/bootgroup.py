@@ -139,8 +139,11 @@ class BootGroupRun:
             return
         r.step = f"measuring the host on {fs.label} made on {where.target}"
         r.progress.step(f"host: {fs.label} made on {where.target} for the file jobs")
-        with hostfs.mounted(r.host, where.target, fs, f"{r.host_workdir}/mnt-{fs.label}") as mount:
-            r.measurer.measure(replace(where, layer=name, mount=mount), steps)
+        try:
+            with hostfs.mounted(r.host, where.target, fs, f"{r.host_workdir}/mnt-{fs.label}") as mount:
+                r.measurer.measure(replace(where, layer=name, mount=mount), steps)
+        except hostfs.NoHostFilesystem as exc:
+            r.progress.warn(f"host: {exc.message}: the host has no like-for-like row for the file jobs")
 
     def _boot(self, request: VmRequest, res: VmResources, guest_steps: list[Step]) -> None:
         """Boot the VM, read it back, run the crypto benchmark and each cell's steps."""

@@ -16,13 +16,17 @@ import logging
 import posixpath
 from typing import Iterator
 
-from ..errors import VmbenchError
+from ..errors import CommandError, VmbenchError
 from ..guest.layers import MKFS, mkfs_argv
 from ..scenario.model import FilesystemLayer
 from ..transport import ops
 from ..transport.base import Transport
 
 log = logging.getLogger(__name__)
+
+
+class NoHostFilesystem(VmbenchError):
+    """The host could not make or mount the filesystem (undone): its file jobs have no host row."""
 
 
 def not_ours(target: str | None, run_tag: str) -> str | None:
@@ -59,11 +63,17 @@ def why_not(host: Transport, target: str | None, run_tag: str, layer: Filesystem
 @contextlib.contextmanager
 def mounted(host: Transport, target: str, layer: FilesystemLayer, mountpoint: str) -> Iterator[str]:
     """``layer``'s filesystem made on ``target`` and mounted at ``mountpoint`` for the block;
-    unmounted and wiped after it (a failure to undo it raises after the block's own error)."""
+    unmounted and wiped after it (a failure to undo it raises, unless the block raised).
+    :class:`NoHostFilesystem` when it cannot be made or mounted (undone first)."""
     is_file = host.run(["test", "-b", target], timeout=30, check=False).returncode != 0
     ops.mkdir(host, mountpoint, 0o755)
-    host.run(mkfs_argv(target, layer), timeout=600)
-    host.run(mount_argv(target, layer, mountpoint, is_file=is_file), timeout=120)
+    try:
+        host.run(mkfs_argv(target, layer), timeout=600)
+        host.run(mount_argv(target, layer, mountpoint, is_file=is_file), timeout=120)
+    except CommandError as exc:
+        for argv in teardown_argv(target, mountpoint)[1:]:  # nothing is mounted
+            host.run(argv, timeout=120, check=False)
+        raise NoHostFilesystem(f"{layer.label} on {target}: {exc.message}") from None
     failed = False
     try:
         yield mountpoint
