@@ -102,7 +102,7 @@ def test_profiles_expand():
     assert all(j.sync and j.iodepth == 4 for j in expand("tuning-matrix", {}))
     oltp = expand("oltp", {"runtime": 3.0})[0]
     assert (oltp.rw, oltp.rwmixread, oltp.bs, oltp.fsync, oltp.runtime) == ("randrw", 70, 8192, 1, 3.0)
-    assert set(PROFILES) == {"tuning-matrix", "boot-storm", "oltp", "metadata-churn", "backup-stream", "cache-buster"}
+    assert set(PROFILES) == {"tuning-matrix", "boot-storm", "oltp", "metadata-churn", "small-files", "backup-stream", "cache-buster"}
     with pytest.raises(ValueError, match="not in profile"):
         expand("tuning-matrix", {}, ("nope",))
 

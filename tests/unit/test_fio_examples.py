@@ -217,3 +217,23 @@ def test_fio_parses_every_copy_vmbench_would_run(tmp_path):
         for what, copy in copies:
             one = _fio("--parse-only", str(copy))
             assert one.returncode == 0 and not one.stderr.strip(), f"{what}: {one.stderr}"
+
+
+FILE_EXAMPLES = ("filecreate-ioengine.fio", "filedelete-ioengine.fio", "filestat-ioengine.fio")
+
+
+def test_the_file_engine_examples_run_on_filesystem_layers_only_and_fio_parses_their_copies(tmp_path):
+    """Refused above for want of a filesystem layer; with one they run there, in a directory."""
+    for name in FILE_EXAMPLES:
+        body = (f"name: ex\nstacks: [{{name: lvm-fs, layers: [lvm, ext4]}}]\n"
+                f"jobs:\n  - {{file: {EXAMPLES / name}, size: 64M, runtime: 1s}}\n")
+        plan = make_plan(parse_scenario(body, str(tmp_path / "s.yaml"), base_dir=tmp_path))
+        assert {(st.side, st.layer) for st in plan.steps()} == {("guest", "lvm+ext4"), ("host", "host+ext4")}, name
+        job = plan.scenario.jobs[0]
+        assert job.file_job and job.jobfile is not None
+        text, _ = jobfile.rewrite(job.jobfile.text, "/mnt/vmbench/vmbench-files", str(tmp_path), "ab12")
+        assert "directory=/mnt/vmbench/vmbench-files" in text and "filename=" not in text
+        copy = tmp_path / f"copy-{name}"
+        copy.write_text(text)
+        out = _fio("--parse-only", str(copy))
+        assert out.returncode == 0 and not out.stderr.strip(), f"{name}: {out.stderr}"

@@ -516,7 +516,7 @@ def test_env_gives_values_and_an_unset_variable_is_refused_at_plan(tmp_path):
 
 @pytest.mark.parametrize("body, reason", [
     ("ioengine=rbd", jobfile.Reason.NETWORK), ("ioengine=sg", jobfile.Reason.HARDWARE), ("ioengine=null", jobfile.Reason.NO_DISK_IO),
-    ("ioengine=exec", jobfile.Reason.COMMAND), ("ioengine=filecreate", jobfile.Reason.FILE_OPERATIONS),
+    ("ioengine=exec", jobfile.Reason.COMMAND), ("ioengine=ftruncate", jobfile.Reason.FILE_OPERATIONS),
     ("ioengine=my_engine", jobfile.Reason.LOADS_CODE), ("ioengine=external:/x.so", jobfile.Reason.LOADS_CODE),
     ("zonemode=zbd", jobfile.Reason.HARDWARE), ("numjobs=$ncpus", jobfile.Reason.MACHINE), ("size=$mb_memory", jobfile.Reason.MACHINE),
     ("numa_cpu_nodes=0", jobfile.Reason.MACHINE),

@@ -43,7 +43,8 @@ def _print_host_only_plan(plan, est) -> int:
     rows = [[b.seq, b.cells[0].name, ", ".join(f"{k}={v}" for k, v in storage_settings_of(b.vm).items())] for b in plan.boots]
     print(tabulate(rows, headers=["#", "cell", "storage settings (each a new zvol or dataset)"], tablefmt="simple"))
     print()
-    jrows = [[j.name, j.describe(), format_duration(j.duration) if j.duration else "?", "sync" if j.is_sync else ""] for j in s.jobs]
+    jrows = [[j.name, j.describe(), ("up to " if j.file_job else "") + format_duration(j.duration) if j.duration else "?",
+              "sync" if j.is_sync else ""] for j in s.jobs]
     print(tabulate(jrows, headers=["job", "what", "runtime+ramp", ""], tablefmt="simple"))
     _print_cache_buster(s)
     print()
@@ -122,6 +123,8 @@ def _print_boots(plan) -> None:
               + ", before the first boot with it")
     elif len(refs) > 1:
         print("the host is measured once per storage setting, before the first boot on it (a new storage setting needs a new boot)")
+    for line in plan.file_job_layers():
+        print(line)
 
 
 def _print_cache_buster(s) -> None:
@@ -141,16 +144,18 @@ def _print_jobs(s) -> None:
     from ..fio.jobfile import describe_rewrites
     from tabulate import tabulate
 
-    jrows = [[j.name, j.describe(), format_duration(j.duration) if j.duration else "?", "sync" if j.is_sync else ""] for j in s.jobs]
+    jrows = [[j.name, j.describe(), ("up to " if j.file_job else "") + format_duration(j.duration) if j.duration else "?",
+              "sync" if j.is_sync else ""] for j in s.jobs]
     print(tabulate(jrows, headers=["job", "what", "runtime+ramp", ""], tablefmt="simple"))
     _print_cache_buster(s)
     for j in s.jobs:
         if j.jobfile is None:
             continue
-        kinds = ["block"] + (["file"] if any(st.filesystem for st in s.stacks) else [])
+        kinds = ["dir"] if j.file_job else ["block"] + (["file"] if any(st.filesystem for st in s.stacks) else [])
         print(f"\njob {j.name}: {j.jobfile.path} runs as a copy rewritten for each target:")
         for kind in kinds:
-            print(f"  on {'block devices (host, raw disk, partition, LVM, LUKS)' if kind == 'block' else 'filesystem layers'}:")
+            print(f"  on {'block devices (host, raw disk, partition, LVM, LUKS)' if kind == 'block' else 'filesystem layers'}"
+                  + (" only (a file job)" if kind == "dir" else "") + ":")
             for line in describe_rewrites(j, kind):
                 print(f"    {line}")
     if s.stacks:

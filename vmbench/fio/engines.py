@@ -2,7 +2,9 @@
 
 Every engine built into fio (its ``engines/`` directory) is named here with what it does; a name
 that is not one of them is an external engine, which fio loads as a shared library.  Only the
-engines that read and write a disk through the kernel run in vmbench (:data:`DISK_ENGINES`).
+engines that read and write a disk through the kernel run in vmbench (:data:`DISK_ENGINES`), and,
+on a filesystem layer only, the engines that create, stat and delete files and directories
+(:data:`FILE_ENGINES`): :func:`layer_refusal` says why a file job is not run on a block layer.
 """
 
 from __future__ import annotations
@@ -34,6 +36,14 @@ class Reason(Enum):
 
 
 DISK_ENGINES = ("libaio", "io_uring", "psync", "sync", "pvsync", "pvsync2", "vsync", "posixaio", "mmap", "splice")
+#: fio's engines that measure file operations: they run in a filesystem layer's mount, never on a block layer
+#: (dircreate, dirstat and dirdelete came after fio 3.33: an older fio refuses them itself)
+FILE_ENGINES = ("filecreate", "filestat", "filedelete", "dircreate", "dirstat", "dirdelete")
+#: fio's options that make a job work on many files (in a directory): a file job too
+MANY_FILE_OPTIONS = ("nrfiles", "openfiles", "filename_format", "directory", "file_service_type", "create_on_open", "unlink")
+#: what one operation of a file engine is: the unit its IOPS are reported in ("files/s")
+ENGINE_UNITS = {"filecreate": "files/s", "filestat": "stats/s", "filedelete": "deletes/s",
+                "dircreate": "dirs/s", "dirstat": "stats/s", "dirdelete": "deletes/s"}
 
 # fio's own engines that vmbench does not run: name -> (reason, what the engine does)
 _NET, _HW, _NONE, _FILES, _OS = Reason.NETWORK, Reason.HARDWARE, Reason.NO_DISK_IO, Reason.FILE_OPERATIONS, Reason.OTHER_OS
@@ -113,8 +123,9 @@ MACHINE_KEYWORDS = {"$mb_memory": "the machine's memory in MiB", "$ncpus": "the 
 
 
 def engine_refusal(value: str) -> tuple[Reason, str] | None:
-    """Why vmbench does not run ``ioengine=value`` (None: a disk engine it runs)."""
-    if value in DISK_ENGINES:
+    """Why vmbench does not run ``ioengine=value`` (None: a disk engine it runs, or a file
+    engine, which runs on filesystem layers only: :func:`layer_refusal`)."""
+    if value in DISK_ENGINES or value in FILE_ENGINES:
         return None
     hint = f"an engine built into fio that {{}}; vmbench measures the VM's disk with {', '.join(DISK_ENGINES)}"
     if value in COMMAND_ENGINES:
@@ -144,3 +155,13 @@ def option_refusal(name: str, value: str | None) -> tuple[Reason, str] | None:
         if keyword in v:
             return Reason.MACHINE, f"uses {keyword} ({what}), which {Reason.MACHINE.value}: the two sides would run different jobs"
     return None
+
+
+def layer_refusal(what: str, layer: str, fs: bool) -> tuple[Reason, str] | None:
+    """Why a file job (``what``: its engine or many-file option, e.g. "ioengine filecreate")
+    is not run on ``layer`` (a layer path, "raw" or "host"); None on a filesystem layer (``fs``)."""
+    if fs:
+        return None
+    kind = {"host": "the host's raw volume", "raw": "the raw disk"}.get(layer, f"layer {layer} (a block device)")
+    return Reason.FILE_OPERATIONS, (f"{what} {Reason.FILE_OPERATIONS.value}: not run on {kind}; "
+                                    "it runs in the mount of each filesystem layer (ext2/3/4, xfs, btrfs)")

@@ -24,6 +24,7 @@ from typing import Sequence
 from ..errors import VmbenchError
 from ..settings import Choice
 from ..units import format_size
+from .engines import ENGINE_UNITS, FILE_ENGINES
 from .rbd import ENGINE as RBD_ENGINE, TARGET_OPTIONS as RBD_TARGET_OPTIONS, parse_target
 
 RW_MODES = ("read", "write", "randread", "randwrite", "rw", "randrw", "readwrite")
@@ -33,6 +34,7 @@ TARGET_ENV = "VMBENCH_TARGET"
 SIZE_ENV = "VMBENCH_SIZE"
 LOG_AVG_MSEC = 1000  # fio's own time series: one point per second
 LOG_PATH_OPTIONS = ("--write_iops_log=", "--write_lat_log=")
+FILES_DIR = "vmbench-files"  # a file job's directory in a filesystem's mount (made and removed per run)
 TAIL_NAME = "vmbench-tail"  # the job section that keeps the load on after the measured job
 _JOBFILE_COPY = re.compile(r"/job-[0-9a-f]+-([0-9a-f]{16})\.fio$")
 
@@ -115,6 +117,43 @@ class FioJob:
     steadystate: str | None = None
     steadystate_duration: float | None = None
     steadystate_ramp_time: float | None = None
+    #: many files in a directory (fio's nrfiles, filesize, openfiles, create_on_open,
+    #: file_service_type): such a job, like one with a file engine (``ioengine: filecreate``),
+    #: is a *file job*, run in each filesystem layer's mount only (:attr:`file_job`); None: unset
+    nrfiles: int | None = None
+    filesize: int | None = None
+    openfiles: int | None = None
+    create_on_open: bool | None = None
+    file_service_type: str | None = None
+
+    @property
+    def file_job(self) -> bool:
+        """A job on files in a directory: a file engine (:data:`FILE_ENGINES`) or several files
+        (nrfiles above 1; in a job file, any section's).  It runs in a filesystem
+        layer's mount (fio's ``--directory``), size-based (each file once), never on a block
+        layer, and takes no precondition."""
+        if self.jobfile is not None:
+            from .jobparse import is_file_job, parse
+
+            return is_file_job(parse(self.jobfile.text, self.jobfile.path))
+        return self.ioengine in FILE_ENGINES or (self.nrfiles or 1) > 1
+
+    @property
+    def file_what(self) -> str:
+        """What makes this a file job, in words ("ioengine filecreate", "nrfiles")."""
+        if self.jobfile is not None:
+            from .jobparse import file_job_option, parse
+
+            found = file_job_option(parse(self.jobfile.text, self.jobfile.path))
+            return f"job file {found[0]}:{found[1]}: {found[2]}" if found else f"job file {self.jobfile.path}"
+        if self.ioengine in FILE_ENGINES:
+            return f"ioengine {self.ioengine}"
+        return f"nrfiles={self.nrfiles}"
+
+    @property
+    def unit(self) -> str:
+        """What its IOPS count: "IOPS", or a file engine's operations ("files/s")."""
+        return ENGINE_UNITS.get(self.ioengine, "IOPS") if self.jobfile is None else "IOPS"
 
     @property
     def sweep_value(self) -> int | None:
@@ -161,6 +200,8 @@ class FioJob:
         """Reads what is on the target (a job file may: it is taken to)."""
         if self.jobfile is not None:
             return True
+        if self.file_job:  # fio lays out the files it reads itself
+            return False
         return self.rw not in ("write", "randwrite") and self.rwmixread != 0
 
     @property
@@ -175,7 +216,12 @@ class FioJob:
     def describe(self) -> str:
         if self.jobfile is not None:
             return f"job file {self.jobfile.path}"
+        if self.ioengine in FILE_ENGINES:
+            parts = [self.ioengine, f"{self.nrfiles or 1} files of {format_size(self.filesize or self.size)}"]
+            return " ".join(parts + ([f"x{self.numjobs} jobs"] if self.numjobs > 1 else []))
         parts = [self.rw, format_size(self.bs), f"QD{self.iodepth}"]
+        if self.nrfiles:
+            parts.append(f"{self.nrfiles} files" + (f" of {format_size(self.filesize)}" if self.filesize else ""))
         if self.numjobs > 1:
             parts.append(f"x{self.numjobs} jobs")
         if self.rwmixread is not None:
@@ -202,12 +248,16 @@ class FioJob:
         d = asdict(self)
         del d["metric"]  # what the job is judged by, not how it runs
         for key in ("buffer_compress_percentage", "refill_buffers", "rate_iops", "rate", "sweep_of", "sweep_key",
-                    "steadystate", "steadystate_duration", "steadystate_ramp_time"):  # unset: as stored before they existed
+                    "steadystate", "steadystate_duration", "steadystate_ramp_time", *FILE_FIELDS):  # unset: as stored before they existed
             if d[key] is None:
                 del d[key]
         if self.jobfile is not None:
             d["jobfile"] = {"path": self.jobfile.path, "sha256": self.jobfile.sha256}
         return d
+
+
+#: the fields of a file job (unset: as stored before they existed)
+FILE_FIELDS = ("nrfiles", "filesize", "openfiles", "create_on_open", "file_service_type")
 
 
 def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile_path: str | None = None,
@@ -239,14 +289,14 @@ def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile
         raise ValueError(f"a job named {TAIL_NAME} cannot have a tail: its figures would be left out")
     rbd = parse_target(target)
     io = [
-        f"--filename={target}",
+        f"--directory={target}" if job.file_job else f"--filename={target}",
         f"--rw={job.rw}",
         f"--bs={job.bs}",
         f"--iodepth={job.iodepth}",
         f"--numjobs={job.numjobs}",
         f"--ioengine={job.ioengine}",
         f"--direct={int(job.direct)}",
-        f"--size={job.size}",
+        f"--size={file_job_size(job) if job.file_job else job.size}",
     ]
     if rbd is not None:  # librbd in place of the kernel: the image, the user and fio's rbd engine
         io = [*rbd.fio_args(), *(a for a in io[1:] if not a.startswith("--ioengine="))]
@@ -261,7 +311,7 @@ def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile
         fio,
         f"--name={job.name}",
         *io,
-        "--time_based=1",
+        *([] if job.file_job else ["--time_based=1"]),  # a file job does each file once; runtime caps it
         f"--runtime={_secs(job.runtime)}",
         f"--ramp_time={_secs(job.ramp)}",
         "--group_reporting=1",
@@ -294,11 +344,32 @@ def optional_args(job: FioJob) -> list[str]:
         optional.append(f"--rate_iops={job.rate_iops}")
     if job.rate is not None:
         optional.append(f"--rate={job.rate}")
+    optional += file_args(job)
     if job.steadystate is not None:
         optional += [f"--steadystate={job.steadystate}", f"--steadystate_duration={_secs(job.steadystate_duration or 0)}"]
         if job.steadystate_ramp_time:
             optional.append(f"--steadystate_ramp_time={_secs(job.steadystate_ramp_time)}")
     return optional
+
+
+def files_dir(mount: str) -> str:
+    """Where a file job runs on a filesystem mounted at ``mount``."""
+    return f"{mount.rstrip('/')}/{FILES_DIR}"
+
+
+def file_job_size(job: FioJob) -> int:
+    """A file job's size: each clone's files (nrfiles x filesize) when filesize is set."""
+    return (job.nrfiles or 1) * job.filesize if job.filesize else job.size
+
+
+def file_args(job: FioJob) -> list[str]:
+    """fio's many-file options a built-in job sets."""
+    out = []
+    for key in FILE_FIELDS:
+        value = getattr(job, key)
+        if value is not None:
+            out.append(f"--{key}={int(value) if isinstance(value, bool) else value}")
+    return out
 
 
 def fio_env(job: FioJob, target: str) -> dict[str, str]:
@@ -316,7 +387,7 @@ def to_precondition(jobs: Sequence[FioJob]) -> FioJob | None:
     """The job whose region a target's precondition writes: the biggest of the jobs that
     read (METHOD rule 6: written data before reads); None when none reads, so a target whose
     jobs only write (an aggressor writing, a write sweep) is not preconditioned."""
-    reading = [j for j in jobs if j.reads]
+    reading = [j for j in jobs if j.reads and not j.file_job]
     return max(reading, key=lambda j: j.size) if reading else None
 
 
@@ -367,7 +438,7 @@ def precondition_argv(job: FioJob, target: str, output: str, *, fio: str = "fio"
 
 def comparable_params(argv: Sequence[str]) -> list[str]:
     """The argv without what legitimately differs between sides: the fio binary, the target
-    (``--filename``; an RBD image's pool, name, user and ``env`` prefix), the output file, fio's
+    (``--filename``, a file job's ``--directory``; an RBD image's pool, name, user and ``env`` prefix), the output file, fio's
     logs (paths, averaging, time stamps) and the path of a job file, of which only the digest of
     its rewritten text is kept (``jobfile=<digest>``)."""
     out = []
@@ -377,7 +448,7 @@ def comparable_params(argv: Sequence[str]) -> list[str]:
         if arg.startswith("--"):
             # --log_avg_msec and --log_unix_epoch only set how fio averages and stamps its logs,
             # not the I/O (runs stored before vmbench kept fio's logs have none, and can still be resumed)
-            if not arg.startswith(("--filename=", "--output=", "--log_avg_msec=", "--log_unix_epoch=") + LOG_PATH_OPTIONS):
+            if not arg.startswith(("--filename=", "--directory=", "--output=", "--log_avg_msec=", "--log_unix_epoch=") + LOG_PATH_OPTIONS):
                 out.append(arg)
         elif (m := _JOBFILE_COPY.search(arg)) is not None:
             out.append(f"jobfile={m.group(1)}")

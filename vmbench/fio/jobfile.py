@@ -4,7 +4,11 @@ Reading (comments, ``include``, ``${NAME}``, aliases, value forms) is :mod:`vmbe
 why an engine or option is refused is :mod:`vmbench.fio.engines`.  A user's job file runs
 unchanged in shape; vmbench writes a rewritten copy for each target:
 
-- every section points at the layer's target: the first ``filename``/``directory``/
+- a *file job* (:func:`is_file_job`: a file engine, or several files: nrfiles above 1) runs in a directory on the filesystem layer's mount:
+  the first ``filename``/``directory``/``opendir`` option of a section becomes
+  ``directory=<dir>``, the others are dropped, a job section that inherits none gets it added,
+  and ``filename_format`` names the files in it;
+- every other section points at the layer's target: the first ``filename``/``directory``/
   ``filename_format``/``opendir`` option of a section becomes ``filename=<target>``, the others
   are dropped, and a job section that inherits no target gets ``filename=<target>`` added.
   Sections that named different files (``/dev/null`` in one, a device in the next) all get the
@@ -33,17 +37,18 @@ from ..units import format_size
 from .engines import DISK_ENGINES, REFUSED, Reason, engine_refusal, option_refusal
 from .job import LOG_AVG_MSEC
 from .jobparse import (MAX_BYTES, JobFileError, Option, ParsedJobFile, Section, fio_seconds, fio_size, fio_true,
-                       parse)
+                       is_file_job, parse)
 
 if TYPE_CHECKING:
     from .job import FioJob
 
 __all__ = ["MAX_BYTES", "JOBFILE_IOENGINES", "REFUSED", "JobFileError", "Option", "ParsedJobFile", "Reason", "Section",
            "check", "describe_rewrites", "digest", "effective_size", "furthest_offset", "is_direct", "parse", "reaches",
-           "rewrite", "scale", "timing"]
+           "is_file_job", "rewrite", "scale", "timing"]
 
 JOBFILE_IOENGINES = DISK_ENGINES
 TARGET_KEYS = ("filename", "directory", "filename_format", "opendir")
+FILE_TARGET_KEYS = ("filename", "directory", "opendir")  # a file job's: filename_format names files in its directory
 LOG_KEYS = ("write_bw_log", "write_lat_log", "write_iops_log", "write_hist_log")
 SCALED = {"size": ("size", "filesize"), "runtime": ("runtime",)}  # scenario key -> the options it sets
 _UNESCAPED_COLON = re.compile(r"(?<!\\):")
@@ -59,6 +64,7 @@ def check(parsed: ParsedJobFile) -> None:
     changes, I/O logs, special hardware, values that differ between host and guest, deleting
     the target), then variables the scenario gives no value for."""
     unset_lines = {u.line for u in parsed.unset}
+    files = is_file_job(parsed)
     options = [o for sec in parsed.sections for o in sec.options if o.line not in unset_lines]
     for o in options:
         if o.name == "ioengine":
@@ -76,7 +82,7 @@ def check(parsed: ParsedJobFile) -> None:
             hint = ("write the number, or a ${NAME} with its value in the scenario's jobs entry (env:)"
                     if reason is Reason.MACHINE and "$" in (o.value or "") else "remove the option from the job file")
             raise parsed.error(o.line, f"sets {o.key}, which {why}{safety}", hint, reason)
-        if o.name in ("unlink", "unlink_each_loop") and fio_true(o):
+        if o.name in ("unlink", "unlink_each_loop") and fio_true(o) and not files:
             raise parsed.error(o.line, f"sets {o.key}, which {Reason.DELETES.value} (on the host: the scratch disk's file)",
                                f"remove {o.key} from the job file", Reason.DELETES)
         if o.name == "filename" and o.value and _UNESCAPED_COLON.search(o.value):
@@ -217,20 +223,22 @@ def rewrite(text: str, target: str, workdir: str, token: str) -> tuple[str, list
     edits = _Edits(parsed)
     done: list[str] = []
     fio_target = target.replace(":", "\\:")
+    files = is_file_job(parsed)
+    keys, key = (FILE_TARGET_KEYS, "directory") if files else (TARGET_KEYS, "filename")
     ours = f"{workdir}/log-{token}"
     g_target = g_logs = g_avg = False
     effective = {sec.line: eff for sec, eff in parsed.jobs()}
     for sec in parsed.sections:
         own_target = False
         for o in sec.options:
-            if o.name in TARGET_KEYS:
+            if o.name in keys:
                 if own_target:
                     edits.replace(o.line, None)
                     done.append(f"[{sec.name}] {o.show()} removed")
                     continue
                 own_target = True
-                edits.replace(o.line, f"filename={fio_target}")
-                done.append(f"[{sec.name}] {o.show()} -> " + (target if o.name == "filename" else f"filename={target}"))
+                edits.replace(o.line, f"{key}={fio_target}")
+                done.append(f"[{sec.name}] {o.show()} -> " + (target if o.name == key else f"{key}={target}"))
             elif o.name in LOG_KEYS:
                 new = f"{ours}-{_log_name(o.value, sec.name)}"
                 edits.replace(o.line, f"{o.key}={new}")
@@ -245,8 +253,8 @@ def rewrite(text: str, target: str, workdir: str, token: str) -> tuple[str, list
             continue
         added = []
         if not own_target and not g_target:
-            added.append(f"filename={fio_target}")
-            done.append(f"[{sec.name}] filename={target} (added: the section names no target)")
+            added.append(f"{key}={fio_target}")
+            done.append(f"[{sec.name}] {key}={target} (added: the section names no target)")
         if not own_logs and not g_logs:
             logs = [f"write_iops_log={ours}", f"write_lat_log={ours}", "log_unix_epoch=1"]
             logs += [] if own_avg or g_avg else [f"log_avg_msec={LOG_AVG_MSEC}"]
@@ -267,7 +275,7 @@ def digest(text: str) -> str:
     return hashlib.sha256(rewrite(text, "@TARGET@", "@WORKDIR@", "@TOKEN@")[0].encode()).hexdigest()[:16]
 
 
-PLACEHOLDERS = {"block": "<device>", "file": "<file on the layer's filesystem>"}
+PLACEHOLDERS = {"block": "<device>", "file": "<file on the layer's filesystem>", "dir": "<directory on the layer's filesystem>"}
 
 
 def describe_rewrites(job: "FioJob", target_kind: str) -> list[str]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from .engines import Reason
+from .engines import FILE_ENGINES, Reason
 
 MAX_BYTES = 1 << 20
 MAX_INCLUDE_DEPTH = 8
@@ -281,6 +281,29 @@ def parse(data: str | bytes, path: str, *, env: Mapping[str, str] | None = None)
     notes = [f"include {Path(o).name}: read in" for o in included] + notes
     return ParsedJobFile(path, "\n".join(out_lines) + "\n", tuple(sections), tuple((o, ln) for _, o, ln in lines),
                          tuple(unset), tuple(notes))
+
+
+def file_job_option(parsed: ParsedJobFile) -> tuple[str, int, str] | None:
+    """The first option that makes the file a file job (a file engine, or nrfiles above 1):
+    its file, line and text; None when no job of the file works on files in a directory."""
+    for _sec, eff in parsed.jobs():
+        engine = eff.get("ioengine")
+        nrfiles = eff.get("nrfiles")
+        count = fio_size(nrfiles.value if nrfiles is not None else None, 1000)
+        for o, hit in ((engine, engine is not None and (engine.value or "") in FILE_ENGINES),
+                       (nrfiles, count is not None and count[0] > 1)):
+            if hit and o is not None:
+                path, line = parsed.where(o.line)
+                return path, line, o.show()
+    return None
+
+
+def is_file_job(parsed: ParsedJobFile) -> bool:
+    """Whether a job of the file works on files in a directory: a file engine (filecreate,
+    filestat...) or several files (nrfiles above 1; then openfiles, filename_format,
+    file_service_type, create_on_open and unlink work on them).  Such a file runs in a
+    filesystem layer's mount; with one file, filename_format and directory name the one target."""
+    return file_job_option(parsed) is not None
 
 
 # ---- values as fio reads them (parse.c str_to_decimal, get_mult_bytes, get_mult_time) ----------

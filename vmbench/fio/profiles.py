@@ -33,8 +33,29 @@ def _oltp() -> list[FioJob]:
     ]
 
 
+#: the metadata and small-file profiles: each of their jobs' clones works on its own files
+META_FILES, META_FILESIZE, META_JOBS, META_RUNTIME = 1024, 4 * KiB, 4, 30.0
+SMALL_FILES, SMALL_FILESIZE, SMALL_JOBS = 128, 32 * KiB, 2
+
+
 def _metadata_churn() -> list[FioJob]:
-    return [FioJob(name="metadata-churn", rw="randrw", rwmixread=60, bs=4 * KiB, iodepth=16, profile="metadata-churn")]
+    """Create, stat and delete many small files, several jobs at once: fio's file engines, one
+    operation per file (files/s, stats/s, deletes/s), in a directory on a filesystem layer."""
+    base = FioJob(name="metadata", rw="read", bs=META_FILESIZE, iodepth=1, numjobs=META_JOBS, runtime=META_RUNTIME, ramp=0,
+                  size=META_FILES * META_FILESIZE, nrfiles=META_FILES, filesize=META_FILESIZE,
+                  profile="metadata-churn")
+    return [
+        replace(base, name="meta-create", ioengine="filecreate", openfiles=1, create_on_open=True),
+        replace(base, name="meta-stat", ioengine="filestat"),
+        replace(base, name="meta-delete", ioengine="filedelete"),
+    ]
+
+
+def _small_files() -> list[FioJob]:
+    """Write, then read, many small files (direct 4k I/O, each file in turn), several jobs at once."""
+    base = FioJob(name="small-files", bs=4 * KiB, iodepth=4, numjobs=SMALL_JOBS, runtime=META_RUNTIME, ramp=0,
+                  size=SMALL_FILES * SMALL_FILESIZE, nrfiles=SMALL_FILES, filesize=SMALL_FILESIZE, profile="small-files")
+    return [replace(base, name="small-files-write", rw="write"), replace(base, name="small-files-read", rw="read")]
 
 
 def _backup_stream() -> list[FioJob]:
@@ -64,6 +85,7 @@ PROFILES: dict[str, Callable[[], list[FioJob]]] = {
     "boot-storm": _boot_storm,
     "oltp": _oltp,
     "metadata-churn": _metadata_churn,
+    "small-files": _small_files,
     "backup-stream": _backup_stream,
     "cache-buster": _cache_buster,
 }

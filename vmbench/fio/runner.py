@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import posixpath
 import re
 import secrets
 from collections import defaultdict
@@ -79,7 +80,7 @@ def run_fio(
     before_start: Callable[[], None] | None = None,
     ceph_pool: CephPool | None = None,
 ) -> FioRun:
-    """Run ``job`` on ``target``.  ``must_match`` is the other side's argv for the same job:
+    """Run ``job`` on ``target`` (a file job's: a directory, made and removed here).  ``must_match`` is the other side's argv for the same job:
     the run is refused unless every parameter but target, output and log paths is identical
     (for a job file: the rewritten text, through the digest in the copy's name).  A job file
     runs as a copy rewritten for ``target`` in ``workdir``; fio's logs are read back, parsed
@@ -117,8 +118,7 @@ def run_fio(
     tick = _ticker(progress, label, total, CephWatch(host_side or transport, ceph_pool) if ceph_pool is not None else None)
     finished = False
     try:
-        if jobfile_path is not None and text is not None:
-            transport.write_file(jobfile_path, text.encode(), 0o644)
+        _prepare(transport, job, target, jobfile_path, text)
         host_sampler, sampler = _samplers(transport, target, workdir, token, timeout, label=label, telemetry=telemetry,
                                           zfs_pool=zfs_pool, host_side=host_side, host_workdir=host_workdir,
                                           host_target=host_target)
@@ -133,7 +133,8 @@ def run_fio(
         raw = transport.read_file(output).decode("utf-8", errors="replace")
         finished = True
     finally:
-        logs = _collect_logs(transport, workdir, token, read=finished, remove=[output, *([jobfile_path] if jobfile_path else [])])
+        logs = _collect_logs(transport, workdir, token, read=finished, remove=[output, *([jobfile_path] if jobfile_path else [])],
+                             files_dir=target if job.file_job else None)
     raw = raw[raw.find("{"):] if "{" in raw else raw
     result = parse_fio_json(raw)
     window, logs = _measured(job, logs, tail_seconds, epoch_logs)
@@ -141,16 +142,36 @@ def run_fio(
                   jobfile_text=text, rewrites=rewrites, window=window)
 
 
+def _remove_files_dir(transport: Transport, target: str) -> None:
+    """A file job's directory and the files fio left in it (best effort, as the other files of a run)."""
+    try:
+        ops.remove_tree(transport, target, inside=posixpath.dirname(target.rstrip("/")))
+    except (VmbenchError, ValueError) as exc:
+        log.warning("could not remove %s on %s: %s", target, transport.name, exc)
+
+
 def _started(sampler: CephSampler) -> CephSampler:
     sampler.start()
     return sampler
 
 
-def _collect_logs(transport: Transport, workdir: str, token: str, *, read: bool, remove: list[str]) -> dict[str, bytes]:
-    """fio's logs of this run (read only when it finished), then its files removed, the logs with them."""
+def _prepare(transport: Transport, job: FioJob, target: str, jobfile_path: str | None, text: str | None) -> None:
+    """A file job's directory (its own, for this run) and a job file's copy, written before fio runs."""
+    if job.file_job:
+        ops.mkdir(transport, target, 0o755)
+    if jobfile_path is not None and text is not None:
+        transport.write_file(jobfile_path, text.encode(), 0o644)
+
+
+def _collect_logs(transport: Transport, workdir: str, token: str, *, read: bool, remove: list[str],
+                  files_dir: str | None = None) -> dict[str, bytes]:
+    """fio's logs of this run (read only when it finished), then its files removed, the logs
+    with them, and a file job's directory with the files fio left in it."""
     names = _log_names(transport, workdir, token)
     logs = _read_logs(transport, workdir, names) if read else {}
     _remove(transport, remove + [f"{workdir}/{n}" for n in names])
+    if files_dir is not None:
+        _remove_files_dir(transport, files_dir)
     return logs
 
 

@@ -15,6 +15,7 @@ from ..fio.job import MIXED_MODES, TAIL_NAME
 from ..results.key import MeasurementKey
 from ..scenario.model import RepeatPolicy
 from ..settings import Cache
+from .filejobs import file_params
 from .zfsfacts import zfs_facts
 
 __all__ = ["RepeatPolicy", "admissibility", "host_page_cache", "saturation"]
@@ -61,7 +62,8 @@ def admissibility(measurements: Sequence[dict], cells: Sequence[dict], env: dict
     facts["sync"] = (f"sync writes in {_names(synced)}: compare them only with each other" if synced
                      else "no sync writes (every job asynchronous)")
     facts["working set"] = _working_set(plain, cells, env, missing, jobfiles)
-    facts["steady state"] = _steady(plain, missing, jobfiles)
+    # a file job does each file once (its runtime only caps it): steady state is not its question
+    facts["steady state"] = _steady({j: p for j, p in plain.items() if not file_params(p)}, missing, jobfiles)
     judged = steady_attained(measurements, plain)
     if judged:
         facts["steady state"] = judged if facts["steady state"] == "-" else f"{facts['steady state']}; {judged}"

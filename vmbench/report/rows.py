@@ -22,11 +22,13 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from ..fio.engines import FILE_ENGINES
 from ..fio.job import Metric
 from ..results.key import MeasurementKey
 from ..storage.radosbench import RADOS_LAYER
 from . import bins, stats
 from .facts import host_page_cache, saturation
+from .filejobs import NO_HOST_ROW, first_layer, first_rows, host_fs_group, is_file_rows, unit_of
 from .stats import Delta
 
 
@@ -101,6 +103,7 @@ class Row:
     settings: dict = field(default_factory=dict)
     deltas: dict[str, Delta] = field(default_factory=dict)  # "gap", "vs_baseline"...: interval and verdict
     metric: Metric = Metric.IOPS  # what every delta of the row is about
+    unit: str = "IOPS"  # what its IOPS count: a file engine's operations ("files/s")
 
 
 def aggregate(rows: Sequence[dict]) -> Figures:
@@ -234,7 +237,7 @@ def telemetry_notes(row: dict, fig: Figures) -> list[str]:
     rw = _rw(row)
     notes = []
     arc = f", ARC hit {fig.arc_hit_ratio * 100:.0f}%" if fig.arc_hit_ratio is not None else ""
-    if rw in READ_MODES and fig.mb_s > 0:
+    if rw in READ_MODES and fig.mb_s > 0 and params.get("ioengine") not in FILE_ENGINES:  # a file engine reads no data
         if fig.pool_read_mb_s is not None:
             if fig.pool_read_mb_s < CACHE_SHARE * fig.mb_s:
                 notes.append(f"served from cache? (pool reads {_mb(fig.pool_read_mb_s)} MB/s of fio's {_mb(fig.mb_s)}{arc})")
@@ -467,34 +470,48 @@ def layer_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequen
         for stack in cell.get("stacks") or []:
             for job in jobs:
                 metric = metric_of(job, first_of_job.get(job), metrics)
-                host_rows = groups.get(host_group(host_key(cell), job))
-                host = _once(hosts, (host_key(cell), job), host_rows)
                 chain: list[tuple[str, list[dict] | None]] = [("raw", groups.get(raw_group(cell["name"], job)))]
                 chain += layers.get((cell["name"], stack, job), [])
                 if all(rows is None for _, rows in chain):
                     continue
-                if host_rows and host is not None:
-                    out.append(Row(job=job, sync=bool(host_rows[0]["sync"]), side="host", cell=cell["name"], stack=stack,
-                                   layer="host", figures=host, gap=1.0, metric=metric,
-                                   note="; ".join(_saturated_notes(host) + telemetry_notes(host_rows[0], host))))
-                below = host
-                for layer, lrows in chain:
-                    if not lrows:
-                        continue
-                    fig = aggregate(lrows)
-                    same_as_host = host is not None and host.job_hash == fig.job_hash
-                    gap = judge_gap(host, fig, metric) if host is not None and same_as_host else None
-                    vs_below = judge_change(fig, below, metric) if below is not None else None
-                    out.append(Row(
-                        job=job, sync=bool(lrows[0]["sync"]), side="guest", cell=cell["name"], stack=stack, layer=layer,
-                        figures=fig,
-                        gap=gap_point(host, fig, metric, gap) if host is not None and gap is not None else None,
-                        vs_below=change_point(fig, below, metric, vs_below) if below is not None and vs_below is not None else None,
-                        deltas=_deltas(gap=gap, vs_below=vs_below), metric=metric,
-                        note="; ".join(_saturated_notes(fig, host=host if same_as_host else None, layer_below=below)
-                                       + telemetry_notes(lrows[0], fig)),
-                    ))
-                    below = fig
+                out += _chain_rows(groups, hosts, cell, stack, job, metric, chain)
+    return out
+
+
+def _chain_rows(groups: Mapping[MeasurementKey, list[dict]], hosts: dict[tuple, Figures], cell: dict, stack: str, job: str,
+                metric: Metric, chain: list[tuple[str, list[dict] | None]]) -> list[Row]:
+    """One stack's rows of one job: its host row, then each measured layer.  A file job's
+    (:func:`~vmbench.report.filejobs.is_file_rows`) host row is the host's filesystem of the
+    type of its layer; without one its rows say the host has no like-for-like row."""
+    files = is_file_rows(first_rows(chain))
+    hkey = host_group(host_key(cell), job) if not files else host_fs_group(host_key(cell), first_layer(chain), job)
+    host_rows = groups.get(hkey)
+    host = _once(hosts, (hkey,), host_rows)
+    unit = unit_of(first_rows(chain))
+    out = []
+    if host_rows and host is not None:
+        out.append(Row(job=job, sync=bool(host_rows[0]["sync"]), side="host", cell=cell["name"], stack=stack,
+                       layer=hkey.layer, figures=host, gap=1.0, metric=metric, unit=unit,
+                       note="; ".join(_saturated_notes(host) + telemetry_notes(host_rows[0], host))))
+    below = host if not files else None  # a file job's first layer has no layer below it measured
+    for layer, lrows in chain:
+        if not lrows:
+            continue
+        fig = aggregate(lrows)
+        same_as_host = host is not None and host.job_hash == fig.job_hash
+        gap = judge_gap(host, fig, metric) if host is not None and same_as_host else None
+        vs_below = judge_change(fig, below, metric) if below is not None else None
+        out.append(Row(
+            job=job, sync=bool(lrows[0]["sync"]), side="guest", cell=cell["name"], stack=stack, layer=layer,
+            figures=fig, unit=unit,
+            gap=gap_point(host, fig, metric, gap) if host is not None and gap is not None else None,
+            vs_below=change_point(fig, below, metric, vs_below) if below is not None and vs_below is not None else None,
+            deltas=_deltas(gap=gap, vs_below=vs_below), metric=metric,
+            note="; ".join(([NO_HOST_ROW] if files and host is None else [])
+                           + _saturated_notes(fig, host=host if same_as_host else None, layer_below=below)
+                           + telemetry_notes(lrows[0], fig)),
+        ))
+        below = fig
     return out
 
 

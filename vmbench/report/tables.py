@@ -24,6 +24,7 @@ from ..fio.job import Metric
 from ..scenario.axes import setting_columns, stored_setting
 from . import stats
 from .facts import SATURATION_SHARE
+from .filejobs import FILE_JOBS_NOTE, NO_HOST_ROW, UNITS_NOTE
 from .rows import Row, TargetResult, gap_rows, journey_rows, layer_rows, target_results
 from .facts import RepeatPolicy, admissibility
 from .stored_plan import PlannedLuks, PlannedStack
@@ -240,8 +241,10 @@ def _table_facts(measurements: Sequence[dict], cells: Sequence[dict], env: dict 
 
 def figure_fields(row: Row) -> dict:
     f = row.figures
+    ops = row.unit != "IOPS"  # a file engine's operations: no data moved
     out = {
-        "iops": f.iops, "mb_s": f.mb_s, "p50_ms": f.p50_ms, "p95_ms": f.p95_ms, "p99_ms": f.p99_ms,
+        **({"unit": row.unit} if ops else {}),
+        "iops": f.iops, "mb_s": None if ops else f.mb_s, "p50_ms": f.p50_ms, "p95_ms": f.p95_ms, "p99_ms": f.p99_ms,
         "p999_ms": f.p999_ms, "repeats": f.repeats, "cv": f.cv,
     }
     if f.dev_read_mb_s is not None or f.cpu_busy is not None:  # sampled (older runs: no keys at all)
@@ -327,6 +330,23 @@ ZFS_TELEMETRY_NOTE = ("pool MB/s r/w = mean MB/s the ZFS pool read/wrote while f
                       "scrub/resilver running = zpool status saw one in progress at the start or the end.")
 
 
+def f_ops(record: dict) -> str:
+    """IOPS, or a file engine's operations a second with their unit ("1,234 files/s")."""
+    unit = record.get("unit")
+    return f_int(record.get("iops")) + (f" {unit}" if unit and record.get("iops") is not None else "")
+
+
+def figure_columns(records: Sequence[dict]) -> list[Column]:
+    """:data:`FIGURE_COLUMNS`, the first naming operations a second where a file job's row counts them."""
+    if not any(r.get("unit") for r in records):
+        return FIGURE_COLUMNS
+    return [Column("iops", "IOPS or ops/s", row_fmt=f_ops)] + FIGURE_COLUMNS[1:]
+
+
+def unit_notes(records: Sequence[dict]) -> list[str]:
+    return [UNITS_NOTE] if any(r.get("unit") for r in records) else []
+
+
 FIGURE_COLUMNS = [
     Column("iops", "IOPS", f_int),
     Column("mb_s", "MB/s", f_mb),
@@ -363,7 +383,7 @@ def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
     cols = [Column("job", "job")] + judged_by_column(used) + [Column("side", "side")]
     if multi_cell:
         cols.append(Column("cell", "cell"))
-    cols += FIGURE_COLUMNS
+    cols += figure_columns(records)
     cols += telemetry_columns(records)
     cols += repeat_columns(records, policy)
     cols.append(Column("gap", gap_header("guest", used), row_fmt=delta_ratio("gap"), keep=True))
@@ -418,18 +438,20 @@ def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Seque
         luks = luks_of.get(r.stack or "")
         ceiling = _ceiling(crypto, cpu_of.get(r.cell), luks) if top.startswith("luks") and luks else None
         records.append({"cell": r.cell, "stack": r.stack, "job": job_label(r), **metric_fields(r, used),
-                        "layer": r.layer if r.layer in ("host", "raw") else "+" + top,
+                        "layer": r.layer if r.layer == "raw" or r.layer.startswith("host") else "+" + top,
                         "layer_path": r.layer, **figure_fields(r), "vs_below": r.vs_below, "gap": r.gap, "crypto_ceiling": ceiling,
                         **({"note": r.note} if r.note else {}),
                         "repeat_stop": policy.stop(r.figures.repeats, r.figures.cv), **delta_fields(r, keys)})
     cols = [Column("cell", "cell"), Column("stack", "stack"), Column("job", "job")] + judged_by_column(used) + [Column("layer", "layer")]
-    cols += FIGURE_COLUMNS + telemetry_columns(records) + repeat_columns(records, policy)
+    cols += figure_columns(records) + telemetry_columns(records) + repeat_columns(records, policy)
     cols += [Column("vs_below", metric_header("vs layer below", used), row_fmt=delta_pct("vs_below"), keep=True),
              Column("gap", gap_header("layer", used), row_fmt=delta_ratio("gap"), keep=True)]
     notes = ["vs layer below = change in IOPS that layer costs (or gains); gap = host IOPS / IOPS at that layer." if by_iops(used) else
              "vs layer below = change in the job's metric that layer costs (or gains); gap = host / layer for IOPS and MB/s, "
              "layer / host for a latency."]
     notes += metric_notes(used, "vs layer below and gap")
+    notes += unit_notes(records) + ([FILE_JOBS_NOTE] if any(r.get("unit") or r.get("note", "").startswith(NO_HOST_ROW)
+                                                              or r["layer"].startswith("host+") for r in records) else [])
     notes += saturation_notes(records)
     notes += telemetry_table_notes(records)
     if any(r["crypto_ceiling"] for r in records):

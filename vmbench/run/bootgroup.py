@@ -18,13 +18,14 @@ from ..fio.job import PRECONDITION_BS
 from ..guest.crypto import run_benchmarks
 from ..guest.disk import ScratchDisk, find_scratch
 from ..guest.facts import disk_evidence, guest_facts, root_disk_name
-from ..guest.layers import StackBuilder
+from ..guest.layers import MOUNTPOINT, StackBuilder
 from ..results.db import ResultsDB
 from ..scenario.axes import settings_of, storage_settings_of, vm_key
-from ..scenario.model import Cell, Stack
+from ..scenario.model import Cell, FilesystemLayer, Stack
 from ..units import human_size
 from ..storage.radosbench import RADOS_LAYER
 from .cpucost import CpuCost
+from . import hostfs
 from .evidence import effective_settings, guest_view, problems
 from .measure import Where
 from .plan import BootGroup, Step
@@ -121,7 +122,28 @@ class BootGroupRun:
                       settings=storage_settings_of(group.vm) if s.host_only else {}, zfs_pool=s.storage.zfs_pool)
         rados = [st for st in host_steps if st.layer == RADOS_LAYER]  # the pool's ceiling first, then librbd on it
         r.measurer.measure(replace(where, layer=RADOS_LAYER), rados)
-        r.measurer.measure(where, [st for st in host_steps if st.layer != RADOS_LAYER])
+        r.measurer.measure(where, [st for st in host_steps if st.layer == "host"])
+        for name, fs in r.plan.host_filesystems().items():  # then the file jobs, on each filesystem type
+            self._host_filesystem(where, name, fs, [st for st in host_steps if st.layer == name])
+
+    def _host_filesystem(self, where: Where, name: str, fs: FilesystemLayer, steps: list[Step]) -> None:
+        """The file jobs' like-for-like host row: ``fs`` made on the host's reference volume,
+        mounted in the run's host work directory, measured, unmounted and wiped."""
+        r = self.r
+        assert r.measurer is not None
+        if not steps:
+            return
+        why = hostfs.why_not(r.host, where.target, r.tag, fs)
+        if why is not None:
+            r.progress.warn(f"host: no {fs.label} for the file jobs ({why}): the host has no like-for-like row for them")
+            return
+        r.step = f"measuring the host on {fs.label} made on {where.target}"
+        r.progress.step(f"host: {fs.label} made on {where.target} for the file jobs")
+        try:
+            with hostfs.mounted(r.host, where.target, fs, f"{r.host_workdir}/mnt-{fs.label}") as mount:
+                r.measurer.measure(replace(where, layer=name, mount=mount), steps)
+        except hostfs.NoHostFilesystem as exc:
+            r.progress.warn(f"host: {exc.message}: the host has no like-for-like row for the file jobs")
 
     def _boot(self, request: VmRequest, res: VmResources, guest_steps: list[Step]) -> None:
         """Boot the VM, read it back, run the crypto benchmark and each cell's steps."""
@@ -223,7 +245,8 @@ class BootGroupRun:
                 layer_steps = [st for st in steps if st.depth == depth]
                 if layer_steps:
                     r.step = f"measuring {cell.name}: {built.path}"
-                    where = replace(base, target=built.target, stack=stack.name, layer=built.path, depth=depth)
+                    where = replace(base, target=built.target, stack=stack.name, layer=built.path, depth=depth,
+                                    mount=MOUNTPOINT if built.is_file else None)
                     r.measurer.measure(where, layer_steps)
             finished = True
         finally:

@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, ContextManager, Iterator, Sequence
 
-from ..fio.job import FioJob, job_hash, to_precondition
+from ..fio.engines import layer_refusal
+from ..fio.job import FioJob, files_dir, job_hash, to_precondition
 from ..fio.runner import FioRun, precondition, run_fio
 from .cpucost import IDLE_SECONDS, CpuCost
 from .plan import Step, Stored
@@ -70,6 +71,8 @@ class Where:
     write_rate: float | None = None
     #: for a guest: its :meth:`Guest.limits_lifted`, around the precondition
     lift_limits: Callable[[], ContextManager[bool]] | None = None
+    #: a filesystem layer's mountpoint, where file jobs run (in :func:`files_dir`); None: a block layer
+    mount: str | None = None
 
     @property
     def slow(self) -> bool:
@@ -85,7 +88,7 @@ def measurement_values(where: Where, job: FioJob, run: FioRun, attempt: int) -> 
     pcts = run.result.percentiles()
     return dict(
         cell_id=where.cell_id, boot_id=where.boot_id, attempt=attempt, depth=where.depth,
-        job_params_json=job.params(), job_hash=job_hash(job), sync=job.is_sync, target=where.target, argv_json=list(run.argv),
+        job_params_json=job.params(), job_hash=job_hash(job), sync=job.is_sync, target=run.target, argv_json=list(run.argv),
         settings_json=where.settings, accelerator=where.accelerator, started_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
         iops=run.result.iops, bw_bytes=run.result.bw_bytes, p50_ns=pcts[50.0], p95_ns=pcts[95.0], p99_ns=pcts[99.0],
         p999_ns=pcts[99.9], clat_bins_json=run.result.clat.to_json(), fio_json=run.raw_json,
@@ -222,9 +225,17 @@ class Measurer:
         self.progress.status(f"{label}: RADOS {result.iops:,.0f} ops/s, {result.bw_bytes / 1e6:,.1f} MB/s")
 
     def _run(self, where: Where, step: Step, counter: str | None = None) -> None:
-        """Run one step on ``where`` and store it (its series as telemetry rows)."""
+        """Run one step on ``where`` and store it (its series as telemetry rows); a file job
+        in a directory of the layer's mount (never on a block layer)."""
         s = self.scenario
         job = {j.name: j for j in s.jobs}[step.job]
+        target = where.target
+        if job.file_job:
+            if where.mount is None:
+                refused = layer_refusal(job.file_what, where.layer, False)
+                raise VmbenchError(f"job {job.name}: {refused[1] if refused else 'a file job'}",
+                                   "this is a vmbench bug: the plan runs file jobs on filesystem layers only")
+            target = files_dir(where.mount)
         label = f"{where.label}: {job.name}" + (f" #{step.repeat}" if self.policy.max > 1 else "")
         if step.layer == RADOS_LAYER:
             return self._run_rados(where, step, job, label)
@@ -244,7 +255,7 @@ class Measurer:
         on_host = where.side_name == "guest" and where.host_side is not None
         cpu_start = where.cpu.begin(job.duration) if where.cpu is not None else None
         with self._ceph_state_on_failure(where):
-            run = run_fio(where.side, job, where.target, where.workdir, label=label, progress=self.progress,
+            run = run_fio(where.side, job, target, where.workdir, label=label, progress=self.progress,
                           slow=where.slow, must_match=must_match,
                           zfs_pool=where.zfs_pool if where.side_name == "host" or on_host else None,
                           host_side=where.host_side if on_host else None, host_workdir=where.host_workdir if on_host else "",
@@ -252,7 +263,9 @@ class Measurer:
         if where.side_name == "host":
             self.host_argv[job.name] = run.argv
         # the I/Os during the snapshots: the measured rate over ramp and runtime (a fixed-rate job's load)
-        cost = where.cpu.end(cpu_start, ios=run.result.iops * (job.ramp + job.runtime)) if where.cpu is not None else None
+        # (a file job's are its operations: each file once, not a rate over its runtime, which only caps it)
+        ios = sum(d.total_ios for d in run.result.directions) if job.file_job else run.result.iops * (job.ramp + job.runtime)
+        cost = where.cpu.end(cpu_start, ios=ios) if where.cpu is not None else None
         measurement_id = self.db.add_measurement(self.run_id, step.key(), **measurement_values(where, job, run, self.attempt))
         if cost is not None:
             self.db.add_telemetry(self.run_id, measurement_id=measurement_id, source="qemu-cpu", series=cost)
@@ -260,5 +273,5 @@ class Measurer:
         for source, series in (getattr(run, "series", None) or {}).items():
             self.db.add_telemetry(self.run_id, measurement_id=measurement_id, source=source, series=series)
         cv = RepeatPolicy.cv(self._values(step)) if self.policy.adaptive else None
-        self.progress.status(f"{label}: {run.result.iops:,.0f} IOPS, {run.result.bw_bytes / 1e6:,.1f} MB/s"
+        self.progress.status(f"{label}: {run.result.iops:,.0f} {job.unit}, {run.result.bw_bytes / 1e6:,.1f} MB/s"
                              + (f", CV {cv_label(cv)}" if cv is not None else ""))

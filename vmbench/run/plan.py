@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 from ..fio.job import PRECONDITION_BS, FioJob, to_precondition
 from ..results.key import MeasurementKey
 from ..scenario.load import LoadMember, LoadStep, Role
-from ..scenario.model import MiB, Cell, Stack, VmConfig, host_reference_key, layer_path
+from ..scenario.model import MiB, Cell, FilesystemLayer, Stack, VmConfig, host_reference_key, layer_path
 from ..scenario.spec import Scenario
 from ..units import format_duration, format_size
 from ..scenario.axes import settings_of, storage_settings_of, vm_key
@@ -189,20 +189,65 @@ class Plan:
         for boot in self.boots:
             if boot.seq in refs:
                 out += self.rados_steps(boot.seq, refs[boot.seq]) if boot.seq == min(refs) else []
-                out += [Step("host", boot.seq, refs[boot.seq], None, "host", 0, j.name, r) for r in range(1, n + 1) for j in s.jobs]
+                out += [Step("host", boot.seq, refs[boot.seq], None, "host", 0, j.name, r) for r in range(1, n + 1)
+                        for j in s.jobs if not j.file_job]
+                out += [Step("host", boot.seq, refs[boot.seq], None, name, 0, j.name, r) for name in self.host_filesystems()
+                        for r in range(1, n + 1) for j in s.jobs if j.file_job]
             if s.host_only:
                 continue
             for cell, layer, stack, depth in boot_layers(boot):
                 out += [Step("guest", boot.seq, cell.name, stack.name if stack else None, layer, depth, j.name, r)
-                        for r in range(1, n + 1) for j in s.jobs]
+                        for r in range(1, n + 1) for j in s.jobs if runs_on(j, stack, depth)]
         return out
+
+    def host_filesystems(self) -> dict[str, FilesystemLayer]:
+        """The host's like-for-like filesystems for the file jobs: ``host+<fs>`` -> the first
+        measured filesystem layer of that type in the cells' stacks (its mkfs and mount
+        options).  None where the host has no volume of its own to make one on: RBD storage
+        (a shared image), a load run, a host-only run, no file job or no host baseline."""
+        s = self.scenario
+        if (s.host_only or s.load is not None or s.storage.type is StorageType.RBD or not s.host_baseline
+                or not any(j.file_job for j in s.jobs)):
+            return {}
+        out: dict[str, FilesystemLayer] = {}
+        for cell in self.cells:
+            for _layer, stack, depth in cell_layers(cell):
+                fs = filesystem_at(stack, depth)
+                if fs is not None:
+                    out.setdefault(host_fs_layer(fs), fs)
+        return out
+
+    def file_job_layers(self) -> list[str]:
+        """Where the file jobs run, in words (``vmbench plan``): the filesystem layers of each
+        cell and the host's like-for-like filesystems, or that the host has none."""
+        s = self.scenario
+        names = [j.name for j in s.jobs if j.file_job]
+        if not names:
+            return []
+        lines = [f"file jobs ({', '.join(names)}) run in the mount of filesystem layers only, never on the raw disk, "
+                 "a partition, LVM or LUKS, and take no precondition:"]
+        for cell in self.cells:
+            fs = [layer for layer, stack, depth in cell_layers(cell) if filesystem_at(stack, depth) is not None]
+            lines.append(f"  {cell.name}: {', '.join(fs) or 'none (no filesystem layer)'}")
+        hosts = self.host_filesystems()
+        lines.append(f"  host: {', '.join(hosts)} (a filesystem of each type made on the host's reference volume)" if hosts
+                     else "  host: the host has no like-for-like row (" + self._no_host_fs_reason() + ")")
+        return lines
+
+    def _no_host_fs_reason(self) -> str:
+        s = self.scenario
+        if s.load is not None:
+            return "a load run measures its host reference on raw volumes only"
+        if s.storage.type is StorageType.RBD:
+            return "the host's target is a shared RBD image, not a volume of its own"
+        return "no host baseline" if not s.host_baseline else "no filesystem layer"
 
     def rados_jobs(self) -> list[FioJob]:
         """The jobs whose RADOS ceiling is measured: on RBD storage, each read or write job
-        (:func:`vmbench.storage.radosbench.rados_mode`)."""
+        (:func:`vmbench.storage.radosbench.rados_mode`) but a file job (it has no block size of objects)."""
         if self.scenario.storage.type is not StorageType.RBD or self.scenario.load is not None:
             return []
-        return [j for j in self.scenario.jobs if rados_mode(j) is not None]
+        return [j for j in self.scenario.jobs if rados_mode(j) is not None and not j.file_job]
 
     def rados_steps(self, boot: int, cell: str | None) -> list[Step]:
         """``rados bench`` under each of :meth:`rados_jobs`, every repeat, before the first host reference's fio."""
@@ -232,13 +277,17 @@ class Plan:
         rounds = s.load.rounds(s.jobs)
         k = unit.step.index
 
-        def runs(side: str, cell: str | None, stack: str | None, layer: str, depth: int) -> list[Step]:
-            return [Step(side, unit.boot.seq, cell, stack, layer, depth, rnd[m.role], r, vm=m.vm, load_step=k)
-                    for rnd in rounds for r in range(1, s.repeats + 1) for m in unit.step.members if m.role in rnd]
+        by_name = {j.name: j for j in s.jobs}
+
+        def runs(side: str, cell: str | None, stack: Stack | None, layer: str, depth: int) -> list[Step]:
+            return [Step(side, unit.boot.seq, cell, stack.name if stack else None, layer, depth, rnd[m.role], r, vm=m.vm,
+                         load_step=k)
+                    for rnd in rounds for r in range(1, s.repeats + 1) for m in unit.step.members
+                    if m.role in rnd and runs_on(by_name[rnd[m.role]], stack, depth)]
 
         out = runs("host", unit.host_cell, None, "host", 0) if unit.has_host else []
         for cell, layer, stack, depth in boot_layers(unit.boot):
-            out += runs("guest", cell.name, stack.name if stack else None, layer, depth)
+            out += runs("guest", cell.name, stack, layer, depth)
         return out
 
     def pending_units(self, stored: Stored) -> list[tuple[LoadUnit, list[Step]]]:
@@ -276,6 +325,7 @@ class Plan:
             for boot in self.boots
             for cell, layer, stack, depth in boot_layers(boot)
             for job in self.scenario.jobs
+            if runs_on(job, stack, depth)
         ]
 
     def host_measurements(self, repeats: int | None = None) -> int:
@@ -283,7 +333,9 @@ class Plan:
         n = self.scenario.repeats if repeats is None else repeats
         if self.scenario.load is not None:
             return sum(st.side == "host" for st in self.steps()) // self.scenario.repeats * n
-        return len(self.scenario.jobs) * n * len(self.host_references())
+        block = sum(not j.file_job for j in self.scenario.jobs)
+        files = sum(j.file_job for j in self.scenario.jobs) * len(self.host_filesystems())
+        return (block + files) * n * len(self.host_references())
 
     def summary(self) -> dict:
         """The plan as data (stored with the run; printed as JSON by ``vmbench plan --json``)."""
@@ -310,6 +362,7 @@ class Plan:
                 for c in self.cells
             ],
             "jobs": [{"name": j.name, "describe": j.describe(), "sync": j.is_sync, "metric": j.judged_by.value,
+                      **({"file_job": True, "unit": j.unit} if j.file_job else {}),
                       **({"rate_iops": j.rate_iops} if j.rate_iops else {}), **({"rate": j.rate} if j.rate else {}),
                       **({"sweep": {"of": j.sweep_of, "key": j.sweep_key, "value": j.sweep_value}} if j.sweep_of else {})}
                      for j in s.jobs],
@@ -326,6 +379,8 @@ class Plan:
             "guest_measurements_max": len(self.guest_measurements()) * policy.max,
             "host_measurements_max": self.host_measurements(policy.max),
             **({"rados_measurements": len(self.rados_jobs()) * s.repeats} if self.rados_jobs() else {}),
+            **({"host_filesystems": list(self.host_filesystems()), "file_jobs": self.file_job_layers()}
+               if any(j.file_job for j in s.jobs) else {}),
             **({"load": s.load.to_json(), "vms_booted": sum(u.step.size for u in self.load_units())} if s.load else {}),
             **({"hosts": list(s.hypervisor.host_labels),
                 "placement": [{"boot": u.boot.seq, "step": u.step.index, "hosts": list(u.hosts)} for u in self.load_units()]}
@@ -359,6 +414,25 @@ def boot_layers(boot: BootGroup) -> list[tuple[Cell, str, Stack | None, int]]:
     ]
 
 
+def filesystem_at(stack: Stack | None, depth: int) -> FilesystemLayer | None:
+    """The filesystem layer at ``depth`` of ``stack`` (None: the raw disk or a block layer)."""
+    if stack is None or depth < 1:
+        return None
+    layer = stack.layers[depth - 1]
+    return layer if isinstance(layer, FilesystemLayer) else None
+
+
+def runs_on(job: FioJob, stack: Stack | None, depth: int) -> bool:
+    """Whether ``job`` runs on the layer at ``depth`` of ``stack``: a file job
+    (:attr:`FioJob.file_job`) on filesystem layers only, any other job everywhere."""
+    return not job.file_job or filesystem_at(stack, depth) is not None
+
+
+def host_fs_layer(fs: FilesystemLayer) -> str:
+    """The layer name of the host's like-for-like filesystem of ``fs``'s type: ``host+ext4``."""
+    return f"host+{fs.label}"
+
+
 def cell_layers(cell: Cell) -> list[tuple[str, Stack | None, int]]:
     """(layer path, stack, depth) measured in a cell: raw once, then every layer of every stack."""
     out: list[tuple[str, Stack | None, int]] = [("raw", None, 0)]
@@ -379,6 +453,7 @@ PRECONDITION_MB_S = {"kvm": 500.0, "tcg": 150.0}
 LAYER_BUILD_SECONDS = {"kvm": 3.0, "tcg": 10.0}
 CRYPTO_BENCH_SECONDS = {"kvm": 3.0, "tcg": 6.0}  # per cipher
 UNKNOWN_JOB_SECONDS = 60.0
+FILE_JOB_SECONDS = 5.0  # a file job does each file once: its runtime is only its cap
 
 
 @dataclass(frozen=True)
@@ -412,9 +487,8 @@ def estimate(plan: Plan, accelerator: str) -> Estimate:
 
     def job_seconds(job: FioJob, accel_: str) -> float:
         d = job.duration
-        return (UNKNOWN_JOB_SECONDS if d is None else d) + FIO_OVERHEAD[accel_]
-
-    pre_job = to_precondition(s.jobs)  # every target runs every job here
+        d = UNKNOWN_JOB_SECONDS if d is None else min(d, FILE_JOB_SECONDS) if job.file_job else d
+        return d + FIO_OVERHEAD[accel_]
 
     policy = s.repeat_policy
     assert policy is not None
@@ -422,19 +496,24 @@ def estimate(plan: Plan, accelerator: str) -> Estimate:
     if s.load is not None:
         return _load_estimate(plan, accel)
     references = len(plan.host_references())
-    targets = 0
+    per_target: list[list[FioJob]] = []  # the jobs of each measured guest layer
     layers = guest_pre = 0.0
     for boot in () if s.host_only else plan.boots:  # each measured layer is preconditioned once
-        targets += len(boot_layers(boot))
-        guest_pre += len(boot_layers(boot)) * precondition_estimate(pre_job, boot.vm, accel)
+        for _cell, _layer, stack, depth in boot_layers(boot):
+            here = [j for j in s.jobs if runs_on(j, stack, depth)]
+            per_target.append(here)
+            guest_pre += precondition_estimate(to_precondition(here), boot.vm, accel)
         layers += LAYER_BUILD_SECONDS[accel] * sum(len(st.layers) for c in boot.cells for st in c.stacks)
+    block_jobs = [j for j in s.jobs if not j.file_job]
+    host_jobs = block_jobs + [j for j in s.jobs if j.file_job] * len(plan.host_filesystems())
 
     def guest(repeats: int) -> float:
-        return targets * sum(job_seconds(j, accel) * repeats for j in s.jobs) + guest_pre
+        return sum(job_seconds(j, accel) * repeats for here in per_target for j in here) + guest_pre
 
     def host(repeats: int) -> float:
         rados = sum((seconds(j) * (1 if rados_mode(j) == "write" else 2) + RADOS_OVERHEAD_S) * repeats for j in plan.rados_jobs())
-        return references * (sum(job_seconds(j, "kvm") * repeats for j in s.jobs) + precondition_estimate(pre_job, None, "kvm")) + rados
+        return references * (sum(job_seconds(j, "kvm") * repeats for j in host_jobs)
+                             + precondition_estimate(to_precondition(block_jobs), None, "kvm")) + rados
 
     cpus = {b.cpu_label for b in plan.boots}
     crypto = len(s.crypto_benchmark) * CRYPTO_BENCH_SECONDS[accel] * (len(cpus) + 1) if s.crypto_benchmark else 0.0
@@ -469,7 +548,11 @@ def precondition_lines(plan: Plan) -> list[str]:
     for who, jobs, vms in groups:
         job = to_precondition(jobs)
         if job is None:
-            lines.append(f"{who}: not preconditioned (no job reads: {', '.join(sorted({j.name for j in jobs}))})")
+            files = sorted({j.name for j in jobs if j.file_job})
+            rest = sorted({j.name for j in jobs if not j.file_job})
+            lines.append(f"{who}: not preconditioned (" + "; ".join(
+                ([f"no job reads: {', '.join(rest)}"] if rest else [])
+                + ([f"file jobs lay out their own files: {', '.join(files)}"] if files else [])) + ")")
             continue
         lines.append(f"{who}: {format_size(job.size)} written before the jobs (job {job.name} reads)")
         for limits in sorted({vm.limits for vm in vms if vm.limits.write_rate(PRECONDITION_BS)}, key=repr):

@@ -9,17 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from ..fio import jobfile, profiles
+from ..fio.engines import FILE_ENGINES, layer_refusal
 from ..fio.job import IOENGINES, MIXED_MODES, RW_MODES, FioJob, JobFile, Metric
 from ..fio.engines import Reason
 from ..fio.jobparse import VMBENCH_VARIABLES
 from ..units import format_size, human_size
-from .model import Cell, Stack, Storage
+from .model import Cell, FilesystemLayer, Stack, Storage, layer_path
 from .parsers import MiB, choice_parser, duration_parser, pattern_parser, size_parser, refuse_duplicates
 from .reader import Context, Section, as_bool, as_int, as_name, as_str, as_str_list, items
 
 JOB_KEYS = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp", "size", "direct", "sync", "fsync", "ioengine",
             "buffer_compress_percentage", "refill_buffers", "rate_iops", "rate", "metric",
-            "steadystate", "steadystate_duration", "steadystate_ramp_time")
+            "steadystate", "steadystate_duration", "steadystate_ramp_time",
+            "nrfiles", "filesize", "openfiles", "create_on_open", "file_service_type")
 #: fio's steady-state criterion: IOPS or bandwidth, its deviation or its slope, a bound (% or absolute)
 STEADYSTATE_RE = re.compile(r"(iops|bw)(_slope)?:[0-9]+(\.[0-9]+)?%?")
 JOBFILE_KEYS = ("file", "name", "size", "runtime", "env", "metric")
@@ -84,7 +86,12 @@ def _job_overrides(sec: Section, what: str) -> dict:
         "direct": as_bool,
         "sync": as_bool,
         "fsync": as_int(0),
-        "ioengine": choice_parser(IOENGINES),
+        "ioengine": choice_parser(IOENGINES + FILE_ENGINES),
+        "nrfiles": as_int(1, 1 << 20),
+        "filesize": size_parser(512),
+        "openfiles": as_int(1, 1 << 20),
+        "create_on_open": as_bool,
+        "file_service_type": choice_parser(("random", "roundrobin", "sequential")),
         "buffer_compress_percentage": as_int(0, 100),
         "refill_buffers": as_bool,
         "steadystate": pattern_parser(STEADYSTATE_RE, "fio's criterion: iops, iops_slope, bw or bw_slope, a colon and a "
@@ -302,7 +309,16 @@ def resolve_sizes(ctx: Context, top: Section, jobs: list[FioJob], cells: tuple[C
 
 
 def check_jobs_vs_stacks(ctx: Context, top: Section, jobs: list[FioJob], stacks: list[Stack]) -> None:
-    """A LUKS sector larger than 512 bytes refuses direct I/O in smaller blocks."""
+    """A LUKS sector larger than 512 bytes refuses direct I/O in smaller blocks; a file job
+    needs a filesystem layer to run on (it is not run on block layers)."""
+    measured_fs = [layer_path(st, d) for st in stacks for d in range(1, len(st.layers) + 1)
+                   if st.measures(d) and isinstance(st.layers[d - 1], FilesystemLayer)]
+    for job in jobs:
+        if job.file_job and not measured_fs:
+            found = layer_refusal(job.file_what, "raw", False)
+            assert found is not None
+            raise top.fail("jobs", f"job {job.name}: {found[1]}; this scenario measures no filesystem layer, so it would run nowhere",
+                           "add a stack whose top layer is a filesystem, e.g. stacks: [{name: ext4, layers: [{filesystem: ext4}]}]")
     for stack in stacks:
         luks = stack.luks
         if luks and luks.sector_size and luks.sector_size > 512:

@@ -87,7 +87,7 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
     if advise is None and tune is not None:  # the runs of a tune answer its question
         advise = AdviseSpec((tune.goal,), tune.allow)
     if load is not None:
-        _check_load(top, host_only, repeat_policy)
+        _check_load(top, host_only, repeat_policy, jobs)
     _check_many_hosts(top, hypervisor, load, tuning)
     top.done(TOP_KEYS)
 
@@ -150,8 +150,14 @@ def _refuse_guest_keys(top: Section) -> None:
                            "remove it, or drop host_only to measure guests too")
 
 
-def _check_load(top: Section, host_only: bool, repeat_policy: RepeatPolicy) -> None:
-    """load: boots VMs, which repeat together (a fixed count)."""
+def _check_load(top: Section, host_only: bool, repeat_policy: RepeatPolicy, jobs: list) -> None:
+    """load: boots VMs, which repeat together (a fixed count), and runs time-based jobs (a file
+    job does each file once: it cannot keep the load on)."""
+    files = [j.name for j in jobs if j.file_job]
+    if files:
+        raise top.fail("load", f"file jobs ({', '.join(files)}) do not run in a load run yet: each does its files once, "
+                       "so it cannot keep the load on while the other VMs finish",
+                       "measure file jobs in a scenario without load:")
     if host_only:
         raise top.fail("load", "does not apply to a host_only scenario (no VM is booted)")
     if repeat_policy.adaptive:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from ..fio.engines import FILE_ENGINES
 from ..fio.job import IOENGINES, MIXED_MODES, RW_MODES, FioJob, Metric
 from ..fio.profiles import CACHE_BUSTER_RAM_FACTOR, PROFILES
 from ..settings import Accel, DriverName, Feature, Filesystem, PlanMode, StorageType
@@ -280,7 +281,14 @@ JOB_ROWS: tuple[Row, ...] = (
     Row("jobs[].direct", "true, false", _fio_default("direct"), ALL, "O_DIRECT (bs a multiple of 512)"),
     Row("jobs[].sync", "true, false", _fio_default("sync"), ALL, "synchronous writes"),
     Row("jobs[].fsync", "0 or more", _fio_default("fsync"), ALL, "an fsync every N writes (0: none)"),
-    Row("jobs[].ioengine", ", ".join(IOENGINES), _fio_default("ioengine"), ALL, "fio's I/O engine"),
+    Row("jobs[].ioengine", ", ".join(IOENGINES + FILE_ENGINES), _fio_default("ioengine"), ALL,
+        "fio's I/O engine; a file engine (filecreate ...) makes a file job: run in each filesystem layer's mount only"),
+    Row("jobs[].nrfiles", "a whole number of 1 or more", "none (1)", ALL,
+        "files per job clone; above 1 a file job, in a directory on each filesystem layer (never on block layers)"),
+    Row("jobs[].filesize", "a size of 512 or more", "none (size / nrfiles)", ALL, "each file's size (a file job)"),
+    Row("jobs[].openfiles", "a whole number of 1 or more", "none (fio's)", ALL, "files a job keeps open at once"),
+    Row("jobs[].create_on_open", "true, false", "none (fio's)", ALL, "create each file when the job opens it (filecreate)"),
+    Row("jobs[].file_service_type", "random, roundrobin, sequential", "none (fio's)", ALL, "how a job moves between its files"),
     Row("jobs[].buffer_compress_percentage", "0 to 100", _fio_default("buffer_compress_percentage", "fio's"), ALL,
         "how compressible the data written is"),
     Row("jobs[].refill_buffers", "true, false", _fio_default("refill_buffers", "fio's"), ALL, "fresh data for every write"),
