@@ -270,3 +270,20 @@ def test_a_host_gone_between_steps_refuses_the_step_before_anything_of_it_exists
     assert [d.creates for d in drivers.values()] == [1, 1, 1, 1]  # step 1's VMs only
     assert {k.load_step for k in db.measurement_keys(r.run_id)} == {1}
     nothing_left(drivers, r)
+
+
+def test_a_sweep_in_a_scaling_run_is_a_curve_per_step_with_the_host_beside(env):
+    from vmbench.report.build import build_report
+    from vmbench.report.load import load_run
+    from vmbench.report.sections import plot_sections
+
+    text = SCALING.replace("  - {name: r, rw: randread, bs: 4k, size: 16M, runtime: 2s, ramp: 1s}",
+                           "  - {name: r, rw: randread, bs: 4k, size: 16M, runtime: 2s, ramp: 1s, sweep: {iodepth: [1, 4, 16]}}")
+    out = runner(env, fleet(), text.replace("vms: [4, 32]", "vms: [4]")).run()
+    data = load_run(env[1], out.run_id)
+    tables = {t.name: t for t in build_report(data)[1]}
+    recs = tables["curves"].records
+    assert {(r["job"], r["side"], r["value"]) for r in recs} == {
+        ("r at 4 VMs", side, qd) for side in ("guest", "host") for qd in (1, 4, 16)}
+    assert all(r["gap"] is not None for r in recs if r["side"] == "guest")
+    assert "plot-curves" in [s.anchor for s in plot_sections(data, list(tables.values()))]

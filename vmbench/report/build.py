@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from .cputables import cpu_table
-from .curves import curve_table, curves
+from .curves import curve_table, curves, load_curves
+from .loadrows import scaling_rows
 from .facts import host_memory_bytes, on_librbd
 from .hostonly import host_only_rows, host_only_table, storage_cells_table
 from .load import RunData
@@ -86,6 +87,11 @@ def many_vm_tables(data: RunData, header: dict) -> list[Table]:
     header["load"] = load_header(data.load)
     tables: list[Table] = load_tables(list(data.measurements), data.valid_cells, data.jobs, data.load, targets=data.targets,
                                       env=data.environment, policy=data.plan.repeat_policy)
+    if data.load.kind != "neighbours":  # a scaling run's sweeps: a curve per step
+        swept = curve_table(load_curves(scaling_rows(list(data.measurements), data.valid_cells, data.load, data.jobs),
+                                        data.plan.jobs), env=data.environment)
+        if swept is not None:
+            tables.append(swept)
     ct = crypto_table(data.crypto)
     if ct:
         tables.append(ct)

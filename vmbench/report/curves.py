@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from .loadrows import ScalingRow
 from .rows import Row
 from .stored_plan import PlannedJob
 from .tables import Column, Table, f_int, f_ms, f_ratio, f_text
@@ -74,6 +75,27 @@ def curves(rows: Sequence[Row], jobs: Sequence[PlannedJob]) -> list[Curve]:
                     for v, r in sorted(got, key=lambda vr: vr[0]))
         out.append(Curve(str(of), str(key), cell, side, pts))
     return out
+
+
+def load_curves(rows: Sequence[ScalingRow], jobs: Sequence[PlannedJob]) -> list[Curve]:
+    """A load run's sweeps: per swept job and load step, the step's curve on each side: its
+    aggregate IOPS (summed over the VMs) against the p50/p99 merged from every VM's histograms,
+    the gap at each point (the host reference of the same step: as many host volumes at once)."""
+    points = {j.name: j for j in jobs if j.sweep_of and j.sweep_key and j.sweep_value is not None}
+    grouped: dict[tuple, dict[int, CurvePoint]] = {}
+    for r in rows:
+        j = points.get(r.guest.job)
+        if j is None:
+            continue
+        value, label = int(j.sweep_value or 0), f"{j.sweep_of} at {r.guest.name}"
+        where = "/".join(x for x in (r.guest.cell, r.guest.stack, r.guest.layer if r.guest.layer != "raw" else "") if x)
+        gap = r.host.iops / r.guest.iops if r.host is not None and r.host.iops and r.guest.iops else None
+        for side, fig in (("guest", r.guest), ("host", r.host)):
+            if fig is not None and fig.iops is not None:
+                grouped.setdefault((label, j.sweep_key, where if side == "guest" else None, side), {})[value] = CurvePoint(
+                    value, fig.iops, fig.p50_ms, fig.p99_ms, gap if side == "guest" else None)
+    return [Curve(label, str(key), cell, side, tuple(pts[v] for v in sorted(pts)))
+            for (label, key, cell, side), pts in grouped.items()]
 
 
 def curve_summary(c: Curve) -> str:

@@ -383,7 +383,10 @@ def load_sections(data: RunData, lp: LoadPlan, by_name: Mapping[str, Table]) -> 
                              if m.get("side") == "guest" and m.get("load_step")})) or "accelerator not recorded"
     if lp.kind == "neighbours":
         return [victim_section(by_name.get("load-neighbours"), lp, accel), victim_timeline_section(data, lp, accel)]
-    return [scaling_section(by_name.get("load-scaling"), accel), per_vm_section(by_name.get("load-vms"), accel)]
+    out = [scaling_section(by_name.get("load-scaling"), accel), per_vm_section(by_name.get("load-vms"), accel)]
+    if "curves" in by_name:  # only where the run swept a job: a curve per load step
+        out.append(sweep_curves(by_name["curves"]))
+    return out
 
 
 def scaling_section(table: Table | None, accel: str) -> PlotSection:
