@@ -242,6 +242,7 @@ def test_the_busiest_nic_of_a_round_against_its_link():
     assert f_nic(rate.to_json()) == "eth0 90.0 MB/s (72% of 1000 Mb/s) NEAR LINK"
     assert f_nic(nic.NicRate("ens4", 0.5, None).to_json()) == "ens4 0.5 MB/s (no link speed)"
     assert nic.busiest(before, after, 0, {}) is None and f_nic(None) == "-"
+    assert f_nic(nic.NicRate("eth0", 0.0, 1000).to_json()) == "idle (no interface moved a byte)"
 
 
 def test_a_round_near_its_link_is_flagged_in_the_per_host_table(env):

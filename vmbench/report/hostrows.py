@@ -101,6 +101,8 @@ def _peak_nic(rows: Sequence[Mapping]) -> dict | None:
 def f_nic(nic: dict | None) -> str:
     if not nic:
         return "-"
+    if not nic.get("mb_s"):
+        return "idle (no interface moved a byte)"
     share = nic.get("share")
     text = f"{nic['iface']} {nic['mb_s']:.1f} MB/s"
     if share is None:
