@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from vmbench.drivers.base import Guest, HypervisorDriver
 from vmbench.drivers.hostonly import HostOnlyDriver
-from vmbench.drivers.libvirt.driver import LibvirtDriver, LibvirtGuest
+from vmbench.drivers.libvirt.driver import LibvirtDriver
+from vmbench.drivers.libvirt.guest import LibvirtGuest
 from vmbench.drivers.libvirt.storage import DirPoolStorage
 from vmbench.drivers.proxmox.agent import PveAgentTransport
 from vmbench.drivers.proxmox.driver import ProxmoxDriver, PveGuest

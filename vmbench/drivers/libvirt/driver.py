@@ -1,7 +1,7 @@
 """The libvirt driver: linked clones of the template, a scratch disk with a known serial,
 the domain defined and started, the guest reached through its agent.
 
-Works on this machine (``qemu:///system``) and on a remote host (``qemu+ssh://``, libvirt's
+The running domain is :class:`.guest.LibvirtGuest`.  Works on this machine (``qemu:///system``) and on a remote host (``qemu+ssh://``, libvirt's
 protocol carried over vmbench's own SSH connection: :mod:`.bridge`).  Every host-side file
 action goes through the host transport; disks come from the host storage.  Everything it
 creates is named ``vmbench-<run tag>-...`` and the domains carry vmbench metadata;
@@ -11,15 +11,14 @@ creates is named ``vmbench-<run tag>-...`` and the domains carry vmbench metadat
 from __future__ import annotations
 
 import atexit
-import contextlib
 import json
 import logging
 import re
 import time
 import xml.etree.ElementTree as ET
-from typing import Iterator, Sequence
+from typing import Sequence
 
-from ..base import Accelerator, Applied, HostChecks, Leftover, VmRequest, VmResources, create_host_reference, note_volume
+from ..base import Accelerator, HostChecks, Leftover, VmRequest, VmResources, create_host_reference, note_volume
 from ...storage.leftover import remove_work_leftover, work_leftovers
 from ...errors import GuestError, HypervisorError, PreflightError, VmbenchError
 from ...images import Image
@@ -32,13 +31,12 @@ from ...settings import Accel, CpuMode, ImageFormat, StorageType
 from ...storage import VOLUME_RE, VolumeRole, VolumeStorage, make_volume_storage, volume_name
 from ...storage.rbd import rbd_host_target, read_key
 from ...transport import ops
-from ...transport.agent import GuestAgentTransport
 from ...transport.base import HostTransport
 from .accel import KvmProbe, cached_answer, choose_accelerator
 from .bridge import LibvirtBridge
 from .connection import agent_command, hypervisor_errors, libvirt, monitor_command, open_connection, require_binding
 from .doctor import libvirt_checks
-from .evidence import applied_from_readings
+from .guest import LibvirtGuest
 from .storage import DirPoolStorage
 from .secrets import define_ceph_secret, our_secrets, remove_ceph_secret
 from .xml import NS, DomainSpec, domain_xml, rbd_disk
@@ -62,66 +60,6 @@ def domain_name(run_tag: str, seq: int) -> str:
 def scratch_serial(run_tag: str, seq: int) -> str:
     """At most 20 characters (virtio-blk and ATA serial limits)."""
     return f"VMB{run_tag[1:]}S{seq:03d}"
-
-
-class LibvirtGuest:
-    """A running domain: its agent transport and the hypervisor's view of it."""
-
-    def __init__(self, driver: "LibvirtDriver", dom: "libvirt.virDomain", resources: VmResources, boot_seconds: float) -> None:
-        self.driver = driver
-        self.dom = dom
-        self.name = resources.name
-        self.resources = resources
-        self.boot_seconds = boot_seconds
-        self.transport = GuestAgentTransport(self.name, lambda cmd, timeout: agent_command(dom, cmd, timeout))
-
-    def applied(self) -> Applied:
-        """The live domain XML, QEMU's block layer and accelerator, the iothread links and
-        the QEMU command line, read back and typed."""
-        out: dict = {}
-        with hypervisor_errors(f"reading the live configuration of {self.name}"):
-            out["live_xml"] = self.dom.XMLDesc(0)
-        out["query_block"] = monitor_command(self.dom, {"execute": "query-block"})
-        out["query_kvm"] = monitor_command(self.dom, {"execute": "query-kvm"})
-        out["query_iothreads"] = monitor_command(self.dom, {"execute": "query-iothreads"})
-        alias = _scratch_alias(out["live_xml"], self.resources.scratch_serial)
-        out["scratch_alias"] = alias
-        qom = {}
-        for path in _iothread_owners(out["live_xml"], alias):
-            try:
-                qom[path] = monitor_command(self.dom, {"execute": "qom-get", "arguments": {"path": path, "property": "iothread"}})
-            except HypervisorError as exc:
-                qom[path] = f"error: {exc}"
-        out["qom_iothread"] = qom
-        out["qemu_cmdline"] = self.driver.qemu_cmdline(self.name)
-        out["qemu_pid"] = self.driver.qemu_pid(self.name)
-        return applied_from_readings(out, self.resources.scratch_path, self.resources.scratch_serial)
-
-    @contextlib.contextmanager
-    def limits_lifted(self) -> Iterator[bool]:
-        """The scratch disk's ``<iotune>`` set to no limit live (virDomainSetBlockIoTune), then
-        put back as it was and read back (see :meth:`Guest.limits_lifted`)."""
-        live = libvirt.VIR_DOMAIN_AFFECT_LIVE
-        with hypervisor_errors(f"reading the I/O limits of {self.name}"):
-            dev = _scratch_target(self.dom.XMLDesc(0), self.resources.scratch_serial)
-            saved = self.dom.blockIoTune(dev, live) if dev else {}
-        held = {k: v for k, v in saved.items() if k != "group_name" and v}
-        if not held:
-            yield False
-            return
-        with hypervisor_errors(f"lifting the I/O limits of {self.name} for the precondition"):
-            self.dom.setBlockIoTune(dev, {k: 0 for k in saved if k != "group_name"}, live)
-        try:
-            yield True
-        finally:
-            with hypervisor_errors(f"putting back the I/O limits of {self.name} after the precondition"):
-                self.dom.setBlockIoTune(dev, {k: v for k, v in saved.items() if k != "group_name" or v}, live)
-                back = self.dom.blockIoTune(dev, live)
-            lost = {k: (v, back.get(k)) for k, v in held.items() if back.get(k) != v}
-            if lost:
-                raise HypervisorError(f"{self.name}: the scratch disk's I/O limits are not back after the precondition: "
-                                      + ", ".join(f"{k} {got} (set {want})" for k, (want, got) in lost.items()),
-                                      "the VM is removed; nothing was measured through the wrong limits")
 
 
 class LibvirtDriver:
@@ -569,39 +507,6 @@ def _destroy(dom: "libvirt.virDomain") -> None:
 def _undefine(dom: "libvirt.virDomain") -> None:
     if dom.isPersistent():
         dom.undefineFlags(0)
-
-
-def _scratch_target(live_xml: str, serial: str) -> str | None:
-    """The scratch disk's target device (``vdb``, ``sdb``) in the domain XML."""
-    for disk in ET.fromstring(live_xml).findall("./devices/disk"):
-        if disk.findtext("serial") == serial and (target := disk.find("target")) is not None:
-            return target.get("dev")
-    return None
-
-
-def _scratch_alias(live_xml: str, serial: str) -> str | None:
-    root = ET.fromstring(live_xml)
-    for disk in root.findall("./devices/disk"):
-        if disk.findtext("serial") == serial:
-            alias = disk.find("alias")
-            return alias.get("name") if alias is not None else None
-    return None
-
-
-def _iothread_owners(live_xml: str, scratch_alias: str | None) -> list[str]:
-    """QOM paths whose 'iothread' link says where the scratch disk's I/O is handled."""
-    root = ET.fromstring(live_xml)
-    out = []
-    for disk in root.findall("./devices/disk"):
-        alias = disk.find("alias")
-        target = disk.find("target")
-        if alias is not None and alias.get("name") == scratch_alias and target is not None and target.get("bus") == "virtio":
-            out.append(f"/machine/peripheral/{scratch_alias}")
-    for ctrl in root.findall("./devices/controller[@type='scsi']"):
-        alias = ctrl.find("alias")
-        if alias is not None and ctrl.get("model") == "virtio-scsi":
-            out.append(f"/machine/peripheral/{alias.get('name')}")
-    return out
 
 
 def _version(n: int) -> str:
