@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,6 +86,19 @@ def vmbench(*args: str, timeout: float = 900, **kw) -> subprocess.CompletedProce
                         f"Its log ends:\n{err[-4000:]}")
         raise
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def wait_for(proc, needle: str, lines: list[str], timeout: float = 900) -> str:
+    """Read ``proc``'s stderr line by line (kept in ``lines``) until one holds ``needle``: that line."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if needle in line:
+            return line
+    raise AssertionError(f"never saw {needle!r}:\n" + "".join(lines))
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

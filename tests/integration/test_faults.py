@@ -16,7 +16,7 @@ import libvirt
 import libvirt_qemu
 import pytest
 
-from tests.integration.conftest import ROOT, run_tag_resources, vmbench, write
+from tests.integration.conftest import ROOT, run_tag_resources, vmbench, wait_for, write
 from vmbench.run.plan import make_plan
 from vmbench.results.db import ResultsDB
 from vmbench.scenario import parse_scenario
@@ -46,18 +46,6 @@ def start(tmp_path, runtime: str = "2s", boot_timeout: str | None = None):
     proc = subprocess.Popen([sys.executable, "-m", "vmbench", "run", str(scenario), "--db", str(db)],
                             cwd=ROOT, stderr=subprocess.PIPE, text=True)
     return scenario, db, proc
-
-
-def wait_for(proc, needle: str, lines: list[str], timeout: float = 900) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        if needle in line:
-            return line
-    raise AssertionError(f"never saw {needle!r}:\n" + "".join(lines))
 
 
 def tag_of(lines: list[str]) -> str:

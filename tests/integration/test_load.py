@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.integration.conftest import ROOT, run_tag_resources, vmbench, write
+from tests.integration.conftest import ROOT, run_tag_resources, vmbench, wait_for, write
 from tests.sshd import TestSshd
 from vmbench.results.db import ResultsDB
 
@@ -89,16 +89,8 @@ def _killed_mid_step(scenario, db_path, sshd: TestSshd, when: str) -> str:
     """``vmbench run`` until its log says ``when``, then ``sshd``'s sessions killed: its whole output."""
     proc = subprocess.Popen([sys.executable, "-m", "vmbench", "run", str(scenario), "--db", str(db_path)],
                             cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    lines = []
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        if when in line:
-            break
-    assert any(when in line for line in lines), "".join(lines)
+    lines: list[str] = []
+    wait_for(proc, when, lines)
     time.sleep(3)  # into the round's fio
     assert sshd.kill_sessions() > 0
     _, rest = proc.communicate(timeout=600)

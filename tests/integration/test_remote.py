@@ -14,7 +14,7 @@ from pathlib import Path
 import libvirt
 import pytest
 
-from tests.integration.conftest import ROOT, run_tag_resources, vmbench, write
+from tests.integration.conftest import ROOT, run_tag_resources, vmbench, wait_for, write
 from tests.integration.cpu_checks import assert_qemu_cpu_sampled
 from tests.sshd import TestSshd
 from vmbench.run.plan import make_plan
@@ -138,16 +138,8 @@ def test_dropped_connection_then_resume(machine, sshd, tmp_path):
     db_path = tmp_path / "r.db"
     proc = subprocess.Popen([sys.executable, "-m", "vmbench", "run", str(path), "--db", str(db_path)],
                             cwd=ROOT, stderr=subprocess.PIPE, text=True)
-    lines = []
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        if "host: 1m-read" in line:
-            break
-    assert any("host: 1m-read" in l for l in lines), "".join(lines)
+    lines: list[str] = []
+    wait_for(proc, "host: 1m-read", lines)
     time.sleep(3)
     assert sshd.kill_sessions() > 0
     _, rest = proc.communicate(timeout=600)

@@ -8,14 +8,13 @@ import textwrap
 
 import pytest
 
-from tests.fakes import FakeDriver, install_fake_image
+from tests.fakes import FakeDriver
+from tests.unit.test_load_runner import env  # noqa: F401  (a fixture: the state directory and a results database)
 from vmbench.errors import GuestError, PreflightError, ScenarioError
 from vmbench.drivers.base import Accelerator
-from vmbench.paths import StatePaths
 from vmbench.progress import RecordingProgress
 from vmbench.report.hostrows import f_nic, host_steps, per_host_table
 from vmbench.report.stored_plan import read_plan
-from vmbench.results.db import ResultsDB
 from vmbench.run.capacity import HostCapacity, check_capacity
 from vmbench.run.plan import make_plan, place_vms, placement_text
 from vmbench.run.runner import Runner
@@ -133,17 +132,6 @@ def test_capacity_counts_each_hosts_own_vms():
 
 
 # ---- the runner on fakes ----------------------------------------------------------------------
-
-
-@pytest.fixture
-def env(tmp_path, monkeypatch):
-    state = StatePaths(tmp_path / "state")
-    install_fake_image(state)
-    monkeypatch.setenv("VMBENCH_STATE_DIR", str(state.root))
-    db = ResultsDB(tmp_path / "results.db")
-    db.conn.execute("PRAGMA synchronous = OFF")
-    yield state, db
-    db.close()
 
 
 def fleet(**by_host) -> dict[str, FakeDriver]:

@@ -20,7 +20,7 @@ import pytest
 from tests.fakepve import FakePve
 from tests.unit.test_proxmox_cluster_contract import cluster_text, shared_template
 from tests.unit.test_proxmox_contract import ENV, SECRET, VERSIONS, Clock, new_fake
-from tests.unit.test_proxmox_load import SCALING_JOBS, SECTIONS, Guests, Node
+from tests.unit.test_proxmox_load import SCALING_JOBS, SECTIONS, Guests, Node, db  # noqa: F401  (db: a fixture)
 from vmbench.drivers.proxmox.driver import ProxmoxDriver
 from vmbench.errors import VmbenchError
 from vmbench.paths import HostPaths, StatePaths
@@ -31,14 +31,6 @@ from vmbench.scenario import parse_scenario
 
 NODES = ("pve1", "pve2")  # the run's nodes
 CLONE = ("POST", "/nodes/{node}/qemu/{vmid}/clone")
-
-
-@pytest.fixture
-def db(tmp_path):
-    d = ResultsDB(tmp_path / "results.db")
-    d.conn.execute("PRAGMA synchronous = OFF")
-    yield d
-    d.close()
 
 
 def scenario_text(fake: FakePve) -> str:
