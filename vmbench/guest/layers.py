@@ -123,11 +123,14 @@ def mkfs_argv(device: str, layer: FilesystemLayer) -> list[str]:
     return base + opts + [device]
 
 
+def mount_command(device: str, layer: FilesystemLayer, mountpoint: str, extra_options: tuple[str, ...] = ()) -> list[str]:
+    """``mount`` of ``layer``'s filesystem with its options (and ``extra_options``, e.g. loop)."""
+    opts = list(layer.mount_options) + list(extra_options)
+    return ["mount", "-t", layer.fs.value, *(["-o", ",".join(opts)] if opts else []), device, mountpoint]
+
+
 def mount_argv(device: str, layer: FilesystemLayer) -> list[list[str]]:
-    argv = ["mount", "-t", layer.fs.value]
-    if layer.mount_options:
-        argv += ["-o", ",".join(layer.mount_options)]
-    return [["mkdir", "-p", MOUNTPOINT], argv + [device, MOUNTPOINT]]
+    return [["mkdir", "-p", MOUNTPOINT], mount_command(device, layer, MOUNTPOINT)]
 
 
 def fs_teardown_argv() -> list[list[str]]:

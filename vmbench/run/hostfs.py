@@ -17,7 +17,7 @@ import posixpath
 from typing import Iterator
 
 from ..errors import CommandError, VmbenchError
-from ..guest.layers import MKFS, mkfs_argv
+from ..guest.layers import MKFS, mkfs_argv, mount_command, wipe_argv
 from ..scenario.model import FilesystemLayer
 from ..transport import ops
 from ..transport.base import Transport
@@ -40,14 +40,13 @@ def not_ours(target: str | None, run_tag: str) -> str | None:
 
 def mount_argv(target: str, layer: FilesystemLayer, mountpoint: str, *, is_file: bool) -> list[str]:
     """Mount ``target`` (a block device, or an image file through a loop device) at ``mountpoint``."""
-    opts = list(layer.mount_options) + (["loop"] if is_file else [])
-    return ["mount", "-t", layer.fs.value, *(["-o", ",".join(opts)] if opts else []), target, mountpoint]
+    return mount_command(target, layer, mountpoint, ("loop",) if is_file else ())
 
 
 def teardown_argv(target: str, mountpoint: str) -> list[list[str]]:
     """Unmount (a loop device goes with it) and wipe the filesystem's signatures, so the guest
     gets the volume as it was."""
-    return [["umount", mountpoint], ["wipefs", "--all", "--quiet", target], ["rmdir", mountpoint]]
+    return [["umount", mountpoint], wipe_argv(target), ["rmdir", mountpoint]]
 
 
 def why_not(host: Transport, target: str | None, run_tag: str, layer: FilesystemLayer) -> str | None:
