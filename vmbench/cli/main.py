@@ -314,13 +314,13 @@ def _drivers_for(args: argparse.Namespace) -> list:
     """(driver, host name) of every host of ``args.scenario`` (its hypervisor, storage and SSH
     settings; several for a run across hosts), or of ``--uri`` on this machine."""
     from ..drivers import make_driver
-    from ..run.fleet import host_storage
+    from ..run.fleet import make_hosts
     from ..scenario import load_scenario
     from ..scenario.model import Hypervisor
 
     if getattr(args, "scenario", None):
         s = load_scenario(args.scenario)
-        return [(make_driver(h, host_storage(h, s.storage)), h.host_label) for h in s.hypervisor.members]
+        return [(rh.driver, rh.label) for rh in make_hosts(s.hypervisor, s.storage, StatePaths.default()).values()]
     if args.uri and "+ssh://" in args.uri:
         raise UsageError(f"--uri {args.uri}: name the scenario instead, so its SSH settings are used",
                          "vmbench cleanup SCENARIO / vmbench doctor SCENARIO")

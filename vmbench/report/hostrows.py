@@ -63,15 +63,12 @@ def _slowest(hosts: Sequence[HostFigures]) -> tuple[str | None, str | None, Delt
     judged = [h for h in hosts if h.per_vm_samples]
     if len(judged) < 2:
         return None, None, None
-    by_median = sorted(judged, key=lambda h: _median(h.per_vm_samples))
+    by_median = sorted(judged, key=lambda h: statistics.median(h.per_vm_samples))
     slow, fast = by_median[0], by_median[-1]
-    if _median(slow.per_vm_samples) >= _median(fast.per_vm_samples):
+    if statistics.median(slow.per_vm_samples) >= statistics.median(fast.per_vm_samples):
         return None, None, None  # every host alike: none is the slowest
     return slow.host, fast.host, stats.change(slow.per_vm_samples, fast.per_vm_samples)
 
-
-def _median(xs: Sequence[float]) -> float:
-    return statistics.median(xs)
 
 
 def host_steps(measurements: Sequence[Mapping], plan: LoadPlan) -> list[HostStep]:

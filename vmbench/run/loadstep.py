@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import logging
 import threading
 import time
@@ -291,8 +292,8 @@ class LoadStepRun:
                     log.warning("removing %s while its boot was stopped: %s", mem.res.name, exc)
 
         # submitted host by host in turn, so that every host's slots fill from the start
-        rank = {id(m): i for i, m in enumerate(self.members)}
-        order = sorted(self.members, key=lambda m: (sum(o.host == m.host for o in self.members[:rank[id(m)]]), rank[id(m)]))
+        per_host = [[m for m in self.members if m.host == h] for h in hosts]
+        order = [m for turn in itertools.zip_longest(*per_host) for m in turn if m is not None]
         booted = dict(zip(map(id, order), in_parallel([boot(m) for m in order], par * len(hosts), stop_booting)))
         guests = [booted[id(m)] for m in self.members]
         r.boots_started += len(guests)

@@ -103,7 +103,7 @@ class Runner:
 
     def driver_for(self, host: str) -> HypervisorDriver:
         """The driver of host ``host`` (a name of :attr:`hosts`; '' or an unknown name: the primary)."""
-        return self.hosts[host].driver if host in self.hosts else self.driver
+        return self.host_of(host).driver
 
     def host_of(self, host: str) -> RunHost:
         return self.hosts.get(host) or next(iter(self.hosts.values()))
