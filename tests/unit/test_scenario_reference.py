@@ -43,10 +43,11 @@ SECTIONS = [
     ("FROM_KEYS", FROM_KEYS, "tune and advise", "tune.from."),
 ]
 # hosts.py's readers whose done(...) tuples are the hypervisor's keys (no constant names them)
+#: (module:function reading a section, its page section, the keys' prefix); a bare function is in hosts.py
 HYPERVISOR_READERS = [
     ("read_hypervisor", "hypervisor (libvirt)", "hypervisor."),
-    ("_ssh", "hypervisor (libvirt)", "hypervisor.ssh."),
-    ("_pve_ssh", "hypervisor (proxmox)", "hypervisor.ssh."),
+    ("pvenodes.py:read_ssh", "hypervisor (libvirt)", "hypervisor.ssh."),  # the libvirt host's ssh: (hosts._ssh)
+    ("pvenodes.py:read_ssh", "hypervisor (proxmox)", "hypervisor.ssh."),  # the node's ssh: (hosts._pve_ssh)
     ("_pve_token", "hypervisor (proxmox)", "hypervisor.token."),
     ("_pve_tls", "hypervisor (proxmox)", "hypervisor.tls."),
 ]
@@ -157,10 +158,12 @@ def test_every_key_of_a_loader_constant_has_a_row_in_its_section(keys: tuple[str
     assert not missing, f"section {title!r} has no row for {', '.join(missing)}"
 
 
-@pytest.mark.parametrize("function, title, prefix", HYPERVISOR_READERS, ids=[r[0] for r in HYPERVISOR_READERS])
+@pytest.mark.parametrize("function, title, prefix", HYPERVISOR_READERS, ids=[f"{r[0]}-{r[1]}" for r in HYPERVISOR_READERS])
 def test_every_hypervisor_key_has_a_row_in_its_section(function: str, title: str, prefix: str) -> None:
-    keys = set().union(*(k for f, fn, k, _ in _done_calls() if f == "hosts.py" and fn == function))
-    assert keys, f"hosts.{function} calls done() with no keys"
+    module, _, function = function.rpartition(":")
+    module = module or "hosts.py"
+    keys = set().union(*(k for f, fn, k, _ in _done_calls() if f == module and fn == function))
+    assert keys, f"{module[:-3]}.{function} calls done() with no keys"
     have = {r.key for r in _rows(title)}
     missing = sorted(prefix + k for k in keys if prefix + k not in have)
     assert not missing, f"section {title!r} has no row for {', '.join(missing)}"

@@ -13,7 +13,7 @@ from ..settings import Accel, DriverName, ImageFormat, StorageType
 from .ceph import read_rbd_storage
 from .model import Hypervisor, SshConfig, Storage, VmConfig, ZfsSettings
 from .parsers import MiB, choice_parser, duration_parser, pattern_parser, size_parser
-from .pvenodes import PVE_NODE_RE, host_name as _hostname, node_members, read_node, read_nodes, user_path as _user_path
+from .pvenodes import host_name as _hostname, node_members, read_node, read_nodes, read_ssh
 from .reader import Section, as_bool, as_int, as_name, as_str, items
 from .zfsprops import (DATASET, ZFS_STORAGE_KEYS, PROPERTY_BY_NAME, PROPERTY_NAMES, ZVOL, parse_dataset, parse_property, parse_recordsize,
                        parse_volblocksize)
@@ -152,16 +152,7 @@ def _ssh(sec: Section, uri: str) -> SshConfig | None:
         return SshConfig(host=parts.hostname or "", port=parts.port or 22, user=parts.username or "root")
     if not remote:
         raise sec.fail("ssh", f"the libvirt URI {uri} is this machine; ssh applies to qemu+ssh://USER@HOST/system URIs")
-    sub = sec.section("ssh")
-    if sub.has("password"):
-        raise sub.fail("password", "vmbench never takes a password; use ssh-agent or key_file", "remove the key")
-    host = sub.get("host", _hostname, parts.hostname or "")
-    port = sub.get("port", as_int(1, 65535), parts.port or 22)
-    user = sub.get("user", as_name, parts.username or "root")
-    key_file = sub.get("key_file", _user_path, None)
-    known_hosts = sub.get("known_hosts", _user_path, None)
-    sub.done(("host", "port", "user", "key_file", "known_hosts"))
-    return SshConfig(host=host, port=port, user=user, key_file=key_file, known_hosts=known_hosts)
+    return read_ssh(sec.section("ssh"), SshConfig(host=parts.hostname or "", port=parts.port or 22, user=parts.username or "root"))
 
 
 def _abs_path(value: Any) -> str:
@@ -325,15 +316,7 @@ def _pve_ssh(sec: Section, host: str, several: bool = False) -> SshConfig:
     if several and sub.has("host"):
         raise sub.fail("host", "names one machine, but hypervisor.nodes lists several: each node's SSH host is its name",
                        "give a node its own SSH host in the list: nodes: [{name: pve2, ssh: {host: 10.0.0.12}}, ...]")
-    if sub.has("password"):
-        raise sub.fail("password", "vmbench never takes a password; use ssh-agent or key_file", "remove the key")
-    ssh_host = sub.get("host", _hostname, host)
-    port = sub.get("port", as_int(1, 65535), 22)
-    user = sub.get("user", as_name, "root")
-    key_file = sub.get("key_file", _user_path, None)
-    known_hosts = sub.get("known_hosts", _user_path, None)
-    sub.done(("host", "port", "user", "key_file", "known_hosts"))
-    return SshConfig(host=ssh_host.strip("[]"), port=port, user=user, key_file=key_file, known_hosts=known_hosts)
+    return read_ssh(sub, SshConfig(host=host))
 
 
 def driver_storage_problems(hv: Hypervisor, storage: Storage) -> list[tuple[str, str, str]]:
