@@ -11,6 +11,7 @@ import threading
 import time
 import posixpath
 import secrets
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Union
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Un
 from vmbench.command import Completed
 from vmbench.drivers.base import Accelerator, Applied, Check, HostChecks, Leftover, VmRequest, VmResources
 from vmbench.drivers.qemu_cmdline import to_applied
+from vmbench.fio.gate import ARMED_SCRIPT, PRERUN_SCRIPT
 from vmbench.errors import CommandError, GuestError, HypervisorError, PreflightError, VmbenchError
 from vmbench.guest.needs import GuestNeeds
 from vmbench.paths import HostPaths, StatePaths
@@ -383,6 +385,8 @@ class _FakeSide:
         return ""
 
     def _cmd_sh(self, argv, stdin):
+        if argv[2:3] == [ARMED_SCRIPT]:
+            return self._wait_armed(argv[4], int(argv[5]), argv[6])
         if not is_sampler(argv):
             return 1, "", "sh: this fake runs the telemetry sampler only"
         if not self._parent_ok(argv[4]):
@@ -457,6 +461,10 @@ class _FakeSide:
         target = _opt(argv, "filename") or (self.envs[-1] or {}).get("VMBENCH_TARGET", "")
         if not self._fio_target_ok(target):
             return 1, "", f"fio: {target}: No such file or directory"
+        prerun = _opt(argv, "exec_prerun")
+        if prerun is not None and not self._armed(prerun, int(_opt(argv, "numjobs") or 1)):
+            self.files[output] = fio_output(0.0)  # stopped before its I/O, as fio is (rc 0)
+            return ""
         if is_precondition(argv):
             size = int(_opt(argv, "size") or 0)
             data = {"fio version": FIO_VERSION, "jobs": [{"jobname": _opt(argv, "name"), "error": 0,
@@ -467,6 +475,31 @@ class _FakeSide:
             if "--log_unix_epoch=1" in argv:
                 self._epoch_logs(argv)
         return ""
+
+    def _armed(self, prerun: str, clones: int) -> bool:
+        """fio's gate (vmbench.fio.gate) as fio runs it: every clone leaves its marker, then
+        waits for go (True) or stop (False)."""
+        words = shlex.split(prerun.removesuffix(" #"))
+        assert words[:3] == ["sh", "-c", PRERUN_SCRIPT], words
+        go, stop, armed = words[4:7]
+        for clone in range(clones):
+            self.files[f"{armed}.{clone + 1}"] = b""
+        deadline = time.monotonic() + 30
+        while go not in self.files and stop not in self.files:
+            assert time.monotonic() < deadline, f"{self.name}: fio's gate {go} was never opened"
+            time.sleep(0.002)
+        return go in self.files
+
+    def _wait_armed(self, armed: str, want: int, stop: str) -> tuple[int, str, str]:
+        """vmbench's wait for every clone's marker: 0, or 3 when stopped."""
+        deadline = time.monotonic() + 30
+        while sum(1 for p in list(self.files) if p.startswith(armed + ".")) < want:
+            if stop in self.files:
+                return 3, "", ""
+            if time.monotonic() > deadline:
+                return 2, "", "timed out"
+            time.sleep(0.002)
+        return 0, "", ""
 
     def _epoch_logs(self, argv: Sequence[str]) -> None:
         """fio's per-second IOPS logs in unix epoch ms, as if the run had started now: the

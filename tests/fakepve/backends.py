@@ -11,9 +11,18 @@ import base64
 import itertools
 import os
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
+
+from vmbench.fio.gate import ARMED_SCRIPT
+
+
+def waits_on_gate(argv: list[str]) -> bool:
+    """fio armed on its gate, or vmbench's wait for it (vmbench.fio.gate): both wait for
+    another command, so the fake runs them in the background."""
+    return any(a.startswith("--exec_prerun=") or a == ARMED_SCRIPT for a in argv)
 
 
 class AgentUnavailable(Exception):
@@ -152,7 +161,7 @@ class NullBackend:
 
     # ---- the guest agent -----------------------------------------------------------------
 
-    def _result(self, argv: list[str], data: bytes) -> ExecResult:
+    def _result(self, vm: VmView, argv: list[str], data: bytes) -> ExecResult:
         if self.exec_handler is not None:
             return self.exec_handler(argv, data)
         for key in (tuple(argv), argv[0] if argv else None):
@@ -160,6 +169,13 @@ class NullBackend:
                 r = self.exec_results[key]
                 return r(argv, data) if callable(r) else r
         return {"exitcode": 0}
+
+    def _exec(self, proc: dict, vm: VmView, argv: list[str], data: bytes) -> None:
+        try:
+            result = self._result(vm, argv, data)
+        except Exception as exc:  # noqa: BLE001 - the guest's command failed, as the fake says
+            result = {"exitcode": 1, "err": f"{type(exc).__name__}: {exc}"}
+        proc["result"] = result
 
     def agent(self, vm: VmView, qga_command: dict, timeout: float) -> dict:
         if vm.vmid not in self._running:
@@ -173,13 +189,19 @@ class NullBackend:
             data = base64.b64decode(args.get("input-data", ""))
             self.executed.append((vm.vmid, argv, data))
             pid = next(self._pids)
-            self._procs[(vm.vmid, pid)] = {"polls": self.exec_polls, "result": self._result(argv, data),
-                                           "capture": bool(args.get("capture-output"))}
+            proc: dict[str, Any] = {"polls": self.exec_polls, "capture": bool(args.get("capture-output"))}
+            self._procs[(vm.vmid, pid)] = proc
+            if waits_on_gate(argv):  # runs on its own, as QGA's commands do: the request (and the fake's lock) is not held
+                threading.Thread(target=self._exec, args=(proc, vm, argv, data), daemon=True).start()
+            else:  # a quick command: its result is there before the pid is returned
+                self._exec(proc, vm, argv, data)
             return {"return": {"pid": pid}}
         if cmd == "guest-exec-status":
             proc = self._procs.get((vm.vmid, args.get("pid")))
             if proc is None:
                 return _qga_error("Invalid parameter 'pid'")
+            if "result" not in proc:
+                return {"return": {"exited": False}}
             if proc["polls"] > 0:
                 proc["polls"] -= 1
                 return {"return": {"exited": False}}

@@ -25,7 +25,6 @@ import logging
 import os
 import re
 import textwrap
-import threading
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Callable, Iterator
@@ -123,7 +122,6 @@ class Guests(NullBackend):
         self.files = _Files(self.guests)  # type: ignore[assignment]
         self.agent_fault: Callable[[int, dict], bool] | None = None
         self.concurrent = 0  # the most VMs running at once
-        self._here = threading.local()
 
     def start(self, vm: VmView) -> int:
         assert self.vm is not None
@@ -142,11 +140,10 @@ class Guests(NullBackend):
     def agent(self, vm: VmView, qga_command: dict, timeout: float) -> dict:
         if self.agent_fault is not None and vm.vmid in self._running and self.agent_fault(vm.vmid, qga_command):
             raise BackendError("guest agent: injected failure")
-        self._here.vmid = vm.vmid
         return super().agent(vm, qga_command, timeout)
 
-    def _result(self, argv: list, data: bytes) -> dict:
-        return run_in(self.guests[self._here.vmid], list(argv), data)
+    def _result(self, vm: VmView, argv: list, data: bytes) -> dict:
+        return run_in(self.guests[vm.vmid], list(argv), data)
 
 
 def run_in(guest: FakeGuestTransport, argv: list[str], data: bytes) -> dict:

@@ -261,7 +261,8 @@ FILE_FIELDS = ("nrfiles", "filesize", "openfiles", "create_on_open", "file_servi
 
 
 def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile_path: str | None = None,
-             log_prefix: str | None = None, tail_seconds: float = 0, epoch_logs: bool = False) -> list[str]:
+             log_prefix: str | None = None, tail_seconds: float = 0, epoch_logs: bool = False,
+             exec_prerun: str | None = None) -> list[str]:
     """The exact fio command for ``job`` against ``target`` writing json+ to ``output``;
     with ``log_prefix``, fio also writes its IOPS and latency logs there (one point a second),
     stamped in unix epoch milliseconds with ``epoch_logs``.
@@ -272,6 +273,9 @@ def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile
     the options after ``--name=x`` belong to job x alone, so the tail repeats every one of them.
     fio numbers the logs of the measured job's ``numjobs`` clones 1..numjobs and the tail's
     after them (:mod:`vmbench.fio.window`).
+
+    ``exec_prerun`` is the measured job's prerun (its clones run it once set up, before their
+    clock starts; :mod:`vmbench.fio.gate`); the tail has none.
 
     For a job file, ``jobfile_path`` is the rewritten copy on that side (it names the target
     and its own logs; ``log_prefix`` and ``epoch_logs`` are unused; a tail is refused); the
@@ -319,6 +323,7 @@ def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile
         "--percentile_list=50:95:99:99.9",
         *optional,
         *logs,
+        *([f"--exec_prerun={exec_prerun}"] if exec_prerun else []),
     ]
     if tail_seconds:
         argv += [f"--name={TAIL_NAME}", *io, "--group_reporting=1", "--randrepeat=0", *optional, *logs,
@@ -439,7 +444,7 @@ def precondition_argv(job: FioJob, target: str, output: str, *, fio: str = "fio"
 def comparable_params(argv: Sequence[str]) -> list[str]:
     """The argv without what legitimately differs between sides: the fio binary, the target
     (``--filename``, a file job's ``--directory``; an RBD image's pool, name, user and ``env`` prefix), the output file, fio's
-    logs (paths, averaging, time stamps) and the path of a job file, of which only the digest of
+    logs (paths, averaging, time stamps), the prerun that arms fio (its gate's paths) and the path of a job file, of which only the digest of
     its rewritten text is kept (``jobfile=<digest>``)."""
     out = []
     for arg in list(argv)[1:]:
@@ -448,7 +453,8 @@ def comparable_params(argv: Sequence[str]) -> list[str]:
         if arg.startswith("--"):
             # --log_avg_msec and --log_unix_epoch only set how fio averages and stamps its logs,
             # not the I/O (runs stored before vmbench kept fio's logs have none, and can still be resumed)
-            if not arg.startswith(("--filename=", "--directory=", "--output=", "--log_avg_msec=", "--log_unix_epoch=") + LOG_PATH_OPTIONS):
+            if not arg.startswith(("--filename=", "--directory=", "--output=", "--log_avg_msec=", "--log_unix_epoch=",
+                                   "--exec_prerun=") + LOG_PATH_OPTIONS):
                 out.append(arg)
         elif (m := _JOBFILE_COPY.search(arg)) is not None:
             out.append(f"jobfile={m.group(1)}")

@@ -26,6 +26,7 @@ from ..transport import ops
 from ..transport.base import Transport
 from ..units import format_duration
 from . import jobfile
+from .gate import Gate
 from .job import LOG_AVG_MSEC, FioJob, check_identical, fio_argv, fio_env, precondition_argv, precondition_seconds
 from .result import FioResult, parse_fio_json
 from .window import EPOCH_MS, FioWindow, measured_logs, window_from_logs
@@ -79,6 +80,7 @@ def run_fio(
     epoch_logs: bool = False,
     before_start: Callable[[], None] | None = None,
     ceph_pool: CephPool | None = None,
+    armed: bool = False,
 ) -> FioRun:
     """Run ``job`` on ``target`` (a file job's: a directory, made and removed here).  ``must_match`` is the other side's argv for the same job:
     the run is refused unless every parameter but target, output and log paths is identical
@@ -104,17 +106,21 @@ def run_fio(
     ``epoch_logs`` fio stamps its logs in unix epoch ms and :attr:`FioRun.window` says when
     this run measured and loaded, on this side's clock (None for a job file).  ``before_start``
     is called just before fio starts (after the samplers; e.g. a barrier shared by the runs
-    started together); what it raises ends the run like a failure of fio."""
+    started together); what it raises ends the run like a failure of fio.  With ``armed`` (a
+    built-in job) fio starts at once, sets the job up and waits on a gate
+    (:mod:`vmbench.fio.gate`): ``before_start`` is then called once every clone of the job is
+    set up, and the gate opens after it, so fio's start-up is no longer inside the start skew."""
     progress = progress or NullProgress()
     token = secrets.token_hex(4)
     output = f"{workdir}/fio-{token}.json"
     text, rewrites, jobfile_path = _jobfile_copy(job, target, workdir, token)
-    argv = fio_argv(job, target, output, jobfile_path=jobfile_path, log_prefix=f"{workdir}/log-{token}",
-                    tail_seconds=tail_seconds, epoch_logs=epoch_logs)
-    if must_match is not None:
-        check_identical(must_match, argv)
     total = None if job.duration is None else job.duration + tail_seconds
     timeout = job_timeout(job, slow, tail_seconds)
+    gate = Gate(f"{workdir}/gate-{token}", job.numjobs, timeout) if armed and job.jobfile is None else None
+    argv = fio_argv(job, target, output, jobfile_path=jobfile_path, log_prefix=f"{workdir}/log-{token}",
+                    tail_seconds=tail_seconds, epoch_logs=epoch_logs, exec_prerun=gate.prerun() if gate else None)
+    if must_match is not None:
+        check_identical(must_match, argv)
     tick = _ticker(progress, label, total, CephWatch(host_side or transport, ceph_pool) if ceph_pool is not None else None)
     finished = False
     try:
@@ -125,8 +131,13 @@ def run_fio(
         ceph = (_started(CephSampler(host_side or transport, ceph_pool, host_workdir if host_side else workdir, token, timeout))
                 if telemetry and ceph_pool is not None and (host_workdir or host_side is None) else None)
         try:
-            sampled = _sampled(lambda: transport.run(argv, env=fio_env(job, target), timeout=timeout, on_wait=tick),
-                               sampler, host_sampler, before_start)
+            def fio() -> object:
+                return transport.run(argv, env=fio_env(job, target), timeout=timeout, on_wait=tick)
+
+            if gate is not None:
+                sampled = _sampled(lambda: gate.run_armed(transport, fio, before_start), sampler, host_sampler, None)
+            else:
+                sampled = _sampled(fio, sampler, host_sampler, before_start)
         finally:
             pool_series = ceph.stop() if ceph is not None else {}
         sampled.update(pool_series)
@@ -134,7 +145,7 @@ def run_fio(
         finished = True
     finally:
         logs = _collect_logs(transport, workdir, token, read=finished, remove=[output, *([jobfile_path] if jobfile_path else [])],
-                             files_dir=target if job.file_job else None)
+                             files_dir=target if job.file_job else None, gate=gate)
     raw = raw[raw.find("{"):] if "{" in raw else raw
     result = parse_fio_json(raw)
     window, logs = _measured(job, logs, tail_seconds, epoch_logs)
@@ -164,12 +175,13 @@ def _prepare(transport: Transport, job: FioJob, target: str, jobfile_path: str |
 
 
 def _collect_logs(transport: Transport, workdir: str, token: str, *, read: bool, remove: list[str],
-                  files_dir: str | None = None) -> dict[str, bytes]:
+                  files_dir: str | None = None, gate: Gate | None = None) -> dict[str, bytes]:
     """fio's logs of this run (read only when it finished), then its files removed, the logs
-    with them, and a file job's directory with the files fio left in it."""
-    names = _log_names(transport, workdir, token)
+    with them, its gate's files, and a file job's directory with the files fio left in it."""
+    listed = _listed(transport, workdir)
+    names = [n for n in listed if n.startswith(f"log-{token}")]
     logs = _read_logs(transport, workdir, names) if read else {}
-    _remove(transport, remove + [f"{workdir}/{n}" for n in names])
+    _remove(transport, remove + [f"{workdir}/{n}" for n in listed if n in names or (gate is not None and gate.owns(n))])
     if files_dir is not None:
         _remove_files_dir(transport, files_dir)
     return logs
@@ -276,10 +288,10 @@ def _remove(transport: Transport, paths: list[str]) -> None:
         log.warning("could not remove %s on %s: %s", " ".join(paths), transport.name, exc)
 
 
-def _log_names(transport: Transport, workdir: str, token: str) -> list[str]:
-    """The log files fio wrote for this run (best effort: [] when the side cannot be listed)."""
+def _listed(transport: Transport, workdir: str) -> list[str]:
+    """What is in the work directory (best effort: [] when the side cannot be listed)."""
     try:
-        return [n for n in ops.list_dir(transport, workdir) if n.startswith(f"log-{token}")]
+        return ops.list_dir(transport, workdir)
     except (VmbenchError, OSError) as exc:
         log.warning("could not list fio logs in %s on %s: %s", workdir, transport.name, exc)
         return []

@@ -482,10 +482,13 @@ class LoadStepRun:
     def _run_together(self, sides: list[Side], jobs: list[FioJob], label: str) -> list[FioRun]:
         """fio in every side at once, each with its tail; their runs in order."""
         r = self.r
-        # every VM's fio command leaves at once (one barrier, released just before fio); a
-        # common start time on each guest's own clock (sleep until then) measured worse here:
-        # 3.6-5.6 s against 1.5-2.3 s of skew with 8 TCG guests on 2 cores (bench/start_skew.py)
+        # every side's fio starts at once, sets its job up and waits, armed (vmbench.fio.gate);
+        # once every side is armed, one barrier releases them all.  Before, the barrier sent the
+        # fio commands off and fio's start-up in starved guests was inside the skew: 1.5-2.3 s
+        # with 8 TCG guests on 2 cores (bench/start_skew.py); a common start time on each
+        # guest's clock measured worse still, 3.6-5.6 s
         barrier = threading.Barrier(len(sides))
+        armed = len(sides) > 1
 
         def start() -> None:
             barrier.wait(BARRIER_SECONDS)
@@ -501,7 +504,7 @@ class LoadStepRun:
                             telemetry=sd.where.side_name == "guest" or sd.vm == 0,
                             host_side=sd.where.host_side, host_workdir=sd.where.host_workdir if sd.where.host_side else "",
                             host_target=sd.where.host_target if sd.where.host_side else None,
-                            tail_seconds=self.load.tail_seconds, epoch_logs=True, before_start=start)
+                            tail_seconds=self.load.tail_seconds, epoch_logs=True, before_start=start, armed=armed)
                 except BaseException:
                     barrier.abort()
                     raise
