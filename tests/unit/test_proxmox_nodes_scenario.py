@@ -70,14 +70,13 @@ def test_one_node_is_as_before():
     ("nodes: [pve1, {name: pve2}, {name: pve2, ssh: {host: h2}}]\n", "hypervisor.nodes[2]: node pve2 is listed twice"),
     ("nodes: [pve1, pve_2]\n", "hypervisor.nodes[1]: 'pve_2' is not a PVE node name"),
     ("nodes: [pve1, 7]\n", "hypervisor.nodes[1]: 7 is not a node name or a mapping"),
-    ("nodes: []\n", "hypervisor.nodes: is a non-empty list of node names"),
-    ("nodes: pve1\n", "hypervisor.nodes: is a non-empty list of node names"),
-    ("nodes: all\n", "hypervisor.nodes: 'all' is not supported"),
+    ("nodes: []\n", "hypervisor.nodes: is all (every online node of the cluster) or a non-empty list of node names"),
+    ("nodes: pve1\n", "hypervisor.nodes: is all (every online node of the cluster) or a non-empty list of node names"),
     ("nodes: [{ssh: {host: h}}]\n", "hypervisor.nodes[0].name: is required"),
     ("nodes: [{name: pve1, host: h}]\n", "hypervisor.nodes[0].host: unknown key; allowed here: name, ssh"),
     ("nodes: [{name: pve1, ssh: {hostname: h}}]\n", "hypervisor.nodes[0].ssh.hostname: unknown key"),
     ("nodes: [{name: pve1, ssh: {password: x}}]\n", "hypervisor.nodes[0].ssh.password: vmbench never takes a password"),
-    ("nodes: [pve1, pve2]\nssh: {host: 10.0.0.1}\n", "hypervisor.ssh.host: names one machine, but hypervisor.nodes lists several"),
+    ("nodes: [pve1, pve2]\nssh: {host: 10.0.0.1}\n", "hypervisor.ssh.host: names one machine, but hypervisor.nodes names several"),
 ])
 def test_mistakes_are_named_by_key(hv, want):
     assert want in error(hv)

@@ -132,7 +132,8 @@ def _read_vm(data, ident: str):
 
     from ..drivers import read_current
     from ..scenario import parse_scenario
+    from .common import on_hosts
 
     path = data.run.scenario_path
     scenario = parse_scenario(data.scenario_text, path, base_dir=Path(path).parent)
-    return read_current(scenario, ident)
+    return read_current(on_hosts(scenario, resume=data.run), ident)  # nodes: all: the nodes the run ran on

@@ -1,17 +1,25 @@
 """What every subcommand of the ``vmbench`` command shares: progress on stderr, the log file of
 a run, the cached accelerator of a scenario's host, whether a stored run's process is alive,
-and saying that the results database was migrated.  :mod:`.main` and the other subcommands
-import from here (never from each other's private names)."""
+saying that the results database was migrated, and the hosts of a scenario that names them
+when the run starts (``nodes: all``).  :mod:`.main` and the other subcommands import from here
+(never from each other's private names)."""
 
 from __future__ import annotations
 
 import logging
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import VmbenchError
 from ..paths import StatePaths
+from ..progress import NullProgress, Progress
+
+if TYPE_CHECKING:
+    from ..results.db import RunRow
+    from ..scenario.spec import Scenario
 
 
 # ---- progress on stderr ------------------------------------------------------------------------
@@ -99,3 +107,45 @@ def log_to_file(path: Path) -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.DEBUG)
     logging.getLogger("vmbench").addHandler(handler)
+
+
+# ---- the hosts of a run ------------------------------------------------------------------------
+
+
+def load_on_hosts(path: str, progress: Progress | None = None) -> "Scenario":
+    """The scenario at ``path`` with its hosts named: what every command that makes a driver
+    per host (run, cleanup, doctor, images push) loads."""
+    from ..scenario import load_scenario
+
+    return on_hosts(load_scenario(path), progress)
+
+
+def on_hosts(scenario: "Scenario", progress: Progress | None = None, resume: "RunRow | None" = None) -> "Scenario":
+    """``scenario`` as the node list it runs on: ``nodes: all`` read from the cluster (one GET
+    /nodes, before anything is created), or, for a stored run (``resume``; advise reading a VM of
+    one) that recorded its nodes, those nodes (its finished steps ran there; one of them offline
+    now fails the preflight, naming it).  Any other scenario as it is."""
+    from ..scenario.pvenodes import every_node
+
+    if not scenario.hypervisor.all_nodes:
+        return scenario
+    progress = progress or NullProgress()
+    names = stored_nodes(resume) if resume is not None else ()
+    if resume is not None and names:
+        progress.step(f"nodes: all: resuming run {resume.id} on the nodes it started with: {', '.join(names)}")
+        return replace(scenario, hypervisor=every_node(scenario.hypervisor, names))
+    from ..drivers.proxmox.cluster import resolve_nodes
+
+    return resolve_nodes(scenario, progress=progress)
+
+
+def stored_nodes(run: "RunRow") -> tuple[str, ...]:
+    """The nodes a stored run ran on: its plan's hosts (a run across several), else its
+    environment's node (one); () when it recorded none (it failed before measuring)."""
+    from ..scenario.pvenodes import PVE_NODE_RE
+
+    hosts = run.plan_json.get("hosts") if isinstance(run.plan_json, dict) else None
+    names = [str(h) for h in hosts] if isinstance(hosts, list) else []
+    if not names and run.environment.get("pve_node"):
+        names = [str(run.environment["pve_node"])]
+    return tuple(names) if names and all(PVE_NODE_RE.fullmatch(n) for n in names) else ()

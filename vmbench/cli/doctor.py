@@ -52,8 +52,13 @@ def run_checks(scenario_path: str | None = None, *, uri: str | None = None, temp
     state = StatePaths.default()
     if scenario_path:
         from ..scenario import load_scenario
+        from .common import on_hosts
 
         s: Scenario = load_scenario(scenario_path)
+        try:
+            s = on_hosts(s, progress)  # nodes: all: the cluster's online nodes, each checked
+        except VmbenchError as exc:
+            return [Check("cluster nodes (nodes: all)", "FAIL", exc.message, exc.hint or "")]
         hv, storage, template = s.hypervisor, s.storage, s.template
     else:
         hv, storage = Hypervisor(uri=uri or "qemu:///system"), Storage()

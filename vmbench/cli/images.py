@@ -47,13 +47,14 @@ def cmd_images_push(args: argparse.Namespace) -> int:
     from ..images.bootdisk import LAYOUT_VERSION, ensure_boot_disk
     from ..scenario import load_scenario
     from ..settings import DriverName
-    from .common import ConsoleProgress
+    from .common import ConsoleProgress, on_hosts
 
     s = load_scenario(args.scenario)
     if s.hypervisor.driver is not DriverName.PROXMOX:
         raise UsageError(f"{args.scenario} runs on {s.hypervisor.driver.value}, not proxmox: `vmbench images push` makes a "
                          "Proxmox VE template", "libvirt runs place vmbench's image on their host themselves")
     progress = ConsoleProgress()
+    s = on_hosts(s, progress)  # nodes: all: a template for each online node
     image = ensure_image(s.template, progress=progress)
     disk = ensure_boot_disk(image, progress)
     identity = TemplateIdentity(image.name, image.hash, LAYOUT_VERSION)

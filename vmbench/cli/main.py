@@ -22,7 +22,7 @@ from ..errors import Interrupted, UsageError, VmbenchError
 from ..paths import StatePaths, default_db_path
 from ..settings import StorageType
 from ..units import format_duration
-from .common import ConsoleProgress, cached_accelerator, log_to_file, run_alive, say_migrated
+from .common import ConsoleProgress, cached_accelerator, load_on_hosts, log_to_file, on_hosts, run_alive, say_migrated
 from ..scenario.axes import settings_of, storage_settings_of
 
 log = logging.getLogger("vmbench")
@@ -75,6 +75,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return _print_host_only_plan(plan, est)
     where = (s.hypervisor.uri if len(s.hypervisor.members) == 1 else f"on {len(s.hypervisor.members)} hosts: "
              + ", ".join(f"{h.host_label} ({h.uri})" for h in s.hypervisor.members))
+    if s.hypervisor.all_nodes:  # vmbench plan reads nothing from the cluster
+        where = f"{s.hypervisor.uri}: on every online node of the cluster (nodes: all), read when the run starts"
     print(f"driver:   {s.hypervisor.driver} {where}, accelerator {s.hypervisor.accel.value}"
           + (f" (this host: {accel})" if accel else " (not yet probed on this host; assuming tcg for the estimate)"))
     print(f"template: {s.template}; {s.storage.describe()}; plan: {s.plan_mode}; repeats: {policy.describe()}")
@@ -194,7 +196,8 @@ def _print_load_plan(plan) -> None:
     from ..run.plan import placement_text
 
     load = plan.scenario.load
-    many = len(plan.scenario.hypervisor.members) > 1
+    hv = plan.scenario.hypervisor
+    many = hv.several
     rows = []
     for u in plan.load_units():
         roles: dict[str, int] = {}
@@ -204,12 +207,20 @@ def _print_load_plan(plan) -> None:
                       for m in u.step.members if m.overrides.axes})
         rows.append([u.boot.seq, u.step.index, u.step.name, u.step.size, ", ".join(f"{n} {r}" for r, n in roles.items()),
                      "; ".join(own) or "-", f"{u.step.size} volume(s)" if u.has_host else "-"]
-                    + ([placement_text(u)] if many else []))
+                    + ([placement_text(u) if u.hosts else _round_robin(u.step.size)] if many else []))
     print()
     print(tabulate(rows, headers=["boot", "step", "name", "VMs", "roles", "own settings", "host reference"]
                    + (["hosts"] if many else []), tablefmt="simple"))
     print(f"each step's VMs boot {load.boot_parallel} at a time{' on each host' if many else ''} and start each job together; the load goes on "
           f"{load.tail_seconds:g}s after each measured window (fio's tail) so that every window is fully loaded")
+    if hv.all_nodes:
+        print("hosts: the cluster's online nodes (nodes: all), read from the API when the run starts, sorted by name; "
+              "VMs placed round robin over them")
+
+
+def _round_robin(size: int) -> str:
+    """The placement of ``nodes: all`` before its nodes are read."""
+    return "VM 0 on the first online node" if size == 1 else f"VMs 0-{size - 1} round robin over the online nodes"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -236,6 +247,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.scenario and Path(args.scenario).resolve() != Path(resume.scenario_path).resolve():
             raise UsageError(f"run {resume.id} ran {resume.scenario_path}, not {args.scenario}",
                              "leave the scenario out with --resume: the run's own scenario is used")
+        scenario = on_hosts(scenario, progress, resume)
     else:
         if not args.scenario:
             raise UsageError("vmbench run needs a scenario file (or --resume RUN)")
@@ -243,6 +255,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if scenario.plan_mode == "tune":  # a tune's rounds are runs `vmbench tune` makes and decides between
             raise UsageError(f"{args.scenario} is a tune (it has a tune: section): `vmbench run` would only measure its start",
                              f"run it with `vmbench tune {args.scenario}`; `vmbench plan {args.scenario}` shows its first round and budget")
+        scenario = on_hosts(scenario, progress)  # nodes: all: the cluster's online nodes, before anything is made
         db = ResultsDB(args.db)
         say_migrated(db, progress)
     runner = Runner(scenario, db, progress, resume=resume)
@@ -315,11 +328,10 @@ def _drivers_for(args: argparse.Namespace) -> list:
     settings; several for a run across hosts), or of ``--uri`` on this machine."""
     from ..drivers import make_driver
     from ..run.fleet import make_hosts
-    from ..scenario import load_scenario
     from ..scenario.model import Hypervisor
 
     if getattr(args, "scenario", None):
-        s = load_scenario(args.scenario)
+        s = load_on_hosts(args.scenario, ConsoleProgress())
         return [(rh.driver, rh.label) for rh in make_hosts(s.hypervisor, s.storage, StatePaths.default()).values()]
     if args.uri and "+ssh://" in args.uri:
         raise UsageError(f"--uri {args.uri}: name the scenario instead, so its SSH settings are used",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from ..drivers import make_driver
 from ..drivers.base import HypervisorDriver
+from ..errors import PreflightError
 from ..paths import StatePaths
 from ..scenario.model import Hypervisor, Storage
 from ..transport.base import HostTransport
@@ -37,5 +38,9 @@ def host_storage(hv: Hypervisor, storage: Storage) -> Storage:
 
 
 def make_hosts(hv: Hypervisor, storage: Storage, state: StatePaths) -> dict[str, RunHost]:
-    """A driver for each host of ``hv``, in order, by name (none is connected yet)."""
+    """A driver for each host of ``hv``, in order, by name (none is connected yet); ``nodes: all``
+    is read into a node list before (vmbench.cli.common.on_hosts)."""
+    if hv.all_nodes:
+        raise PreflightError("hypervisor.nodes: all was not read from the cluster before the run's drivers were made",
+                             "a bug: the command reads the cluster's online nodes first (cli.common.on_hosts)")
     return {m.host_label: RunHost(m.host_label, make_driver(m, host_storage(m, storage), state=state)) for m in hv.members}

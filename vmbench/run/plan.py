@@ -92,7 +92,7 @@ class LoadUnit:
     seqs: tuple[int, ...]
     has_host: bool = False
     host_cell: str | None = None
-    #: the host each VM runs on, by member: one host today; a cluster spreads a step's VMs
+    #: the host each VM runs on, by member (a cluster spreads a step's VMs); () before ``nodes: all`` is read
     hosts: tuple[str, ...] = ()
 
     @property
@@ -265,7 +265,8 @@ class Plan:
             for step in s.load.steps:
                 seqs = tuple(range(seq + 1, seq + step.size + 1))
                 seq += step.size
-                hosts = place_vms(step.size, s.hypervisor.host_labels, s.hypervisor.place)
+                # nodes: all names no node before the run reads them: no placement yet
+                hosts = () if s.hypervisor.all_nodes else place_vms(step.size, s.hypervisor.host_labels, s.hypervisor.place)
                 out.append(LoadUnit(boot, step, seqs, has_host=boot.seq in refs, host_cell=refs.get(boot.seq), hosts=hosts))
         return out
 
@@ -385,6 +386,8 @@ class Plan:
             **({"hosts": list(s.hypervisor.host_labels),
                 "placement": [{"boot": u.boot.seq, "step": u.step.index, "hosts": list(u.hosts)} for u in self.load_units()]}
                if len(s.hypervisor.members) > 1 else {}),
+            **({"nodes": "all", "placement": "round-robin over the cluster's online nodes, read when the run starts"}
+               if s.hypervisor.all_nodes else {}),
             # the question vmbench advise answers for this run; a tune's round (vmbench tune --resume/--show)
             **({"advise": s.advise.to_json()} if s.advise is not None else {}),
             **({"tune": s.tune.plan_json(s.name, s.baseline)} if s.tune is not None and s.tune.round is not None else {}),

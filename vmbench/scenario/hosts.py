@@ -13,7 +13,7 @@ from ..settings import Accel, DriverName, ImageFormat, StorageType
 from .ceph import read_rbd_storage
 from .model import Hypervisor, SshConfig, Storage, VmConfig, ZfsSettings
 from .parsers import MiB, choice_parser, duration_parser, pattern_parser, size_parser
-from .pvenodes import host_name as _hostname, node_members, read_node, read_nodes, read_ssh
+from .pvenodes import host_name as _hostname, node_members, read_node, read_nodes, read_ssh, wants_all
 from .reader import Section, as_bool, as_int, as_name, as_str, items
 from .zfsprops import (DATASET, ZFS_STORAGE_KEYS, PROPERTY_BY_NAME, PROPERTY_NAMES, ZVOL, parse_dataset, parse_property, parse_recordsize,
                        parse_volblocksize)
@@ -218,10 +218,14 @@ def _proxmox_hypervisor(sec: Section) -> Hypervisor:
     cfg = ProxmoxConfig(host=host, node=node, template=template, storage=storage, token_id=token_id,
                         secret_file=secret_file, secret_env=secret_env, port=port, tls_ca_file=ca_file,
                         tls_fingerprint=fingerprint, tls_verify=verify, timeout=timeout, clone=clone)
-    top = Hypervisor(driver=DriverName.PROXMOX, uri=f"{cfg.url}/api2/json/nodes/{node}", accel=accel,
-                     boot_timeout=boot_timeout, ssh=ssh, state_dir=state_dir, proxmox=cfg)
+    every = wants_all(sec)
+    top = Hypervisor(driver=DriverName.PROXMOX, uri=f"{cfg.url}/api2/json/nodes" + (f"/{node}" if node else ""), accel=accel,
+                     boot_timeout=boot_timeout, ssh=ssh, state_dir=state_dir, proxmox=cfg, all_nodes=every)
     hv = node_members(top, nodes)
-    if sec.has("place") and not nodes:
+    if every and sec.has("place") and sec.raw("place") != "round-robin":
+        raise sec.fail("place", "names nodes, but nodes: all takes the nodes online when the run starts: "
+                       "the names cannot be checked before then", "leave place out (round robin), or list the nodes: nodes: [pve1, pve2]")
+    if sec.has("place") and not nodes and not every:
         raise sec.fail("place", "places VMs on several nodes; this scenario names one", "list the nodes under hypervisor.nodes")
     return replace(hv, place=read_place(sec, hv.host_labels)) if nodes else hv
 
@@ -314,7 +318,7 @@ def _pve_ssh(sec: Section, host: str, several: bool = False) -> SshConfig:
     with ``nodes`` (``several``) the defaults of every node's SSH, whose host is the node's own."""
     sub = sec.section("ssh")
     if several and sub.has("host"):
-        raise sub.fail("host", "names one machine, but hypervisor.nodes lists several: each node's SSH host is its name",
+        raise sub.fail("host", "names one machine, but hypervisor.nodes names several: each node's SSH host is its name",
                        "give a node its own SSH host in the list: nodes: [{name: pve2, ssh: {host: 10.0.0.12}}, ...]")
     return read_ssh(sub, SshConfig(host=host))
 

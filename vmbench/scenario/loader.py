@@ -168,14 +168,15 @@ def _check_load(top: Section, host_only: bool, repeat_policy: RepeatPolicy, jobs
 def _check_many_hosts(top: Section, hv: Hypervisor, load: LoadSpec | None, tuning: bool) -> None:
     """A run across several hosts spreads each load step's VMs over them: it needs load:, and
     an explicit placement room for the largest step."""
-    if len(hv.members) < 2:
+    if not hv.several:
         return
     sec = top.section("hypervisor")
     if load is None or tuning:
+        per_host = str(len(hv.members)) if hv.hosts else "N"  # nodes: all: N, the cluster's online nodes
         raise sec.fail("nodes" if hv.proxmox else "hosts", f"a run across several hosts spreads a load step's VMs over them; this scenario has no load: "
                        f"section" + (" (a tune runs on one host)" if tuning else ""),
-                       f"add load: {{vms: [{len(hv.members)}]}} for one VM per host (is every host the same?), "
-                       "or name one host")
+                       f"add load: {{vms: [{per_host}]}} for one VM per host (is every host the same?"
+                       + ("; N: the number of online nodes" if not hv.hosts else "") + "), or name one host")
     room = sum(n for _, n in hv.place) if hv.place else None
     if room is not None and room < load.max_vms:
         raise sec.fail("place", f"places at most {room} VM(s), but load step "

@@ -392,6 +392,9 @@ class Hypervisor:
     hosts: tuple["Hypervisor", ...] = ()
     #: explicit placement, host name -> at most that many VMs of a step, filled in order; (): round robin
     place: tuple[tuple[str, int], ...] = ()
+    #: proxmox ``nodes: all``: every online node of the cluster, read when the run starts (the
+    #: CLI replaces this Hypervisor by the node list it read); until then ``hosts`` is () and no node is named
+    all_nodes: bool = False
 
     @property
     def remote(self) -> bool:
@@ -408,6 +411,11 @@ class Hypervisor:
     def members(self) -> tuple["Hypervisor", ...]:
         """Every host of the run, in order (one: this one)."""
         return self.hosts or (self,)
+
+    @property
+    def several(self) -> bool:
+        """Whether the run spreads its VMs over several hosts (``nodes: all`` counts as several before it is read)."""
+        return len(self.members) > 1 or self.all_nodes
 
     @property
     def host_labels(self) -> tuple[str, ...]:

@@ -8,6 +8,11 @@ admin reaches them as root@pve2), unless its own ``ssh.host`` says otherwise; ev
 setting (port, user, key_file, known_hosts) comes from the top-level ``ssh:`` unless the node's
 own ``ssh:`` gives it.  The top-level ``ssh.host`` names one machine, so it is refused with
 ``nodes``.  The run's hosts are the nodes in the order given (:func:`node_members`).
+
+``nodes: all`` is every node of the cluster that is online when the run starts: the scenario
+holds no node then (``Hypervisor.all_nodes``); the CLI reads the cluster's nodes (GET /nodes)
+before anything else and gives the run :func:`every_node`, the same Hypervisor as a list of
+those names would give.  ``vmbench plan`` does not read them: it says so.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from .model import Hypervisor, SshConfig
 from .parsers import pattern_parser
@@ -25,7 +30,8 @@ PVE_NODE_RE = re.compile(r"[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?")
 NODE_KEYS = ("name", "ssh")
 SSH_KEYS = ("host", "port", "user", "key_file", "known_hosts")
 NODE_NAME = pattern_parser(PVE_NODE_RE, "a PVE node name (letters, digits, -)")
-NODES_HINT = "list the cluster's node names: nodes: [pve1, pve2], or {name: pve2, ssh: {host: 10.0.0.12}} for a node's own SSH"
+NODES_HINT = ("list the cluster's node names: nodes: [pve1, pve2], or {name: pve2, ssh: {host: 10.0.0.12}} for a node's own SSH; "
+              "or nodes: all for every node online when the run starts")
 
 
 @dataclass(frozen=True)
@@ -82,10 +88,10 @@ def read_nodes(sec: Section, ssh_default: SshConfig) -> tuple[PveNodeSpec, ...]:
     if not sec.has("nodes"):
         return ()
     raw = sec.raw("nodes")
-    if isinstance(raw, str) and raw.strip() == "all":
-        raise sec.fail("nodes", "'all' is not supported: vmbench plans the run before it talks to the cluster", NODES_HINT)
+    if wants_all(sec):
+        return ()
     if not isinstance(raw, list) or not raw:
-        raise sec.fail("nodes", "is a non-empty list of node names", NODES_HINT)
+        raise sec.fail("nodes", "is all (every online node of the cluster) or a non-empty list of node names", NODES_HINT)
     out: list[PveNodeSpec] = []
     lines: dict[str, int] = {}
     for path, line, value in items(sec.ctx, raw, f"{sec.path}.nodes", sec.line_of("nodes")):
@@ -96,6 +102,12 @@ def read_nodes(sec: Section, ssh_default: SshConfig) -> tuple[PveNodeSpec, ...]:
         lines[spec.name] = line
         out.append(spec)
     return tuple(out)
+
+
+def wants_all(sec: Section) -> bool:
+    """Whether the section says ``nodes: all``."""
+    raw = sec.raw("nodes", None)
+    return isinstance(raw, str) and raw.strip() == "all"
 
 
 def _node_spec(sec: Section, path: str, line: int, value: Any, ssh_default: SshConfig) -> PveNodeSpec:
@@ -128,3 +140,14 @@ def node_members(top: Hypervisor, nodes: tuple[PveNodeSpec, ...]) -> Hypervisor:
         members.append(replace(top, proxmox=cfg, ssh=spec.ssh, name=spec.name, uri=f"{cfg.url}/api2/json/nodes/{spec.name}",
                                hosts=()))
     return replace(members[0], hosts=tuple(members))
+
+
+def every_node(top: Hypervisor, names: Sequence[str]) -> Hypervisor:
+    """A ``nodes: all`` Hypervisor (``top``) as the node list ``names`` (the nodes online when the
+    run started): each node's SSH host is its name, the rest of its SSH the top-level ``ssh:``'s,
+    exactly as a plain name in ``nodes: [...]``; round robin (``place:`` names no node here)."""
+    assert top.all_nodes and top.ssh is not None and names
+    for name in names:
+        NODE_NAME(name)  # a name the cluster gave: still never an SSH option or a path
+    specs = tuple(PveNodeSpec(name, replace(top.ssh, host=name)) for name in names)
+    return node_members(replace(top, all_nodes=False, place=()), specs)

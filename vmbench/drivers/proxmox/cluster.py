@@ -2,7 +2,8 @@
 
 Read (all ``GET``, paths under ``/api2/json``):
 
-- ``/nodes`` (any user): each node and whether it is ``online``;
+- ``/nodes`` (any user): each node and whether it is ``online``; for ``nodes: all`` the run's
+  nodes are read from it first (:func:`resolve_nodes`), before anything else;
 - ``/cluster/status`` (``Sys.Audit`` on ``/``; optional): the cluster row's ``quorate``, the
   node rows' ``online``.  A standalone node has no cluster row;
 - ``/cluster/resources``: ``node`` rows (``maxmem``, ``mem``), ``qemu`` rows (the template and
@@ -22,11 +23,18 @@ functions here say so before a VM exists, naming the node and what the template 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from ...errors import PreflightError
+from ...progress import NullProgress, Progress
+from ...scenario.pvenodes import PVE_NODE_RE, every_node
+from ...scenario.spec import Scenario
 from ...units import human_size
 from .config import parse_disk, storage_of
+
+if TYPE_CHECKING:
+    from .api import PveApi
 
 #: storage types PVE always treats as shared (pve-storage Plugin.pm ``@SHARED_STORAGE``;
 #: glusterfs until PVE 9)
@@ -117,6 +125,45 @@ def read_inventory(nodes: Iterable[Mapping], status: Iterable[Mapping] | None, r
         elif kind == "qemu":
             inv.vms.append(dict(row))
     return inv
+
+
+def online_nodes(rows: Iterable[Mapping]) -> tuple[list[str], list[str]]:
+    """GET /nodes -> (the nodes whose status is online, sorted by name; the others, sorted)."""
+    names = {str(r.get("node") or ""): str(r.get("status")) == "online" for r in rows}
+    names.pop("", None)
+    return sorted(n for n, up in names.items() if up), sorted(n for n, up in names.items() if not up)
+
+
+def resolve_nodes(scenario: Scenario, api: "PveApi | None" = None, progress: Progress | None = None) -> Scenario:
+    """``nodes: all`` as the node list it stands for: one GET /nodes through the API client the
+    driver uses, the online nodes sorted by name (the others named in a warning); no online node
+    refuses the run.  Any other scenario is returned as it is, without a request."""
+    hv = scenario.hypervisor
+    if not hv.all_nodes:
+        return scenario
+    assert hv.proxmox is not None
+    progress = progress or NullProgress()
+    own = api is None
+    if api is None:
+        from .api import PveApi, read_secret
+
+        api = PveApi(hv.proxmox, read_secret(hv.proxmox))
+    try:
+        online, offline = online_nodes(api.get("/nodes") or [])
+    finally:
+        if own:
+            api.session.close()
+    odd = [n for n in online if not PVE_NODE_RE.fullmatch(n)]
+    online = [n for n in online if n not in odd]
+    if offline or odd:
+        progress.warn("hypervisor.nodes: all: left out of the run: " + ", ".join(
+            [f"{n} (offline)" for n in offline] + [f"{n!r} (not a PVE node name)" for n in odd]))
+    if not online:
+        raise PreflightError(f"hypervisor.nodes is all, but the cluster at {hv.proxmox.url} has no online node"
+                             + (f" (offline: {', '.join(offline)})" if offline else ""),
+                             "bring a node back (pvecm status on a node says who is in), then run again")
+    progress.step(f"nodes: all: the run's nodes are the cluster's online nodes: {', '.join(online)}")
+    return replace(scenario, hypervisor=every_node(hv, online))
 
 
 def config_shared(entry: Mapping | None, plugintype: str) -> bool:
