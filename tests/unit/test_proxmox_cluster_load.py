@@ -13,6 +13,7 @@ back, ``--resume`` runs step 2 alone and completes the run.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from tests.fakepve import FakePve
 from tests.unit.test_proxmox_cluster_contract import cluster_text, shared_template
 from tests.unit.test_proxmox_contract import ENV, SECRET, VERSIONS, Clock, new_fake
 from tests.unit.test_proxmox_load import SCALING_JOBS, SECTIONS, Guests, Node, db  # noqa: F401  (db: a fixture)
+from vmbench.cli.cleanup import find_leftovers, remove_leftovers
 from vmbench.drivers.proxmox.driver import ProxmoxDriver
 from vmbench.errors import VmbenchError
 from vmbench.paths import HostPaths, StatePaths
@@ -124,5 +126,53 @@ def test_a_node_offline_between_steps_fails_the_run_naming_it_and_resume_complet
         assert sorted((m["vm"], m["load"]["host"]) for m in rows) == [(0, "pve1"), (1, "pve2"), (2, "pve1"), (3, "pve2")]
         clones = [r.params for r in fake.requests if (r.method, r.template) == CLONE]
         assert [c.get("target") for c in clones[2:]] == [None, "pve2", None, "pve2"]  # step 2 only, once
+        nothing_left(resumed)
+        resumed.close()
+
+
+class LoseNode(RecordingProgress):
+    """Progress that takes ``node`` offline when the first round of the VMs begins (they exist)."""
+
+    def __init__(self, fake: FakePve, node: str) -> None:
+        super().__init__()
+        self.fake, self.node, self.done = fake, node, False
+
+    def step(self, message: str) -> None:
+        super().step(message)
+        if not self.done and "guest agent answered" in message and self.node in message:
+            self.done = True
+            self.fake.set_online(self.node, False)
+
+
+def test_a_node_lost_in_mid_step_leaves_its_vm_named_then_cleanup_and_resume(tmp_path, monkeypatch, db):
+    """pve2 goes offline once its VM of step 1 runs: the step fails naming pve2; pve1's VM is
+    removed, pve2's cannot be (595): the warning names it and its node, the hint says how it goes;
+    with pve2 back, the cleanup removes it and --resume completes the run."""
+    backend = Guests()
+    with new_fake("9.1", backend=backend, nodes=NODES + ("pve3",)) as fake:
+        shared_template(fake)
+        progress = LoseNode(fake, "pve2")
+        cr = ClusterRun(fake, backend, tmp_path, monkeypatch, db, progress)
+        with pytest.raises(VmbenchError) as exc:
+            cr.runner.run()
+        assert "pve2" in exc.value.message and "595" in exc.value.message, exc.value.message
+        assert "`vmbench cleanup SCENARIO` removes it once its host answers again" in (exc.value.hint or "")
+        left = [m for kind, m in progress.events if kind == "warn" and m.startswith("cleanup: on host pve2: ")]
+        assert len(left) == 1 and "vmbench-" in left[0], progress.events
+        assert sorted((vmid, fake.node_of(vmid)) for vmid in fake.vms) == [(101, "pve2"), (9000, "pve1")]
+        run_id = cr.runner.run_id
+        assert db.resolve_run(run_id).status == "failed" and db.measurement_keys(run_id) == set()
+        cr.close()
+
+        fake.set_online("pve2", True)
+        cleaned = ClusterRun(fake, backend, tmp_path, monkeypatch, db, RecordingProgress())
+        found, _ = find_leftovers(cleaned.drivers["pve2"], StatePaths(tmp_path / "state" / "pve2"))
+        assert [f.name for f in found if f.kind == "vm"] == re.findall(r"vmbench-r\w+-\d+(?=:)", left[0])[:1], found
+        assert remove_leftovers(cleaned.drivers["pve2"], found) == []
+        assert sorted(fake.vms) == [9000]
+        cleaned.close()
+        resumed = ClusterRun(fake, backend, tmp_path, monkeypatch, db, RecordingProgress(), resume=db.resolve_run(run_id))
+        assert resumed.runner.run().status == "ok"
+        assert {k.load_step for k in db.measurement_keys(run_id)} == {1, 2}
         nothing_left(resumed)
         resumed.close()

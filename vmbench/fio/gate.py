@@ -7,7 +7,9 @@ there).  A prerun that waits for a file therefore holds a fio that is loaded, pa
 up: in a starved guest that start-up takes seconds, and it now happens before the release,
 not after it.  Each clone of the job (``numjobs``) runs the prerun and first leaves a marker
 (``<gate>.armed.<pid>``); vmbench waits on each side until every clone's marker is there,
-then releases every side at once, each with one short write of ``<gate>.go``.  A side that
+then releases every side at once, each with one short write of ``<gate>.go`` (created by the
+write itself, ``mode=None``: through a guest agent one file-open, no process started in the
+guest).  A side that
 fails instead writes ``<gate>.stop``: the preruns and the wait end, and fio ends without
 I/O (its rc is 0 then, so the run is failed here, not by fio).  Both loops give up after a
 bounded number of polls, so nothing waits on a vmbench that died.
@@ -124,7 +126,7 @@ class _Opener:
             with self._lock:
                 if self._stopped:
                     raise VmbenchError(f"fio on {self.transport.name} ended before it was released")
-                self.transport.write_file(self.gate.go, b"go\n", 0o600)
+                self.transport.write_file(self.gate.go, b"go\n", None)
                 self.opened = True
         except BaseException as exc:  # noqa: BLE001 - handed to the run's thread
             self.error = exc
@@ -146,6 +148,6 @@ class _Opener:
                 return
             self._stopped = True
         try:
-            self.transport.write_file(self.gate.stop_path, b"stop\n", 0o600)
+            self.transport.write_file(self.gate.stop_path, b"stop\n", None)
         except (VmbenchError, OSError) as exc:
             log.warning("could not stop fio's gate %s on %s: %s", self.gate.path, self.transport.name, exc)

@@ -42,6 +42,9 @@ from ..transport.base import Transport
 from ..scenario.axes import settings_of, storage_settings_of
 
 log = logging.getLogger(__name__)
+#: said when a failed run also left something it made (the cleanup warnings name each)
+LEFT_BEHIND_HINT = ("some of what the run made could not be removed (each named above, with its host): "
+                    "`vmbench cleanup SCENARIO` removes it once its host answers again, then `vmbench run --resume` finishes the run")
 
 
 def new_run_tag() -> str:
@@ -149,6 +152,7 @@ class Runner:
         stored = self._start()
         self.outcome = RunOutcome(self.run_id, self.tag, "running")
         status, error, interrupted, cleanup_errors = "failed", None, False, []
+        failure: VmbenchError | None = None
         try:
             self._measure(stored)
             status = "ok"
@@ -157,7 +161,7 @@ class Runner:
         except VmbenchError as exc:
             exc.message = f"{self.step}: {exc.message}"
             exc.args = (exc.message,)
-            error = exc.message
+            error, failure = exc.message, exc
             raise
         except OSError as exc:
             error = f"{self.step}: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
@@ -167,6 +171,8 @@ class Runner:
             raise
         finally:
             cleanup_errors = self._finish(status, error)
+            if cleanup_errors and failure is not None:  # e.g. a host lost with VMs on it: what is left, and how it goes
+                failure.hint = "; ".join(filter(None, [failure.hint, LEFT_BEHIND_HINT]))
         if interrupted:
             if cleanup_errors:
                 raise Interrupted("interrupted; some of what this run created could not be removed", "run `vmbench cleanup`")
@@ -248,10 +254,11 @@ class Runner:
         errors = []
         for res in reversed(self.created):
             self.progress.step(f"removing {res.name} and its disks")
+            host = self.placed.get(res.name, "") if len(self.hosts) > 1 else ""
             try:
                 self.driver_of(res).remove_vm(res)
             except VmbenchError as exc:
-                errors.append(exc.message)
+                errors.append(f"on host {host}: {exc.message}" if host else exc.message)
             except Exception as exc:  # noqa: BLE001 - a bug must not stop the rest of the cleanup
                 log.exception("removing %s", res.name)
                 errors.append(f"{res.name}: internal error: {exc!r}")
