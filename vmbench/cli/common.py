@@ -112,14 +112,6 @@ def log_to_file(path: Path) -> None:
 # ---- the hosts of a run ------------------------------------------------------------------------
 
 
-def load_on_hosts(path: str, progress: Progress | None = None) -> "Scenario":
-    """The scenario at ``path`` with its hosts named: what every command that makes a driver
-    per host (run, cleanup, doctor, images push) loads."""
-    from ..scenario import load_scenario
-
-    return on_hosts(load_scenario(path), progress)
-
-
 def on_hosts(scenario: "Scenario", progress: Progress | None = None, resume: "RunRow | None" = None) -> "Scenario":
     """``scenario`` as the node list it runs on: ``nodes: all`` read from the cluster (one GET
     /nodes, before anything is created), or, for a stored run (``resume``; advise reading a VM of

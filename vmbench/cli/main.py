@@ -22,7 +22,7 @@ from ..errors import Interrupted, UsageError, VmbenchError
 from ..paths import StatePaths, default_db_path
 from ..settings import StorageType
 from ..units import format_duration
-from .common import ConsoleProgress, cached_accelerator, load_on_hosts, log_to_file, on_hosts, run_alive, say_migrated
+from .common import ConsoleProgress, cached_accelerator, log_to_file, on_hosts, run_alive, say_migrated
 from ..scenario.axes import settings_of, storage_settings_of
 
 log = logging.getLogger("vmbench")
@@ -328,10 +328,11 @@ def _drivers_for(args: argparse.Namespace) -> list:
     settings; several for a run across hosts), or of ``--uri`` on this machine."""
     from ..drivers import make_driver
     from ..run.fleet import make_hosts
+    from ..scenario import load_scenario
     from ..scenario.model import Hypervisor
 
     if getattr(args, "scenario", None):
-        s = load_on_hosts(args.scenario, ConsoleProgress())
+        s = on_hosts(load_scenario(args.scenario), ConsoleProgress())  # nodes: all: the nodes online now
         return [(rh.driver, rh.label) for rh in make_hosts(s.hypervisor, s.storage, StatePaths.default()).values()]
     if args.uri and "+ssh://" in args.uri:
         raise UsageError(f"--uri {args.uri}: name the scenario instead, so its SSH settings are used",

@@ -95,12 +95,9 @@ class Gate:
         thread.start()
         try:
             out = run()
-        except BaseException:
+        finally:  # fio ended: a gate not opened yet never will be (fio's own error, if any, goes first)
             opener.give_up()
             thread.join()
-            raise
-        opener.give_up()
-        thread.join()
         if opener.error is not None:
             raise opener.error
         return out

@@ -134,10 +134,10 @@ def run_fio(
             def fio() -> object:
                 return transport.run(argv, env=fio_env(job, target), timeout=timeout, on_wait=tick)
 
-            if gate is not None:
-                sampled = _sampled(lambda: gate.run_armed(transport, fio, before_start), sampler, host_sampler, None)
-            else:
+            if gate is None:
                 sampled = _sampled(fio, sampler, host_sampler, before_start)
+            else:  # before_start is called once fio is armed, just before the gate opens
+                sampled = _sampled(lambda: gate.run_armed(transport, fio, before_start), sampler, host_sampler, None)
         finally:
             pool_series = ceph.stop() if ceph is not None else {}
         sampled.update(pool_series)
