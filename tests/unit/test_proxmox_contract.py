@@ -159,8 +159,8 @@ def rights(paths: int) -> list[tuple[str, str]]:
 
 
 #: /vms/9000 (the template), /storage/local (its disk's and the scratch storage), /vms (propagated: the
-#: clones' VMIDs), /nodes/pve1 and / (Sys.Audit, optional)
-RIGHTS = rights(5)
+#: clones' VMIDs), /nodes/pve1 (Sys.Audit, optional; a standalone node: no quorum to read on /)
+RIGHTS = rights(4)
 PREPARE = PREPARE_FIND + RIGHTS + [
     STORAGE_STATUS,  # the template disk's storage can make linked clones
     STORAGE_STATUS,  # the scratch storage holds images, is active
@@ -451,7 +451,7 @@ REMOVE_ZFS = [STATUS, ("POST", "/nodes/{node}/qemu/{vmid}/status/stop"), *TASK,
               ("DELETE", "/storage/{storage}")]  # only now: destroy needs the entry
 #: the scratch storage local-zfs, and the temporary zfspool entries (Datastore.Allocate, AllocateSpace and
 #: Audit propagated on /storage): two paths more
-SEQUENCE_ZFS = {v: PREPARE_FIND + rights(7) + PREPARE[len(PREPARE_FIND) + len(RIGHTS):] + CREATE_ZFS + BOOT + REMOVE_ZFS
+SEQUENCE_ZFS = {v: PREPARE_FIND + rights(6) + PREPARE[len(PREPARE_FIND) + len(RIGHTS):] + CREATE_ZFS + BOOT + REMOVE_ZFS
                 for v in VERSIONS}
 
 

@@ -151,7 +151,7 @@ def test_the_fakes_rbd_path_and_blockdev_follow_rbdplugin():
 # ---- the contract: one VM on librbd -----------------------------------------------------------
 
 #: the rights on the rbd storage's path too; its config, read once
-PREPARE_RBD = PREPARE_FIND + rights(6) + PREPARE[-3:-2] + [("GET", "/storage/{storage}")] + PREPARE[-2:]
+PREPARE_RBD = PREPARE_FIND + rights(5) + PREPARE[-3:-2] + [("GET", "/storage/{storage}")] + PREPARE[-2:]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -252,7 +252,7 @@ def test_a_storage_with_krbd_refuses_a_run_on_such_a_node_too(tmp_path, monkeypa
 
 CREATE_KRBD = CREATE[:8] + [("POST", "/storage")] + CREATE[8:]  # the temporary krbd entry, before the disk
 #: krbd cells add a temporary storage entry: the rights propagated on /storage too
-PREPARE_KRBD = PREPARE_FIND + rights(7) + PREPARE_RBD[len(PREPARE_FIND) + 6:]
+PREPARE_KRBD = PREPARE_FIND + rights(6) + PREPARE_RBD[len(PREPARE_FIND) + 5:]
 REMOVE_KRBD = REMOVE + [("DELETE", "/storage/{storage}")]  # after the destroy
 
 

@@ -163,8 +163,13 @@ def test_without_sys_audit_doctor_warns_and_the_run_says_what_goes_unchecked(nod
     node.role_without("Sys.Audit")
     assert main(["doctor", str(node.path)]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"token rights\s+warn\s+vmbench@pve!bench \(PVE \d\) lacks Sys.Audit on /nodes/pve1, Sys.Audit on / "
-                     r"\(optional\)", out), out
+    assert re.search(r"token rights\s+warn\s+vmbench@pve!bench \(PVE \d\) lacks Sys.Audit on /nodes/pve1 \(optional\)",
+                     out), out  # a standalone node: no quorum to read on /
+    assert main(["run", str(node.path), "--db", str(node.db), "-q"]) == 0
+    err = capsys.readouterr().err
+    assert ("warning: the token vmbench@pve!bench lacks Sys.Audit on /nodes/pve1 (optional), so not done: the node's "
+            "kernel, CPU and memory recorded; its free memory checked before each load step") in err, err
+    assert list(node.fake.vms) == [9000]
 
 
 def test_the_recipe_lets_images_push_make_the_template_and_an_acl_hiding_the_import_storage_is_named(node, tmp_path,

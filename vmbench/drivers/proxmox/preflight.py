@@ -89,7 +89,8 @@ class Preflight(PveNode):
         """The token's rights for ``steps`` on this node, storage and template (``GET
         /access/permissions``): a required one missing refuses (unless ``refuse_missing_rights``
         is off: doctor lists them), an optional one is a warning.  None when PVE does not say."""
-        setup = template_setup(self.node, self.cfg.storage, self.template_vmid, self.template_config)
+        setup = template_setup(self.node, self.cfg.storage, self.template_vmid, self.template_config,
+                               clustered=len(self.inventory.nodes) > 1)
         try:
             report = read_report(self.api(), self.cfg.token_id, major_of(self.pve_version), setup, steps)
         except PveApiError as exc:

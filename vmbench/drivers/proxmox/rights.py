@@ -182,6 +182,7 @@ class Setup:
     template_storages: tuple[str, ...] = ()
     import_storage: str | None = None
     bridges: tuple[str, ...] = ()  # zone path below /sdn/zones/localnetwork: vmbr0, or vmbr0/10 (a VLAN tag)
+    clustered: bool = True  # False: a standalone node (no quorum to read on /)
 
     def paths(self, where: Where) -> tuple[str, ...]:
         if where is Where.TEMPLATE:  # not known (a recipe for any template; a name not found): on /vms
@@ -196,6 +197,8 @@ class Setup:
             return (f"/nodes/{self.node}",)
         if where is Where.BRIDGE:
             return tuple(f"/sdn/zones/localnetwork/{b}" for b in self.bridges)
+        if where is Where.ROOT and not self.clustered:
+            return ()
         return (where.value,)
 
 

@@ -69,7 +69,7 @@ class RightsReport:
         return PreflightError(message, hint)
 
     def warnings(self) -> list[str]:
-        return [f"the token {self.token_id} lacks {m.text}: not done: {m.need.why}" for m in self.optional]
+        return [f"the token {self.token_id} lacks {m.text} (optional), so not done: {m.need.why}" for m in self.optional]
 
     def check(self) -> Check:
         """``vmbench doctor``'s line."""
@@ -79,7 +79,8 @@ class RightsReport:
             return Check(name, "FAIL", f"{self.token_id} (PVE {self.major}) lacks {lacks}", self.error().hint or "")
         if self.optional:
             return Check(name, "warn", f"{self.token_id} (PVE {self.major}) lacks {self.summary(self.optional)} (optional)",
-                         "\n  ".join(["without it: " + "; ".join(m.need.why for m in self.optional), *self.grant(self.optional)]))
+                         "\n  ".join(["not done without it: " + "; ".join(m.need.why for m in self.optional),
+                                       *self.grant(self.optional)]))
         required = {w.privilege for w in self.wanted if not w.optional}
         optional = sorted({w.privilege for w in self.wanted if w.optional} - required)
         return Check(name, "ok", f"{self.token_id} has the {len(required)} privileges a run needs on PVE {self.major}"
@@ -87,7 +88,7 @@ class RightsReport:
 
 
 def template_setup(node: str, storage: str, template: int | None, config: Mapping[str, object],
-                   import_storage: str | None = None) -> Setup:
+                   import_storage: str | None = None, clustered: bool = True) -> Setup:
     """The paths a run of this node, storage and template needs rights on: the template's
     disks' storages, the bridges (and VLANs) of its NICs."""
     sids = tuple(dict.fromkeys(storage_of(v) for k, v in sorted(disk_volumes(config).items()) if not k.startswith("unused")))
@@ -98,7 +99,7 @@ def template_setup(node: str, storage: str, template: int | None, config: Mappin
             if opts.get("bridge"):
                 bridges.append(opts["bridge"] + (f"/{opts['tag']}" if opts.get("tag") else ""))
     return Setup(node=node, storage=storage, template=template, template_storages=sids or (storage,),
-                 import_storage=import_storage, bridges=tuple(dict.fromkeys(bridges)))
+                 import_storage=import_storage, bridges=tuple(dict.fromkeys(bridges)), clustered=clustered)
 
 
 def read_report(api: PermissionsApi, token_id: str, major: int | None, setup: Setup, steps: Iterable[Step]) -> RightsReport:
