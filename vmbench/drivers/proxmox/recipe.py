@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from .rights import MAJORS, RIGHTS, Need, Setup, Step, Where, needs
+from .rights import MAJORS, RIGHTS, Need, Setup, Step, needs
 
 #: the roles vmbench's recipe makes, by the privileges they hold (built-in roles where one is exactly that)
 STORAGE_ROLES = {
@@ -215,7 +215,7 @@ def render_docs(text: str) -> str:
     return text
 
 
-__all__ = ["Acl", "Where", "docs_blocks", "grant_hint", "plan_acls", "recipe", "render_docs", "rights_table"]
+__all__ = ["Acl", "docs_blocks", "grant_hint", "plan_acls", "recipe", "render_docs", "rights_table"]
 
 
 if __name__ == "__main__":  # python -m vmbench.drivers.proxmox.recipe docs/proxmox.md: regenerates its blocks

@@ -24,13 +24,10 @@ privilege *propagated* there."""
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Iterable, Mapping, Protocol
-
-log = logging.getLogger(__name__)
 
 MAJORS = (8, 9)
 
@@ -42,21 +39,6 @@ class Step(Enum):
     DOCTOR = "doctor"
     CLEANUP = "cleanup"
     PUSH = "images push"
-
-    @property
-    def when(self) -> str:
-        """When the step's rights are needed, in words."""
-        return STEP_WHEN[self]
-
-
-STEP_WHEN = {
-    Step.RUN: "every run: clones of the template, configured, started, driven through the guest agent, destroyed",
-    Step.ENTRIES: "a storage: section of type zfs with a volblocksize, or krbd cells (one temporary storage entry each)",
-    Step.RBD: "storage.type rbd: the node's rbd storage's configuration is read",
-    Step.DOCTOR: "vmbench doctor (it checks a run's rights too)",
-    Step.CLEANUP: "vmbench cleanup",
-    Step.PUSH: "vmbench images push: vmbench's template made from an uploaded disk",
-}
 
 
 class Where(Enum):

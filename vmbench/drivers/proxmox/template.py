@@ -305,7 +305,8 @@ class TemplatePush:
                                  f"that ACL replaces what the token inherits for /storage/{sid}; give it one role with all "
                                  "the push needs there (vmbench setup proxmox SCENARIO prints it):\n  "
                                  + "\n  ".join(grant_hint([f"/storage/{sid}"], needs(
-                                     Setup(self.where, self.n.cfg.storage, import_storage=sid), [Step.PUSH], 9),
+                                     Setup(self.where, self.n.cfg.storage, import_storage=sid), [Step.PUSH],
+                                     major_of(self.n.pve_version) or 9),
                                      self.n.cfg.token_id)))
         if wanted is not None and wanted not in ids:
             raise PreflightError(f"storage {wanted} on node {self.where} does not take imports (content 'import'), or is not active",
