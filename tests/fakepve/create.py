@@ -20,9 +20,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import qemu
+from . import qemu, vmperms
 from .handlers import api, check_node, normalize_tags
-from .model import DRIVE_RE, NEW_DISK_RE, State, Task, TaskError, Vm, die, param_exc
+from .model import DRIVE_RE, NEW_DISK_RE, ApiError, State, Task, TaskError, Vm, die, param_exc
 from .schema import SchemaError
 from .validate import truthy
 
@@ -95,9 +95,15 @@ def create_vm(s: State, p: dict) -> str:
     for key in ("archive", "start", "pool", "live-restore", "ha-managed"):
         if p.get(key):
             raise SchemaError(f"create_vm with '{key}' is not modelled by the fake")
+    if s.user != "root@pam" and not s.allowed(f"/vms/{vmid}", ["VM.Allocate"]):
+        raise ApiError("Permission check failed", 403)  # raise_perm_exc(): no path, no privilege named
+    changes = {k: v for k, v in p.items() if k not in NOT_CONFIG}
+    vmperms.check_storage_access(s, vmid, changes)
+    vmperms.check_modify_config(s, vmid, changes)
+    vmperms.check_serial(s, vmid, changes)
+    vmperms.check_bridges(s, changes)
     if vmid in s.vms:
         raise die(f"unable to create VM {vmid} - VM {vmid} already exists on node '{s.node_of(s.vms[vmid])}'")
-    changes = {k: v for k, v in p.items() if k not in NOT_CONFIG}
     drives = {}
     for key, value in changes.items():
         if DRIVE_RE.match(key):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import uuid
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 from .backends import NullBackend
 from .formats import named_formats
 from .model import State, Storage, Vm
+from .perms import Access
 from .schema import Api
 from .server import Dispatcher, make_tls, private_root, serve
 from .validate import Checker, format_size
@@ -22,7 +24,7 @@ class FakePve:
     VMs on their node, nodes taken offline and back (:meth:`set_online`)."""
 
     def __init__(self, version: str = "9.1", backend: Any = None, node: str = "pve1", nodes: tuple[str, ...] = (),
-                 token: tuple[str, str] = ("vmbench@pve!bench", "SECRET"), missing_privileges: Any = (),
+                 token: tuple[str, str] | None = ("vmbench@pve!bench", "SECRET"), missing_privileges: Any = (),
                  task_polls: int = 2, agent_pings: int = 2, task_outcomes: dict | None = None,
                  root_dir: str | None = None, local_path: str | None = None, strict: bool = True,
                  local_content: str = "images,rootdir,vztmpl,iso,backup,snippets") -> None:
@@ -31,7 +33,9 @@ class FakePve:
         self.nodes = tuple(nodes) or (node,)
         self.node = self.nodes[0]
         self.token = token
-        self._missing: set = set(missing_privileges)
+        self._missing = tuple(missing_privileges)
+        #: root@pam's own token (not privilege-separated: every privilege), for setting the node up
+        self.root_token = ("root@pam!fakepve", secrets.token_hex(16))
         self.strict = strict
         self.api = Api(version)
         formats, validators = named_formats(version)
@@ -60,13 +64,13 @@ class FakePve:
             self.ca_file, self.cert_fingerprint = str(ca), fp
             self.backend.setup(self.root)
             self.state = State(version=self.version, node=self.node, root=self.root, backend=self.backend,
-                               checker=self.checker, api=self.api, user=self.token[0], nodes=self.nodes, **self._opts)
+                               checker=self.checker, api=self.api, user=(self.token or self.root_token)[0],
+                               nodes=self.nodes, **self._opts)
             self.state.fingerprint = fp
-            self.state.missing_privileges = self._missing
+            self._setup_access()
             self.add_storage("local", "dir", path=self._local_path or str(self.root / "local"),
                              content=self._local_content)
-            self.dispatcher = Dispatcher(version=self.version, state=self.state, api=self.api, checker=self.checker,
-                                         token=self.token, missing_privileges=self._missing)
+            self.dispatcher = Dispatcher(version=self.version, state=self.state, api=self.api, checker=self.checker)
             self._server, self._thread = serve(self.dispatcher, cert, key)
             self.port = self._server.server_address[1]
         except BaseException:
@@ -105,15 +109,43 @@ class FakePve:
             if exc_type is None and self.strict:
                 self.assert_clean()
 
-    @property
-    def missing_privileges(self) -> set:
-        """Privileges the token lacks: names (everywhere) or (path, name) pairs; mutable."""
-        return self._missing
+    # ---- users, tokens, ACLs (:mod:`.perms`) -------------------------------------------------
 
-    @missing_privileges.setter
-    def missing_privileges(self, value) -> None:
-        self._missing.clear()
-        self._missing.update(value)
+    def _setup_access(self) -> None:
+        """root@pam's token; the token of ``token`` with every privilege (Administrator on /,
+        for it and its user), less ``missing_privileges`` (:meth:`revoke` each)."""
+        access = self.access
+        access.add_token(self.root_token[0], privsep=False, secret=self.root_token[1])
+        if self.token is None:
+            return
+        access.add_token(self.token[0], secret=self.token[1])
+        self.grant("/", "Administrator")
+        for item in self._missing:
+            path, priv = item if isinstance(item, tuple) else ("/", item)
+            self.revoke(priv, path)
+
+    @property
+    def access(self) -> Access:
+        return self.state.access
+
+    def grant(self, path: str, *roles: str, propagate: bool = True, tokens: Any = None, users: Any = None) -> None:
+        """An ACL as ``pveum acl modify PATH --roles ... --users USER --tokens TOKEN`` sets it
+        (default: the fake's token and its user)."""
+        tokens = [self.token[0]] if tokens is None and self.token else list(tokens or ())
+        users = [t.partition("!")[0] for t in tokens] if users is None else list(users)
+        self.access.set_acl(path, roles, users=users, tokens=tokens, propagate=propagate)
+
+    def revoke(self, privilege: str, path: str = "/") -> None:
+        """The token loses ``privilege`` on ``path`` (and below), through ACLs as an admin would:
+        its own ACL on ``path`` now gives a role with what it had there but that privilege
+        (that ACL replaces what the token inherited for ``path`` and below)."""
+        assert self.token is not None
+        tokenid = self.token[0]
+        have = self.access.permissions(tokenid, path)
+        role = f"fakepve-{len(self.access.roles)}"
+        self.access.add_role(role, sorted(set(have) - {privilege}))
+        node = self.access.acl.setdefault(path, {})
+        node[("tokens", tokenid)] = {role: 1}
 
     # ---- what tests look at --------------------------------------------------------------
 
@@ -131,7 +163,12 @@ class FakePve:
 
     @property
     def auth_header(self) -> dict[str, str]:
-        return {"Authorization": f"PVEAPIToken={self.token[0]}={self.token[1]}"}
+        return self.auth_of(self.token or self.root_token)
+
+    @staticmethod
+    def auth_of(token: tuple[str, str]) -> dict[str, str]:
+        """The header of a token (id, secret): ``fake.auth_of(fake.root_token)``."""
+        return {"Authorization": f"PVEAPIToken={token[0]}={token[1]}"}
 
     @property
     def requests(self) -> list:

@@ -168,6 +168,32 @@ def cpu_validator(version: str) -> Callable[[dict], dict]:
     return validate
 
 
+USER = r"[^\s:/]+@[A-Za-z][A-Za-z0-9.\-_]+"  # pve-access-control Auth/Plugin.pm $user_regex@$realm_regex
+
+
+def verify_username(value: str) -> str:
+    if len(value) < 3:
+        raise FormatDie(f"user name '{value}' is too short\n")
+    if len(value) > 64:
+        raise FormatDie(f"user name '{value}' is too long ({len(value)} > 64)\n")
+    if re.fullmatch(USER, value) is None:
+        raise FormatDie(f"value '{value}' does not look like a valid user name\n")
+    return value
+
+
+def privilege_check(version: str) -> Callable[[str], str]:
+    """AccessControl::verify_privname: a privilege this version has."""
+    from .perms import valid_privileges
+
+    valid = valid_privileges(version)
+
+    def check(value: str) -> str:
+        if value not in valid:
+            raise FormatDie(f"invalid privilege '{value}'\n")
+        return value
+    return check
+
+
 def named_formats(version: str) -> tuple[dict[str, Any], dict[str, Callable]]:
     """(formats, validators of hash formats) for one PVE version."""
     formats: dict[str, Any] = {
@@ -201,6 +227,12 @@ def named_formats(version: str) -> tuple[dict[str, Any], dict[str, Callable]]:
         "pve-qm-bootdev": verify_bootdev,
         "pve-qm-bootdisk": _regex_check(DRIVE_NAME, "invalid boot disk '{value}'\n"),
         "pve-qm-smbios1": SMBIOS1_FORMAT,
+        # pve-access-control AccessControl.pm, Auth/Plugin.pm
+        "pve-userid": verify_username,
+        "pve-tokenid": _regex_check(rf"{USER}![A-Za-z][A-Za-z0-9.\-_]+", "value '{value}' does not look like a valid token ID\n"),
+        "pve-groupid": _regex_check(r"[A-Za-z0-9.\-_]+", "group name '{value}' contains invalid characters\n"),
+        "pve-roleid": _regex_check(r"[A-Za-z0-9.\-_]+", "role name '{value}' contains invalid characters\n"),
+        "pve-priv": privilege_check(version),
     }
     validators = {"pve-vm-cpu-conf": cpu_validator(version)}
     return formats, validators

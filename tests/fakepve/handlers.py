@@ -11,6 +11,7 @@ import time
 import uuid
 from typing import Any, Callable
 
+from . import vmperms
 from .model import DRIVE_RE, NEW_DISK_RE, ApiError, State, Task, TaskError, Vm, die, param_exc
 from .schema import SchemaError
 from .validate import split_list, truthy
@@ -59,7 +60,7 @@ def nodes(s: State, p: dict) -> list:
     for node, online in s.nodes.items():
         row: dict[str, Any] = {"node": node, "status": "online" if online else "offline", "id": f"node/{node}", "type": "node",
                                "level": "", "ssl_fingerprint": getattr(s, "fingerprint", "")}
-        if online:  # pvestatd's figures: none for a node that is gone
+        if online and s.allowed(f"/nodes/{node}", ["Sys.Audit"]):  # pvestatd's figures: none for a node that is gone
             row.update(maxcpu=os.cpu_count() or 1, cpu=0.01, maxmem=NODE_MEMORY, mem=NODE_MEMORY_USED, uptime=3600)
         out.append(row)
     return out
@@ -116,13 +117,15 @@ def resources(s: State, p: dict) -> list:
     if kind in (None, "node"):
         for node, online in s.nodes.items():
             row: dict[str, Any] = {"id": f"node/{node}", "type": "node", "node": node, "status": "online" if online else "offline"}
-            if online:
+            if online and s.allowed(f"/nodes/{node}", ["Sys.Audit"]):  # extract_node_stats: no figures without it
                 row.update(maxcpu=4, cpu=0.01, maxmem=NODE_MEMORY, mem=NODE_MEMORY_USED)
             out.append(row)
-    if kind in (None, "vm"):
-        out += [vm_resource(s, vm) for vm in sorted(s.vms.values(), key=lambda v: v.vmid)]
+    if kind in (None, "vm"):  # only the VMs with VM.Audit, the storages with Datastore.Audit (pve-manager Cluster.pm)
+        out += [vm_resource(s, vm) for vm in sorted(s.vms.values(), key=lambda v: v.vmid)
+                if s.allowed(f"/vms/{vm.vmid}", ["VM.Audit"])]
     if kind in (None, "storage"):
-        out += [storage_resource(s, st, node) for st in s.storages.values() for node in s.storage_nodes(st)]
+        out += [storage_resource(s, st, node) for st in s.storages.values() for node in s.storage_nodes(st)
+                if s.allowed(f"/storage/{st.id}", ["Datastore.Audit"])]
     return out
 
 
@@ -162,7 +165,8 @@ def nextid(s: State, p: dict) -> str:
 def qemu_list(s: State, p: dict) -> list:
     check_node(s, p)
     out = []
-    for vm in sorted((v for v in s.vms.values() if s.node_of(v) == p["node"]), key=lambda v: v.vmid):
+    for vm in sorted((v for v in s.vms.values() if s.node_of(v) == p["node"] and s.allowed(f"/vms/{v.vmid}", ["VM.Audit"])),
+                     key=lambda v: v.vmid):
         r = vm_resource(s, vm)
         e = {k: r[k] for k in ("vmid", "status", "maxmem", "maxdisk", "uptime", "name", "tags", "lock") if k in r}
         e["cpus"] = r["maxcpu"]
@@ -196,6 +200,7 @@ def clone(s: State, p: dict) -> str:
         raise die("parameter 'format' not allowed for linked clones")
     if p.get("snapname"):
         raise die(f"snapshot '{p['snapname']}' does not exist")
+    vmperms.check_clone_storage(s, src.config, p.get("storage"))
     if target is not None:
         check_shared_vm(s, src.config, target)
     if newid in s.vms:
@@ -281,6 +286,9 @@ def update_config(s: State, p: dict, sync: bool) -> str | None:
             raise die(f"you can't use '-{k}' and -delete {k}' at the same time")
     if not changes and not deletes:
         raise die("no options specified")
+    vmperms.check_modify_config(s, vmid, deletes)
+    vmperms.check_modify_config(s, vmid, changes)
+    vmperms.check_storage_access(s, vmid, changes)
     for key, value in changes.items():
         if not DRIVE_RE.match(key):
             continue
@@ -294,6 +302,11 @@ def update_config(s: State, p: dict, sync: bool) -> str | None:
 
     def apply(t: Task) -> None:
         conf = vm.config
+        for key in [*deletes, *changes]:
+            if DRIVE_RE.match(key):
+                vmperms.check_drive_perm(s, vmid, t.user)
+            elif key == "tags":
+                vmperms.check_tags(s, vmid, t.user)
         for key in deletes:
             old = conf.pop(key, None)
             if old is not None and DRIVE_RE.match(key):
@@ -465,10 +478,17 @@ def destroy(s: State, p: dict) -> str:
 # ---- tasks ---------------------------------------------------------------------------------
 
 
+def check_task_owner(s: State, t: Task, node: str) -> None:
+    """pve-manager Tasks.pm: the task's owner (its user, or a token of it) or Sys.Audit on the node."""
+    if s.user not in (t.user, t.user.partition("!")[0]):
+        s.check_priv(f"/nodes/{node}", "Sys.Audit")
+
+
 @api("GET", "/nodes/{node}/tasks/{upid}/status")
 def task_status(s: State, p: dict) -> dict:
     check_node(s, p)
     t = s.poll(p["upid"])
+    check_task_owner(s, t, p["node"])
     if t.status == "running":
         if t.polls_left <= 0:
             t.finish()
@@ -485,12 +505,13 @@ def task_status(s: State, p: dict) -> dict:
 def task_log(s: State, p: dict) -> list:
     check_node(s, p)
     t = s.poll(p["upid"])
+    check_task_owner(s, t, p["node"])
     lines = [line for line in t.log if line] or ["no content"]
     start = int(p.get("start") or 0)
     limit = int(p.get("limit") if p.get("limit") is not None else 50)
     return [{"n": i + 1, "t": line} for i, line in enumerate(lines)][start:start + limit if limit else None]
 
 
-from . import agent, create, nodeinfo, storage  # noqa: E402  (they register their endpoints in H)
+from . import access, agent, create, nodeinfo, storage  # noqa: E402  (they register their endpoints in H)
 
-__all__ = ["H", "agent", "create", "nodeinfo", "storage"]
+__all__ = ["H", "access", "agent", "create", "nodeinfo", "storage"]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .backends import BackendError, DriveView, VmView
+from .perms import Access, InvalidPrivilege, PermissionDenied
 from .validate import Checker, FormatDie, perl_str, print_property_string
 
 DIR_TYPES = {"dir", "nfs", "cifs", "btrfs", "cephfs", "glusterfs"}  # volumes are files <path>/images/<vmid>/<name>
@@ -149,6 +150,8 @@ class Task:
                 self.warn("fakepve: forced " + self.forced)
         except (TaskError, ApiError, BackendError, FormatDie, OSError) as exc:
             text = exc.message if isinstance(exc, (ApiError, FormatDie)) else str(exc)
+            if isinstance(exc, ApiError) and exc.status == 403:  # PVE::Exception in a worker: "403 Permission check failed (...)"
+                text = f"403 {text}"
             text = text.strip().splitlines()[-1] if text.strip() else "unknown error"
             self.log.append(f"TASK ERROR: {text}")
             self.exitstatus = text
@@ -189,13 +192,42 @@ class State:
         self._pids = itertools.count(0x1F000)
         self._pstart = int(time.monotonic() * 100) & 0xFFFFFFF
         self.config_props = api.method("POST", "/nodes/{node}/qemu/{vmid}/config").parameters["properties"]
-        self.missing_privileges: set = set()  # shared with the dispatcher
+        self.access = Access(version)  # users, tokens, roles, ACLs (:mod:`.perms`)
         self.fingerprint = ""
 
-    def check_priv(self, path: str, priv: str) -> None:
-        """A permission check made inside a handler (rpcenv->check)."""
-        if priv in self.missing_privileges or (path, priv) in self.missing_privileges:
-            raise ApiError(f"Permission check failed ({path}, {priv})", 403)
+    # ---- permission checks made inside a handler (rpcenv->check), as ``user`` ------------
+
+    def allowed(self, path: str, privs: Any, *, any_of: bool = False, user: str | None = None) -> bool:
+        try:
+            return self.access.check(user or self.user, path, privs, any_of=any_of, noerr=True)
+        except InvalidPrivilege as exc:
+            raise die(str(exc)) from None
+
+    def check_priv(self, path: str, *privs: str, any_of: bool = False, user: str | None = None) -> None:
+        """rpcenv->check (``any_of``: check_any): a 403 naming the path and privilege(s)."""
+        try:
+            self.access.check(user or self.user, path, privs, any_of=any_of)
+        except PermissionDenied as exc:
+            raise ApiError(f"Permission check failed ({exc})", 403) from None
+        except InvalidPrivilege as exc:
+            raise die(str(exc)) from None
+
+    def check_volume_access(self, st: "Storage", vol: "Volume", vmid: int | None = None, user: str | None = None) -> None:
+        """PVE::Storage::check_volume_access (pve-storage): Datastore.Allocate on the storage
+        is enough; an ISO/template/import file needs AllocateSpace or Audit there; a VM's own
+        volume (``vmid``) nothing more; another VM's disk Audit there and VM.Config.Disk on it."""
+        sid = f"/storage/{st.id}"
+        if self.allowed(sid, ["Datastore.Allocate"], user=user):
+            return
+        if vol.vtype in ("iso", "vztmpl", "import"):
+            self.check_priv(sid, "Datastore.AllocateSpace", "Datastore.Audit", any_of=True, user=user)
+        elif vmid is not None and vol.vmid == vmid:
+            return
+        elif vol.vmid:
+            self.check_priv(sid, "Datastore.Audit", user=user)
+            self.check_priv(f"/vms/{vol.vmid}", "VM.Config.Disk", user=user)
+        else:
+            raise die(f"missing privileges to access {self.volid(st, vol)}")
 
     # ---- storages and volumes ------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from urllib.parse import unquote, unquote_plus, urlsplit
 from .backends import BackendError
 from .handlers import H
 from .model import ApiError, State
-from .perms import check_permissions
+from .perms import InvalidPrivilege
 from .schema import Api, SchemaError
 from .validate import Checker
 
@@ -153,14 +153,11 @@ class _Server(ThreadingHTTPServer):
 class Dispatcher:
     """The request pipeline; FakePve (``fake.py``) owns one."""
 
-    def __init__(self, *, version: str, state: State, api: Api, checker: Checker, token: tuple[str, str],
-                 missing_privileges: set) -> None:
+    def __init__(self, *, version: str, state: State, api: Api, checker: Checker) -> None:
         self.version = version
         self.state = state
         self.api = api
         self.checker = checker
-        self.token = token
-        self.missing = missing_privileges
         self.lock = threading.RLock()
         self.requests: list[Request] = []
         self.problems: list[str] = []
@@ -212,7 +209,7 @@ class Dispatcher:
         req.path = rel
         with self.lock:
             self.requests.append(req)
-        auth = self.authenticate(h.headers.get("Authorization"))
+        auth, authid = self.authenticate(h.headers.get("Authorization"))
         if auth is not None:
             return 401, auth, None
         info, uri_params, template = self.api.route(method, rel)
@@ -234,9 +231,10 @@ class Dispatcher:
         params.update(uri_params)
         with self.lock:
             try:
-                denied = check_permissions(info.permissions, params, self.missing)
+                self.state.user = authid  # who makes the handler's own checks, and owns its tasks
+                denied = self.state.access.check_api2(info.permissions, authid, params)
                 if denied is not None:
-                    return self.error(403, denied)
+                    return self.error(403, denied + "\n")
                 params = self.normalize(info.parameters, params)
                 errors: dict = {}
                 self.checker.check_prop(params, info.parameters, "", errors)
@@ -255,29 +253,27 @@ class Dispatcher:
                 return self.error(exc.status, exc.message, exc.errors)
             except BackendError as exc:
                 return self.error(500, f"{exc}\n")
+            except InvalidPrivilege as exc:  # verify_privname dies
+                return self.error(500, f"{exc}\n")
 
-    def authenticate(self, header: str | None) -> str | None:
-        """None when the token is good, else the reason phrase PVE sends with 401."""
+    def authenticate(self, header: str | None) -> tuple[str | None, str]:
+        """(None, the token id) when the token and its secret are good, else (the reason
+        phrase PVE sends with 401, "")."""
         if not header:
-            return "No ticket"
+            return "No ticket", ""
         m = re.fullmatch(r"PVEAPIToken=(.*)", header.strip())
         if not m:
-            return "No ticket"
+            return "No ticket", ""
         text = m.group(1)
         if "=" not in text:
-            return "no tokenid specified"
+            return "no tokenid specified", ""
         tokenid, _, value = text.rpartition("=")
-        user, sep, name = tokenid.partition("!")
-        want_user, _, want_name = self.token[0].partition("!")
+        user, sep, _name = tokenid.partition("!")
         if not sep or not re.fullmatch(r"[^\s:/]+@[A-Za-z][A-Za-z0-9.\-_]+", user):
-            return f"'{tokenid}' is not a valid token ID"
-        if user != want_user:
-            return f"no such user ('{user}')"
-        if name != want_name:
-            return f"no such token '{name}' for user '{user}'"
-        if not secrets.compare_digest(value, self.token[1]):
-            return "invalid token value!"
-        return None
+            return f"'{tokenid}' is not a valid token ID", ""
+        with self.lock:
+            reason = self.state.access.authenticate(tokenid, value)
+        return (reason, "") if reason else (None, tokenid)
 
     def normalize(self, schema: dict, params: dict) -> dict:
         """RESTHandler's normalize_legacy_param_formats (top level only)."""

@@ -11,7 +11,7 @@ import shutil
 from typing import Any
 
 from .handlers import api, check_node
-from .model import CONTENT, STORAGE_OPTIONS, State, Task, TaskError, Volume, die, param_exc
+from .model import CONTENT, STORAGE_OPTIONS, ApiError, State, Task, TaskError, Volume, die, param_exc
 from .schema import SchemaError
 from .validate import split_list, truthy
 
@@ -23,9 +23,15 @@ def storage_entry(st) -> dict:
     return {"storage": st.id, **st.config}
 
 
+def visible(s: State, st) -> bool:
+    """The storage lists (/storage, /nodes/{node}/storage) show only the storages with
+    Datastore.Audit or Datastore.AllocateSpace on /storage/<id>."""
+    return s.allowed(f"/storage/{st.id}", ["Datastore.Audit", "Datastore.AllocateSpace"], any_of=True)
+
+
 @api("GET", "/storage")
 def storage_index(s: State, p: dict) -> list:
-    return [storage_entry(st) for st in s.storages.values() if p.get("type") in (None, st.type)]
+    return [storage_entry(st) for st in s.storages.values() if p.get("type") in (None, st.type) and visible(s, st)]
 
 
 @api("GET", "/storage/{storage}")
@@ -63,6 +69,27 @@ def storage_create(s: State, p: dict) -> dict:
     return {"storage": p["storage"], "type": stype}
 
 
+@api("PUT", "/storage/{storage}")
+def storage_update(s: State, p: dict) -> dict:
+    """``pvesm set``: the options given replace the entry's (``delete`` drops some)."""
+    st = s.storage(p["storage"])
+    opts = STORAGE_OPTIONS.get(st.type) or {}
+    for k in split_list(str(p.get("delete") or "")):
+        st.config.pop(k, None)
+    for k, v in p.items():
+        if k in ("storage", "delete", "digest"):
+            continue
+        if k not in opts or opts[k]:  # fixed options (path, pool) cannot change
+            raise die(f"unexpected property '{k}'")
+        if k == "content":
+            bad = [c for c in split_list(str(v)) if c not in CONTENT.get(st.type, set())]
+            if bad:
+                raise die(f"storage does not support content type '{bad[0]}'")
+            v = ",".join(sorted(set(split_list(str(v)))))
+        st.config[k] = v
+    return {"storage": st.id, "type": st.type}
+
+
 @api("DELETE", "/storage/{storage}")
 def storage_delete(s: State, p: dict) -> None:
     s.storage(p["storage"])
@@ -81,6 +108,8 @@ def node_storage(s: State, p: dict) -> list:
         if p["node"] not in s.storage_nodes(st):  # storage_info: only the storages enabled on the node
             continue
         if truthy(p.get("enabled") or 0) and truthy(st.config.get("disable") or 0):
+            continue
+        if not visible(s, st):
             continue
         out.append({"storage": st.id, "type": st.type, "content": ",".join(sorted(st.content)), "active": 1, "enabled": 1,
                     "shared": int(s.shared(st)), "total": usage.total, "used": usage.used, "avail": usage.free,
@@ -104,10 +133,19 @@ def content_list(s: State, p: dict) -> list:
     out = []
     if p.get("content") in (None, "images"):
         vols = [v for v in s.storage_volumes(st) if p.get("vmid") is None or v.vmid == int(p["vmid"])]
-        out += [volume_entry(s, st, v) for v in sorted(vols, key=lambda v: v.name)]
+        out += [volume_entry(s, st, v) for v in sorted(vols, key=lambda v: v.name) if accessible(s, st, v)]
     if p.get("content") in (None, "import") and p.get("vmid") is None and "import" in st.content:
-        out += [import_entry(s, st, v) for v in s.import_files(st)]
+        out += [import_entry(s, st, v) for v in s.import_files(st) if accessible(s, st, v)]
     return out
+
+
+def accessible(s: State, st, vol) -> bool:
+    """The content list leaves out what check_volume_access refuses."""
+    try:
+        s.check_volume_access(st, vol)
+    except ApiError:
+        return False
+    return True
 
 
 def import_entry(s: State, st, vol) -> dict:
@@ -119,6 +157,7 @@ def import_entry(s: State, st, vol) -> dict:
 def content_info(s: State, p: dict) -> dict:
     check_node(s, p)
     st, vol = s.resolve(real_volume_id(p.get("storage"), p["volume"]))
+    s.check_volume_access(st, vol)
     e = import_entry(s, st, vol) if vol.vtype == "import" else volume_entry(s, st, vol)
     if vol.vtype == "import":
         e["used"] = vol.size

@@ -183,7 +183,7 @@ def test_missing_privileges_give_pve_403(version):
             assert ok(ping) == {"result": {}}
         else:
             assert ping.reason == "Permission check failed (/vms/100, VM.Monitor)"
-        fake.missing_privileges.add(("/vms/9000", "VM.Clone"))
+        fake.revoke("VM.Clone", "/vms/9000")  # an ACL on the template that replaces the one inherited from /
         r = call(fake, "POST", "/nodes/pve1/qemu/9000/clone", {"newid": 101, "full": 0})
         assert (r.status, r.reason) == (403, "Permission check failed (/vms/9000, VM.Clone)")
 
@@ -307,10 +307,10 @@ def test_volume_allocation_and_node_facts(fake):
     assert r.reason == "illegal name 'x-1' - should be 'vm-100-*'"
     assert call(fake, "POST", "/nodes/pve1/storage/local/content",
                 {"filename": "vm-100-disk-9.qcow2", "size": "512M", "vmid": 100}).data == "local:100/vm-100-disk-9.qcow2"
-    fake.missing_privileges = {"Datastore.Allocate"}
+    fake.revoke("Datastore.Allocate", "/storage/vmbench-z16k")
     r = call(fake, "DELETE", "/nodes/pve1/storage/vmbench-z16k/content/vm-100-disk-7")
     assert (r.status, r.reason) == (403, "Permission check failed (/storage/vmbench-z16k, Datastore.Allocate)")
-    fake.missing_privileges = set()
+    fake.grant("/storage/vmbench-z16k", "Administrator")
     upid = ok(call(fake, "DELETE", "/nodes/pve1/storage/vmbench-z16k/content/vm-100-disk-7"))
     assert ":imgdel:100@vmbench-z16k:" in upid and wait(fake, upid)["exitstatus"] == "OK"
     assert ok(call(fake, "GET", "/nodes/pve1/storage/vmbench-z16k/status"))["type"] == "zfspool"

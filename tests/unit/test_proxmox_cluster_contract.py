@@ -94,6 +94,8 @@ def test_preflight_of_a_node_other_than_the_templates_reads_the_cluster(version,
             ("GET", "/nodes/pve1/qemu/9000/config"),  # read where it is
             ("GET", "/cluster/resources"),  # storages per node: the template's shared, available on pve2
             *([("GET", "/storage")] if version == "8.4" else []),  # 8.4's rows do not say shared: the configuration does
+            # the token's rights: /vms/9000, /storage/shared (the template's), /vms, /storage/local, /nodes/pve2, /
+            *[("GET", "/access/permissions")] * 6,
             ("GET", "/nodes/pve1/storage/shared/status"),  # the template's storage makes linked clones
             ("GET", "/nodes/pve2/storage/local/status"),  # the scratch storage, on pve2
             ("GET", "/nodes/pve2/capabilities/qemu/cpu"),

@@ -145,11 +145,23 @@ STATUS = ("GET", "/nodes/{node}/qemu/{vmid}/status/current")
 PING = ("POST", "/nodes/{node}/qemu/{vmid}/agent/ping")
 STORAGE_STATUS = ("GET", "/nodes/{node}/storage/{storage}/status")
 
-PREPARE = [
+PREPARE_FIND = [
     ("GET", "/version"),
     ("GET", "/nodes"),  # hypervisor.node is in the cluster
     ("GET", "/cluster/resources"),  # the template by VMID (or unique name): a template, on that node
     ("GET", VM_CONFIG),  # the template's config: agent enabled, its disks
+]
+
+
+def rights(paths: int) -> list[tuple[str, str]]:
+    """The token's effective privileges read on each path a run needs (vmbench.drivers.proxmox.rights)."""
+    return [("GET", "/access/permissions")] * paths
+
+
+#: /vms/9000 (the template), /storage/local (its disk's and the scratch storage), /vms (propagated: the
+#: clones' VMIDs), /nodes/pve1 (Sys.Audit, optional; a standalone node: no quorum to read on /)
+RIGHTS = rights(4)
+PREPARE = PREPARE_FIND + RIGHTS + [
     STORAGE_STATUS,  # the template disk's storage can make linked clones
     STORAGE_STATUS,  # the scratch storage holds images, is active
     ("GET", "/nodes/{node}/capabilities/qemu/cpu"),  # the scenario's CPU models exist
@@ -437,7 +449,10 @@ REMOVE_ZFS = [STATUS, ("POST", "/nodes/{node}/qemu/{vmid}/status/stop"), *TASK,
               ("DELETE", "/nodes/{node}/qemu/{vmid}"), *TASK,
               ("GET", "/nodes/{node}/storage/{storage}/content"),  # nothing of VMID 100 on the entry
               ("DELETE", "/storage/{storage}")]  # only now: destroy needs the entry
-SEQUENCE_ZFS = {v: PREPARE + CREATE_ZFS + BOOT + REMOVE_ZFS for v in VERSIONS}
+#: the scratch storage local-zfs, and the temporary zfspool entries (Datastore.Allocate, AllocateSpace and
+#: Audit propagated on /storage): two paths more
+SEQUENCE_ZFS = {v: PREPARE_FIND + rights(6) + PREPARE[len(PREPARE_FIND) + len(RIGHTS):] + CREATE_ZFS + BOOT + REMOVE_ZFS
+                for v in VERSIONS}
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -133,6 +133,7 @@ def test_one_vm_from_clone_to_destroy(tmp_path):
     accel = drv.prepare(accel=Accel.AUTO, cpu_models={"kvm64"}, cpu_modes={CpuMode.MODEL}, progress=RecordingProgress())
     assert (accel.name, accel.reason) == ("kvm", "node pve1 has /dev/kvm")
     assert calls(pve) == ["GET /version", "GET /nodes", "GET /cluster/resources", "GET /nodes/pve1/qemu/9000/config",
+                          *["GET /access/permissions"] * 4,  # the token's rights, each path a run needs
                           "GET /nodes/pve1/storage/local-zfs/status", "GET /nodes/pve1/storage/local-zfs/status",
                           "GET /nodes/pve1/capabilities/qemu/cpu"]
     start = len(pve.requests)

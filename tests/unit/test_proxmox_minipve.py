@@ -145,6 +145,10 @@ class MiniPve(BaseAdapter):
             return {"version": f"{self.version}.1", "release": self.version, "repoid": "deadbeef"}
         if (method, path) == ("GET", "/nodes"):
             return [{"node": n, "status": "online"}]
+        if (method, path) == ("GET", "/access/permissions"):  # a token with every privilege
+            from tests.fakepve.perms import valid_privileges
+
+            return {p.get("path", "/"): {priv: 1 for priv in valid_privileges(self.version)}}
         if (method, path) == ("GET", f"/nodes/{n}/status"):
             return {"current-kernel": {"release": "6.8.12-4-pve"}, "pveversion": f"pve-manager/{self.version}.1",
                     "cpuinfo": {"model": "Test CPU"}, "memory": {"total": 64 << 30}}

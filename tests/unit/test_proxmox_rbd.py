@@ -13,7 +13,7 @@ import pytest
 
 from tests.fakepve import rbd as pve_rbd
 from tests.fakes import FakePveNode
-from tests.unit.test_proxmox_contract import (CREATE, PREPARE, REMOVE, SERIAL, STATUS, STORAGE_STATUS, TAG, TASK, VERSIONS,
+from tests.unit.test_proxmox_contract import (CREATE, PREPARE, PREPARE_FIND, REMOVE, SERIAL, STATUS, STORAGE_STATUS, TAG, TASK, VERSIONS, rights,
                                               VM_CONFIG, assert_no_boolean_words, assert_tasks_waited_by_upid,
                                               make_driver, new_fake, params_of, prepare, request, scenario_text)
 from vmbench.drivers.proxmox.rbd import client_of, config_problem, entry_params, host_target, monitors
@@ -150,7 +150,8 @@ def test_the_fakes_rbd_path_and_blockdev_follow_rbdplugin():
 
 # ---- the contract: one VM on librbd -----------------------------------------------------------
 
-PREPARE_RBD = PREPARE[:5] + [("GET", "/storage/{storage}")] + PREPARE[5:]  # the rbd storage's config, read once
+#: the rights on the rbd storage's path too; its config, read once
+PREPARE_RBD = PREPARE_FIND + rights(5) + PREPARE[-3:-2] + [("GET", "/storage/{storage}")] + PREPARE[-2:]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -250,6 +251,8 @@ def test_a_storage_with_krbd_refuses_a_run_on_such_a_node_too(tmp_path, monkeypa
 
 
 CREATE_KRBD = CREATE[:8] + [("POST", "/storage")] + CREATE[8:]  # the temporary krbd entry, before the disk
+#: krbd cells add a temporary storage entry: the rights propagated on /storage too
+PREPARE_KRBD = PREPARE_FIND + rights(6) + PREPARE_RBD[len(PREPARE_FIND) + 5:]
 REMOVE_KRBD = REMOVE + [("DELETE", "/storage/{storage}")]  # after the destroy
 
 
@@ -279,7 +282,7 @@ def test_krbd_through_a_temporary_rbd_entry_removed_after_the_destroy(version, t
         drv.close()
         assert fake.problems == [] and set(fake.storages) == {"local", SID} and images(fake) == {}
         calls = fake.calls()
-        assert calls[:len(PREPARE_RBD) + len(CREATE_KRBD)] == PREPARE_RBD + CREATE_KRBD
+        assert calls[:len(PREPARE_KRBD) + len(CREATE_KRBD)] == PREPARE_KRBD + CREATE_KRBD
         assert calls[-len(REMOVE_KRBD):] == REMOVE_KRBD
 
 

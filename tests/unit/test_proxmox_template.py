@@ -58,6 +58,7 @@ STORAGE_STATUS = ("GET", "/nodes/{node}/storage/{storage}/status")
 PUSH = FIND + [
     STORAGE_STATUS,  # the template's storage holds images (and can make linked clones)
     ("GET", "/nodes/{node}/storage"),  # storages that take imports (content=import)
+    *[("GET", "/access/permissions")] * 2,  # the token's rights on /vms and /storage/local (storage and import)
     ("GET", "/storage/{storage}"),  # the import storage's directory (uploaded over SSH)
     ("GET", "/nodes/{node}/storage/{storage}/content"),  # not there yet
     ("GET", "/nodes/{node}/storage/{storage}/content"),  # listed once uploaded

@@ -448,6 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .compare import add_parser as add_compare_parser
     from .hosts import add_parser as add_hosts_parser
     from .images import add_parser as add_images_parser
+    from .setup import add_parser as add_setup_parser
     from .tune import add_parser as add_tune_parser
 
     add_images_parser(sub)
@@ -456,6 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_advise_parser(sub)
     add_tune_parser(sub)
     add_hosts_parser(sub)
+    add_setup_parser(sub)
     return p
 
 

@@ -275,10 +275,13 @@ class PveApi:
             m = PERMISSION_RE.search(reason)
             acl, privs = (m.group(1).strip(), m.group(2).strip()) if m else (None, None)
             what = f"lacks {privs} on {acl}" if m else "is not allowed to do this"
-            hint = ("grant it: pveum acl modify {acl} --tokens '{token}' --roles {role} (API tokens are privilege-separated "
-                    "by default: they need ACLs of their own)").format(acl=acl or "/", token=token, role=_role_for(privs or ""))
-            if "GuestAgent" in (privs or "") or "/agent/" in path:
-                hint += "; on PVE 9 guest commands (agent/exec, exec-status) need VM.GuestAgent.Unrestricted (PVEVMAdmin has it)"
+            hint = (f"`vmbench doctor SCENARIO` lists every privilege the token lacks, with its path and the pveum lines "
+                    f"that grant it (API tokens are privilege-separated by default: a token has only what both it and its "
+                    f"user are granted); `vmbench setup proxmox SCENARIO` prints the whole setup")
+            if not m and "/clone" in path:  # PVE names nothing when VM.Allocate on the new VMID is missing
+                hint = "a clone needs VM.Allocate on /vms (the new VMID) and VM.Clone on the template; " + hint
+            if "/agent/" in path:
+                hint = "guest agent calls need VM.Monitor on PVE 8, VM.GuestAgent.Unrestricted on PVE 9; " + hint
             return PvePermissionError(f"{where}: the token {token} {what} (403 {reason})", hint,
                                       privilege=privs, acl_path=acl, **kw)
         if status == 400:
@@ -376,10 +379,3 @@ def _colons(hexdigits: str) -> str:
     d = hexdigits.replace(":", "").upper()
     return ":".join(d[i:i + 2] for i in range(0, len(d), 2))
 
-
-def _role_for(privileges: str) -> str:
-    if privileges.startswith("Datastore."):
-        return "PVEDatastoreAdmin"
-    if privileges.startswith("Sys."):
-        return "PVEAuditor"
-    return "PVEVMAdmin"

@@ -148,19 +148,47 @@ class ProxmoxDriver(Preflight, Removal):
     def doctor_checks(self, *, template: str, reprobe: bool, progress: Progress) -> HostChecks:
         """The Proxmox API (TLS, token), node, template, storage and accelerator, as a run's
         preflight checks them (``template`` is the scenario's hypervisor.template, already set)."""
+        self.refuse_missing_rights = False  # listed on a line of their own, every one
         try:
             accel = self.prepare(accel=self.hv.accel, cpu_models=set(), cpu_modes=set(), progress=progress)
             facts = self.describe_host()
         except VmbenchError as exc:
-            return HostChecks((Check("proxmox", "FAIL", exc.message, exc.hint or ""),), answered=False)
+            return HostChecks((Check("proxmox", "FAIL", exc.message, exc.hint or ""), *self._rights_lines(),
+                               *self.push_rights_lines()), answered=False)
+        finally:
+            self.refuse_missing_rights = True
         status, detail, hint = template_check_line(self.template_config, self.template_vmid, template)
         return HostChecks((
             Check("proxmox", "ok", f"{facts.get('pve_api')}: Proxmox VE {facts.get('pve_version', '?')}, node {facts.get('pve_node')}, "
                                    f"template {facts.get('pve_template')}, TLS {facts.get('pve_tls')}",
                   "TLS verification is off" if facts.get("tls_verify_off") else ""),
+            *self._rights_lines(),
+            *self.push_rights_lines(),
             Check("template", status, detail, hint),
             Check("accelerator", "ok" if accel.name == "kvm" else "warn", f"{accel.name}: {accel.reason}"),
         ), answered=True)
+
+    def _rights_lines(self) -> tuple[Check, ...]:
+        """doctor's line about the token's rights for a run: as preflight read them, or (when
+        preflight stopped before) read now, as far as the API answers."""
+        if self.rights is None and self.pve_version is not None:
+            try:
+                self.check_rights(self.run_steps(()))
+            except VmbenchError:
+                return ()
+        return (self.rights.check(),) if self.rights is not None else ()
+
+    def push_rights_lines(self) -> tuple[Check, ...]:
+        """doctor's line about what ``vmbench images push`` would need (a warning: a run of a
+        template that exists does not need it); none for a template vmbench did not make
+        (push leaves it alone) or when the API did not answer."""
+        if self.pve_version is None or (self.template_vmid is not None and read_identity(self.template_config) is None):
+            return ()
+        try:
+            line = TemplatePush(self, NullProgress()).rights_line()
+        except VmbenchError as exc:
+            return (Check("token rights (images push)", "warn", exc.message, exc.hint or ""),)
+        return (line,) if line is not None else ()
 
     # ---- the template -------------------------------------------------------------------------
 

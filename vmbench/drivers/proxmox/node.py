@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ...errors import HypervisorError
 from ...paths import HostPaths, StatePaths
@@ -23,6 +23,9 @@ from .cluster import Inventory
 from ...guest.needs import GuestNeeds
 from .rbd import PveRbd
 from .storage import PveStorage, ZfsEntries
+
+if TYPE_CHECKING:
+    from .tokenrights import RightsReport
 
 
 @dataclass
@@ -79,6 +82,10 @@ class PveNode:
         #: what a template vmbench did not make is checked for at the first boot (once per run)
         self.guest_needs: GuestNeeds | None = None
         self.guest_checked = False
+        self.pve_version: str | None = None  # /version's, read at preflight
+        #: the token's rights as preflight read them; a required one missing refuses unless this is off (doctor)
+        self.rights: "RightsReport | None" = None
+        self.refuse_missing_rights = True
 
     def __repr__(self) -> str:
         return f"ProxmoxDriver({self.cfg.url}, node {self.node})"

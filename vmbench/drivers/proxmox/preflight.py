@@ -20,6 +20,9 @@ from .config import (NO_LINKED_CLONE, agent_enabled, aio_axis_problem, disk_volu
 from .cluster import memory_problem, node_problem, quorum_problem, read_inventory, storage_problem, template_problem
 from .errors import PveApiError, PvePermissionError
 from .node import PveNode
+from .recipe import grant_hint
+from .rights import Step, major_of, needs, read_permissions, run_steps
+from .tokenrights import RightsReport, read_report, template_setup
 
 if TYPE_CHECKING:
     from ...images import Image
@@ -51,11 +54,13 @@ class Preflight(PveNode):
         if not cfg.tls_verify and not cfg.tls_fingerprint and not cfg.tls_ca_file:
             progress.warn(f"TLS certificate verification is OFF for {cfg.url} (tls.verify: false)")
         version = self.api().get("/version") or {}
-        log.debug("Proxmox VE %s", version.get("version"))
+        self.pve_version = str(version.get("version") or "") or None
+        log.debug("Proxmox VE %s", self.pve_version)
         self._check_cluster()
         self._check_ssh_node()
         self._find_template()
         self._check_template_node()
+        self.check_rights(self.run_steps(vms))
         self._check_clone_storage()
         self._check_krbd(vms)
         self.storage.prepare(progress)
@@ -72,6 +77,31 @@ class Preflight(PveNode):
                 raise PreflightError(problems[0][0], problems[0][1])
         self._check_aio_axis(storage_type, {vm.aio.value for vm in vms})
         return accelerator
+
+    def run_steps(self, vms: Sequence[VmConfig]) -> tuple[Step, ...]:
+        """The steps of the rights table a run of ``vms`` makes here: temporary storage
+        entries for zvols of a stated volblocksize (any zfs storage section, when the cells
+        are not known) and for krbd cells; the rbd storage's configuration."""
+        return run_steps(zfs_entries=self.entries is not None and (not vms or any(vm.zfs.volblocksize for vm in vms)),
+                         krbd_cells=self.rbd is not None and any(vm.krbd is not None for vm in vms), rbd=self.rbd is not None)
+
+    def check_rights(self, steps: Sequence[Step]) -> RightsReport | None:
+        """The token's rights for ``steps`` on this node, storage and template (``GET
+        /access/permissions``): a required one missing refuses (unless ``refuse_missing_rights``
+        is off: doctor lists them), an optional one is a warning.  None when PVE does not say."""
+        setup = template_setup(self.node, self.cfg.storage, self.template_vmid, self.template_config,
+                               clustered=len(self.inventory.nodes) > 1)
+        try:
+            report = read_report(self.api(), self.cfg.token_id, major_of(self.pve_version), setup, steps)
+        except PveApiError as exc:
+            self.progress.warn(f"cannot read the token's rights ({exc.message}): they are not checked before the run")
+            return None
+        self.rights = report
+        if report.required and self.refuse_missing_rights:
+            raise report.error()
+        for text in report.warnings():
+            self.progress.warn(text)
+        return report
 
     def _check_krbd(self, vms: Sequence[VmConfig]) -> None:
         """A krbd cell (krbd: true, or left to an rbd storage with krbd 1) needs a node that can
@@ -210,6 +240,7 @@ class Preflight(PveNode):
         else:
             found = [r for r in rows if r.get("name") == want]
         if not found:
+            self._template_unseen(want)
             raise PreflightError(f"no VM {want} on the cluster at {self.cfg.url} (hypervisor.template)",
                                  "name the template by VMID or unique name; the token needs VM.Audit on it to see it")
         here = [r for r in found if r.get("node") == self.node]
@@ -235,6 +266,21 @@ class Preflight(PveNode):
             raise PreflightError(f"template {vmid} ({name}) has no guest agent enabled (agent: {config.get('agent', 'not set')})",
                                  f"qm set {vmid} --agent enabled=1, with qemu-guest-agent installed and enabled in the guest")
         self.template_vmid, self.template_config = vmid, config
+
+    def _template_unseen(self, want: int | str) -> None:
+        """The template is not listed: when the token lacks VM.Audit on it (its VMID, or
+        /vms for a name), say so rather than that it does not exist."""
+        path = f"/vms/{want}" if isinstance(want, int) else "/vms"
+        try:
+            have = read_permissions(self.api(), [path]).get(path, {})
+        except PveApiError:
+            return
+        if "VM.Audit" not in have:
+            granted = needs(template_setup(self.node, self.cfg.storage, None, {}), [Step.RUN], major_of(self.pve_version) or 9)
+            raise PreflightError(f"the token {self.cfg.token_id} lacks VM.Audit on {path}: it cannot see template {want} "
+                                 "(hypervisor.template)",
+                                 "grant it (vmbench doctor SCENARIO lists everything the token lacks):\n  "
+                                 + "\n  ".join(grant_hint([path], granted, self.cfg.token_id)))
 
     def _check_clone_storage(self) -> None:
         """Linked clones need storage that can make them (not LVM-thick, not iSCSI)."""

@@ -41,9 +41,13 @@ from ...transport import ops
 from ...units import human_size
 from .config import FILE_STORAGES, NO_LINKED_CLONE, agent_enabled, parse_disk, storage_of
 from .cluster import config_shared, template_volumes
+from ..base import Check
 from .errors import PveApiError, PvePermissionError
 from .node import PveNode
+from .recipe import grant_hint
 from .removal import split_tags
+from .rights import Setup, Step, hidden_storages, major_of, needs
+from .tokenrights import RightsReport, read_report
 
 TEMPLATE_TAG = "vmbench-template"
 TAGS = f"vmbench;{TEMPLATE_TAG}"
@@ -154,7 +158,7 @@ class TemplatePush:
         want = cfg.template
         name = want if isinstance(want, str) else template_name(identity.recipe)
         self.progress.step(f"looking for template {want} on {cfg.url}")
-        self.api().get("/version")
+        self._version()
         rows = [r for r in (self.api().get("/cluster/resources", {"type": "vm"}) or []) if r.get("type") == "qemu"]
         row = self._find(want, rows)
         replaced = None
@@ -182,10 +186,16 @@ class TemplatePush:
                 raise PreflightError(f"template {vmid} ({name}) is vmbench's {got.short} (disk layout {got.layout}), not the "
                                      f"current {identity.short} (disk layout {identity.layout})",
                                      "add --replace to make it anew (its linked clones must be gone first)")
-            self._destroy(vmid, str(row.get("node") or self.where), name)
             replaced = vmid
+        # read only, before anything changes: the target storage, the import storage, the token's rights
         storage_type = self._check_target_storage()
-        sid, path = self._import_storage(import_storage)
+        sid = self._import_storage(import_storage)
+        report = self.rights(sid)
+        if report is not None and report.required:
+            raise report.error("images push")
+        path = self._import_dir(sid)
+        if replaced is not None:
+            self._destroy(replaced, str(row.get("node") or self.where) if row else self.where, name)
         volid, uploaded = self._upload(identity, disk, sid, path)
         vmid = want if isinstance(want, int) else replaced or int(self.api().get("/cluster/nextid"))
         params = create_params(vmid, name, identity, cfg.storage, storage_type, volid, time.strftime("%Y-%m-%dT%H:%M:%S%z"))
@@ -252,29 +262,81 @@ class TemplatePush:
                                  "set hypervisor.storage to a zfspool, lvmthin, rbd or directory storage, or hypervisor.clone: full")
         return kind
 
-    def _import_storage(self, wanted: str | None) -> tuple[str, str]:
-        """A storage on the node that takes imports, and its directory."""
+    def rights(self, import_storage: str | None) -> RightsReport | None:
+        """The token's rights for the push (:mod:`.rights`, step images push); None when PVE does not say."""
+        cfg = self.n.cfg
+        template = cfg.template if isinstance(cfg.template, int) else None  # a name: the next free VMID
+        setup = Setup(node=self.where, storage=cfg.storage, template=template, import_storage=import_storage)
+        try:
+            return read_report(self.api(), cfg.token_id, major_of(self.n.pve_version or self._version()), setup, [Step.PUSH])
+        except PveApiError as exc:
+            self.progress.step(f"cannot read the token's rights ({exc.message}): not checked before the push")
+            return None
+
+    def _version(self) -> str | None:
+        self.n.pve_version = str((self.api().get("/version") or {}).get("version") or "") or None
+        return self.n.pve_version
+
+    def rights_line(self) -> Check | None:
+        """``vmbench doctor``'s line about what a push would need (a warning when something
+        is missing: a run of an existing template does not need it)."""
+        name = "token rights (images push)"
+        sid = self._import_storage(None)
+        report = self.rights(sid)
+        if report is None:
+            return None
+        line = report.check()
+        if line.status == "ok":
+            return Check(name, "ok", f"{self.n.cfg.token_id} may make vmbench's template (import storage {sid})")
+        return Check(name, "warn", line.detail, line.hint)
+
+    def _import_storage(self, wanted: str | None) -> str:
+        """The storage on the node that takes imports (content ``import``) the push uploads to:
+        ``wanted``, the scenario's storage, or the first.  None listed: why, naming a storage
+        the token's ACLs hide (an ACL on it without Datastore.Audit or AllocateSpace replaces
+        the one inherited, and the storage lists leave it out)."""
         rows = self.api().get(f"/nodes/{self.where}/storage", {"content": "import", "enabled": True}) or []
         ids = sorted(str(r.get("storage")) for r in rows if r.get("active", 1) in (1, "1", True))
+        hidden = self._hidden() if (wanted is not None and wanted not in ids) or not ids else []
+        if hidden and (wanted in hidden or not ids):
+            sid = wanted if wanted in hidden else hidden[0]
+            raise PreflightError(f"the token {self.n.cfg.token_id} cannot see storage {sid}: an ACL on /storage/{sid} gives "
+                                 "it neither Datastore.Audit nor Datastore.AllocateSpace",
+                                 f"that ACL replaces what the token inherits for /storage/{sid}; give it one role with all "
+                                 "the push needs there (vmbench setup proxmox SCENARIO prints it):\n  "
+                                 + "\n  ".join(grant_hint([f"/storage/{sid}"], needs(
+                                     Setup(self.where, self.n.cfg.storage, import_storage=sid), [Step.PUSH],
+                                     major_of(self.n.pve_version) or 9),
+                                     self.n.cfg.token_id)))
         if wanted is not None and wanted not in ids:
             raise PreflightError(f"storage {wanted} on node {self.where} does not take imports (content 'import'), or is not active",
                                  f"add 'import' to its content: pvesm set {wanted} --content <its content>,import")
         if not ids:
             raise PreflightError(f"no storage on node {self.where} takes imports (content 'import'): vmbench uploads the "
                                  "template's disk to one", "add 'import' to the content of a directory storage: pvesm set "
-                                 "local --content iso,vztmpl,backup,import (keep what it has), or in Datacenter > Storage")
-        sid = wanted or (self.n.cfg.storage if self.n.cfg.storage in ids else ids[0])
+                                 "local --content iso,vztmpl,backup,import (keep what it has), or in Datacenter > Storage; "
+                                 "the token needs Datastore.Audit on it to see it")
+        return wanted or (self.n.cfg.storage if self.n.cfg.storage in ids else ids[0])
+
+    def _hidden(self) -> list[str]:
+        try:
+            return hidden_storages(self.api().get("/access/permissions") or {})
+        except PveApiError:
+            return []
+
+    def _import_dir(self, sid: str) -> str:
+        """The import storage's directory (``GET /storage/SID``: Datastore.Allocate there)."""
         try:
             entry = self.api().get(f"/storage/{sid}") or {}
         except PvePermissionError as exc:
             raise PreflightError(f"reading where storage {sid} keeps its files: {exc.message}",
-                                 f"the token needs Datastore.Allocate on /storage/{sid} (pveum acl modify /storage/{sid} "
-                                 f"--tokens '{self.n.cfg.token_id}' --roles PVEDatastoreAdmin)") from None
+                                 f"the token needs Datastore.Allocate on /storage/{sid}: vmbench doctor SCENARIO lists "
+                                 "what it lacks and the pveum lines that grant it") from None
         path = str(entry.get("path") or "")
         if not path.startswith("/"):
             raise PreflightError(f"storage {sid} ({entry.get('type')}) has no directory on the node to upload into",
                                  "pick a directory storage that takes imports (--import-storage)")
-        return sid, path.rstrip("/")
+        return path.rstrip("/")
 
     def _upload(self, identity: TemplateIdentity, disk: Path, sid: str, path: str) -> tuple[str, bool]:
         """The disk as the volume ``SID:import/<file>``: copied over SSH unless it is there."""
