@@ -32,7 +32,7 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
     run, env, boots = data.run, data.environment, data.boots
     accels = sorted({b["accelerator"] for b in boots}) or [env.get("accelerator", "?")]
     header = {
-        "run": f"{run.id} ({run.tag})",
+        "run": f"{run.id} ({run.tag_label})",
         "scenario": f"{run.scenario_name} ({run.scenario_path})",
         "status": run.status + (f": {run.error}" if run.error else ""),
         "started": run.started_at,

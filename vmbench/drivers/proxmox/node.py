@@ -5,6 +5,7 @@ the base of :class:`~.preflight.Preflight`, :class:`~.removal.Removal` and the
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -23,6 +24,8 @@ from .cluster import Inventory
 from ...guest.needs import GuestNeeds
 from .rbd import PveRbd
 from .storage import PveStorage, ZfsEntries
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -86,8 +89,13 @@ class PveNode:
     def api(self) -> PveApi:
         """The API client, made on first use (the secret is read then)."""
         if self._api is None:
-            self._api = PveApi(self.cfg, read_secret(self.cfg), clock=self.clock, sleep=self.sleep)
+            self._api = PveApi(self.cfg, read_secret(self.cfg), clock=self.clock, sleep=self.sleep, notice=self._notice)
         return self._api
+
+    def _notice(self, text: str) -> None:
+        """What the API says while it waits out an outage (in the progress output and the run's log)."""
+        log.warning("%s", text)
+        self.progress.warn(text)
 
     def close(self) -> None:
         if self._api is not None:
