@@ -27,6 +27,8 @@ from vmbench.drivers.proxmox.outage import idempotent
 from vmbench.errors import VmbenchError
 from vmbench.paths import StatePaths
 from vmbench.progress import RecordingProgress
+from vmbench.report.build import build_report
+from vmbench.report.load import load_run
 from vmbench.scenario import parse_scenario
 
 CLONE = ("POST", "/nodes/{node}/qemu/{vmid}/clone")
@@ -227,6 +229,13 @@ def test_a_pvedaemon_restart_in_the_middle_of_the_guests_fio_is_ridden_out(versi
         assert "the Proxmox API (node pve1) answers again after 12.5s" in warns
         refused = [r for r in fake.requests if r.status == 595]
         assert refused and {(r.method, r.template) for r in refused} == {EXEC_STATUS}
+        # (issue 39 item 5) the report names the QEMU the VM ran: the boot's evidence (running-qemu)
+        qemu = {"8.4": "9.2.0", "9.1": "10.1.2"}[version]
+        env = dict(db.resolve_run(out.run_id).environment)
+        assert build_report(load_run(db, out.run_id))[0]["versions"].startswith(f"Proxmox VE {version}.") and \
+            f", QEMU {qemu}, fio " in build_report(load_run(db, out.run_id))[0]["versions"]
+        db.set_environment(out.run_id, {k: v for k, v in env.items() if k not in ("qemu_version", "pveversion")})  # no pveversion
+        assert f", QEMU {qemu}, fio " in build_report(load_run(db, out.run_id))[0]["versions"]
         assert sorted(fake.vms) == [9000] and fake.problems == []
         lr.driver.close()
 
