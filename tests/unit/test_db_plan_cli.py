@@ -148,3 +148,25 @@ def test_a_run_whose_cells_were_invalid_says_so_and_exits_6(invalid, last, tmp_p
     err = capsys.readouterr().err
     assert f"run 1 (r0a1b2c3d) {last}; results in" in err, err
     assert f"{len(invalid)} cell(s) not measured because a setting did not take effect: {', '.join(invalid)}" in err
+
+
+def test_results_default_to_the_clone_or_the_users_data_directory(tmp_path, monkeypatch):
+    """(issue 39) in a clone its results/; installed (no setup.cfg beside the package), the XDG
+    data directory: never the installation's directory (site-packages/results)."""
+    from vmbench import paths
+
+    monkeypatch.delenv("VMBENCH_DB", raising=False)
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert paths.in_clone() and paths.default_db_path() == paths.REPO_ROOT / "results" / "vmbench.db"
+    site = tmp_path / "site-packages"
+    monkeypatch.setattr(paths, "REPO_ROOT", site)
+    assert not paths.in_clone()
+    assert paths.default_db_path() == tmp_path / "home" / ".local" / "share" / "vmbench" / "vmbench.db"
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert paths.default_db_path() == tmp_path / "data" / "vmbench" / "vmbench.db"
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/dir")  # not absolute: ignored, as the XDG spec says
+    assert paths.default_db_path() == tmp_path / "home" / ".local" / "share" / "vmbench" / "vmbench.db"
+    monkeypatch.setenv("VMBENCH_DB", str(tmp_path / "mine.db"))
+    assert paths.default_db_path() == tmp_path / "mine.db"
+    assert paths.recipes_dir() == paths.PACKAGE_DIR / "images" / "recipes" and (paths.recipes_dir() / "debian12" / "recipe.yaml").is_file()

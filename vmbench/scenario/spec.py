@@ -48,7 +48,7 @@ class Scenario:
             object.__setattr__(self, "repeats", self.repeat_policy.min)
 
     def template_label(self) -> str:
-        """What the VMs are made from: a recipe of guest-images (libvirt), or the template VM
+        """What the VMs are made from: a recipe of vmbench/images/recipes (libvirt), or the template VM
         a Proxmox node clones (``hypervisor.template``)."""
         pve = self.hypervisor.proxmox
         return f"Proxmox VM {pve.template}" if pve is not None else self.template
