@@ -158,7 +158,7 @@ def test_a_lost_answer_is_sent_again_only_when_that_is_safe():
         fake.lose_answer(*CLONE)
         with pytest.raises(PveAnswerLost) as exc:
             api.post("/nodes/pve1/qemu/9000/clone", {"newid": 100, "name": "x", "full": False})
-        assert exc.value.message.startswith("POST /nodes/pve1/qemu/9000/clone: the Proxmox API (node pve1) stopped answering "
+        assert exc.value.message.startswith("POST /nodes/pve1/qemu/9000/clone: the Proxmox API stopped answering "
                                             "after the request was sent (")
         assert "it may or may not have taken effect" in exc.value.message
         assert fake.calls().count(CLONE) == 1 and 100 in fake.vms  # it did: the caller must look

@@ -246,13 +246,13 @@ class PveApi:
             except PveUnreachable as exc:
                 if not exc.outage or not self._answered:  # a first contact that fails is a setting to fix
                     raise
+                down = node if exc.status in STATUS_OUTAGE else ""  # pveproxy's answer for a node, or no answer at all
                 if exc.outage == LOST and not idempotent(method, path, data):  # sent again, it might happen twice
-                    raise PveAnswerLost(f"{method} {path}: {where(node)} stopped answering after the request was sent "
+                    raise PveAnswerLost(f"{method} {path}: {where(down)} stopped answering after the request was sent "
                                         f"({exc.short}): it may or may not have taken effect",
                                         "check the VM or volume it names on the node; `vmbench cleanup SCENARIO` removes "
                                         "what a run made", method=method, path=path, status=exc.status, reason=exc.reason,
                                         outage=LOST, short=exc.short) from None
-                down = node if exc.status in STATUS_OUTAGE else ""  # pveproxy's answer for a node, or no answer at all
                 left = self.outages.failed(down, exc.short)
                 if left is None:
                     raise self._gave_up(exc, down) from None
