@@ -158,10 +158,11 @@ class TestSshd:
         raise RuntimeError(f"test sshd did not listen on {self.host}:{self.port} within 10 s")
 
     def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None:
+        """Stop it and every connection it serves (clients see theirs drop, then refused)."""
+        if self.proc is None:
             return
-        self.kill_sessions()
+        self.kill_sessions()  # while self.proc still names the listener whose sessions they are
+        proc, self.proc = self.proc, None
         proc.terminate()
         try:
             proc.wait(timeout=5)

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_STATE_DIR = Path("/var/lib/vmbench")
-REPO_ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = Path(__file__).resolve().parent
+#: the clone's root when vmbench runs from one (else the directory the package is installed in)
+REPO_ROOT = PACKAGE_DIR.parent
 
 
 @dataclass(frozen=True)
@@ -80,11 +82,27 @@ class HostPaths:
 
 
 def recipes_dir() -> Path:
-    """The ``guest-images/`` directory holding image recipes."""
+    """The directory of guest image recipes: the package's own ``vmbench/images/recipes``
+    (package data: an installed vmbench builds images without a clone), or ``$VMBENCH_RECIPES_DIR``."""
     env = os.environ.get("VMBENCH_RECIPES_DIR")
-    return Path(env) if env else REPO_ROOT / "guest-images"
+    return Path(env) if env else PACKAGE_DIR / "images" / "recipes"
+
+
+def in_clone() -> bool:
+    """Is this vmbench the code of a clone (or a source tree) of the repository, run from there
+    (``make demo``'s editable install, ``python -m vmbench``), rather than an installed package?"""
+    return all((REPO_ROOT / name).is_file() for name in ("setup.cfg", "pyproject.toml"))
 
 
 def default_db_path() -> Path:
+    """Where results go unless ``--db`` says: ``$VMBENCH_DB``; in a clone its ``results/vmbench.db``;
+    installed, the user's data directory (``$XDG_DATA_HOME/vmbench/vmbench.db``, by default
+    ``~/.local/share/vmbench/vmbench.db``), never the installation's directory."""
     env = os.environ.get("VMBENCH_DB")
-    return Path(env) if env else REPO_ROOT / "results" / "vmbench.db"
+    if env:
+        return Path(env)
+    if in_clone():
+        return REPO_ROOT / "results" / "vmbench.db"
+    data = os.environ.get("XDG_DATA_HOME") or ""
+    base = Path(data) if os.path.isabs(data) else Path.home() / ".local" / "share"  # a relative one is ignored, as the spec says
+    return base / "vmbench" / "vmbench.db"

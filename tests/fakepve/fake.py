@@ -71,6 +71,7 @@ class FakePve:
             self.add_storage("local", "dir", path=self._local_path or str(self.root / "local"),
                              content=self._local_content)
             self.dispatcher = Dispatcher(version=self.version, state=self.state, api=self.api, checker=self.checker)
+            self._tls_files = (cert, key)
             self._server, self._thread = serve(self.dispatcher, cert, key)
             self.port = self._server.server_address[1]
         except BaseException:
@@ -211,6 +212,32 @@ class FakePve:
             if node not in self.state.nodes:
                 raise KeyError(node)
             self.state.nodes[node] = online
+
+    def api_down(self, how: str = "pveproxy") -> None:
+        """The API stops answering until :meth:`api_up`: ``pveproxy`` (its port refuses
+        connections, open ones are cut; the VMs and tasks go on) or ``pvedaemon`` (pveproxy
+        answers ``595 Connection refused`` for every protected call, the ones it proxies to
+        pvedaemon, as a real node did with pvedaemon stopped)."""
+        if how == "pvedaemon":
+            self.dispatcher.daemon_down = True
+        elif how == "pveproxy":
+            if self._server is not None:
+                self._server.cut()
+                self._server = None
+        else:
+            raise ValueError(f"api_down: {how!r} is not pveproxy or pvedaemon")
+
+    def lose_answer(self, method: str, template: str) -> None:
+        """The next ``method template`` request (``POST /nodes/{node}/qemu/{vmid}/clone``) is
+        served, then its connection drops before the answer (pveproxy restarted mid-request)."""
+        with self.dispatcher.lock:
+            self.dispatcher.lose_answers.append((method, template))
+
+    def api_up(self) -> None:
+        """The API answers again, on the same port."""
+        self.dispatcher.daemon_down = False
+        if self._server is None:
+            self._server, self._thread = serve(self.dispatcher, *self._tls_files, port=self.port)
 
     def node_of(self, vmid: int) -> str:
         return self.state.node_of(self.state.vms[vmid])

@@ -16,6 +16,7 @@ import ipaddress
 import json
 import re
 import secrets
+import socket
 import ssl
 import tempfile
 import threading
@@ -134,18 +135,43 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     tls: ssl.SSLContext
 
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.conns: set = set()  # open connections, cut when the server stops (:meth:`cut`)
+        self.conns_lock = threading.Lock()
+
     def finish_request(self, request, client_address) -> None:
         """TLS handshake in the connection's own thread (a stuck client blocks nobody)."""
         try:
             request.settimeout(30)
-            conn = self.tls.wrap_socket(request, server_side=True)
+            conn = self.tls.wrap_socket(request, server_side=True)  # takes the socket over
         except (ssl.SSLError, OSError):
             return
+        with self.conns_lock:
+            self.conns.add(conn)
         try:
             self.RequestHandlerClass(conn, client_address, self)
         finally:
+            self._forget(conn)
             try:
                 conn.close()
+            except OSError:
+                pass
+
+    def _forget(self, request) -> None:
+        with self.conns_lock:
+            self.conns.discard(request)
+
+    def cut(self) -> None:
+        """Stop listening and cut every open connection (keep-alive ones too), as a stopped
+        pveproxy does: clients see their connection reset, then connections refused."""
+        self.shutdown()
+        self.server_close()
+        with self.conns_lock:
+            conns, self.conns = list(self.conns), set()
+        for sock in conns:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
 
@@ -161,6 +187,10 @@ class Dispatcher:
         self.lock = threading.RLock()
         self.requests: list[Request] = []
         self.problems: list[str] = []
+        #: pvedaemon stopped (FakePve.api_down("pvedaemon")): pveproxy answers 595 for what it proxies to it
+        self.daemon_down = False
+        #: (METHOD, path template) whose next request is served and its answer lost (FakePve.lose_answer)
+        self.lose_answers: list[tuple[str, str]] = []
 
     # ---- HTTP plumbing -----------------------------------------------------------------
 
@@ -176,6 +206,18 @@ class Dispatcher:
             self.problem(f"{method} {path}: internal error in the fake: {exc!r}")
             status, reason, payload = 500, "fakepve internal error", {"data": None, "message": f"{exc!r}\n"}
         req.status, req.reason = status, reason
+        with self.lock:
+            lost = (method, req.template) in self.lose_answers
+            if lost:
+                self.lose_answers.remove((method, req.template))
+        if lost:  # done, but the connection drops before the answer: the client cannot tell whether it was
+            req.reason = f"answer lost ({reason})"
+            if status == 200 and isinstance((payload or {}).get("data"), str) and payload["data"].startswith("UPID:"):
+                with self.lock:  # nobody polls its task now: it runs to its end on its own, as on a node
+                    self.state.finish_all()
+            h.close_connection = True
+            h.connection.shutdown(socket.SHUT_RDWR)
+            return
         raw = json.dumps(payload).encode() if payload is not None else b""
         h.send_response(status, reason)
         h.send_header("Content-Type", "application/json;charset=UTF-8")
@@ -216,6 +258,8 @@ class Dispatcher:
         req.template = template
         if info is None:
             return 501, f"Method '{method} {rel}' not implemented", {"data": None}
+        if self.daemon_down and info.info.get("protected"):  # pveproxy proxies these to pvedaemon, which is down
+            return self.error(595, "Connection refused")
         params: dict[str, Any] = {}
         if body and method not in ("POST", "PUT"):
             return 501, f"Unexpected content for method '{method}'", None
@@ -311,8 +355,8 @@ def private_root(base: str | None) -> Path:
     return path
 
 
-def serve(dispatcher: Dispatcher, cert: Path, key: Path) -> tuple[_Server, threading.Thread]:
-    server = _Server(("127.0.0.1", 0), _Handler)
+def serve(dispatcher: Dispatcher, cert: Path, key: Path, port: int = 0) -> tuple[_Server, threading.Thread]:
+    server = _Server(("127.0.0.1", port), _Handler)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
     server.tls = ctx

@@ -21,7 +21,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
+import threading
+import time
 from pathlib import Path
 
 
@@ -63,7 +66,7 @@ jobs:
 @contextlib.contextmanager
 def fake_node(tmp_path, name: str, scenario: str):
     """The fake PVE 9.1 node with real guests behind it, an sshd for its host side, and the
-    scenario written for them: (fake, scenario path, environment with the token)."""
+    scenario written for them: (fake, scenario path, environment with the token, sshd)."""
     node = socket.gethostname().split(".")[0]
     with TestSshd() as sshd, FakePve(version="9.1", backend=LibvirtBackend(), node=node, token=(TOKEN_ID, SECRET),
                                      task_polls=1, agent_pings=3,
@@ -71,11 +74,47 @@ def fake_node(tmp_path, name: str, scenario: str):
         path = write(tmp_path, name, scenario.format(
             port=fake.port, node=node, token_id=TOKEN_ID, ca=fake.ca_file, ssh_port=sshd.port, key=sshd.client_key,
             known_hosts=sshd.known_hosts))
-        yield fake, path, dict(os.environ, VMBENCH_IT_PVE_TOKEN=SECRET)
+        yield fake, path, dict(os.environ, VMBENCH_IT_PVE_TOKEN=SECRET), sshd
+
+
+class Restarts(threading.Thread):
+    """Once the run's first guest fio starts (its agent/exec seen by the fake), the node's API
+    (pveproxy: the port refuses, open connections are cut) and its sshd (every session cut)
+    stop; the API is back ``api_down`` seconds later, sshd ``ssh_down`` seconds later (so
+    the run's next SSH step finds it still refusing)."""
+
+    def __init__(self, fake: FakePve, sshd: TestSshd, api_down: float = 10.0, ssh_down: float = 15.0) -> None:
+        super().__init__(daemon=True)
+        self.fake, self.sshd, self.api_down, self.ssh_down = fake, sshd, api_down, ssh_down
+        self.stop_at: float | None = None
+        self.quit = threading.Event()
+
+    def guest_fio_started(self) -> bool:
+        """A measured guest fio was started and its start answered (a restart while the answer
+        is on its way loses it: the step would fail, as it must, not knowing whether fio runs)."""
+        return any(r.method == "POST" and (r.template or "").endswith("/agent/exec") and r.status == 200
+                   and "--output-format=json+" in (r.params.get("command") or []) for r in list(self.fake.requests))
+
+    def run(self) -> None:
+        while not self.quit.is_set() and not self.guest_fio_started():
+            time.sleep(0.05)
+        if self.quit.is_set():
+            return
+        time.sleep(0.5)  # into its ramp
+        self.stop_at = time.monotonic()
+        self.fake.api_down("pveproxy")
+        self.sshd.stop()
+        time.sleep(self.api_down)
+        self.fake.api_up()
+        time.sleep(self.ssh_down - self.api_down)
+        self.sshd.start()
 
 
 def test_a_scenario_through_the_proxmox_driver(machine, tmp_path):
-    with fake_node(tmp_path, "pve.yaml", SCENARIO) as (fake, path, env):
+    """... and (issue 39) the node's API and its sshd restart in the middle of the first guest
+    fio: pveproxy down for 10 s, sshd for 15 s (every connection cut); the run waits for both
+    and completes, its figures from the fio runs that went on in the guest meanwhile."""
+    with fake_node(tmp_path, "pve.yaml", SCENARIO) as (fake, path, env, sshd):
         db_path = tmp_path / "r.db"
         pushed = vmbench("images", "push", str(path), env=env)
         assert pushed.returncode == 0, pushed.stderr[-4000:]
@@ -91,12 +130,31 @@ def test_a_scenario_through_the_proxmox_driver(machine, tmp_path):
         assert again.returncode == 0 and "kept (current)" in again.stdout, again.stdout + again.stderr
         doctor = vmbench("doctor", str(path), env=env)
         assert "vmbench's debian12" in doctor.stdout and "current" in doctor.stdout, doctor.stdout + doctor.stderr
-        run = vmbench("--debug", "-v", "run", str(path), "--db", str(db_path), env=env)
+        restarts = Restarts(fake, sshd)
+        restarts.start()
+        started = time.monotonic()
+        try:
+            run = vmbench("--debug", "-v", "run", str(path), "--db", str(db_path), env=env)
+        finally:
+            restarts.quit.set()
+            restarts.join()
+        print(f"the run took {time.monotonic() - started:.0f}s, the restarts began {restarts.stop_at - started:.0f}s in"
+              if restarts.stop_at else "no restart")
         assert run.returncode == 0, run.stderr[-4000:]
         assert SECRET not in run.stdout + run.stderr
+        assert restarts.stop_at is not None, "the guest's fio was never seen"
+        said = [line for line in run.stderr.splitlines() if "warning: the Proxmox API" in line]
+        print("\n".join(said))
+        assert any("warning: the Proxmox API not answering (Connection refused) since 0s; retrying until 60s" in l for l in said), said
+        back = [float(m.group(1)) for l in said if (m := re.search(r"the Proxmox API answers again after ([\d.]+)s", l))]
+        assert back and 10 <= back[0] < 25, said  # ridden out: down for 10 s
         db = ResultsDB(db_path, create=False)
         r = db.resolve_run("latest")
         assert r.status == "ok"
+        ssh_said = [l for l in (tmp_path / "logs" / f"run-{r.tag}.log").read_text().splitlines() if "SSH" in l and "answer" in l]
+        print("\n".join(ssh_said))
+        assert any(f"root@127.0.0.1:{sshd.port}: SSH not answering (Connection refused)" in l for l in ssh_said), ssh_said
+        assert any(re.search(r"SSH answers again after [\d.]+s", l) for l in ssh_said), ssh_said
         e = r.environment
         assert e["driver"] == "proxmox" and e["pve_node"] == socket.gethostname().split(".")[0] and e["pve_tls"].startswith("verified against CA file") and not e["tls_verify_off"]
         cells = db.rows("cells", r.id)

@@ -300,6 +300,41 @@ def test_dropped_connection_then_reconnect(sshd):
     t.close()
 
 
+def test_an_sshd_restart_between_commands_is_waited_for(caplog):
+    """sshd stopped (its sessions with it) and started again 3 s later, as a restart does:
+    the next command reconnects once it listens again; one down for good fails after
+    ``reconnect_for`` seconds, naming the host, then at once (a cleanup does not wait again)."""
+    caplog.set_level("WARNING", logger="vmbench.transport.ssh")
+    with TestSshd() as server:
+        t = SshTransport(cfg_for(server))
+        assert t.run(["echo", "one"]).stdout == "one\n"
+        server.stop()
+        restart = threading.Timer(3.0, server.start)
+        restart.start()
+        started = time.monotonic()
+        assert t.run(["echo", "two"]).stdout == "two\n"
+        waited = time.monotonic() - started
+        restart.join()
+        print(f"reconnected {waited:.1f}s after the stop")
+        assert 3.0 <= waited < 10, waited
+        said = [r.getMessage() for r in caplog.records]
+        assert f"host root@127.0.0.1:{server.port}: SSH not answering (Connection refused) since 0s; retrying until 60s" in said, said
+        assert any(m.startswith(f"host root@127.0.0.1:{server.port}: SSH answers again after 3.") for m in said), said
+        t.close()
+
+        t = SshTransport(cfg_for(server), reconnect_for=2.0)
+        t.connect()
+        server.stop()
+        with pytest.raises(HostConnectionError, match=rf"cannot reconnect: Connection refused \(tried for 2s\)") as exc:
+            t.run(["true"])
+        assert f"root@127.0.0.1:{server.port}" in exc.value.message
+        started = time.monotonic()
+        with pytest.raises(HostConnectionError, match="cannot reconnect: Connection refused$"):
+            t.run(["true"])
+        assert time.monotonic() - started < 1.5
+        t.close()
+
+
 def _hosts_parser() -> argparse.ArgumentParser:
     from vmbench.cli.hosts import add_parser
 

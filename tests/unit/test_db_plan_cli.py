@@ -120,3 +120,53 @@ def test_plan_says_how_the_cache_buster_was_sized(tmp_path, capsys):
     p.write_text(p.read_text().replace("scratch_size: 20G", "scratch_size: 20G, arc_max: 2G"))
     assert main(["plan", str(p), "--accel", "tcg"]) == 0
     assert "cache-buster: working set 4 x max(largest VM's memory 1g, ARC c_max 2g) = 8g\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("invalid, last", [
+    (["baseline", "vm:cache=writeback"], "finished: no cell measured: all 2 were invalid (a setting did not take effect)"),
+    (["vm:cache=writeback"], "finished: ok"),
+], ids=["all", "one"])
+def test_a_run_whose_cells_were_invalid_says_so_and_exits_6(invalid, last, tmp_path, capsys, monkeypatch):
+    """(issue 39) every cell invalid (x86-64-v2-AES under TCG: no pclmulqdq for LUKS): the last
+    line does not say "finished: ok"; either way the cells are named and the exit code is 6."""
+    import vmbench.run.runner as runner_mod
+    from vmbench.run.session import RunOutcome
+
+    class Ran:
+        tag = "r0a1b2c3d"
+
+        def __init__(self, *a, **kw) -> None:
+            pass
+
+        def run(self) -> RunOutcome:
+            return RunOutcome(1, self.tag, "ok", invalid_cells=list(invalid))
+
+    monkeypatch.setattr(runner_mod, "Runner", Ran)
+    p = tmp_path / "two.yaml"
+    p.write_text("name: two\nvary: {cache: [writeback]}\njobs:\n  - {name: j, rw: randwrite, bs: 4k}\n")
+    assert main(["run", str(p), "--db", str(tmp_path / "x.db")]) == 6
+    err = capsys.readouterr().err
+    assert f"run 1 (r0a1b2c3d) {last}; results in" in err, err
+    assert f"{len(invalid)} cell(s) not measured because a setting did not take effect: {', '.join(invalid)}" in err
+
+
+def test_results_default_to_the_clone_or_the_users_data_directory(tmp_path, monkeypatch):
+    """(issue 39) in a clone its results/; installed (no setup.cfg beside the package), the XDG
+    data directory: never the installation's directory (site-packages/results)."""
+    from vmbench import paths
+
+    monkeypatch.delenv("VMBENCH_DB", raising=False)
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert paths.in_clone() and paths.default_db_path() == paths.REPO_ROOT / "results" / "vmbench.db"
+    site = tmp_path / "site-packages"
+    monkeypatch.setattr(paths, "REPO_ROOT", site)
+    assert not paths.in_clone()
+    assert paths.default_db_path() == tmp_path / "home" / ".local" / "share" / "vmbench" / "vmbench.db"
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert paths.default_db_path() == tmp_path / "data" / "vmbench" / "vmbench.db"
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/dir")  # not absolute: ignored, as the XDG spec says
+    assert paths.default_db_path() == tmp_path / "home" / ".local" / "share" / "vmbench" / "vmbench.db"
+    monkeypatch.setenv("VMBENCH_DB", str(tmp_path / "mine.db"))
+    assert paths.default_db_path() == tmp_path / "mine.db"
+    assert paths.recipes_dir() == paths.PACKAGE_DIR / "images" / "recipes" and (paths.recipes_dir() / "debian12" / "recipe.yaml").is_file()

@@ -21,7 +21,7 @@ from vmbench.images import (
 )
 from vmbench.images import build
 from vmbench.images.recipe import RecipeError, compute_hash, effective_mirror, parse_size
-from vmbench.paths import REPO_ROOT, StatePaths
+from vmbench.paths import StatePaths, recipes_dir
 
 RECIPE = """\
 name: {name}
@@ -59,7 +59,7 @@ def recipes(tmp_path: Path) -> Path:
 
 
 def test_shipped_recipe_is_valid() -> None:
-    r = load_recipe("debian12", REPO_ROOT / "guest-images")
+    r = load_recipe("debian12", recipes_dir())
     assert r.suite == "bookworm" and r.variant == "minbase"
     assert "linux-image-amd64" in r.packages and "qemu-guest-agent" in r.packages
     assert r.cmdline.startswith("root=LABEL=vmbench-root ") and "console=ttyS0" in r.cmdline

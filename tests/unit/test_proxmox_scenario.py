@@ -164,3 +164,21 @@ def test_zfs_dataset_storage_is_named_as_not_supported_with_proxmox():
         parse(BASE, "storage: {type: zfs-dataset, dataset: rpool/data}\n")
     assert "storage.type: zfs-dataset is not supported with driver proxmox" in exc.value.message
     assert parse(BASE, "storage: {type: zfs, dataset: rpool/data}\n").storage.dataset == "rpool/data"
+
+
+def test_plan_names_the_template_vm_and_the_pve_storage(tmp_path, capsys):
+    """`vmbench plan` of a Proxmox scenario (issue 39): the template VM and the PVE storage the run
+    uses (its type where the storage: section says it), not the libvirt recipe and dir pool."""
+    from vmbench.cli.main import main
+
+    s = parse(BASE.replace("template: 9000", "template: vmbench-debian12").replace("local-zfs", "vmbdir"))
+    assert (s.template_label(), s.storage_label()) == ("Proxmox VM vmbench-debian12", "PVE storage vmbdir, scratch 1g")
+    zvols = parse(BASE, "storage: {type: zfs, dataset: rpool/data, volblocksize: 16k, scratch_size: 4G}\n")
+    assert zvols.storage_label() == "PVE storage local-zfs (zfspool: zvols under rpool/data), scratch 4g"
+    assert parse("driver: libvirt").template_label() == "debian12"
+    path = tmp_path / "pve.yaml"
+    path.write_text(scenario(BASE.replace("storage: local-zfs", "storage: vmbdir") + "accel: tcg\n"))
+    assert main(["plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "template: Proxmox VM 9000; PVE storage vmbdir, scratch 1g; plan: baseline" in out, out
+    assert "debian12" not in out and "dir pool" not in out

@@ -14,6 +14,9 @@ from tests.fakes import (
 )
 from tests.unit.conftest import fresh_state
 from vmbench.cli.cleanup import find_leftovers, remove_leftovers
+from vmbench.cli.main import main
+from vmbench.report.build import build_report
+from vmbench.report.load import load_run
 from vmbench.errors import CommandError, GuestError, HypervisorError, Interrupted, PreflightError
 from vmbench.paths import StatePaths
 from vmbench.progress import RecordingProgress
@@ -349,7 +352,7 @@ def failed_run(env: Env, setup) -> tuple[Runner, int]:
 
 
 @pytest.mark.parametrize("side, nth", [("host", 2), ("guest", 1), ("guest", 6), ("guest", 7), ("guest", 9), ("guest", 18)])
-def test_resume_runs_exactly_the_missing_steps(env, side, nth):
+def test_resume_runs_exactly_the_missing_steps(env, side, nth, capsys):
     if side == "host":
         first, run_id = failed_run(env, lambda d: d.host.fail_on(fio_run(), nth=nth))
         done = nth - 1
@@ -386,6 +389,13 @@ def test_resume_runs_exactly_the_missing_steps(env, side, nth):
     attempts = env.db.resolve_run(run_id).environment["attempts"]
     assert attempts == [{"attempt": 2, "run_tag": runner.tag}]
     assert_nothing_left(env, runner, driver)
+    # one run, named by both tags: the first attempt's and the resumed one's (which named its VMs)
+    assert env.db.resolve_run(run_id).tags == (first.tag, runner.tag)
+    header, _ = build_report(load_run(env.db, run_id))
+    assert header["run"] == f"{run_id} ({first.tag}, resumed as {runner.tag})"
+    assert main(["runs", "--db", str(env.db.path)]) == 0
+    out = capsys.readouterr().out
+    assert f" {first.tag}, {runner.tag} " in out, out
 
 
 @pytest.mark.parametrize("driver, differs", [

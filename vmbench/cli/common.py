@@ -95,7 +95,7 @@ def run_alive(run) -> bool:
     of another database may be running)."""
     from ..run.ledger import live_runs
 
-    return run.tag in live_runs(StatePaths.default().runs)
+    return bool(set(run.tags) & set(live_runs(StatePaths.default().runs)))  # its last attempt's ledger
 
 
 def log_to_file(path: Path) -> None:

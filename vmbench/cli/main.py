@@ -79,7 +79,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         where = f"{s.hypervisor.uri}: on every online node of the cluster (nodes: all), read when the run starts"
     print(f"driver:   {s.hypervisor.driver} {where}, accelerator {s.hypervisor.accel.value}"
           + (f" (this host: {accel})" if accel else " (not yet probed on this host; assuming tcg for the estimate)"))
-    print(f"template: {s.template}; {s.storage.describe()}; plan: {s.plan_mode}; repeats: {policy.describe()}")
+    print(f"template: {s.template_label()}; {s.storage_label()}; plan: {s.plan_mode}; repeats: {policy.describe()}")
     print()
     _print_boots(plan)
     if s.load is not None:
@@ -223,6 +223,12 @@ def _round_robin(size: int) -> str:
     return "VM 0 on the first online node" if size == 1 else f"VMs 0-{size - 1} round robin over the online nodes"
 
 
+#: what `vmbench` exits with (docs/guarantees.md says the same)
+EXIT_CODES = ("exit codes: 0 done; 2 a mistake in the scenario or the command line; 3 the host cannot run it (nothing "
+              "was created); 4 the hypervisor, a guest or a command failed; 5 the results database; 6 the run ended but "
+              "some cells (or all) were not measured: a setting did not take effect; 130 interrupted")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from ..advice.table import report_with_advice
     from ..report.load import load_run
@@ -262,9 +268,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     log_to_file(Path(args.db).parent / "logs" / f"run-{runner.tag}.log")
     outcome = runner.run()
     extra = f"; {outcome.skipped_steps} measurement(s) kept from earlier attempts" if resume else ""
-    progress.step(f"run {outcome.run_id} ({outcome.tag}) finished: {outcome.status}{extra}; results in {args.db}")
+    status = outcome.status
+    if outcome.invalid_cells and len(set(outcome.invalid_cells)) >= len(scenario.cells):  # exit code 6, as below
+        status = f"no cell measured: all {len(scenario.cells)} were invalid (a setting did not take effect)"
+    progress.step(f"run {outcome.run_id} ({outcome.tag}) finished: {status}{extra}; results in {args.db}")
     if outcome.invalid_cells:
-        progress.warn(f"{len(outcome.invalid_cells)} cell(s) not measured because a setting did not take effect: {', '.join(outcome.invalid_cells)}")
+        progress.warn(f"{len(outcome.invalid_cells)} cell(s) not measured because a setting did not take effect: {', '.join(outcome.invalid_cells)}"
+                      " (`vmbench report` says which; exit code 6)")
     if args.report:
         header, tables = report_with_advice(load_run(db, outcome.run_id))
         sys.stdout.write(render(tables, Format.TABLE, header, summary_lines(header, tables)))
@@ -317,7 +327,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from ..results.db import ResultsDB
 
     db = ResultsDB(args.db, create=False)
-    rows = [[r.id, r.tag, r.scenario_name, (r.environment.get("ssh_host") or "localhost"), r.status, r.attempts,
+    rows = [[r.id, ", ".join(r.tags), r.scenario_name, (r.environment.get("ssh_host") or "localhost"), r.status, r.attempts,
              r.started_at, r.finished_at or "-"] for r in db.runs()]
     print(tabulate(rows, headers=["run", "tag", "scenario", "host", "status", "attempts", "started", "finished"], tablefmt="simple"))
     return 0
@@ -392,7 +402,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vmbench", description="Why is disk I/O in my VMs slower than on the host? Layer by layer, from real fio runs.")
+    p = argparse.ArgumentParser(prog="vmbench", description="Why is disk I/O in my VMs slower than on the host? Layer by layer, from real fio runs.",
+                                epilog=EXIT_CODES)
     p.add_argument("--version", action="version", version=f"vmbench {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     p.add_argument("-v", "--verbose", action="store_true", help="log every command")

@@ -1,7 +1,7 @@
 """What a guest must have for a scenario, and the check of a template vmbench did not make
 (pure, but for :func:`check_guest`).
 
-vmbench's own image has everything (``guest-images/debian12``); a Proxmox template the user
+vmbench's own image has everything (``vmbench/images/recipes/debian12``); a Proxmox template the user
 brought may not.  At the first boot of such a template the guest is asked, through the agent,
 for every command the scenario's layers and jobs run and for fio's version; what is missing
 is one clear error naming the commands and their Debian packages.

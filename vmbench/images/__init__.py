@@ -1,4 +1,4 @@
-"""Guest template images: recipes in ``guest-images/``, built images in the state dir."""
+"""Guest template images: recipes in ``recipes/`` (package data), built images in the state dir."""
 
 from .build import BUILDER_VERSION, image_hash
 from .recipe import Recipe, RecipeError, load_recipe

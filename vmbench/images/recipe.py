@@ -1,4 +1,4 @@
-"""Guest image recipes: ``guest-images/NAME/recipe.yaml`` plus an optional overlay dir.
+"""Guest image recipes: ``vmbench/images/recipes/NAME/recipe.yaml`` plus an optional overlay dir.
 
 A recipe is loaded and validated into a :class:`Recipe`; :func:`compute_hash` keys the
 built image on the recipe's bytes, every overlay file and the builder's version.

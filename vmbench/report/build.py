@@ -32,7 +32,7 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
     run, env, boots = data.run, data.environment, data.boots
     accels = sorted({b["accelerator"] for b in boots}) or [env.get("accelerator", "?")]
     header = {
-        "run": f"{run.id} ({run.tag})",
+        "run": f"{run.id} ({run.tag_label})",
         "scenario": f"{run.scenario_name} ({run.scenario_path})",
         "status": run.status + (f": {run.error}" if run.error else ""),
         "started": run.started_at,
@@ -43,7 +43,7 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
         "boots": str(len(boots)),
     }
     if env.get("pve_version") or env.get("pve_api"):  # the facts a Proxmox host recorded
-        header["versions"] = (f"Proxmox VE {env.get('pve_version', '?')} ({env.get('pve_node', '?')}), QEMU {env.get('qemu_version') or '?'}, "
+        header["versions"] = (f"Proxmox VE {env.get('pve_version', '?')} ({env.get('pve_node', '?')}), QEMU {_pve_qemu(env, boots)}, "
                               f"fio {env.get('host_fio', '?')} (host) / {_guest_fio(boots)} (guest)")
         header["proxmox"] = f"{env.get('pve_api', '?')}, token {env.get('pve_token_id', '?')}, TLS {env.get('pve_tls', '?')}"
         if env.get("tls_verify_off"):
@@ -161,6 +161,13 @@ def ceph_header(env: dict) -> str:
              f"{env.get('ceph_osds_up', '?')}/{env.get('ceph_osds', '?')} OSDs up ({', '.join(env.get('ceph_objectstores') or ['?'])})",
              f"client rbd_cache {cache.get('rbd_cache', '?')} (QEMU's cache=writeback turns it on per disk, none turns it off)"]
     return ", ".join(parts)
+
+
+def _pve_qemu(env: dict, boots: Sequence[dict]) -> str:
+    """The QEMU a Proxmox run's VMs ran: each boot's evidence (``running-qemu`` of
+    status/current), else the node's pve-qemu-kvm package (``pveversion -v``), else ?."""
+    running = sorted({str(v) for b in boots if (v := ((b.get("guest") or {}).get("pve_status") or {}).get("running-qemu"))})
+    return ", ".join(running) or env.get("qemu_version") or "?"
 
 
 def _guest_fio(boots: Sequence[dict]) -> str:

@@ -158,6 +158,19 @@ class RunRow:
     attempts: int = 1
     resumed_at: str | None = None
 
+    @property
+    def tags(self) -> tuple[str, ...]:
+        """The run tag of each attempt, first to last: a resumed attempt names what it makes
+        with a tag of its own (recorded in its environment's ``attempts``)."""
+        later = [str(a["run_tag"]) for a in self.environment.get("attempts") or [] if a.get("run_tag")]
+        return (self.tag, *later)
+
+    @property
+    def tag_label(self) -> str:
+        """``r1a2b3c4d``, or ``r1a2b3c4d, resumed as r5e6f7a8b`` for a resumed run."""
+        first, *later = self.tags
+        return first + (f", resumed as {', '.join(later)}" if later else "")
+
 
 class ResultsDB:
     """A results database file; created on first write, upgraded if older, refused if newer.

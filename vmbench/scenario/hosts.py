@@ -24,7 +24,7 @@ PROXMOX_ONLY_KEYS = {
     "port": " (a libvirt host's SSH port goes under ssh.port)",
     "node": "",
     "nodes": " (a Proxmox run across a cluster's nodes)",
-    "template": " (libvirt guests come from the top-level template:, a recipe in guest-images/)",
+    "template": " (libvirt guests come from the top-level template:, a recipe in vmbench/images/recipes/)",
     "storage": " (libvirt scratch disks are set by the top-level storage: section)",
     "token": "",
     "tls": "",

@@ -144,7 +144,7 @@ def _fio_default(name: str, unset: str = "") -> str:
 TOP_ROWS: tuple[Row, ...] = (
     Row("name", "a name (letters, digits, . _ = + , -; 64 at most)", "the file's name without .yaml", ALL, "names the run"),
     Row("description", "a text", "none", ALL, "shown in reports"),
-    Row("template", "a recipe in guest-images/", "debian12", LIBVIRT, "the guest image (proxmox clones hypervisor.template)"),
+    Row("template", "a recipe in vmbench/images/recipes/", "debian12", LIBVIRT, "the guest image (proxmox clones hypervisor.template)"),
     Row("hypervisor", "a mapping", f"driver {LIBVIRT} on this machine", ALL, "where the VMs run: see the hypervisor sections"),
     Row("storage", "a mapping", f"type {StorageType.DIR.value}", ALL, "where scratch disks live: see storage"),
     Row("vm", "a mapping of VM settings", "every setting's default", VM_DRIVERS, "the baseline VM"),

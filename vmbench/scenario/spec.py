@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..fio.job import FioJob
+from ..settings import StorageType
+from ..units import format_size
 from .load import LoadSpec
 from .model import Cell, Hypervisor, RepeatPolicy, Stack, Storage, Target, VmConfig
 from .tune import AdviseSpec, TuneSpec
@@ -44,3 +46,19 @@ class Scenario:
             object.__setattr__(self, "repeat_policy", RepeatPolicy(self.repeats, self.repeats))
         else:
             object.__setattr__(self, "repeats", self.repeat_policy.min)
+
+    def template_label(self) -> str:
+        """What the VMs are made from: a recipe of vmbench/images/recipes (libvirt), or the template VM
+        a Proxmox node clones (``hypervisor.template``)."""
+        pve = self.hypervisor.proxmox
+        return f"Proxmox VM {pve.template}" if pve is not None else self.template
+
+    def storage_label(self) -> str:
+        """Where the scratch disks go: the libvirt storage, or the PVE storage (with its type
+        where the scenario's ``storage:`` section says it: zvols, rbd; offline, nothing else is known)."""
+        pve = self.hypervisor.proxmox
+        if pve is None:
+            return self.storage.describe()
+        st = self.storage
+        kind = {StorageType.ZFS: f" (zfspool: zvols under {st.dataset})", StorageType.RBD: " (rbd)"}.get(st.type, "")
+        return f"PVE storage {pve.storage}{kind}, scratch {format_size(st.scratch_size)}"

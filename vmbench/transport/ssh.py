@@ -5,7 +5,8 @@ trust``).  Each command runs in its own session (``setsid``) whose process-group
 back on stderr, so a timeout or Ctrl-C kills fio's workers on the host too.  The argv list
 is sent as ``shlex.join(argv)``, the only string ever built from it.  A connection that
 drops mid-command raises :class:`HostConnectionError`; the next call reconnects (with the
-same host key check), so cleanup still works.
+same host key check), so cleanup still works; a host that refuses new connections for a
+while (its sshd restarting) is tried again for up to :data:`RECONNECT_SECONDS`.
 """
 
 from __future__ import annotations
@@ -56,12 +57,20 @@ _DROPPED = (socket.error, EOFError, paramiko.SSHException)
 SFTP_SESSIONS = 3
 #: seconds an SFTP request or a channel open may make no progress before the step fails
 IO_STALL_SECONDS = 60.0
+#: seconds a host that answered before is tried again while it refuses new connections (sshd restarting)
+RECONNECT_SECONDS = 60.0
+NOTICE_EVERY = 10.0
 
 
 class HostConnectionError(VmbenchError):
-    """The SSH connection to the hypervisor host dropped while a step was running."""
+    """The SSH connection to the hypervisor host dropped while a step was running
+    (``reason``: why a new one could not be made, "Connection refused")."""
 
     exit_code = 4
+
+    def __init__(self, message: str, hint: str | None = None, *, reason: str = "") -> None:
+        super().__init__(message, hint)
+        self.reason = reason or message
 
 
 def remote_command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
@@ -75,8 +84,9 @@ class SshTransport:
     """The :class:`~vmbench.transport.base.Transport` of a host reached over SSH; connects lazily."""
 
     def __init__(self, cfg: SshConfig, *, connect_timeout: float = 15.0, keepalive: int = 15,
-                 stall_timeout: float = IO_STALL_SECONDS) -> None:
+                 stall_timeout: float = IO_STALL_SECONDS, reconnect_for: float = RECONNECT_SECONDS) -> None:
         self.cfg = cfg
+        self.reconnect_for = reconnect_for
         self.name = f"host {cfg.label}"
         self.where = f"{cfg.user}@{cfg.host}:{cfg.port}"
         self.connect_timeout = connect_timeout
@@ -92,6 +102,7 @@ class SshTransport:
         self.stall_timeout = stall_timeout
         self._fingerprint: str | None = None
         self._connected_once = False
+        self._gave_up = False  # reconnecting failed for reconnect_for seconds: not waited for again
         self._lock = threading.RLock()
         #: process groups of commands running now (killed on Ctrl-C)
         self.running_pgids: set[int] = set()
@@ -137,9 +148,37 @@ class SshTransport:
                     return self._ssh
                 log.warning("%s: the SSH connection was lost; reconnecting", self.name)
                 self.close()
-            self._ssh = self._open()
+            self._ssh = self._reconnect() if self._connected_once else self._open()
             self._connected_once = True
             return self._ssh
+
+    def _reconnect(self) -> paramiko.SSHClient:
+        """A new connection to a host that answered before: while it refuses or drops them
+        (its sshd restarting), tried again with a growing pause for up to ``reconnect_for``
+        seconds (once it gave up, once until it answers again: a cleanup's every step does not
+        wait again).  A changed host key or a refused login is not waited out."""
+        started, pause, told = time.monotonic(), 0.5, -NOTICE_EVERY
+        while True:
+            try:
+                ssh = self._open()
+            except HostConnectionError as exc:
+                lasted = time.monotonic() - started
+                if self._gave_up:
+                    raise
+                if lasted >= self.reconnect_for:
+                    self._gave_up = True
+                    raise HostConnectionError(f"{exc.message} (tried for {lasted:.0f}s)", exc.hint) from None
+                if lasted - told >= NOTICE_EVERY:
+                    told = lasted
+                    log.warning("%s: SSH not answering (%s) since %.0fs; retrying until %gs", self.name, exc.reason,
+                                lasted, self.reconnect_for)
+                time.sleep(min(pause, self.reconnect_for - lasted))
+                pause = min(pause * 2, 5.0)
+                continue
+            if told >= 0:
+                log.warning("%s: SSH answers again after %.1fs", self.name, time.monotonic() - started)
+            self._gave_up = False
+            return ssh
 
     def _open(self) -> paramiko.SSHClient:
         cfg = self.cfg
@@ -181,7 +220,8 @@ class SshTransport:
 
     def _unreachable(self, exc: BaseException) -> VmbenchError:
         if self._connected_once:  # reachable before: this is the connection dropping, not setup
-            return HostConnectionError(f"lost the SSH connection to {self.where} and cannot reconnect: {_reason(exc)}", hint=_RESUME_HINT)
+            return HostConnectionError(f"lost the SSH connection to {self.where} and cannot reconnect: {_reason(exc)}",
+                                       hint=_RESUME_HINT, reason=_reason(exc))
         return PreflightError(f"cannot reach {self.where}: {_reason(exc)}", hint="check the host, the port and that sshd runs there")
 
     def _keys_tried(self) -> list[str]:
@@ -208,6 +248,7 @@ class SshTransport:
         for up to ``stall_timeout`` seconds; then the step fails naming the limit."""
         deadline = time.monotonic() + self.stall_timeout
         wait = 0.05
+        reopened = False
         while True:
             transport = self._client().get_transport()
             try:
@@ -216,7 +257,13 @@ class SshTransport:
                 # refused with the connection up: a ChannelException, or (paramiko hands the
                 # reason to one of the threads opening at once) "Unable to open channel."
                 if transport is None or not transport.is_active():
-                    raise self._lost(step, exc) from None
+                    if reopened or not self._connected_once:
+                        raise self._lost(step, exc) from None
+                    # the connection died while idle (nothing of this step was sent): a new one
+                    log.warning("%s: the SSH connection was lost while idle (%s); reconnecting", self.name, exc or "closed")
+                    self.close()
+                    reopened = True
+                    continue
                 if time.monotonic() + wait > deadline:
                     raise HostConnectionError(
                         f"{self.where} refused a new SSH session for {self.stall_timeout:g}s while {step}: {exc}",

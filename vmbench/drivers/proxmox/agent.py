@@ -84,7 +84,14 @@ class PveAgentTransport:
         params: dict[str, Any] = {"command": command}
         if input_data is not None:
             params["input-data"] = input_data
-        reply = self._call("POST", "exec", params) or {}
+        from .errors import PveAnswerLost
+
+        try:
+            reply = self._call("POST", "exec", params) or {}
+        except PveAnswerLost as exc:  # its pid is lost with the answer: nothing can wait for it or kill it
+            raise GuestError(f"{self.name}: the guest command {format_argv(command)} may or may not have started: {exc.message}",
+                             "the step cannot be sent again safely; the VM is removed with the run, and "
+                             "`vmbench run --resume` measures what is missing") from None
         try:
             return int(reply["pid"])
         except (KeyError, TypeError, ValueError):

@@ -30,8 +30,10 @@ from requests.adapters import HTTPAdapter
 from ...errors import PreflightError
 from ...scenario.load import MAX_VMS
 from ...scenario.model import ProxmoxConfig
-from .errors import (LOCKED_RE, PERMISSION_RE, PveApiError, PveAuthError, PveLockedError, PveParameterError,
+from .errors import (LOCKED_RE, PERMISSION_RE, PveAnswerLost, PveApiError, PveAuthError, PveLockedError, PveParameterError,
                      PvePermissionError, PveTaskError, PveTlsError, PveUnreachable)
+from .outage import (LOST, OUTAGE_SECONDS, REFUSED, RETRY_FIRST_PAUSE, RETRY_MAX_PAUSE, STATUS_OUTAGE, Outages, idempotent,
+                     node_of, where)
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,6 @@ log = logging.getLogger(__name__)
 SENSITIVE_PARAMS = frozenset({"input-data", "content", "password", "token_value"})
 UPID_RE = re.compile(r"^UPID:([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?):[0-9A-Fa-f]{8,}:[0-9A-Fa-f]{8,}:[0-9A-Fa-f]{8,}:[^:]*:[^:]*:[^:]+:$")
 WARNINGS_RE = re.compile(r"^WARNINGS: (\d+)$")
-NODE_UNREACHABLE = (595, 596, 599)  # pveproxy could not reach the node that serves the path
 #: connections kept for reuse: a load step's VMs call the API from as many threads at once
 #: (requests keeps 10: the rest were closed after each call, and urllib3 warned each time)
 POOL_SIZE = MAX_VMS
@@ -182,12 +183,16 @@ class PveApi:
     """One Proxmox VE API endpoint, authenticated with an API token."""
 
     def __init__(self, cfg: ProxmoxConfig, secret: Secret, *, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, notice: Callable[[str], None] | None = None,
+                 outage_seconds: float = OUTAGE_SECONDS) -> None:
         self.cfg = cfg
         self._secret = secret
         self.clock = clock
         self.sleep = sleep
         self.requests = 0  # how many were sent (for tests and --debug)
+        #: an API that stops answering after it answered once is waited for (``notice`` says so)
+        self.outages = Outages(outage_seconds, clock, notice)
+        self._answered = False
         if cfg.tls_ca_file and not os.path.isfile(cfg.tls_ca_file):
             raise PveTlsError(f"the CA file {cfg.tls_ca_file} (hypervisor.tls.ca_file) does not exist",
                               "copy the node's CA: scp root@NODE:/etc/pve/pve-root-ca.pem .")
@@ -228,11 +233,49 @@ class PveApi:
         return self._exec("DELETE", path, params)
 
     def _exec(self, method: str, path: str, params: Mapping[str, Any] | None = None) -> Any:
-        """Send one request; return PVE's ``data``; raise a typed :class:`PveApiError`."""
-        from proxmoxer.core import ResourceException
-
+        """Send one request; return PVE's ``data``; raise a typed :class:`PveApiError`.  An API
+        that answered before and stops answering is retried until it answers again, within
+        :data:`~.outage.OUTAGE_SECONDS` (:mod:`.outage`: what may be sent again)."""
         data = encode_params(params)
         log.debug("PVE %s %s %s", method, path, self._secret.redact(shown(data)))
+        node = node_of(path)
+        pause = RETRY_FIRST_PAUSE
+        while True:
+            try:
+                answer = self._send(method, path, data)
+            except PveUnreachable as exc:
+                if not exc.outage or not self._answered:  # a first contact that fails is a setting to fix
+                    raise
+                down = node if exc.status in STATUS_OUTAGE else ""  # pveproxy's answer for a node, or no answer at all
+                if exc.outage == LOST and not idempotent(method, path, data):  # sent again, it might happen twice
+                    raise PveAnswerLost(f"{method} {path}: {where(down)} stopped answering after the request was sent "
+                                        f"({exc.short}): it may or may not have taken effect",
+                                        "check the VM or volume it names on the node; `vmbench cleanup SCENARIO` removes "
+                                        "what a run made", method=method, path=path, status=exc.status, reason=exc.reason,
+                                        outage=LOST, short=exc.short) from None
+                left = self.outages.failed(down, exc.short)
+                if left is None:
+                    raise self._gave_up(exc, down) from None
+                self.sleep(min(pause, left))
+                pause = min(pause * 2, RETRY_MAX_PAUSE)
+                continue
+            self._answered = True
+            self.outages.answered(node)
+            return answer
+
+    def _gave_up(self, exc: PveUnreachable, node: str) -> PveUnreachable:
+        lasted = self.outages.lasted(node)
+        what = f"node {node} of the Proxmox API" if node else f"the Proxmox API at {self.url}"
+        return PveUnreachable(f"{exc.method} {exc.path}: {what} has not answered for {lasted:.0f}s ({exc.short}); "
+                              f"vmbench waits {self.outages.deadline:g}s for a restart of pveproxy or pvedaemon",
+                              f"check pveproxy and pvedaemon on {node or self.cfg.host} (systemctl status pveproxy pvedaemon)"
+                              + (" and that the node is online in the cluster" if node else ""),
+                              method=exc.method, path=exc.path, status=exc.status, reason=exc.reason, short=exc.short)
+
+    def _send(self, method: str, path: str, data: dict[str, Any]) -> Any:
+        """One request, once; PVE's ``data`` or a typed :class:`PveApiError`."""
+        from proxmoxer.core import ResourceException
+
         self.requests += 1
         resource = self._api(path.strip("/"))
         error: PveApiError | None = None
@@ -243,14 +286,17 @@ class PveApi:
             error = self._resource_error(method, path, exc)
         except requests.exceptions.SSLError as exc:
             error = self._tls_error(method, path, exc)
-        except requests.exceptions.Timeout:
+        except requests.exceptions.Timeout as exc:
+            refused = isinstance(exc, requests.exceptions.ConnectTimeout)
             error = PveUnreachable(f"the Proxmox API at {self.url} did not answer {method} {path} within {self.cfg.timeout:g}s",
                                    "check the node's load and network, or raise hypervisor.timeout",
-                                   method=method, path=path)
+                                   method=method, path=path, outage=REFUSED if refused else "", short="timed out")
         except requests.exceptions.RequestException as exc:
-            error = PveUnreachable(f"cannot reach the Proxmox API at {self.url}: {_reason(exc)}",
+            reason = _reason(exc)
+            error = PveUnreachable(f"cannot reach the Proxmox API at {self.url}: {reason}",
                                    "check hypervisor.host and hypervisor.port (8006), that pveproxy runs on the node, "
-                                   "and any firewall between", method=method, path=path)
+                                   "and any firewall between", method=method, path=path, outage=_connection_outage(exc),
+                                   short=reason)
         # raised here, outside the except clauses: no chained requests/proxmoxer exception
         # (which would hold the prepared request and its Authorization header)
         error.message = self._secret.redact(error.message)
@@ -288,9 +334,10 @@ class PveApi:
             detail = "; ".join(f"{k}: {v}" for k, v in sorted(errors.items())) or reason
             return PveParameterError(f"{where}: Proxmox refused the parameters: {detail}",
                                      "vmbench built a request this PVE version does not take: please report it", **kw)
-        if status in NODE_UNREACHABLE:
+        if status in STATUS_OUTAGE:
             return PveUnreachable(f"{where}: the Proxmox API could not reach the node ({status} {reason})",
-                                  "check that the node is online in the cluster", **kw)
+                                  "check that the node is online in the cluster", outage=STATUS_OUTAGE[status],
+                                  short=f"{status} {reason}".strip(), **kw)
         m = LOCKED_RE.search(reason)
         if m:
             return PveLockedError(f"{where}: {reason}", "another task holds the VM or its config; wait for it to finish "
@@ -362,6 +409,18 @@ class PveApi:
             log.warning("cannot read the log of task %s: %s", upid, exc.message)
             return []
         return [str(r.get("t", "")) for r in rows if isinstance(r, dict)]
+
+
+def _connection_outage(exc: requests.exceptions.RequestException) -> str:
+    """Whether a failed connection can have delivered the request: :data:`~.outage.REFUSED`
+    when no connection was made, :data:`~.outage.LOST` when it dropped afterwards."""
+    import urllib3.exceptions
+
+    cause = exc.args[0] if exc.args else None
+    cause = getattr(cause, "reason", cause)  # urllib3's MaxRetryError wraps what happened
+    if isinstance(cause, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError)):
+        return REFUSED
+    return LOST if isinstance(exc, requests.exceptions.ConnectionError) else ""
 
 
 def _reason(exc: BaseException) -> str:

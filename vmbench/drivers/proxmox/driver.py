@@ -34,7 +34,7 @@ from .agent import PveAgentTransport
 from ..base import Applied, Check, HostChecks, VmRequest, VmResources
 from .cluster import TEMPLATE_HINT
 from .config import FILE_STORAGES, config_text, description, disk_option, free_disk_key, parse_disk, storage_of, tags, vm_options
-from .errors import PveApiError, PveLockedError
+from .errors import PveAnswerLost, PveApiError, PveLockedError
 from .evidence import applied_from_pve
 from .preflight import Preflight
 from .rbd import host_target as rbd_host_target
@@ -299,6 +299,11 @@ class ProxmoxDriver(Preflight, Removal):
                     upid = self.api().post(f"/nodes/{tnode}/qemu/{tvmid}/clone", {
                         "newid": vmid, "name": rec.name, "full": full, "target": self.node if tnode != self.node else None,
                         "description": f"vmbench-run: {rec.run_tag} (being configured)"})
+            except PveAnswerLost as exc:  # did the clone happen?  PVE makes the VM (locked) before it answers
+                if not self._cloned_anyway(rec, vmid, f"{what} (VMID {vmid})", exc):
+                    log.warning("%s: %s; VM %d does not exist: cloning again", what, exc.message, vmid)
+                    continue
+                return vmid
             except PveApiError as exc:
                 taken = "already exists" in " ".join([exc.reason, *exc.errors.values()])
                 if taken and attempt < CLONE_ATTEMPTS:
@@ -318,6 +323,34 @@ class ProxmoxDriver(Preflight, Removal):
             self.wait_task(upid, CLONE_TIMEOUT[self.cfg.clone], f"{what} (VMID {vmid})", rec)
             return vmid
         raise HypervisorError(f"{what}: no free VMID after {CLONE_ATTEMPTS} attempts")  # pragma: no cover
+
+    def _cloned_anyway(self, rec: VmRecord, vmid: int, what: str, lost: PveApiError) -> bool:
+        """Did a clone whose answer was lost happen?  No VM ``vmid``: no.  Else its clone is
+        waited for (its lock) and it is ours if it got our name (else it is left alone)."""
+        try:
+            self.api().get(f"/nodes/{rec.node}/qemu/{vmid}/status/current")
+        except PveApiError as exc:
+            if exc.gone:
+                return False
+            raise
+        self.progress.warn(f"{what}: the answer was lost ({getattr(lost, 'short', lost.reason)}), but VM {vmid} exists: "
+                           "waiting for its clone")
+        rec.vmid = vmid
+        self._wait_unlocked(rec, CLONE_TIMEOUT[self.cfg.clone], what)
+        name = (self.api().get(f"/nodes/{rec.node}/qemu/{vmid}/config") or {}).get("name")
+        if name != rec.name:
+            rec.vmid = None
+            raise HypervisorError(f"{what}: the answer was lost and VM {vmid} is {name or 'unnamed'}, not {rec.name}; left alone")
+        return True
+
+    def _wait_unlocked(self, rec: VmRecord, timeout: float, what: str) -> None:
+        """Wait (bounded) until the VM's lock is gone: its task (whose id was lost) ended."""
+        started = self.clock()
+        while (self.api().get(f"/nodes/{rec.node}/qemu/{rec.vmid}/status/current") or {}).get("lock"):
+            if self.clock() - started > timeout:
+                raise HypervisorError(f"{what}: the VM is still locked after {timeout:g}s",
+                                      "its task may still run on the node (Tasks in the GUI)")
+            self.sleep(2.0)
 
     def _config(self, rec: VmRecord, params: dict, what: str) -> None:
         """POST .../config (a task), retried briefly while the VM is still locked."""
@@ -375,6 +408,11 @@ class ProxmoxDriver(Preflight, Removal):
         base = f"/nodes/{rec.node}/qemu/{rec.vmid}"
         try:
             self.wait_task(self.api().post(f"{base}/status/start"), TASK_TIMEOUT, f"starting {res.name} (VMID {rec.vmid})", rec)
+        except PveAnswerLost as exc:  # started or not: the status says, the start is sent again if not
+            self.progress.warn(f"starting {res.name} (VMID {rec.vmid}): the answer was lost ({exc.short}); checking its status")
+            self._wait_unlocked(rec, TASK_TIMEOUT, f"starting {res.name} (VMID {rec.vmid})")
+            if (self.api().get(f"{base}/status/current") or {}).get("status") != "running":
+                self.wait_task(self.api().post(f"{base}/status/start"), TASK_TIMEOUT, f"starting {res.name} (VMID {rec.vmid})", rec)
         except PveApiError as exc:
             raise GuestError(f"starting {res.name} (VMID {rec.vmid}): {exc.message}", exc.hint) from None
         accel = self.accelerator.name if self.accelerator else "tcg"

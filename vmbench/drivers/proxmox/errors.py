@@ -37,7 +37,20 @@ class PveApiError(HypervisorError):
 
 
 class PveUnreachable(PveApiError):
-    """No HTTP answer: DNS, connection refused, timeout, a node behind the proxy unreachable."""
+    """No HTTP answer: DNS, connection refused, timeout, a node behind the proxy unreachable.
+    ``outage``: "refused" (the request never reached PVE), "lost" (it may have: its answer did
+    not come), "" (not an outage to wait out: a timeout); ``short``: what happened, in a few
+    words ("595 Connection refused")."""
+
+    def __init__(self, message: str, hint: str | None = None, *, outage: str = "", short: str = "", **kw) -> None:
+        super().__init__(message, hint, **kw)
+        self.outage = outage
+        self.short = short or self.reason
+
+
+class PveAnswerLost(PveUnreachable):
+    """A request that is not safe to send twice (a clone, a guest command) went out, then the
+    API stopped answering: whether it took effect is not known until the state is checked."""
 
 
 class PveTlsError(PveApiError):

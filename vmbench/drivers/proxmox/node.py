@@ -5,6 +5,7 @@ the base of :class:`~.preflight.Preflight`, :class:`~.removal.Removal` and the
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
@@ -26,6 +27,8 @@ from .storage import PveStorage, ZfsEntries
 
 if TYPE_CHECKING:
     from .tokenrights import RightsReport
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -93,8 +96,13 @@ class PveNode:
     def api(self) -> PveApi:
         """The API client, made on first use (the secret is read then)."""
         if self._api is None:
-            self._api = PveApi(self.cfg, read_secret(self.cfg), clock=self.clock, sleep=self.sleep)
+            self._api = PveApi(self.cfg, read_secret(self.cfg), clock=self.clock, sleep=self.sleep, notice=self._notice)
         return self._api
+
+    def _notice(self, text: str) -> None:
+        """What the API says while it waits out an outage (in the progress output and the run's log)."""
+        log.warning("%s", text)
+        self.progress.warn(text)
 
     def close(self) -> None:
         if self._api is not None:
