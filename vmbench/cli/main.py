@@ -446,6 +446,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .advise import add_parser as add_advise_parser
     from .compare import add_parser as add_compare_parser
+    from .export import add_parser as add_export_parser
+    from .history import add_parser as add_history_parser
     from .hosts import add_parser as add_hosts_parser
     from .images import add_parser as add_images_parser
     from .tune import add_parser as add_tune_parser
@@ -456,6 +458,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_advise_parser(sub)
     add_tune_parser(sub)
     add_hosts_parser(sub)
+    add_history_parser(sub)
+    add_export_parser(sub)
     return p
 
 
