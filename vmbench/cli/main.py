@@ -268,6 +268,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.report:
         header, tables = report_with_advice(load_run(db, outcome.run_id))
         sys.stdout.write(render(tables, Format.TABLE, header, summary_lines(header, tables)))
+    if args.quiet:  # for a timer: the summary, and an exit status that says whether it regressed
+        from .unattended import quiet_summary
+
+        code = quiet_summary(db, outcome.run_id, outcome.tag, outcome.status, scenario.name, args.db)
+        return code if code or not outcome.invalid_cells else 6
     return 0 if not outcome.invalid_cells else 6
 
 
@@ -412,7 +417,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "measurements already stored are kept, the missing ones run in new VMs")
     sp.add_argument("--db", default=str(default_db_path()), help=db_help)
     sp.add_argument("--report", action=argparse.BooleanOptionalAction, default=False, help="print the report at the end")
-    sp.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    sp.add_argument("-q", "--quiet", action="store_true", help="for a timer: only errors and a summary; exit 7 when the run "
+                    "missed a target or stepped worse than the scenario's earlier runs (docs/unattended.md)")
     sp.set_defaults(func=cmd_run)
 
     sp = sub.add_parser("report", help="print a run's gap tables")
