@@ -32,7 +32,7 @@ FORMATS = ("influx", "openmetrics")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    sp = subparsers.add_parser("export", help="a run's figures as InfluxDB line protocol or OpenMetrics text (file, stdout, InfluxDB)",
+    sp = subparsers.add_parser("export", allow_abbrev=False, help="a run's figures as InfluxDB line protocol or OpenMetrics text (file, stdout, InfluxDB)",
                                description="Export a stored run's figures (the report's medians, percentiles and gaps) to "
                                            "InfluxDB or node_exporter's textfile collector.")
     sp.add_argument("run", nargs="?", default="latest", help="run id, tag or 'latest' (default)")
@@ -57,6 +57,8 @@ def add_destination(sp: argparse.ArgumentParser, extra_formats: Sequence[str] = 
     g.add_argument("--token-file", help="InfluxDB 2.x: a file holding the API token (or $" + TOKEN_ENV + ")")
     g.add_argument("--ca-file", help="CA bundle to verify the server's TLS certificate with (it is always verified)")
     g.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
+    # a secret on the command line shows in ps and the shell's history: refused, its value never repeated
+    g.add_argument("--token", "--password", dest="secret_on_argv", help=argparse.SUPPRESS)
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,15 @@ def _secret(path: str | None, env: str, what: str, option: str) -> str | None:
     return os.environ.get(env) or None
 
 
+def refuse_secret_on_argv(args: argparse.Namespace) -> None:
+    if getattr(args, "secret_on_argv", None) is not None:
+        raise UsageError("a password or token is never taken from the command line (ps and the shell's history show it)",
+                         f"--password-file FILE or ${PASSWORD_ENV} (InfluxDB 1.x); --token-file FILE or ${TOKEN_ENV} (2.x)")
+
+
 def influx_target(args: argparse.Namespace) -> Influx | None:
     """The InfluxDB write ``--url`` and its options name (None: no URL), checked before anything is sent."""
+    refuse_secret_on_argv(args)
     if not args.url:
         for opt in ("database", "org", "bucket", "user", "password_file", "token_file", "ca_file"):
             if getattr(args, opt, None):

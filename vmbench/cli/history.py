@@ -20,13 +20,13 @@ from typing import Any
 
 from ..errors import ResultsError, UsageError
 from ..paths import default_db_path
-from .export import add_destination, deliver, influx_target
+from .export import add_destination, deliver, influx_target, refuse_secret_on_argv
 
 FORMATS = ("table", "json", "html", "influx", "openmetrics")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    sp = subparsers.add_parser("history", help="a scenario's runs over time: changes, steps beyond noise and what changed on the host",
+    sp = subparsers.add_parser("history", allow_abbrev=False, help="a scenario's runs over time: changes, steps beyond noise and what changed on the host",
                                description="Follow one scenario across its stored runs: each figure per run with its interval, "
                                            "the change from the previous comparable run, the steps where a figure moved beyond "
                                            "noise, and what changed in the stored environment at each step.")
@@ -83,6 +83,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     from ..results.db import ResultsDB
     from .common import ConsoleProgress, say_migrated
 
+    refuse_secret_on_argv(args)
     fmt = args.format or "table"
     if fmt not in ("table", "json", "html", "influx", "openmetrics"):
         raise UsageError(f"--format {fmt}: choose table, json, html, influx or openmetrics")
