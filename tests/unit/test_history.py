@@ -199,3 +199,13 @@ def test_parser_has_the_options():
     args = sp.parse_args(["quick", "--since", "2026-01-01", "--last", "3", "--format", "json"])
     assert (args.scenario, args.since, args.last, args.format) == ("quick", "2026-01-01", 3, "json")
 
+
+
+def test_the_html_page_has_a_trend_plot_per_series_and_escapes_stored_text(tmp_path):
+    from vmbench.report.historypage import write_history_html
+
+    runs = [hrun(1, FAST[0]), hrun(2, FAST[1]), hrun(3, SLOW[0], {"host_kernel": "<b>6.1</b> http://x"}), hrun(4, SLOW[1])]
+    page = write_history_html(build_history("s", runs), tmp_path / "h.html").read_text()
+    assert page.count("<svg") == 2 and page.count("step -50%") == 1
+    assert "&lt;b&gt;6.1&lt;/b&gt; http&#58;//x" in page and "<b>6.1</b>" not in page
+    assert "STEP at #3" in page and "IOPS per run:" in page and "<script" not in page

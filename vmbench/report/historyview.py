@@ -36,13 +36,13 @@ def unit(metric: Metric) -> str:
     return stats.label(metric) + ("" if metric.higher_is_better else " ms")
 
 
-def _interval(metric: Metric, p: Point) -> str:
+def interval_text(metric: Metric, p: Point) -> str:
     if p.low is None or p.high is None:
         return "(<3 repeats)" if p.figures.repeats < stats.MIN_REPEATS else "-"
     return f"{figure(metric, p.low)}-{figure(metric, p.high)}"
 
 
-def _change(p: Point) -> tuple[str, str]:
+def change_cells(p: Point) -> tuple[str, str]:
     """(the change and its verdict, its interval) of a point against the previous one."""
     if p.refused:
         return "not compared", "(see below)"
@@ -109,9 +109,9 @@ def _series_block(h: History, s: Series, width: int) -> list[str]:
         rows: list[list[str]] = [["run"], ["date"], [unit(s.metric)], ["  interval"], ["vs previous"], ["  interval"]]
         for p in chunk:
             r = h.runs[p.run]
-            change, band = _change(p)
+            change, band = change_cells(p)
             for row, cell in zip(rows, [r.label + (" STEP" if any(st.at == pts.index(p) for st in s.steps) else ""),
-                                        r.date, figure(s.metric, p.value), _interval(s.metric, p), change, band]):
+                                        r.date, figure(s.metric, p.value), interval_text(s.metric, p), change, band]):
                 row.append(cell)
         for row in rows:
             out.append(row[0].ljust(NAME) + "".join(c[:COLUMN - 1].ljust(COLUMN) for c in row[1:]).rstrip())
