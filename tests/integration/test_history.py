@@ -2,8 +2,9 @@
 
 Three runs of one short scenario (one boot each, one 1 s job, 3 repeats), its libvirt dir pool
 on an ext4 file system of its own (a loop device over a sparse file).  Between the second and
-the third run the host's side changes outside vmbench: a read limit on that loop device
-(cgroup v1 blkio, root group: every process's reads from it, QEMU's and host fio's).  So
+the third run the host's side changes outside vmbench: a read limit on that loop device for
+every process (cgroup v1 blkio: the root group's, for host fio, and each VM's own group, for
+QEMU, as libvirt makes it).  So
 ``vmbench history`` must find a step at the third run on the host and in the guest, and say
 that nothing vmbench records changed there; the third run, made with ``--quiet`` as a timer
 would, must exit 7 (regressed).
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,11 +29,13 @@ import libvirt
 import pytest
 
 from tests.influx import InfluxServer, free_port
-from tests.integration.conftest import vmbench, write
+from tests.integration.conftest import ROOT, vmbench, write
 
 POOL = "vmbench-it-history"
+MOUNT = Path("/var/lib/vmbench-it-history")  # QEMU (libvirt-qemu) reaches it: not under pytest's private /tmp
 READ_IOPS_LIMIT = 300
 THROTTLE = Path("/sys/fs/cgroup/blkio/blkio.throttle.read_iops_device")
+MACHINE = THROTTLE.parent / "machine"  # libvirt's group of the VMs' QEMU processes
 
 SCENARIO = f"""
 name: it-history
@@ -51,6 +55,41 @@ class Runs:
     seconds: list[float]
 
 
+class ReadLimit(threading.Thread):
+    """A read limit of ``iops`` on device ``majmin`` for every process of this machine, set outside
+    vmbench as an admin would: on the root blkio group (host fio), and on each VM's own groups
+    as libvirt makes them (QEMU runs in ``machine/<vm>.libvirt-qemu``, and cgroup v1 blkio
+    limits are per group, not inherited).  Until :meth:`stop`, which lifts them all."""
+
+    def __init__(self, majmin: str, iops: int) -> None:
+        super().__init__(daemon=True)
+        self.majmin, self.iops = majmin, iops
+        self.done: set[Path] = set()
+        self.halt = threading.Event()
+
+    def _set(self, group: Path, iops: int) -> None:
+        try:
+            (group / THROTTLE.name).write_text(f"{self.majmin} {iops}\n")
+        except OSError:  # the VM's group went away with the VM
+            pass
+
+    def run(self) -> None:
+        self._set(THROTTLE.parent, self.iops)
+        while not self.halt.wait(0.2):
+            for f in MACHINE.rglob(THROTTLE.name) if MACHINE.is_dir() else ():
+                if f.parent != MACHINE and f.parent not in self.done:
+                    self._set(f.parent, self.iops)
+                    self.done.add(f.parent)
+
+    def stop(self) -> None:
+        if self.halt.is_set():
+            return
+        self.halt.set()
+        self.join()
+        for group in [THROTTLE.parent, *self.done]:
+            self._set(group, 0)
+
+
 def _sh(*argv: str) -> str:
     return subprocess.run(list(argv), check=True, capture_output=True, text=True).stdout.strip()
 
@@ -61,16 +100,18 @@ def history_runs(machine, tmp_path_factory):
     if not THROTTLE.exists():
         pytest.fail(f"{THROTTLE} is missing: this test limits the pool's device with cgroup v1 blkio")
     tmp = tmp_path_factory.mktemp("history")
-    backing, mount = tmp / "pool.img", tmp / "pool"
-    mount.mkdir()
-    _sh("truncate", "-s", "1G", str(backing))
+    backing, mount = tmp / "pool.img", MOUNT
+    mount.mkdir(mode=0o711, exist_ok=True)
+    _sh("truncate", "-s", "4G", str(backing))  # sparse: the root disk and the scratch disk
     loop = _sh("losetup", "--find", "--show", "--direct-io=on", str(backing))
     majmin = _sh("lsblk", "-dno", "MAJ:MIN", loop).strip()
     conn = libvirt.open("qemu:///system")
     pool = None
+    limit = ReadLimit(majmin, READ_IOPS_LIMIT)
     try:
         _sh("mkfs.ext4", "-q", loop)
         _sh("mount", loop, str(mount))
+        mount.chmod(0o711)
         pool = conn.storagePoolDefineXML(f"<pool type='dir'><name>{POOL}</name><target><path>{mount}</path></target></pool>", 0)
         pool.create(0)
         scenario = write(tmp, "history.yaml", SCENARIO)
@@ -78,15 +119,19 @@ def history_runs(machine, tmp_path_factory):
         runs, seconds = [], []
         for i in range(3):
             if i == 2:  # the host's side changes, outside vmbench
-                THROTTLE.write_text(f"{majmin} {READ_IOPS_LIMIT}\n")
+                limit.start()
             start = time.monotonic()
             runs.append(vmbench("run", str(scenario), "--db", str(db), *(["--quiet"] if i == 2 else [])))
             seconds.append(time.monotonic() - start)
             assert runs[-1].returncode in (0, 7), runs[-1].stderr[-4000:]
+        limit.stop()
         print(f"history runs took {', '.join(f'{s:.0f}' for s in seconds)} s")
         yield Runs(scenario, db, runs, seconds)
     finally:
-        THROTTLE.write_text(f"{majmin} 0\n")
+        if limit.is_alive():
+            limit.stop()
+        else:  # never started, or stopped: make sure the root group's limit is gone
+            THROTTLE.write_text(f"{majmin} 0\n")
         if pool is not None:
             try:
                 pool.destroy()
@@ -97,6 +142,7 @@ def history_runs(machine, tmp_path_factory):
         subprocess.run(["umount", str(mount)], check=False)
         subprocess.run(["losetup", "-d", loop], check=False)
         backing.unlink(missing_ok=True)
+        subprocess.run(["rmdir", str(mount)], check=False)
 
 
 def test_the_step_is_found_at_the_limit_with_no_environment_change(history_runs):
@@ -205,4 +251,23 @@ def test_the_history_page(history_runs, tmp_path):
     got = vmbench("history", "it-history", "--db", str(history_runs.db), "--format", "html", "-o", str(page))
     assert got.returncode == 0, got.stderr
     html = page.read_text()
-    assert html.count("<svg") == 2 and html.count("step -") == 2 and "no environment change recorded" in html
+    assert html.count("<svg") == 2 and html.count("step -") >= 2 and "no environment change recorded" in html
+
+
+def test_the_grafana_dashboard_reads_what_the_export_writes(history_runs, influxd):
+    """Each panel's and variable's InfluxQL of docs/grafana-vmbench.json, its variables filled
+    in as Grafana would, returns the exported figures."""
+    sent = vmbench("history", "it-history", "--db", str(history_runs.db), "--format", "influx",
+                   *_influx_args(influxd, influxd.password_file))
+    assert sent.returncode == 0, sent.stderr
+    dash = json.loads((ROOT / "docs" / "grafana-vmbench.json").read_text())
+    for var in dash["templating"]["list"]:
+        values = [r["value"] for r in influxd.query(var["query"].replace("$scenario", "it-history"))]
+        assert values, var["name"]
+        assert {"scenario": "it-history", "job": "4k-randread"}.get(var["name"], values[0]) in values
+    for panel in dash["panels"]:
+        q = panel["targets"][0]["query"]
+        q = (q.replace("$scenario", "it-history").replace("$host", ".*").replace("$job", ".*")
+             .replace("$timeFilter", "time > now() - 3650d").replace("$__interval", "1h"))
+        rows = [r for r in influxd.query(q) if r.get("last") is not None]
+        assert len(rows) >= 3, (panel["title"], q)  # a point per run at least

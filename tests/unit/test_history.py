@@ -51,6 +51,14 @@ def test_no_verdict_from_fewer_than_three_repeats():
     assert judge_split([[100.0, 101.0], [50.0, 51.0]], 0, 1, 2) is None
 
 
+def test_two_single_runs_never_make_a_step():
+    """However tight their repeats, two runs alone cannot tell a step from the noise between
+    runs (seen for real: two TCG runs of the same guest, 2,300 then 1,479 IOPS, each with tight
+    repeats); a third run on one side gives that noise."""
+    assert find_steps([[2300.0, 2259.0, 2363.0], [1479.0, 962.0, 1563.0]]) == []
+    assert [s.at for s in find_steps([[2300.0, 2259.0, 2363.0], [1479.0, 962.0, 1563.0], [297.0, 244.0, 299.0]])] == [2]
+
+
 def test_a_move_inside_the_run_to_run_noise_is_no_step():
     """Each run's repeats are tight, but runs wander by 15% from one to the next: a 12% move
     between two groups of such runs is within what the series shows between runs."""

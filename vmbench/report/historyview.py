@@ -130,7 +130,8 @@ def _notes() -> list[str]:
         "Each figure is the median of the run's repeats of the job's metric; interval = 95% bootstrap interval of that median.",
         "vs previous = change from the previous comparable run: " + stats.describe_method(),
         "STEP = the figure moved beyond noise there: the repeats of the runs before and after it, pooled, differ with an interval "
-        "that excludes no change, by at least 10% and by more than any run-to-run change on either side.",
+        "that excludes no change, by at least 10% and by more than any run-to-run change on either side (one side needs two "
+        "runs or more: two runs alone never make a step).",
     ]
 
 

@@ -11,8 +11,10 @@ intervals (:func:`vmbench.report.stats.change`) instead of a least-squares penal
    verdict (never a single repeat: fewer than 3 repeats a side get no verdict);
 2. a split is a candidate when that verdict is not "within noise", the change is at least
    ``min_change``, and it is larger than every run-to-run change inside the segments either
-   side (the noise the series itself shows between runs that did not step; a side of one
-   run has none to show);
+   side (the noise the series itself shows between runs that did not step).  A side of one
+   run shows none, so at least one side must hold two runs or more: two single runs cannot
+   tell a step from the noise between runs, however tight each one's repeats are (runs
+   under TCG, or beside another load, differ by more than their repeats do);
 3. the largest candidate is a step; each side is searched again the same way.
 
 With the repeats of several runs pooled, a side's spread holds the run-to-run variation as
@@ -105,7 +107,8 @@ def judge_split(samples: Sequence[Sequence[float]], first: int, k: int, end: int
     if not before or not after:
         return None
     size = _log_change(after, before)
-    if size is None or size < math.log1p(min_change) or size <= max(run_noise(samples, first, k), run_noise(samples, k, end)):
+    noise = [run_noise(samples, a, b) for a, b in ((first, k), (k, end)) if b - a > 1]
+    if size is None or size < math.log1p(min_change) or not noise or size <= max(noise):
         return None
     delta = stats.change(after, before, metric=metric)
     if delta.verdict in (None, stats.NOISE):
