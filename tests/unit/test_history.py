@@ -105,6 +105,14 @@ def test_environment_differences_name_what_changed_and_skip_what_moves_by_itself
     assert differences(a, a) == []
 
 
+def test_a_fact_a_newer_vmbench_records_is_no_change():
+    old = run_environment({"vmbench_version": "0.9", "host_kernel": "6.1"})
+    new = run_environment({"vmbench_version": "1.0", "host_kernel": "6.1", "host_microcode": "0x1"})
+    assert [c.describe() for c in differences(old, new)] == ["vmbench: 0.9 -> 1.0"]
+    gone = run_environment({"vmbench_version": "1.0", "host_kernel": "6.1"})
+    assert [c.describe() for c in differences(new, gone)] == ["CPU microcode: 0x1 -> -"]
+
+
 def test_proxmox_packages_are_compared_one_by_one():
     a = run_environment({"pveversion": "proxmox-ve: 8.4.0\npve-qemu-kvm: 9.2.0-5\nzfsutils-linux: 2.2.7-pve2"})
     b = run_environment({"pveversion": "proxmox-ve: 8.4.0\npve-qemu-kvm: 9.2.0-7\nzfsutils-linux: 2.2.7-pve2"})

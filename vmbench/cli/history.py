@@ -85,7 +85,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     refuse_secret_on_argv(args)
     fmt = args.format or "table"
-    if fmt not in ("table", "json", "html", "influx", "openmetrics"):
+    if fmt not in FORMATS:
         raise UsageError(f"--format {fmt}: choose table, json, html, influx or openmetrics")
     if args.last is not None and args.last < 1:
         raise UsageError(f"--last {args.last}: give 1 or more runs")

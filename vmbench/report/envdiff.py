@@ -6,7 +6,9 @@ and microcode, the storage's properties, the accelerator, the template image) an
 stores the guest's facts (its kernel and fio).  :func:`run_environment` flattens both into
 one mapping of named facts; :func:`differences` lists the facts that differ, the well-known
 ones first under their names, then any other stored fact by its key.  Facts that move on
-their own between identical runs (free space, ARC size, the run's tag) are never listed.
+their own between identical runs (free space, ARC size, the run's tag) are never listed, nor
+is a fact one vmbench release records and another does not (the CPU microcode, before this
+release recorded it).
 """
 
 from __future__ import annotations
@@ -95,8 +97,11 @@ def differences(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Cha
     the :data:`KNOWN` ones in their order, then the others by key; volatile ones left out."""
     keys = [k for k in KNOWN if k in before or k in after]
     keys += sorted(k for k in set(before) | set(after) if k not in KNOWN and not VOLATILE.match(k))
+    same_release = before.get("vmbench_version") == after.get("vmbench_version")
     out = []
     for k in keys:
+        if (k in before) != (k in after) and not same_release:
+            continue  # recorded by one vmbench release and not the other: not a change of the host
         a, b = _text(before.get(k)), _text(after.get(k))
         if a != b:
             out.append(Change(KNOWN.get(k) or k.replace("pve_package.", "package "), k, a, b))
