@@ -33,6 +33,7 @@ from tests.integration.conftest import ROOT, vmbench, write
 
 POOL = "vmbench-it-history"
 MOUNT = Path("/var/lib/vmbench-it-history")  # QEMU (libvirt-qemu) reaches it: not under pytest's private /tmp
+SLOW_MOUNT = Path("/var/lib/vmbench-it-history-slow")
 READ_IOPS_LIMIT = 300
 THROTTLE = Path("/sys/fs/cgroup/blkio/blkio.throttle.read_iops_device")
 MACHINE = THROTTLE.parent / "machine"  # libvirt's group of the VMs' QEMU processes
@@ -85,7 +86,8 @@ class ReadLimit(threading.Thread):
         if self.halt.is_set():
             return
         self.halt.set()
-        self.join()
+        if self.is_alive():
+            self.join()
         for group in [THROTTLE.parent, *self.done]:
             self._set(group, 0)
 
@@ -94,32 +96,62 @@ def _sh(*argv: str) -> str:
     return subprocess.run(list(argv), check=True, capture_output=True, text=True).stdout.strip()
 
 
+class Backing:
+    """An ext4 file system of its own at ``mount``: a loop device over a sparse file of 4 GiB
+    (the root disk and the scratch disk fit), ``majmin`` its device."""
+
+    def __init__(self, image: Path, mount: Path) -> None:
+        self.image, self.mount = image, mount
+        _sh("truncate", "-s", "4G", str(image))
+        self.loop = _sh("losetup", "--find", "--show", "--direct-io=on", str(image))
+        self.majmin = _sh("lsblk", "-dno", "MAJ:MIN", self.loop).strip()
+        _sh("mkfs.ext4", "-q", self.loop)
+        mount.mkdir(mode=0o711, exist_ok=True)
+        _sh("mount", self.loop, str(mount))
+        mount.chmod(0o711)
+
+    def remove(self) -> None:
+        subprocess.run(["umount", str(self.mount)], check=False)
+        subprocess.run(["losetup", "-d", self.loop], check=False)
+        self.image.unlink(missing_ok=True)
+        subprocess.run(["rmdir", str(self.mount)], check=False)
+
+
+def _pool(conn, path: Path):
+    """The scenario's dir pool, (re)defined at ``path`` and started (vmbench uses a pool that exists)."""
+    try:
+        old = conn.storagePoolLookupByName(POOL)
+        if old.isActive():
+            old.destroy()
+        old.undefine()
+    except libvirt.libvirtError:
+        pass
+    pool = conn.storagePoolDefineXML(f"<pool type='dir'><name>{POOL}</name><target><path>{path}</path></target></pool>", 0)
+    pool.create(0)
+    return pool
+
+
 @pytest.fixture(scope="module")
 def history_runs(machine, tmp_path_factory):
-    """Three runs of SCENARIO on a pool of its own; reads of its device limited before the third."""
+    """Three runs of SCENARIO; before the third the pool moves to a slower backing: another
+    file system, whose device's reads are limited."""
     if not THROTTLE.exists():
         pytest.fail(f"{THROTTLE} is missing: this test limits the pool's device with cgroup v1 blkio")
     tmp = tmp_path_factory.mktemp("history")
-    backing, mount = tmp / "pool.img", MOUNT
-    mount.mkdir(mode=0o711, exist_ok=True)
-    _sh("truncate", "-s", "4G", str(backing))  # sparse: the root disk and the scratch disk
-    loop = _sh("losetup", "--find", "--show", "--direct-io=on", str(backing))
-    majmin = _sh("lsblk", "-dno", "MAJ:MIN", loop).strip()
     conn = libvirt.open("qemu:///system")
-    pool = None
-    limit = ReadLimit(majmin, READ_IOPS_LIMIT)
+    backings: list[Backing] = []
+    limit = None
     try:
-        _sh("mkfs.ext4", "-q", loop)
-        _sh("mount", loop, str(mount))
-        mount.chmod(0o711)
-        pool = conn.storagePoolDefineXML(f"<pool type='dir'><name>{POOL}</name><target><path>{mount}</path></target></pool>", 0)
-        pool.create(0)
+        backings += [Backing(tmp / "fast.img", MOUNT), Backing(tmp / "slow.img", SLOW_MOUNT)]
+        limit = ReadLimit(backings[1].majmin, READ_IOPS_LIMIT)
+        _pool(conn, MOUNT)
         scenario = write(tmp, "history.yaml", SCENARIO)
         db = tmp / "history.db"
         runs, seconds = [], []
         for i in range(3):
-            if i == 2:  # the host's side changes, outside vmbench
+            if i == 2:  # the host's side changes, outside vmbench: the pool moves to the slower backing
                 limit.start()
+                _pool(conn, SLOW_MOUNT)
             start = time.monotonic()
             runs.append(vmbench("run", str(scenario), "--db", str(db), *(["--quiet"] if i == 2 else [])))
             seconds.append(time.monotonic() - start)
@@ -128,24 +160,21 @@ def history_runs(machine, tmp_path_factory):
         print(f"history runs took {', '.join(f'{s:.0f}' for s in seconds)} s")
         yield Runs(scenario, db, runs, seconds)
     finally:
-        if limit.is_alive():
+        if limit is not None:
             limit.stop()
-        else:  # never started, or stopped: make sure the root group's limit is gone
-            THROTTLE.write_text(f"{majmin} 0\n")
-        if pool is not None:
-            try:
+        try:
+            pool = conn.storagePoolLookupByName(POOL)
+            if pool.isActive():
                 pool.destroy()
-                pool.undefine()
-            except libvirt.libvirtError:
-                pass
+            pool.undefine()
+        except libvirt.libvirtError:
+            pass
         conn.close()
-        subprocess.run(["umount", str(mount)], check=False)
-        subprocess.run(["losetup", "-d", loop], check=False)
-        backing.unlink(missing_ok=True)
-        subprocess.run(["rmdir", str(mount)], check=False)
+        for b in backings:
+            b.remove()
 
 
-def test_the_step_is_found_at_the_limit_with_no_environment_change(history_runs):
+def test_the_step_is_found_and_the_pool_move_named_there(history_runs):
     got = vmbench("history", "it-history", "--db", str(history_runs.db))
     assert got.returncode == 0, got.stderr
     text = got.stdout
@@ -162,9 +191,10 @@ def test_the_step_is_found_at_the_limit_with_no_environment_change(history_runs)
         assert len(third) == 1, (side, s["steps"])
         st = third[0]
         assert st["change"]["verdict"] == "slower" and st["change"]["high"] < 0 and st["after"] == [ids[2]]
-        assert st["environment_changes"] == []  # only the disk underneath changed: nothing vmbench records
+        assert [(c["name"], c["before"], c["after"]) for c in st["environment_changes"]] == [
+            ("pool path", str(MOUNT), str(SLOW_MOUNT))]  # what vmbench recorded of the move; the limit it cannot see
         assert s["points"][2]["vs_previous"]["verdict"] == "slower"
-    assert "no environment change recorded between these runs" in text and "STEP at #3" in text
+    assert f"changed between #2 and #3: pool path: {MOUNT} -> {SLOW_MOUNT}" in text and "STEP at #3" in text
 
 
 def test_the_quiet_run_tells_the_timer_it_regressed(history_runs):
@@ -251,7 +281,7 @@ def test_the_history_page(history_runs, tmp_path):
     got = vmbench("history", "it-history", "--db", str(history_runs.db), "--format", "html", "-o", str(page))
     assert got.returncode == 0, got.stderr
     html = page.read_text()
-    assert html.count("<svg") == 2 and html.count("step -") >= 2 and "no environment change recorded" in html
+    assert html.count("<svg") == 2 and html.count("step -") >= 2 and f"pool path: {MOUNT} -&gt; {SLOW_MOUNT}" in html
 
 
 def test_the_grafana_dashboard_reads_what_the_export_writes(history_runs, influxd):
