@@ -9,6 +9,8 @@ setting did not take effect; anything else (1-5, 130) the run failed.
 
 from __future__ import annotations
 
+import textwrap
+
 from ..results.db import ResultsDB
 
 REGRESSION = 7
@@ -40,11 +42,13 @@ def quiet_summary(db: ResultsDB, run_id: int, tag: str, status: str, scenario: s
     summary, regressions = regression_report(db, run_id, scenario)
     print(f"vmbench: run {run_id} ({tag}) of {scenario}: {status}; results in {db_path}")
     for line in summary:
-        print(f"  {line}")
+        print("\n".join(textwrap.wrap(line, 120, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False)))
     if regressions:
         print(f"REGRESSION ({len(regressions)}):")
-        for line in regressions:
-            print(f"  {line}")
+        for entry in regressions:
+            for i, line in enumerate(entry.splitlines()):
+                print("\n".join(textwrap.wrap(line, 120, initial_indent="  " if i == 0 else "    ",
+                                               subsequent_indent="      ", break_on_hyphens=False)))
         return REGRESSION
     print("no regression")
     return 0

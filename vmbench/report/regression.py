@@ -33,7 +33,8 @@ def targets_met(tables: Sequence[Table]) -> int:
 
 
 def worse_steps(history: History, run_id: int) -> list[str]:
-    """The steps ``history`` found at run ``run_id`` that made a figure worse, in words."""
+    """The steps ``history`` found at run ``run_id`` that made a figure worse, in words (each
+    its series and step, then what changed there, on lines of their own)."""
     out = []
     for s, st in history.steps:
         d = st.delta
@@ -42,5 +43,5 @@ def worse_steps(history: History, run_id: int) -> list[str]:
         worse = d.value < 0 if s.metric.higher_is_better else d.value > 0
         if worse:
             lines = describe_step(history, s, st)
-            out.append(f"{s.title}: " + lines[0] + " |" + " ".join(lines[1:]))
+            out.append("\n".join([f"{s.title}: {lines[0]}", *(line.strip() for line in lines[1:])]))
     return out
