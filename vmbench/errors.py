@@ -77,6 +77,13 @@ class GuestError(VmbenchError):
     exit_code = 4
 
 
+class ExportError(VmbenchError):
+    """Results could not be sent or written where ``vmbench export`` was told: the server
+    refused or is unreachable, the credentials are wrong, the disk is full."""
+
+    exit_code = 4
+
+
 class ResultsError(VmbenchError):
     """The results database is missing, of an unknown schema version, or has no such run."""
 

@@ -226,7 +226,8 @@ def _round_robin(size: int) -> str:
 #: what `vmbench` exits with (docs/guarantees.md says the same)
 EXIT_CODES = ("exit codes: 0 done; 2 a mistake in the scenario or the command line; 3 the host cannot run it (nothing "
               "was created); 4 the hypervisor, a guest or a command failed; 5 the results database; 6 the run ended but "
-              "some cells (or all) were not measured: a setting did not take effect; 130 interrupted")
+              "some cells (or all) were not measured: a setting did not take effect; 7 (run --quiet) the run missed a target "
+              "or stepped worse than the scenario's earlier runs; 130 interrupted")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -278,6 +279,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.report:
         header, tables = report_with_advice(load_run(db, outcome.run_id))
         sys.stdout.write(render(tables, Format.TABLE, header, summary_lines(header, tables)))
+    if args.quiet:  # for a timer: the summary, and an exit status that says whether it regressed
+        from .unattended import quiet_summary
+
+        code = quiet_summary(db, outcome.run_id, outcome.tag, outcome.status, scenario.name, args.db)
+        return code if code or not outcome.invalid_cells else 6
     return 0 if not outcome.invalid_cells else 6
 
 
@@ -423,7 +429,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "measurements already stored are kept, the missing ones run in new VMs")
     sp.add_argument("--db", default=str(default_db_path()), help=db_help)
     sp.add_argument("--report", action=argparse.BooleanOptionalAction, default=False, help="print the report at the end")
-    sp.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    sp.add_argument("-q", "--quiet", action="store_true", help="for a timer: only errors and a summary; exit 7 when the run "
+                    "missed a target or stepped worse than the scenario's earlier runs (docs/unattended.md)")
     sp.set_defaults(func=cmd_run)
 
     sp = sub.add_parser("report", help="print a run's gap tables")
@@ -457,6 +464,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .advise import add_parser as add_advise_parser
     from .compare import add_parser as add_compare_parser
+    from .export import add_parser as add_export_parser
+    from .history import add_parser as add_history_parser
     from .hosts import add_parser as add_hosts_parser
     from .images import add_parser as add_images_parser
     from .setup import add_parser as add_setup_parser
@@ -469,6 +478,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_tune_parser(sub)
     add_hosts_parser(sub)
     add_setup_parser(sub)
+    add_history_parser(sub)
+    add_export_parser(sub)
     return p
 
 

@@ -88,7 +88,7 @@ def _p(value) -> str:
     return str(value)
 
 
-def _groups(measurements: Sequence[dict], cells: Sequence[dict], load: LoadPlan | None = None) -> dict[MeasurementKey, list[dict]]:
+def groups_of(measurements: Sequence[dict], cells: Sequence[dict], load: LoadPlan | None = None) -> dict[MeasurementKey, list[dict]]:
     """The run's measurements by group; invalid cells left out; a load run's rows as step
     aggregates (:func:`load_aggregates`)."""
     names = {c["id"]: c["name"] for c in cells if "id" in c}
@@ -152,7 +152,7 @@ def _part_words(role: object, n: int) -> str:
     return f"{n} VM{'s' if n != 1 else ''} summed"
 
 
-def _check(key: MeasurementKey, a_rows: list[dict], b_rows: list[dict], a_fig: Figures, b_fig: Figures, la: str, lb: str) -> str | None:
+def refusal_of(key: MeasurementKey, a_rows: list[dict], b_rows: list[dict], a_fig: Figures, b_fig: Figures, la: str, lb: str) -> str | None:
     """Why two groups must not be compared (None when they may)."""
     what = f"{key.describe()}: run {lb} vs {la}"
     if (a_rows[0].get("load_vms"), a_rows[0].get("load_step_name")) != (b_rows[0].get("load_vms"), b_rows[0].get("load_step_name")):
@@ -231,7 +231,7 @@ def compare_runs(runs: Sequence[RunInput], baseline_index: int = 0, *,
         raise ValueError("compare_runs needs at least two runs")
     labels = [label(i) for i in range(len(runs))]
     la = labels[baseline_index]
-    groups = [_groups(meas, cells, read_plan(run.plan_json).load) for run, meas, cells in runs]
+    groups = [groups_of(meas, cells, read_plan(run.plan_json).load) for run, meas, cells in runs]
     refusals: list[str] = []
     excluded = _other_hosts(runs, baseline_index, labels, allow_other_host, refusals)
     keys: list[MeasurementKey] = []
@@ -337,7 +337,7 @@ def _judge_run(c: _Comparison, key: MeasurementKey, i: int, base_rows: list[dict
     elif rows is None:
         notes.append(f"{lab}: layers differ (see below)" if (i, key) in c.layer_refused else f"not in {lab}")
     elif i != c.baseline_index and base_rows and base_fig is not None and fig is not None:
-        why = _check(key, base_rows, rows, base_fig, fig, c.la, lab)
+        why = refusal_of(key, base_rows, rows, base_fig, fig, c.la, lab)
         if why:
             c.refusals.append(why)
             notes.append(f"{lab} refused (see below)")

@@ -25,6 +25,8 @@ from . import migrate
 from .key import MeasurementKey
 
 SCHEMA_VERSION = 4
+#: how long a write waits for another process's transaction on the same file (ms)
+BUSY_TIMEOUT_MS = 30_000
 
 # Each version's new columns come last in their table, where the upgrade (ALTER TABLE) puts
 # them, so fresh and upgraded databases have the same columns in the same order.  Version 3:
@@ -194,7 +196,20 @@ class ResultsDB:
             raise ResultsError(f"cannot open results database {self.path}: {exc}") from None
         self.conn.row_factory = sqlite3.Row
         self.conn.execute("PRAGMA foreign_keys = ON")
+        self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         self._init()
+        self._concurrent()
+
+    def _concurrent(self) -> None:
+        """Two runs may share the file (a weekly timer and a run by hand): write-ahead logging,
+        so that readers never block the writer and a reader never sees half a write, and a
+        busy timeout, so that a writer waits for the other's short transaction instead of
+        failing (set before anything is read).  Switched after an upgrade, so the backup is
+        the file as it was; a file that cannot switch (read-only) keeps its journal."""
+        try:
+            self.conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.Error:
+            pass
 
     def _init(self) -> None:
         try:

@@ -31,12 +31,21 @@ def host_environment(host: Transport) -> dict:
         "host_kernel": ops.first_line(host, ["uname", "-r"]),
         "host_os": os_release.get("PRETTY_NAME"),
         "host_cpu": cpu_model_name(cpuinfo),
+        "host_microcode": _microcode(cpuinfo),
         "host_aes": "aes" in flags,
         "host_fio": ops.first_line(host, ["fio", "--version"]),
         "host_qemu_binary": ops.first_line(host, ["qemu-system-x86_64", "--version"]),
         "host_cryptsetup": ops.first_line(host, ["cryptsetup", "--version"]),
         "kvm_device": ops.exists(host, "/dev/kvm"),
     }
+
+
+def _microcode(cpuinfo: str) -> str | None:
+    """The CPU's microcode revision as /proc/cpuinfo gives it ("0x..."), None when it does not."""
+    for line in cpuinfo.splitlines():
+        if line.startswith("microcode"):
+            return line.split(":", 1)[1].strip() or None
+    return None
 
 
 def host_differences(before: dict, now: dict) -> list[str]:
