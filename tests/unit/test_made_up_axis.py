@@ -251,10 +251,10 @@ def test_a_stored_value_reads_back(made_up):
 
 def test_the_run_checks_it_took_effect_from_its_verify(made_up):
     vm = MadeUpVm(made_up=MadeUp.A)
-    eff = effective_settings(Applied(details={"qemu_made_up": "b", "config_made_up": "a"}), {})
+    eff = effective_settings(Applied(readings={"qemu_made_up": "b", "config_made_up": "a"}), {})
     assert [p for p in problems(vm, eff, "kvm") if "made_up" in p] == ["made_up: asked a, the QEMU command line reports b"]
     assert "made_up (the QEMU command line) could not be verified" in problems(vm, {}, "kvm")
-    assert not [p for p in problems(vm, effective_settings(Applied(details={"qemu_made_up": "a"}), {}), "kvm") if "made_up" in p]
+    assert not [p for p in problems(vm, effective_settings(Applied(readings={"qemu_made_up": "a"}), {}), "kvm") if "made_up" in p]
     assert not [p for p in problems(MadeUpVm(), {}, "kvm") if "made_up" in p]  # left to the hypervisor: recorded only
 
 

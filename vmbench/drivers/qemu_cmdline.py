@@ -44,7 +44,6 @@ forced flags, and whether it has AES-NI: from a flag, else from the model itself
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import posixpath
 import re
@@ -484,10 +483,6 @@ CPU_READINGS = ("qemu_cpu_model", "qemu_cpu_flags", "qemu_cpu_aes")
 
 def to_applied(values: Mapping[str, Any], *, native_config: str, qemu_cmdline: tuple[str, ...] | list[str],
                details: Mapping[str, Any]) -> Applied:
-    """A driver's typed readings as :class:`Applied`: each under its own field, and a reading
-    with no field of its own (a newer axis's, such as ``qemu_detect_zeroes``) in ``details``
-    under its key, where vmbench.run.evidence finds every key an axis's ``verify`` names."""
-    own = {f.name for f in dataclasses.fields(Applied)}
-    extra = {k: v for k, v in values.items() if k not in own}
-    return Applied(native_config=native_config, qemu_cmdline=tuple(qemu_cmdline), details={**details, **extra},
-                   **{k: v for k, v in values.items() if k in own})
+    """A driver's typed readings as :class:`Applied` (:meth:`Applied.of`): a VM fact under its
+    own field, an axis's reading under the key its ``verify`` names, the rest in ``details``."""
+    return Applied.of(values, native_config=native_config, qemu_cmdline=qemu_cmdline, details=details)

@@ -52,7 +52,7 @@ def applied_from_pve(config: Mapping[str, object], disk_key: str, cmdline: list[
         values.update(cpu_readings(args))
         details.update(qemu_disk=readings, qemu_cpu=args.cpu, qemu_machine=args.machine)
         if scratch_path.startswith(("rbd:", "/dev/rbd")):  # an rbd storage's disk: librbd, or the kernel's mapping
-            details["qemu_krbd"] = {"rbd": False, "host_device": True}.get(str(readings.get("protocol")))
+            values["qemu_krbd"] = {"rbd": False, "host_device": True}.get(str(readings.get("protocol")))
         if readings.get("file") and scratch_path and readings["file"] != scratch_path:
             details["qemu_file_differs"] = f"QEMU opens {readings['file']}, the volume's path is {scratch_path}"
     kvm = str(config.get("kvm", "1")).strip()
