@@ -23,7 +23,8 @@ from ..errors import HypervisorError, UsageError
 from ..scenario.axes import AXIS_BY_SETTING, VM_SETTING_KEYS, vm_with
 from ..scenario.model import LIMIT_NAMES, IoLimits, VmConfig
 from ..settings import DetectZeroes, Discard
-from .apply_xml import DISK_KEYS, GUEST_NAME, RENAME_NOTE, libvirt_snippets
+from ..drivers.codec import GUEST_NAME, RENAME_NOTE
+from .apply_xml import DISK_KEYS, libvirt_snippets
 from .apply_zfs import ZFS_KEYS, zfs_snippets
 from .model import Snippet
 
