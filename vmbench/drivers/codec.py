@@ -7,7 +7,8 @@ into the configuration vmbench defines, reads it back from the live configuratio
 QEMU (for the run's evidence), reads it from a user's existing VM (``vmbench advise
 --read-vm``, ``vmbench tune``), and edits it in the apply snippet the advice shows; the
 drivers' builders, evidence and readers and vmbench.advice.apply iterate the table.  What
-every driver's rows say the same way is here: how a guest names a disk on each bus.
+every driver's rows share is here: which axes a table must have (:func:`driver_axes`), how a
+guest names a disk on each bus, an I/O limit set on a VmConfig.
 """
 
 from __future__ import annotations

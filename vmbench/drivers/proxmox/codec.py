@@ -267,18 +267,6 @@ def _edit_iothread(vm: VmConfig, e: DiskEdit) -> None:
             e.notes.append(f"iothread dropped: {vm.bus} has none")
 
 
-def zeroes_options(vm: VmConfig) -> list[str]:
-    """``discard=on|ignore`` and ``detect_zeroes=0|1`` where the scenario sets them (else
-    qemu-server's defaults: discard ignore; detect-zeroes on, unmap with ``discard=on``).
-
-    qemu-server has no ``detect_zeroes=unmap``: ``detect_zeroes=1`` with ``discard=on`` is
-    unmap, and on with ``discard=on`` is not possible (:func:`.config.vm_problems`)."""
-    d = NewDisk("", "")
-    _write_discard(vm, d)
-    _write_zeroes(vm, d)
-    return [f"{k}={v}" for k, v in d.options.items()]
-
-
 def drive_zeroes(opts: Mapping[str, str]) -> tuple[str, str]:
     """(detect-zeroes, discard) QEMU gets for a stored disk, as qemu-server derives them
     (``Drive.pm`` detect_zeroes_cmdline_option; ``Blockdev.pm``)."""
@@ -292,6 +280,7 @@ def drive_zeroes(opts: Mapping[str, str]) -> tuple[str, str]:
 
 
 def _discard_option(value: Discard | None) -> str | None:
+    """``discard=on|ignore`` where the scenario sets it (else qemu-server's default: ignore)."""
     return None if value is None else "on" if value is Discard.UNMAP else "ignore"
 
 
@@ -310,6 +299,10 @@ def _edit_discard(vm: VmConfig, e: DiskEdit) -> None:
 
 
 def _write_zeroes(vm: VmConfig, d: NewDisk) -> None:
+    """``detect_zeroes=0|1`` where the scenario sets it (else qemu-server's default: on, unmap
+    with ``discard=on``).  qemu-server has no ``detect_zeroes=unmap``: ``detect_zeroes=1``
+    with ``discard=on`` is unmap, and on with ``discard=on`` is not possible
+    (:func:`.config.vm_problems` says so before anything is created)."""
     if vm.detect_zeroes is not None:
         if vm.detect_zeroes is DetectZeroes.ON and vm.discard is Discard.UNMAP:
             raise HypervisorError(ZEROES_ON_WITH_DISCARD[0], ZEROES_ON_WITH_DISCARD[1])

@@ -25,8 +25,7 @@ from ...settings import Bus, CpuMode, DetectZeroes, Discard, ImageFormat
 from ..qemu_cmdline import AIO_DRIVERS
 # the per-axis spellings (each axis's row of the codec table and its helpers), also importable from here
 from .codec import (BUS_PREFIX, CODECS, DISK_KEY_RE, DISK_OPTIONS, FILE_STORAGES, MAX_INDEX, QCOW2_STORAGES, VM_OPTIONS,
-                    ZEROES_ON_WITH_DISCARD, NewDisk, config_bus, drive_zeroes, ordered, scsihw, volume_format,
-                    zeroes_options)
+                    ZEROES_ON_WITH_DISCARD, NewDisk, config_bus, drive_zeroes, ordered, scsihw, volume_format)
 from .cputype import CPU_FLAGS, cpu_from_config, cpu_option
 from .limits import burst_length_key, limit_options, pve_throttle
 from .propstring import parse_disk, parse_options
