@@ -988,8 +988,8 @@ class FakeGuest:
         """Exactly what was asked (plus FakeDriver.applied_changes), so cells are valid: every
         reading an axis's ``verify`` names (the guest's own come from FakeGuestTransport) is
         the axis's setting, so a new axis needs no edit here; a setting left to the hypervisor
-        (None) is not reported.  ``applied_changes`` overrides readings by key (an Applied
-        field, or a newer axis's key, which travels in ``details``)."""
+        (None) is not reported.  ``applied_changes`` overrides readings by key (an axis's
+        reading, or an Applied field)."""
         from vmbench.scenario import axes  # the module, so a test that adds an axis is seen
 
         self.driver._fault("applied")

@@ -55,26 +55,25 @@ def test_fake_guest_reports_what_was_asked_as_before():
 def test_fake_guest_reports_the_axes_a_cell_gives_and_applied_changes_still_simulate_a_miss():
     vm = replace(VmConfig(), detect_zeroes=DetectZeroes.UNMAP, discard=Discard.UNMAP)
     a = applied(vm)
-    assert a.details == {"fake": True, "config_detect_zeroes": "unmap", "qemu_detect_zeroes": "unmap",
-                         "config_discard": "unmap", "qemu_discard": "unmap"}
+    zeroes = {"config_detect_zeroes": "unmap", "qemu_detect_zeroes": "unmap", "config_discard": "unmap", "qemu_discard": "unmap"}
+    assert a.details == {"fake": True} and {k: a.readings[k] for k in zeroes} == zeroes
     guest = {"guest_bus": "virtio-blk", "guest_write_cache": "write back"}
     assert problems(vm, effective_settings(a, guest), "tcg") == []
-    # a setting that did not take: an Applied field, and a newer axis's reading (in details)
+    # a setting that did not take: any axis's reading, the oldest and a newer one alike
     missed = applied(vm, qemu_cache="writeback", qemu_detect_zeroes="on")
-    assert missed.qemu_cache == "writeback" and missed.details["qemu_detect_zeroes"] == "on"
+    assert missed.qemu_cache == "writeback" and missed.readings["qemu_detect_zeroes"] == "on"
     assert problems(vm, effective_settings(missed, guest), "tcg") == [
         "cache: asked none, QEMU's block layer reports writeback",
         "detect_zeroes: asked unmap, the QEMU command line reports on"]
-    assert applied(vm, details={"x": 1}).details == {"x": 1, "config_detect_zeroes": "unmap", "qemu_detect_zeroes": "unmap",
-                                                     "config_discard": "unmap", "qemu_discard": "unmap"}
+    assert applied(vm, details={"x": 1}).details == {"x": 1} and applied(vm, details={"x": 1}).readings == a.readings
 
 
 def test_fake_guest_reports_a_new_axis_from_its_row(queues_axis):
     vm = QueuesVm(queues=4)
     a = applied(vm)
-    assert a.details["qemu_queues"] == 4
+    assert a.readings["qemu_queues"] == 4
     assert not [p for p in problems(vm, effective_settings(a, {}), "tcg") if "queues" in p]
-    assert "qemu_queues" not in applied(QueuesVm()).details  # left to the hypervisor
+    assert "qemu_queues" not in applied(QueuesVm()).readings  # left to the hypervisor
 
 
 # ---- tests/fakes.py: FakePveNode's QEMU ------------------------------------------------------

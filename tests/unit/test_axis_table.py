@@ -317,9 +317,9 @@ def test_a_new_axis_is_read_named_stored_shown_and_verified_from_its_row(queues_
     assert setting_columns([settings_of(c.vm) for c in s.cells]) == (*DEFAULT_SETTINGS, "queues")
     assert setting_columns([DEFAULT_SETTINGS]) == tuple(DEFAULT_SETTINGS)
     assert stored_setting(DEFAULT_SETTINGS, "queues") == "hypervisor default" and stored_setting({"queues": 2}, "queues") == 2
-    # the run's checks that it took effect: from its verify entries; the reading travels in details
+    # the run's checks that it took effect: from its verify entries; the reading travels in readings
     assert [(c.what, c.key, c.required) for c in evidence._checks() if c.what == "queues"] == [("queues", "qemu_queues", True)]
-    eff = evidence.effective_settings(Applied(details={"qemu_queues": 2, "opaque": 1}), {})
+    eff = evidence.effective_settings(Applied(readings={"qemu_queues": 2}, details={"opaque": 1}), {})
     assert eff["qemu_queues"] == 2 and "opaque" not in eff
     assert [p for p in evidence.problems(s.baseline, eff, "kvm") if "queues" in p] == [
         "queues: asked 4, the QEMU command line reports 2"]

@@ -9,11 +9,12 @@ driver never asks which driver it has: what differs is a method or an attribute 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ContextManager, Protocol, Sequence
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, ContextManager, Mapping, Protocol, Sequence
 
 from ..progress import Progress
 from ..guest.needs import GuestNeeds
+from ..scenario import axes
 from ..scenario.model import CephConfig, VmConfig
 from ..settings import Accel, CpuMode
 from ..transport.base import HostTransport, Transport
@@ -67,19 +68,16 @@ class VmResources:
 class Applied:
     """What the hypervisor applied, as typed values; None where a source could not tell.
 
-    ``config_*`` come from the hypervisor's own configuration as it is live (the domain XML,
-    ``qm config``), named by ``config_source``; ``qemu_*`` from QEMU itself (its block
-    layer, command line and iothread links)."""
+    ``readings``: what each axis reads back, under the keys its ``verify`` names
+    (vmbench.scenario.axes): ``config_*`` from the hypervisor's own configuration as it is
+    live (the domain XML, ``qm config``), named by ``config_source``; ``qemu_*`` from QEMU
+    itself (its block layer, command line, throttling and iothread links).  Each driver's
+    codec table reads them, one row per axis; each is also an attribute
+    (``applied.qemu_cache``), None where it was not read.  The other fields are facts of the
+    VM rather than of an axis; ``details`` holds opaque extra readings, stored as they are."""
 
     config_source: str = "the hypervisor configuration"
-    config_bus: str | None = None  # a Bus value
-    config_cache: str | None = None
-    config_aio: str | None = None
-    config_format: str | None = None
-    qemu_cache: str | None = None
-    qemu_format: str | None = None
-    qemu_aio: str | None = None
-    qemu_iothread: bool | None = None
+    readings: Mapping[str, object] = field(default_factory=dict)
     controller: str | None = None  # the scratch disk's controller model
     cpu_model: str | None = None  # "kvm64", "host-passthrough", "max"
     cpu_flags: tuple[tuple[str, str], ...] = ()  # forced flags as configured: (flag, "on"|"off")
@@ -90,9 +88,38 @@ class Applied:
     qemu_cmdline: tuple[str, ...] = ()
     details: dict = field(default_factory=dict)  # opaque extra readings, stored as they are
 
+    def __getattr__(self, name: str) -> object:
+        """An axis's reading by its key (``applied.config_cache``): None where it was not read."""
+        if name in reading_keys():
+            return self.__dict__.get("readings", {}).get(name)
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
     def typed(self) -> dict:
-        """Every typed value (not the opaque texts), for storing with a boot."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("native_config", "qemu_cmdline", "details")}
+        """Every typed value (not the opaque texts), for storing with a boot: every reading an
+        axis verifies (None where it was not read) and the VM's facts."""
+        out: dict = {"config_source": self.config_source, **{k: self.readings.get(k) for k in reading_keys()}}
+        out.update({k: v for k, v in self.readings.items() if k not in out})
+        out.update({k: v for k, v in self.__dict__.items()
+                    if k not in ("config_source", "readings", "native_config", "qemu_cmdline", "details")})
+        return out
+
+    @classmethod
+    def of(cls, values: Mapping[str, object], *, native_config: str, qemu_cmdline: Sequence[str],
+           details: Mapping[str, object]) -> "Applied":
+        """A driver's readings as one: a VM fact under its own field, an axis's reading (a key
+        some axis's ``verify`` names) in ``readings``, anything else in ``details``."""
+        own = {f.name for f in fields(cls)}
+        keys = reading_keys()
+        return cls(native_config=native_config, qemu_cmdline=tuple(qemu_cmdline),
+                   readings={k: v for k, v in values.items() if k in keys and k not in own},
+                   details={**details, **{k: v for k, v in values.items() if k not in keys and k not in own}},
+                   **{k: v for k, v in values.items() if k in own})  # type: ignore[arg-type]
+
+
+def reading_keys() -> tuple[str, ...]:
+    """The keys of what a hypervisor reads back: those the axes' ``verify`` entries name but
+    the guest's own (``guest_*``), in the axis table's order (read from it when called)."""
+    return tuple(dict.fromkeys(key for a in axes.AXES for key, _, _ in a.verify if not key.startswith("guest_")))
 
 
 @dataclass(frozen=True)

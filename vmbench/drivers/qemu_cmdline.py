@@ -44,12 +44,11 @@ forced flags, and whether it has AES-NI: from a flag, else from the model itself
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import posixpath
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..scenario.model import LIMIT_BURSTS, LIMIT_NAMES, LIMIT_RATES, MiB, limit_mbps
 from ..settings import Cache, DetectZeroes, Discard
@@ -305,7 +304,7 @@ def throttle_readings(prefix: str, limits: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _group_limits(args: QemuArgs, chain: list[dict]) -> dict[str, Any] | None:
+def _group_limits(args: QemuArgs, chain: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The limits of the throttle group the first ``throttle`` node of ``chain`` names ({}
     when the chain has no throttle node; None when its group is not on the command line)."""
     node = next((n for n in chain if n.get("driver") == "throttle"), None)
@@ -345,21 +344,53 @@ def has_aio(protocol: str | None) -> bool:
     return protocol is None or protocol in AIO_DRIVERS or protocol not in PROTOCOL_DRIVERS
 
 
-def disk_readings(args: QemuArgs, serial: str, disk_key: str | None = None, path: str | None = None) -> dict[str, Any]:
-    """The scratch disk as QEMU runs it: qemu_cache/aio/format/iothread/detect_zeroes/discard,
-    its I/O limits (qemu_iops, qemu_mbps_rd... :func:`throttle_readings`), its file and device.  ``path`` finds its blockdev chain when no device names it."""
-    out: dict[str, Any] = {}
+@dataclass(frozen=True)
+class QemuDisk:
+    """The scratch disk as QEMU's command line has it: its ``-device`` and either a legacy
+    ``-drive`` (PVE 8) or the ``-blockdev`` nodes from the one the device names down its
+    ``file`` links (PVE 9, libvirt)."""
+
+    device: Mapping[str, Any]
+    drive: Mapping[str, Any] | None = None
+    chain: tuple[Mapping[str, Any], ...] = ()
+
+    def option(self, name: str) -> list[Any]:
+        """The values the disk's nodes give QEMU's option ``name`` (``detect-zeroes``...): the
+        ``-drive``'s, else each node's down the chain that sets it; empty where none does."""
+        if self.drive is not None:
+            return [self.drive[name]] if self.drive.get(name) is not None else []
+        return [n[name] for n in self.chain if n.get(name) is not None]
+
+
+def find_disk(args: QemuArgs, serial: str, disk_key: str | None = None, path: str | None = None) -> QemuDisk | None:
+    """The scratch disk on the command line: its device by serial or PVE's drive id, else (no
+    device names it) the blockdev chain that opens ``path``; None when neither is there."""
     dev = find_device(args, serial, disk_key)
     if dev is None and path:
         top = _top_node_of(args, path)
         dev = {"drive": top} if top else None
     if dev is None:
+        return None
+    drive_id = dev.get("drive")
+    legacy = next((d for d in args.drives if drive_id and d.get("id") == drive_id), None)
+    if legacy is not None:
+        return QemuDisk(dev, legacy)
+    return QemuDisk(dev, None, tuple(_chain(str(drive_id), args.nodes)) if drive_id else ())
+
+
+def disk_readings(args: QemuArgs, serial: str, disk_key: str | None = None, path: str | None = None) -> dict[str, Any]:
+    """The scratch disk as QEMU runs it: qemu_cache/aio/format/iothread/detect_zeroes/discard,
+    its I/O limits (qemu_iops, qemu_mbps_rd... :func:`throttle_readings`), its file and device.  ``path`` finds its blockdev chain when no device names it."""
+    out: dict[str, Any] = {}
+    disk = find_disk(args, serial, disk_key, path)
+    if disk is None:
         return out
+    dev = disk.device
     if dev.get("driver"):
         out["device"] = dev.get("driver")
     drive_id = dev.get("drive")
     write_cache = dev.get("write-cache")
-    legacy = next((d for d in args.drives if drive_id and d.get("id") == drive_id), None)
+    legacy = disk.drive
     if legacy is not None:
         out["file"] = legacy.get("file")
         out["protocol"] = drive_protocol(legacy)
@@ -377,7 +408,7 @@ def disk_readings(args: QemuArgs, serial: str, disk_key: str | None = None, path
         out.update(throttle_readings("qemu_", {k.removeprefix("throttling."): v for k, v in legacy.items()
                                                if k.startswith("throttling.")}))
     elif drive_id:
-        whole = _chain(str(drive_id), args.nodes)
+        whole = list(disk.chain)
         chain = [n for n in whole if n.get("driver") not in PASS_THROUGH]
         proto = next((n for n in chain if n.get("driver") in PROTOCOL_DRIVERS or "filename" in n), None)
         fmt = next((n for n in chain if n is not proto and n.get("driver") not in PROTOCOL_DRIVERS), None)
@@ -385,7 +416,7 @@ def disk_readings(args: QemuArgs, serial: str, disk_key: str | None = None, path
             out["file"] = proto.get("filename")
             out["protocol"] = proto.get("driver")
             out["qemu_aio"] = (proto.get("aio") or "threads") if has_aio(out["protocol"]) else NOT_APPLICABLE
-            c: dict = proto["cache"] if isinstance(proto.get("cache"), dict) else (fmt or {}).get("cache") or {}
+            c: Mapping = proto["cache"] if isinstance(proto.get("cache"), dict) else (fmt or {}).get("cache") or {}
             key = (_truthy(write_cache, True), _truthy(c.get("direct"), False), _truthy(c.get("no-flush"), False))
             found = Cache.from_flags(*key)
             out["qemu_cache"] = found.value if found is not None else f"unknown {key}"
@@ -484,10 +515,6 @@ CPU_READINGS = ("qemu_cpu_model", "qemu_cpu_flags", "qemu_cpu_aes")
 
 def to_applied(values: Mapping[str, Any], *, native_config: str, qemu_cmdline: tuple[str, ...] | list[str],
                details: Mapping[str, Any]) -> Applied:
-    """A driver's typed readings as :class:`Applied`: each under its own field, and a reading
-    with no field of its own (a newer axis's, such as ``qemu_detect_zeroes``) in ``details``
-    under its key, where vmbench.run.evidence finds every key an axis's ``verify`` names."""
-    own = {f.name for f in dataclasses.fields(Applied)}
-    extra = {k: v for k, v in values.items() if k not in own}
-    return Applied(native_config=native_config, qemu_cmdline=tuple(qemu_cmdline), details={**details, **extra},
-                   **{k: v for k, v in values.items() if k in own})
+    """A driver's typed readings as :class:`Applied` (:meth:`Applied.of`): a VM fact under its
+    own field, an axis's reading under the key its ``verify`` names, the rest in ``details``."""
+    return Applied.of(values, native_config=native_config, qemu_cmdline=qemu_cmdline, details=details)

@@ -3,9 +3,10 @@
 The driver reports what the hypervisor applied as typed values
 (:class:`~vmbench.drivers.base.Applied`); the guest says how it sees its scratch disk and
 CPU (:func:`guest_view`).  :func:`problems` compares the request with both, one row
-per setting and source (each VM axis's ``verify`` entries), and lists every difference.  A
-setting the scenario leaves to the hypervisor (detect_zeroes, discard) is recorded, not
-compared; so is a setting the disk's QEMU driver does not have (aio on librbd or libiscsi
+per setting and source (each VM axis's ``verify`` entries, then what follows from its
+setting: its ``derived`` ones, the guest's write cache after the cache mode), and lists every
+difference.  A setting the scenario leaves to the hypervisor (detect_zeroes, discard) is
+recorded, not compared; so is a setting the disk's QEMU driver does not have (aio on librbd or libiscsi
 reads "not applicable").  An I/O limit (iops, mbps_rd, iops_max, burst_length...) is
 compared with the configuration's and QEMU's throttling, which read "none" where no such
 limit is in effect.  ``aes`` is checked where the guest and QEMU's ``-cpu`` can tell: a
@@ -54,12 +55,9 @@ def guest_view(guest_disk: dict, guest_facts: dict) -> dict:
 
 def effective_settings(applied: Applied, guest: dict) -> dict:
     """Everything known about what took effect, flat (stored with each cell): the typed
-    readings, those a driver reports in ``details`` under a key an axis verifies, and the
-    guest's view."""
-    from ..scenario.axes import AXES
-
-    keys = {key for a in AXES for key, _, _ in a.verify} | set(CPU_READINGS)
-    return {**applied.typed(), **{k: v for k, v in applied.details.items() if k in keys}, **guest}
+    readings (every axis's, :attr:`Applied.readings`, and the VM's facts), the CPU as QEMU
+    runs it, and the guest's view."""
+    return {**applied.typed(), **{k: applied.details[k] for k in CPU_READINGS if k in applied.details}, **guest}
 
 
 @dataclass(frozen=True)
@@ -73,19 +71,15 @@ class Check:
     required: bool = False  # missing evidence makes the cell invalid ("could not be verified")
 
 
-def _write_cache(vm: VmConfig) -> str:
-    return vm.cache.guest_write_cache
-
-
 def _checks() -> tuple[Check, ...]:
     """Every (setting, source) pair compared: one per ``verify`` entry of each VM axis
-    (vmbench.scenario.axes), plus the guest's write cache, which follows from the cache mode."""
+    (vmbench.scenario.axes), then what follows from its setting (its ``derived`` entries:
+    the guest's write cache after the cache mode's)."""
     from ..scenario.axes import AXES
 
-    out = [Check(a.name, a.setting, key, source, required) for a in AXES for key, source, required in a.verify]
-    cache = next(i for i, c in enumerate(out) if c.what == "cache") + 2
-    out.insert(cache, Check("guest write cache", _write_cache, "guest_write_cache", "the guest", required=True))
-    return tuple(out)
+    return tuple(check for a in AXES for check in (
+        *(Check(a.name, a.setting, key, source, required) for key, source, required in a.verify),
+        *(Check(d.what, d.asked, d.key, d.source, d.required) for d in a.derived)))
 
 
 def problems(vm: VmConfig, eff: dict, accelerator: str) -> list[str]:

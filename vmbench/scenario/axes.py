@@ -7,9 +7,11 @@ report's columns (:func:`setting_columns`, :func:`stored_setting`), the run's ch
 setting took effect (``verify``, walked by vmbench.run.evidence), the scenario reference page
 and the advice all walk this table or the lookups :func:`views` derives from it (no other
 module derives its own when imported), so adding an axis is one row here plus its
-:class:`VmConfig` field, then its own code in the drivers' builders and readers (which read
-back the keys its ``verify`` names) and in the advice's apply snippets.
-tests/unit/test_made_up_axis.py adds a made-up row and checks that the rest follows.
+:class:`VmConfig` field, then one row in each VM driver's codec table
+(vmbench.drivers.libvirt.codec, vmbench.drivers.proxmox.codec: how the driver writes it,
+reads it back under the keys its ``verify`` names, reads it from a user's VM and edits it in
+the advice's apply snippets).  tests/unit/test_made_up_axis.py adds a made-up axis that way
+and checks that the rest follows.
 
 The order of :data:`AXES` matters and is kept as it was before the table existed:
 
@@ -36,6 +38,18 @@ from .parsers import MiB
 from .reader import Section, as_bool, as_int, as_str, join
 
 
+class Derived(NamedTuple):
+    """A check of a value that follows from an axis's setting rather than being it (the
+    guest's write cache follows from the cache mode): ``asked`` gives the value expected of
+    ``key`` in the effective settings, as ``source`` reports it."""
+
+    what: str  # as messages name it
+    asked: Callable[[VmConfig], object]
+    key: str
+    source: str
+    required: bool = False
+
+
 @dataclass(frozen=True)
 class Axis:
     """One VM setting."""
@@ -50,9 +64,9 @@ class Axis:
     describe: str  # the allowed values, for help in error messages
     #: how a run verifies it took effect: (key in the effective settings, who reports it,
     #: required) compared with setting(vm); "{config}" is the driver's configuration source.
-    #: The drivers' readers report each key (vmbench.drivers.base.Applied: a field of its
-    #: own, or an entry of ``details`` under that key).  A setting left to the hypervisor
-    #: (None) is recorded, not compared.
+    #: The drivers' codec rows report each key (vmbench.drivers.base.Applied.readings; the
+    #: guest's own, guest_*, come from the guest).  A setting left to the hypervisor (None)
+    #: is recorded, not compared.
     verify: tuple[tuple[str, str, bool], ...] = ()
     #: how a stored row without this setting reads in reports and comparisons: the setting
     #: was left to the hypervisor's default, or the row was stored before the axis existed
@@ -72,6 +86,8 @@ class Axis:
     what: str = "a VM setting"
     #: the drivers that take it (refused by the loader elsewhere, named in the reference); empty: every VM driver
     drivers: tuple[str, ...] = ()
+    #: the checks of what follows from the setting, after its own ``verify`` ones
+    derived: tuple[Derived, ...] = ()
 
 
 # ---- YAML values of the axes that need more than one parser -------------------------------
@@ -214,7 +230,7 @@ def _stored(value: object) -> object:
 def _field_axis(name: str, parse: Callable[[Any], Any], describe: str, *, field: str | None = None,
                 label: Callable[[VmConfig, Any], str] = _as_written, stored: Callable[[Any], Any] | None = None,
                 verify: tuple[tuple[str, str, bool], ...] = (), unset: str = "not recorded", disk: bool = False,
-                what: str = "a VM setting", drivers: tuple[str, ...] = ()) -> Axis:
+                what: str = "a VM setting", drivers: tuple[str, ...] = (), derived: tuple[Derived, ...] = ()) -> Axis:
     """An axis that is one plain VmConfig field (an enum, a flag or a number); ``stored`` reads
     its stored value back (default: ``parse``); a field that may be None goes back to None."""
     attr = field or name
@@ -240,6 +256,7 @@ def _field_axis(name: str, parse: Callable[[Any], Any], describe: str, *, field:
         disk=disk,
         what=what,
         drivers=drivers,
+        derived=derived,
     )
 
 
@@ -365,6 +382,8 @@ AXES: tuple[Axis, ...] = (
                 what="the scratch disk's bus (virtio-scsi: a controller per disk; -shared: one for all disks)"),
     _field_axis("cache", Cache.parse, f"one of: {Cache.allowed()}", disk=True,
                 verify=(("config_cache", "{config}", False), ("qemu_cache", "QEMU's block layer", True)),
+                derived=(Derived("guest write cache", lambda vm: vm.cache.guest_write_cache, "guest_write_cache", "the guest",
+                                 required=True),),
                 what="QEMU's cache mode of the scratch disk"),
     _field_axis("iothread", as_bool, "true or false", stored=_flag, disk=True,
                 verify=(("qemu_iothread", "QEMU's iothread links", True),),

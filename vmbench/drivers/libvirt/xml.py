@@ -1,7 +1,8 @@
 """Pure builders of libvirt XML: domains, storage volumes, the vmbench pool.
 
 Every VM setting a scenario can vary maps to one place in the domain XML (the I/O limits:
-the scratch disk's ``<iotune>``); tests assert the exact XML for every axis value.
+the scratch disk's ``<iotune>``), written by its axis's row of libvirt's codec table
+(:mod:`.codec`); tests assert the exact XML for every axis value.
 """
 
 from __future__ import annotations
@@ -9,9 +10,12 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
-from ...scenario.model import IoLimits, VmConfig, limit_bytes
-from ...settings import Bus, CpuMode, Feature
+from ...scenario.model import VmConfig
 from ...fio.rbd import parse_target
+from .codec import CODECS, DOMAIN_ORDER, DRIVER_ATTRIBUTES, NewDomain
+from .codec import cpu_xml as cpu_xml  # the <cpu> vmbench writes, for callers of the builders
+from .iotune import IOTUNE_TAGS, ordered_element
+from .iotune import iotune_element as iotune_element  # the <iotune> vmbench writes, for callers of the builders
 
 NS = "https://vmbench.dev/xmlns/libvirt/1"
 NS_PREFIX = "vmbench"
@@ -64,7 +68,6 @@ def _render(root: ET.Element) -> str:
 
 
 def domain_xml(spec: DomainSpec) -> str:
-    vm = spec.vm
     dom = ET.Element("domain", {"type": spec.domain_type})
     _sub(dom, "name", spec.name)
     _sub(dom, "description", f"Created by vmbench run {spec.run_tag}; removed by the run or by `vmbench cleanup`.")
@@ -78,10 +81,6 @@ def domain_xml(spec: DomainSpec) -> str:
         ET.SubElement(tag, f"{{{NS}}}cell").text = cell
     for vol in spec.volumes:
         ET.SubElement(tag, f"{{{NS}}}volume").text = vol
-    _sub(dom, "memory", str(vm.memory_mib), unit="MiB")
-    _sub(dom, "vcpu", str(vm.vcpus), placement="static")
-    if vm.iothread:
-        _sub(dom, "iothreads", "1")
     os_ = _sub(dom, "os")
     _sub(os_, "type", "hvm", arch="x86_64", machine=spec.machine)
     _sub(os_, "kernel", spec.kernel)
@@ -90,13 +89,15 @@ def domain_xml(spec: DomainSpec) -> str:
     features = _sub(dom, "features")
     _sub(features, "acpi")
     _sub(features, "apic")
-    dom.append(cpu_xml(vm))
     _sub(dom, "clock", offset="utc")
     _sub(dom, "on_poweroff", "destroy")
     _sub(dom, "on_reboot", "destroy")
     _sub(dom, "on_crash", "destroy")
     devices = _sub(dom, "devices")
-    for el in disk_elements(spec):
+    new = _written(spec)
+    for el in new.domain:  # the VM axes' own elements (<memory>, <vcpu>, <cpu>...), where libvirt has them
+        _place(dom, el)
+    for el in _disks(new):
         devices.append(el)
     serial = _sub(devices, "serial", type="file")
     _sub(serial, "source", path=spec.console_log)
@@ -107,19 +108,45 @@ def domain_xml(spec: DomainSpec) -> str:
     return _render(dom)
 
 
-def cpu_xml(vm: VmConfig) -> ET.Element:
-    cpu = vm.cpu
-    if cpu.mode is CpuMode.HOST_PASSTHROUGH:
-        el = ET.Element("cpu", {"mode": "host-passthrough", "check": "none"})
-    elif cpu.mode is CpuMode.MAX:
-        el = ET.Element("cpu", {"mode": "maximum", "check": "none"})
+def _place(dom: ET.Element, el: ET.Element) -> None:
+    """Put ``el`` among ``dom``'s children where :data:`~.codec.DOMAIN_ORDER` has it (an
+    element it does not name: before <devices>)."""
+    rank = DOMAIN_ORDER.index(el.tag) if el.tag in DOMAIN_ORDER else DOMAIN_ORDER.index("devices")
+    dom.insert(next((i for i, child in enumerate(dom) if _rank(child.tag, DOMAIN_ORDER) >= rank), len(dom)), el)
+
+
+def _rank(name: str, order: tuple[str, ...]) -> int:
+    return order.index(name) if name in order else len(order)
+
+
+def _written(spec: DomainSpec) -> NewDomain:
+    """The root and scratch disks, and what every axis's row writes (vmbench.drivers.libvirt.codec)."""
+    root = ET.Element("disk", {"type": "file", "device": "disk"})
+    _sub(root, "driver", name="qemu", type="qcow2", cache="writeback", discard="unmap")
+    _sub(root, "source", file=spec.root_path)
+    block = spec.scratch_kind == "block"
+    scratch = ET.Element("disk", {"type": "network" if spec.rbd else "block" if block else "file", "device": "disk"})
+    driver = _sub(scratch, "driver")
+    if spec.rbd:
+        rbd_source(scratch, spec.rbd)
+    elif block:
+        _sub(scratch, "source", dev=spec.scratch_path)
     else:
-        el = ET.Element("cpu", {"mode": "custom", "match": "exact", "check": "none"})
-        _sub(el, "model", cpu.model or "qemu64", fallback="forbid")
-    for name, state in cpu.all_features():
-        _sub(el, "feature", policy="require" if state is Feature.ON else "disable", name=name)
-    _sub(el, "topology", sockets="1", dies="1", cores=str(vm.vcpus), threads="1")
-    return el
+        _sub(scratch, "source", file=spec.scratch_path)
+    new = NewDomain(root, scratch, rbd=spec.rbd is not None, driver={"name": "qemu"})
+    for codec in CODECS:
+        codec.write(spec.vm, new)
+    driver.attrib.update(sorted(new.driver.items(), key=lambda kv: _rank(kv[0], DRIVER_ATTRIBUTES)))
+    if new.iotune:  # right after the target, where libvirt writes it
+        target = scratch.find("target")
+        at = list(scratch).index(target) + 1 if target is not None else len(scratch)
+        scratch.insert(at, ordered_element("iotune", new.iotune, IOTUNE_TAGS))
+    _sub(scratch, "serial", spec.scratch_serial)
+    return new
+
+
+def _disks(new: NewDomain) -> list[ET.Element]:
+    return [new.root, new.disk, *new.devices]
 
 
 def disk_elements(spec: DomainSpec) -> list[ET.Element]:
@@ -127,60 +154,11 @@ def disk_elements(spec: DomainSpec) -> list[ET.Element]:
 
     The scratch disk carries the scenario's bus, cache, aio, iothread and format, and
     detect_zeroes, discard and its I/O limits (``<iotune>``) where the scenario sets them
-    (else libvirt's defaults).  The root
-    disk stays on virtio-blk, except with ``virtio-scsi-shared``, where it shares the single
-    SCSI controller with the scratch disk (as in Proxmox's ``virtio-scsi-pci``).
+    (else libvirt's defaults), each as its axis's row writes it.  The root disk stays on
+    virtio-blk, except with ``virtio-scsi-shared``, where it shares the single SCSI
+    controller with the scratch disk (as in Proxmox's ``virtio-scsi-pci``).
     """
-    vm = spec.vm
-    out: list[ET.Element] = []
-    shared = vm.bus is Bus.VIRTIO_SCSI_SHARED
-    # root disk
-    root = ET.Element("disk", {"type": "file", "device": "disk"})
-    _sub(root, "driver", name="qemu", type="qcow2", cache="writeback", discard="unmap")
-    _sub(root, "source", file=spec.root_path)
-    if shared:
-        _sub(root, "target", dev="sda", bus="scsi")
-        _sub(root, "address", type="drive", controller="0", bus="0", target="0", unit="0")
-    else:
-        _sub(root, "target", dev="vda", bus="virtio")
-    out.append(root)
-    # scratch disk
-    block = spec.scratch_kind == "block"
-    scratch = ET.Element("disk", {"type": "network" if spec.rbd else "block" if block else "file", "device": "disk"})
-    drv = {"name": "qemu", "type": vm.format.value, "cache": vm.cache.value, "io": vm.aio.value}
-    if spec.rbd:
-        del drv["io"]  # QEMU's rbd driver does its I/O through librbd: aio does not apply
-    if vm.iothread and vm.bus is Bus.VIRTIO_BLK:
-        drv["iothread"] = "1"
-    if vm.discard is not None:
-        drv["discard"] = vm.discard.value
-    if vm.detect_zeroes is not None:
-        drv["detect_zeroes"] = vm.detect_zeroes.value
-    _sub(scratch, "driver", **drv)
-    if spec.rbd:
-        rbd_source(scratch, spec.rbd)
-    elif block:
-        _sub(scratch, "source", dev=spec.scratch_path)
-    else:
-        _sub(scratch, "source", file=spec.scratch_path)
-    if vm.bus is Bus.VIRTIO_BLK:
-        target = _sub(scratch, "target", dev="vdb", bus="virtio")
-    elif vm.bus is Bus.SATA:
-        target = _sub(scratch, "target", dev="sda", bus="sata")
-    else:
-        target = _sub(scratch, "target", dev="sdb" if shared else "sda", bus="scsi")
-        _sub(scratch, "address", type="drive", controller="0", bus="0", target="0", unit="1" if shared else "0")
-    iotune = iotune_element(vm.limits)
-    if iotune is not None:  # right after the target, where libvirt writes it
-        scratch.insert(list(scratch).index(target) + 1, iotune)
-    _sub(scratch, "serial", spec.scratch_serial)
-    out.append(scratch)
-    if vm.bus.is_scsi:
-        ctrl = ET.Element("controller", {"type": "scsi", "index": "0", "model": "virtio-scsi"})
-        if vm.iothread:
-            _sub(ctrl, "driver", iothread="1")
-        out.append(ctrl)
-    return out
+    return _disks(_written(spec))
 
 
 def rbd_disk(target: str, secret_usage: str) -> RbdDisk:
@@ -198,40 +176,6 @@ def rbd_source(disk: ET.Element, rbd: RbdDisk) -> None:
     _sub(src, "config", file=rbd.conf)
     auth = _sub(src, "auth", username=rbd.user)
     _sub(auth, "secret", type="ceph", usage=rbd.secret_usage)
-
-
-_IOTUNE_DIRECTION = {"": "total", "rd": "read", "wr": "write"}
-#: the order libvirt writes <iotune>'s rates and bursts in (their lengths follow, same order)
-IOTUNE_ORDER = ("mbps", "mbps_rd", "mbps_wr", "iops", "iops_rd", "iops_wr",
-                "mbps_max", "mbps_rd_max", "mbps_wr_max", "iops_max", "iops_rd_max", "iops_wr_max")
-
-
-def iotune_name(name: str) -> str:
-    """A limit axis as libvirt's <iotune> element: iops -> total_iops_sec, mbps_rd ->
-    read_bytes_sec, iops_wr_max -> write_iops_sec_max (its length: that plus ``_length``)."""
-    base = name.removesuffix("_max")
-    unit, _, direction = base.partition("_")
-    tag = f"{_IOTUNE_DIRECTION[direction]}_{'iops' if unit == 'iops' else 'bytes'}_sec"
-    return tag + ("_max" if name != base else "")
-
-
-def iotune_element(limits: IoLimits) -> ET.Element | None:
-    """``<iotune>`` with every limit that is set (MiB/s as bytes: x 1048576, truncated as
-    qemu-server does) and ``burst_length`` as the ``*_max_length`` of every burst; None
-    without limits."""
-    given = limits.given()
-    if not given:
-        return None
-    el = ET.Element("iotune")
-    for name in IOTUNE_ORDER:
-        if name in given:
-            value = given[name]
-            _sub(el, iotune_name(name), str(int(value) if name.startswith("iops") else limit_bytes(value)))
-    if limits.burst_length is not None:
-        for name in IOTUNE_ORDER:
-            if name in given and name.endswith("_max"):
-                _sub(el, iotune_name(name) + "_length", str(limits.burst_length))
-    return el
 
 
 def volume_xml(name: str, capacity: int, fmt: str, backing: tuple[str, str] | None = None) -> str:

@@ -7,8 +7,9 @@ section 1): a new disk is ``virtio1=STORAGE:GiB,cache=..,aio=..,iothread=1,seria
 sets them);
 SCSI disks get ``scsihw: virtio-scsi-single`` (one controller per disk, the only one where
 an iothread works) or ``virtio-scsi-pci`` for ``virtio-scsi-shared``; the CPU is
-``[cputype=]MODEL[,flags=+aes;-pcid]`` with flags from PVE's allow-list only.  Also the
-reverse: a stored config read back into typed values.
+``[cputype=]MODEL[,flags=+aes;-pcid]`` with flags from PVE's allow-list only.  Each axis's
+option is its row's of Proxmox's codec table (:mod:`.codec`), which the builders here walk;
+the rest is the VM's own (its disks' keys and volumes, tags, notes, what the setup allows).
 """
 
 from __future__ import annotations
@@ -19,22 +20,19 @@ from decimal import Decimal
 from typing import Collection, Mapping
 
 from ...errors import HypervisorError
-from ...scenario.model import LIMIT_BURSTS, LIMIT_RATES, CpuConfig, VmConfig, limit_bytes
-from ...settings import PVE_CPU_FLAGS, Bus, CpuMode, DetectZeroes, Discard, Feature, ImageFormat
+from ...scenario.model import VmConfig
+from ...settings import Bus, CpuMode, DetectZeroes, Discard, ImageFormat
 from ..qemu_cmdline import AIO_DRIVERS
+# the per-axis spellings (each axis's row of the codec table and its helpers), also importable from here
+from .codec import (BUS_PREFIX, CODECS, DISK_KEY_RE, DISK_OPTIONS, FILE_STORAGES, MAX_INDEX, QCOW2_STORAGES, VM_OPTIONS,
+                    ZEROES_ON_WITH_DISCARD, NewDisk, config_bus, drive_zeroes, ordered, scsihw, volume_format)
+from .cputype import CPU_FLAGS, cpu_from_config, cpu_option
+from .limits import burst_length_key, limit_options, pve_throttle
+from .propstring import parse_disk, parse_options
 
 GiB = 1 << 30
 MiB = 1 << 20
 
-#: disk key prefix of each bus, and its highest index
-BUS_PREFIX = {Bus.VIRTIO_BLK: "virtio", Bus.VIRTIO_SCSI: "scsi", Bus.VIRTIO_SCSI_SHARED: "scsi", Bus.SATA: "sata"}
-MAX_INDEX = {"virtio": 15, "scsi": 30, "sata": 5, "ide": 3}
-DISK_KEY_RE = re.compile(r"^(virtio|scsi|sata|ide)(\d+)$")
-#: per-VM CPU flags PVE accepts (qemu-server CPUConfig.pm)
-CPU_FLAGS = PVE_CPU_FLAGS
-#: storage types whose disks are files (``format=`` applies; qcow2 possible where listed)
-FILE_STORAGES = ("dir", "nfs", "cifs", "glusterfs", "btrfs", "cephfs")
-QCOW2_STORAGES = ("dir", "nfs", "cifs", "glusterfs")
 #: storage types that cannot make linked clones (NOTES section 7: LVM-thick and iSCSI LUNs)
 NO_LINKED_CLONE = ("lvm", "iscsi", "iscsidirect")
 SERIAL_MAX = 20  # bytes (virtio-blk and ATA)
@@ -76,128 +74,13 @@ def serial_option(serial: str) -> str:
     return urllib.parse.quote(serial, safe="")
 
 
-ZEROES_ON_WITH_DISCARD = ("detect_zeroes on with discard unmap is not possible on Proxmox: qemu-server makes it unmap "
-                          "whenever discard=on", "use detect_zeroes: unmap (or leave it out) with discard: unmap, "
-                          "or discard: ignore with detect_zeroes: on")
-
-
-def zeroes_options(vm: VmConfig) -> list[str]:
-    """``discard=on|ignore`` and ``detect_zeroes=0|1`` where the scenario sets them (else
-    qemu-server's defaults: discard ignore; detect-zeroes on, unmap with ``discard=on``).
-
-    qemu-server has no ``detect_zeroes=unmap``: ``detect_zeroes=1`` with ``discard=on`` is
-    unmap, and on with ``discard=on`` is not possible (:func:`vm_problems`)."""
-    out = []
-    if vm.discard is not None:
-        out.append(f"discard={'on' if vm.discard is Discard.UNMAP else 'ignore'}")
-    if vm.detect_zeroes is not None:
-        if vm.detect_zeroes is DetectZeroes.ON and vm.discard is Discard.UNMAP:
-            raise HypervisorError(ZEROES_ON_WITH_DISCARD[0], ZEROES_ON_WITH_DISCARD[1])
-        out.append(f"detect_zeroes={0 if vm.detect_zeroes is DetectZeroes.OFF else 1}")
-    return out
-
-
-def drive_zeroes(opts: Mapping[str, str]) -> tuple[str, str]:
-    """(detect-zeroes, discard) QEMU gets for a stored disk, as qemu-server derives them
-    (``Drive.pm`` detect_zeroes_cmdline_option; ``Blockdev.pm``)."""
-    discard = Discard.UNMAP if opts.get("discard") == "on" else Discard.IGNORE
-    flag = opts.get("detect_zeroes")
-    if flag is not None and flag.strip() in ("0", "off", "no", "false"):
-        zeroes = DetectZeroes.OFF
-    else:
-        zeroes = DetectZeroes.UNMAP if discard is Discard.UNMAP else DetectZeroes.ON
-    return zeroes.value, discard.value
-
-
-def burst_length_key(burst: str) -> str:
-    """The option holding a burst's length: iops_rd_max -> iops_rd_max_length, mbps_max ->
-    bps_max_length (qemu-server has no mbps_*_length)."""
-    return burst.replace("mbps", "bps") + "_length"
-
-
-def limit_options(vm: VmConfig) -> list[str]:
-    """The I/O limits that are set: ``iops_rd=500``, ``mbps=12.5`` (MiB/s), ``iops_rd_max=1000``,
-    then ``burst_length`` as the length of every burst that is set (``iops_rd_max_length=5``)."""
-    given = vm.limits.given()
-    out = [f"{name}={given[name]}" for name in LIMIT_RATES + LIMIT_BURSTS if name in given]
-    if vm.limits.burst_length is not None:
-        out += [f"{burst_length_key(b)}={vm.limits.burst_length}" for b in vm.limits.bursts()]
-    return out
-
-
-def pve_throttle(opts: Mapping[str, str]) -> dict[str, int]:
-    """A stored disk's I/O limits as qemu-server hands them to QEMU (``Blockdev.pm``
-    generate_throttle_group; PVE 8's ``throttling.*`` the same), keyed by QEMU's throttle
-    options (iops-total, bps-read-max, iops-total-max-length...), those that are not 0: MiB/s
-    as truncated bytes; the ``*_length`` aliases of the lengths read too.  ``bps*`` (bytes)
-    limits nothing: qemu-server's parse_drive turns it into ``mbps*`` "0.000" (it divides
-    ``defined(...)``, not the value, by 1 MiB; 8.3.13 and 9.1.3)."""
-    def number(*keys: str) -> float:
-        for key in keys:
-            try:
-                if float(opts.get(key) or 0):
-                    return float(opts[key])
-            except ValueError:
-                pass
-        return 0.0
-
-    out: dict[str, int] = {}
-    for suffix, qemu in (("", "-total"), ("_rd", "-read"), ("_wr", "-write")):
-        values = {f"bps{qemu}": limit_bytes(number(f"mbps{suffix}")),
-                  f"bps{qemu}-max": limit_bytes(number(f"mbps{suffix}_max")),
-                  f"bps{qemu}-max-length": int(number(f"bps{suffix}_max_length", f"bps{suffix}_length")),
-                  f"iops{qemu}": int(number(f"iops{suffix}")),
-                  f"iops{qemu}-max": int(number(f"iops{suffix}_max")),
-                  f"iops{qemu}-max-length": int(number(f"iops{suffix}_max_length", f"iops{suffix}_length"))}
-        out.update({k: v for k, v in values.items() if v})
-    return out
-
-
 def disk_option(vm: VmConfig, storage: str, storage_type: str, size: int, serial: str) -> str:
     """The new scratch disk: ``STORAGE:GiB,cache=,aio=,[iothread=1,]serial=[,discard=][,detect_zeroes=]
-    [,iops..=][,format=]``."""
-    parts = [f"{storage}:{size_gib(size)}", f"cache={vm.cache.value}", f"aio={vm.aio.value}"]
-    if vm.iothread:
-        if not vm.bus.takes_iothread:
-            raise HypervisorError(f"iothread is not possible on bus {vm.bus.value}")
-        parts.append("iothread=1")
-    parts.append(f"serial={serial_option(serial)}")
-    parts += zeroes_options(vm)
-    parts += limit_options(vm)
-    if storage_type in FILE_STORAGES:
-        if vm.format is ImageFormat.QCOW2 and storage_type not in QCOW2_STORAGES:
-            raise HypervisorError(f"storage {storage} ({storage_type}) cannot hold qcow2 images")
-        parts.append(f"format={vm.format.value}")
-    elif vm.format is not ImageFormat.RAW:
-        raise HypervisorError(f"storage {storage} ({storage_type}) holds raw volumes only, not {vm.format.value}",
-                              "use format: raw, or a directory-like storage (dir, nfs, cifs) for qcow2")
-    return ",".join(parts)
-
-
-def scsihw(vm: VmConfig) -> str | None:
-    """The SCSI controller model a SCSI bus needs; None leaves the template's."""
-    if vm.bus is Bus.VIRTIO_SCSI:
-        return "virtio-scsi-single"  # one controller per disk: iothread works, like libvirt's virtio-scsi
-    if vm.bus is Bus.VIRTIO_SCSI_SHARED:
-        return "virtio-scsi-pci"  # one controller for every SCSI disk
-    return None
-
-
-def cpu_option(cpu: CpuConfig) -> str:
-    """``kvm64``, ``x86-64-v2-AES,flags=+aes``, ``host``, ``max``..."""
-    if cpu.mode is CpuMode.HOST_PASSTHROUGH:
-        model = "host"
-    elif cpu.mode is CpuMode.MAX:
-        model = "max"
-    else:
-        model = cpu.model or "kvm64"
-    flags = []
-    for name, state in cpu.all_features():
-        if name not in CPU_FLAGS:
-            raise HypervisorError(f"Proxmox does not take the CPU flag {name} per VM",
-                                  "flags Proxmox allows: " + ", ".join(CPU_FLAGS))
-        flags.append(("+" if state is Feature.ON else "-") + name)
-    return model + (f",flags={';'.join(flags)}" if flags else "")
+    [,iops..=][,format=]``, each option as its axis's row of Proxmox's codec table writes it."""
+    new = NewDisk(storage, storage_type, {"serial": serial_option(serial)})
+    for codec in CODECS:
+        codec.write(vm, new)
+    return ",".join([f"{storage}:{size_gib(size)}"] + [f"{k}={v}" for k, v in ordered(new.options, DISK_OPTIONS).items()])
 
 
 def tags(run_tag: str) -> str:
@@ -213,19 +96,12 @@ def description(run_tag: str, seq: int, cells: tuple[str, ...], created: str, ve
 
 
 def vm_options(vm: VmConfig, *, kvm: bool, agent: str = "1") -> dict[str, object]:
-    """The VM-wide options (not the disk): cores, memory, CPU, accelerator, agent, controller."""
-    out: dict[str, object] = {
-        "cores": vm.vcpus,
-        "sockets": 1,
-        "memory": vm.memory_mib,
-        "cpu": cpu_option(vm.cpu),
-        "kvm": kvm,
-        "agent": agent,
-    }
-    hw = scsihw(vm)
-    if hw:
-        out["scsihw"] = hw
-    return out
+    """The VM-wide options (not the disk): cores, memory, CPU, accelerator, agent, controller;
+    the axes' as their rows of Proxmox's codec table write them."""
+    out: dict[str, object] = {"kvm": kvm, "agent": agent}
+    for codec in CODECS:
+        codec.write_vm(vm, out)
+    return ordered(out, VM_OPTIONS)
 
 
 def agent_enabled(value: object) -> bool:
@@ -280,68 +156,7 @@ def aio_axis_problem(storage_id: str, storage_type: str, driver: str | None,
             "(dir, nfs, lvm, lvmthin, zfspool, or rbd with krbd)")
 
 
-# ---- reading a stored config back -----------------------------------------------------------
-
-
-def parse_options(text: str, default_key: str | None = None) -> dict[str, str]:
-    """A PVE property string ``a=1,b=2`` (its first bare item under ``default_key``)."""
-    out: dict[str, str] = {}
-    for i, item in enumerate(p for p in text.split(",") if p != ""):
-        key, eq, value = item.partition("=")
-        if not eq:
-            if default_key is None or i != 0:
-                out[key] = ""
-                continue
-            key, value = default_key, item
-        out[key.strip()] = value.strip()
-    return out
-
-
-def parse_disk(value: str) -> tuple[str, dict[str, str]]:
-    """``local-zfs:vm-100-disk-1,cache=none,size=8G`` -> (volid, options)."""
-    opts = parse_options(value, default_key="file")
-    return opts.pop("file", ""), opts
-
-
-def volume_format(volid: str, opts: Mapping[str, str]) -> str:
-    """A disk's format: ``format=`` when stored, else the volume name's extension, else raw."""
-    if opts.get("format"):
-        return opts["format"]
-    m = re.search(r"\.(raw|qcow2|vmdk)$", volid)
-    return m.group(1) if m else "raw"
-
-
-def config_bus(key: str, scsihw_value: str | None) -> str | None:
-    """A disk key and the controller model as a vmbench bus name."""
-    m = DISK_KEY_RE.match(key)
-    if not m:
-        return None
-    prefix = m.group(1)
-    if prefix == "virtio":
-        return Bus.VIRTIO_BLK.value
-    if prefix == "sata":
-        return Bus.SATA.value
-    if prefix == "scsi":
-        hw = scsihw_value or "lsi"
-        if hw == "virtio-scsi-single":
-            return Bus.VIRTIO_SCSI.value
-        if hw == "virtio-scsi-pci":
-            return Bus.VIRTIO_SCSI_SHARED.value
-        return f"scsi ({hw})"
-    return prefix
-
-
-def cpu_from_config(value: str | None) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """``x86-64-v2-AES,flags=+aes;-pcid`` -> ("x86-64-v2-AES", (("aes","on"),("pcid","off"))); host is host-passthrough."""
-    opts = parse_options(value or "kvm64", default_key="cputype")
-    model = opts.get("cputype") or "kvm64"
-    model = {"host": "host-passthrough"}.get(model, model)
-    flags = []
-    for f in (opts.get("flags") or "").split(";"):
-        f = f.strip()
-        if f[:1] in "+-" and len(f) > 1:
-            flags.append((f[1:], "on" if f[0] == "+" else "off"))
-    return model, tuple(flags)
+# ---- a stored config's disks -----------------------------------------------------------
 
 
 def root_disk_key(config: Mapping[str, object]) -> str | None:

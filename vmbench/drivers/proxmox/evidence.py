@@ -1,4 +1,5 @@
-"""What a Proxmox VM really runs with, from its stored config and the QEMU command line (pure).
+"""What a Proxmox VM really runs with, from its stored config and the QEMU command line (pure):
+each axis's readings by its row of Proxmox's codec table (:mod:`.codec`).
 
 The config is read as qemu-server reads it (:mod:`.config`: bus, cache, aio, format,
 detect-zeroes, discard and the I/O limits as qemu-server derives them); the command line of the VM's QEMU
@@ -19,47 +20,32 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..base import Applied
-from ..qemu_cmdline import accelerator, cpu_readings, disk_readings, parse_cmdline, throttle_readings, to_applied
-from .config import config_bus, config_text, cpu_from_config, drive_zeroes, parse_disk, pve_throttle, volume_format
+from ..qemu_cmdline import accelerator, disk_readings, find_disk, parse_cmdline, to_applied
+from .codec import CODECS, QemuView, StoredDisk
+from .config import config_text
+from .propstring import parse_disk
 
 
 def applied_from_pve(config: Mapping[str, object], disk_key: str, cmdline: list[str] | tuple[str, ...],
                      serial: str, scratch_path: str, extra: Mapping[str, Any] | None = None) -> Applied:
-    """What Proxmox stored and QEMU runs for the scratch disk ``disk_key`` (serial ``serial``)."""
+    """What Proxmox stored and QEMU runs for the scratch disk ``disk_key`` (serial ``serial``):
+    each axis's readings as its row of Proxmox's codec table reads them."""
     values: dict[str, Any] = {"config_source": "the Proxmox VM config", "volume": scratch_path or None}
     raw = config.get(disk_key)
-    if raw is not None:
-        volid, opts = parse_disk(str(raw))
-        zeroes, discard = drive_zeroes(opts)
-        values.update(config_bus=config_bus(disk_key, _str(config.get("scsihw"))), config_cache=opts.get("cache"),
-                      config_aio=opts.get("aio"), config_format=volume_format(volid, opts),
-                      config_detect_zeroes=zeroes, config_discard=discard)
-        values.update(throttle_readings("config_", pve_throttle(opts)))
-        if disk_key.startswith("scsi"):
-            values["controller"] = _str(config.get("scsihw")) or "lsi"
-        elif disk_key.startswith("sata"):
-            values["controller"] = "ahci"
-        else:
-            values["controller"] = "virtio-blk-pci"
-    model, flags = cpu_from_config(_str(config.get("cpu")))
-    values.update(cpu_model=model, cpu_flags=flags)
+    stored = StoredDisk(config, disk_key, *parse_disk(str(raw))) if raw is not None else StoredDisk(config, disk_key)
+    for codec in CODECS:
+        values.update(codec.config(stored))
     details: dict[str, Any] = dict(extra or {})
     if cmdline:
         args = parse_cmdline(list(cmdline))
         readings = disk_readings(args, serial, disk_key)
-        values.update({k: v for k, v in readings.items() if k.startswith("qemu_") and v is not None})
+        qemu = QemuView(readings, find_disk(args, serial, disk_key), args, scratch_path)
+        for codec in CODECS:
+            values.update(codec.qemu(qemu))
         values["accelerator"] = accelerator(args)
-        values.update(cpu_readings(args))
         details.update(qemu_disk=readings, qemu_cpu=args.cpu, qemu_machine=args.machine)
-        if scratch_path.startswith(("rbd:", "/dev/rbd")):  # an rbd storage's disk: librbd, or the kernel's mapping
-            details["qemu_krbd"] = {"rbd": False, "host_device": True}.get(str(readings.get("protocol")))
         if readings.get("file") and scratch_path and readings["file"] != scratch_path:
             details["qemu_file_differs"] = f"QEMU opens {readings['file']}, the volume's path is {scratch_path}"
     kvm = str(config.get("kvm", "1")).strip()
     details["config_kvm"] = kvm
     return to_applied(values, native_config=config_text(config), qemu_cmdline=tuple(cmdline or ()), details=details)
-
-
-def _str(value: object) -> str | None:
-    return None if value is None else str(value)
-
