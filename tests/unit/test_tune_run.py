@@ -324,7 +324,7 @@ def test_vmbench_plan_shows_the_start_axes_round_one_and_the_budget(env, capsys)
     assert main(["plan", str(env.tmp / "t.yaml"), "--accel", "tcg"]) == 0
     out = capsys.readouterr().out
     assert "tune:     goal j1:iops (higher is better); allowed risks: none" in out
-    assert "start:    the scenario's vm: settings: bus=virtio-blk, cache=none, iothread=False, aio=threads" in out
+    assert "start:    the scenario's vm: settings: bus=virtio-blk, cache=none, iothread=off, aio=threads" in out
     assert "budget:   11 boots, 1h00m (estimated)" in out
     assert "bus       virtio-scsi, sata" in out and "aio       io_uring, native" in out
     for n, cell in enumerate(["baseline", "bus=virtio-scsi", "cache=writeback", "iothread=on", "aio=io_uring", "bus=sata", "aio=native"]):
