@@ -105,3 +105,25 @@ def _longest_word(cells: Iterable[str]) -> int:
 
 
 _WORDS = re.compile(r"[^ ,+]+[,+]?")  # what _wrap_cell keeps on one line: a word and the comma or plus after it
+
+
+#: an error's first line is shorter than this ("error: " included); the rest follows it
+FIRST_LINE = 160
+
+
+def error_lines(message: str, hint: str | None = None) -> list[str]:
+    """An error as the command prints it: "error: " and the message's first clause, under
+    :data:`FIRST_LINE` characters (cut after a "; ", ": " or ", " when longer), the rest of
+    the message below it, then "hint: " and the hint, each wrapped to :data:`WIDTH` columns."""
+    first, _, more = message.partition("\n")
+    head = "error: " + first
+    if len(head) >= FIRST_LINE:
+        cut = max(head.rfind(sep, 0, FIRST_LINE - 1) for sep in ("; ", ": ", ", "))
+        cut = cut if cut > len("error: ") else head.rfind(" ", 0, FIRST_LINE - 1)
+        head, rest = head[:cut + 1].rstrip(), head[cut + 1:].strip()
+        more = rest + ("\n" + more if more else "")
+    out = [head] if len(head) < FIRST_LINE else [wrapped(head, rest="  ")]
+    out += [wrapped(line, "  ", "  ") for line in more.split("\n") if line.strip()]
+    if hint:
+        out += [wrapped(f"hint: {line}" if i == 0 else line, "" if i == 0 else "  ", "  ") for i, line in enumerate(hint.split("\n"))]
+    return "\n".join(out).split("\n")

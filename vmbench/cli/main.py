@@ -23,7 +23,7 @@ from ..paths import StatePaths, default_db_path
 from ..settings import StorageType
 from ..units import format_duration
 from .common import ConsoleProgress, cached_accelerator, log_to_file, on_hosts, run_alive, say_migrated
-from .fit import fitted, say
+from .fit import error_lines, fitted, say
 from ..scenario.axes import settings_of, settings_text, storage_settings_of
 
 log = logging.getLogger("vmbench")
@@ -342,6 +342,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from ..results.db import ResultsDB
 
     db = ResultsDB(args.db, create=False)
+    say_migrated(db, ConsoleProgress())
     rows = [[r.id, r.tag, r.scenario_name, (r.environment.get("ssh_host") or "localhost"), r.status, r.attempts,
              r.started_at, r.finished_at or "-"] for r in db.runs()]
     print(tabulate(rows, headers=["run", "tag", "scenario", "host", "status", "attempts", "started", "finished"], tablefmt="simple"))
@@ -401,15 +402,13 @@ def _cleanup(args: argparse.Namespace, driver, where: str) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from tabulate import tabulate
-
     from .doctor import run_checks
 
     checks = run_checks(args.scenario, uri=args.uri, template=args.template, reprobe=args.probe, progress=ConsoleProgress())
-    print(tabulate([[c.name, c.status, c.detail] for c in checks], headers=["check", "status", "detail"], tablefmt="simple"))
+    print(fitted([[c.name, c.status, c.detail] for c in checks], ["check", "status", "detail"], keep=["detail"]))
     hints = [c for c in checks if c.hint and c.status != "ok"]
     for c in hints:
-        print(f"hint ({c.name}): {c.hint}")
+        say(f"hint ({c.name}): {c.hint}")
     return 3 if any(c.status == "FAIL" for c in checks) else 0
 
 
@@ -504,9 +503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VmbenchError as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
+        print("\n".join(error_lines(exc.message, exc.hint)), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         if args.debug:
