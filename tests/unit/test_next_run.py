@@ -66,7 +66,7 @@ def test_a_run_that_tried_no_change_names_the_scenario_to_run_next(db):
     lines = summary_lines(*report_with_advice(b.save()))
     assert lines[0] == ("How much slower the guest is, gap (host/guest) on the raw disk: 4k-randwrite 5.00x [4.94, 5.06] "
                         "(the guest slower).")
-    assert lines[1] == ("What to change next: this run tried no change (one cell); run `vmbench tune scenarios/tune.yaml` "
+    assert lines[1] == ("What to change next: this run tried no setting change; run `vmbench tune scenarios/tune.yaml` "
                         "next: it tries bus, cache, iothread and aio one change at a time (4K random reads) and keeps each "
                         "that helps.")
 

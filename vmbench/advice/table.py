@@ -144,13 +144,16 @@ def change_next(advice: Advice) -> str:
     if top is not None:
         how = apply_text(advice.apply, advice.driver)
         return (f"{top.label} ({top.job} {top.unit} {delta_text(top)})" + (f"; apply: {how}" if how else ""))
-    measured = advice.recommendations + advice.unsupported
+    from .rank import changed_settings
+
+    # the changes of a VM or storage setting (a layer's cost is measured, but is not a setting to change)
+    measured = [r for r in advice.recommendations + advice.unsupported if changed_settings(r)]
     if measured and all(r.delta.why == FEWER for r in measured if not r.delta.judged) and not any(r.delta.judged for r in measured):
         return f"not judged yet ({FEWER}): add `repeats: 3` to the scenario and run it again"
     if not measured:
-        said = "this run tried no change (one cell)"
+        said = "this run tried no setting change"
     else:
-        held = [r for r in advice.recommendations if r.improves]
+        held = [r for r in measured if r.improves]
         said = "keep the baseline's settings: no change measured was a clear improvement without a flag or a risk"
         if held:
             r = held[0]
