@@ -4,7 +4,7 @@
 
 VENV := .venv
 
-.PHONY: bootstrap demo test test-fast clean
+.PHONY: bootstrap demo test test-fast screenshot clean
 
 bootstrap:
 	scripts/bootstrap
@@ -26,6 +26,10 @@ test: bootstrap
 test-fast:
 	scripts/bootstrap --venv-only
 	$(VENV)/bin/pytest -q tests/unit
+
+# docs/html-report.png from the latest run's page (make demo first), in headless Chromium at 1400 px
+screenshot:
+	scripts/screenshot
 
 clean:
 	rm -rf $(VENV) .bootstrap

@@ -1,28 +1,29 @@
 """The offline HTML report of a real run (3 repeats, a LUKS + ext4 stack, crypto ceilings, a
 target), opened in headless Chromium: every section there, every plot drawn, no console
-message, no network request made by the page.
+message, no network request made by the page, and at 1400 px nothing wider than the window,
+no table scrolling sideways, no plot text clipped; the same for the page of a run of 1,000
+cells made from the committed fixture (no guest: bench/render_html.py's run).
 
-Chromium is Debian's /usr/bin/chromium (``scripts/bootstrap`` installs it).  With
-VMBENCH_SAVE_SCREENSHOT set, the screenshot is also saved as docs/html-report.png.
+Chromium is Debian's /usr/bin/chromium (``scripts/bootstrap`` installs it; tests/htmlcheck.py
+runs it).  With VMBENCH_SAVE_SCREENSHOT set, the screenshot is also saved as
+docs/html-report.png (``make screenshot`` makes it from the latest run's page).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
-import pytest
-
+from tests.htmlcheck import assert_fits, chromium
 from tests.integration.conftest import ROOT, vmbench, write
 from vmbench.report.build import build_report
 from vmbench.report.load import load_run
 from vmbench.results.db import ResultsDB
 
-CHROMIUM = "/usr/bin/chromium"
 SCENARIO = """
 name: it-html
 storage: {scratch_size: 512M}
@@ -38,17 +39,6 @@ targets:
 repeats: 3
 """
 PLOTS_WITH_DATA = ("plot-layers", "plot-latency", "plot-cells", "plot-crypto")
-
-
-def chromium(tmp_path: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y --no-install-recommends chromium` (make test installs it)")
-    profile = tmp_path / f"chromium-profile-{len(list(tmp_path.glob('chromium-profile-*')))}"
-    argv = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
-            "--no-default-browser-check", "--host-resolver-rules=MAP * ~NOTFOUND",  # nothing can reach a network
-            f"--user-data-dir={profile}", *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, start_new_session=True)
 
 
 def page_requests(netlog: Path) -> list[str]:
@@ -113,6 +103,9 @@ def test_html_report_opens_offline_with_every_section_and_plot(machine, tmp_path
     cells = re.search(r'<section id="plot-cells">(.*?)</section>', dom, re.S).group(1)
     assert "No intervals in this report" not in cells and re.search(r"\[[0-9.]+x, [0-9.]+x\]", cells)
 
+    # laid out at 1400 px: nothing wider than the window, no table scrolling sideways, no plot text clipped
+    assert_fits(report, tmp_path)
+
     # and painted: the screenshot is not blank and has the plots' colours
     shot = tmp_path / "report.png"
     shot_run = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,6000", "--hide-scrollbars", report.as_uri())
@@ -128,3 +121,23 @@ def test_html_report_opens_offline_with_every_section_and_plot(machine, tmp_path
     if os.environ.get("VMBENCH_SAVE_SCREENSHOT"):
         (ROOT / "docs").mkdir(exist_ok=True)
         shutil.copy(shot, ROOT / "docs" / "html-report.png")
+
+
+def test_the_page_of_a_thousand_cells_fits_1400_px(tmp_path):
+    """No guest: the run bench/render_html.py makes of the committed fixture's real fio rows
+    (1,000 cells, every fifth with a three-layer stack), and the fixture itself, each page as
+    `vmbench report --format html` writes it (with the advice section)."""
+    spec = importlib.util.spec_from_file_location("render_html", ROOT / "bench" / "render_html.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    db_path = tmp_path / "cells.db"
+    shutil.copyfile(ROOT / "tests" / "data" / "results-v1.db", db_path)
+    db = ResultsDB(db_path)
+    run_id = bench.build_run(db, 1000)
+    db.close()
+    for run, name in ((run_id, "cells"), (1, "fixture")):
+        page = tmp_path / f"{name}.html"
+        r = vmbench("report", str(run), "--db", str(db_path), "--format", "html", "-o", str(page))
+        assert r.returncode == 0, r.stderr
+        assert_fits(page, tmp_path)

@@ -151,7 +151,7 @@ def cell(name: str, settings: dict, **kw) -> dict:
 def test_cells_table_columns_come_from_the_axis_table():
     t = cells_table([cell("a", DEFAULT_SETTINGS), cell("b", {**DEFAULT_SETTINGS, "cache": "writeback"})])
     assert [c.key for c in t.columns] == ["cell", *DEFAULT_SETTINGS, "changed", "stacks", "valid", "problems"]
-    assert [c.header for c in t.columns][1:9] == ["bus", "cache", "iothread", "aio", "cpu", "format", "vcpus", "memory MiB"]
+    assert [c.header for c in t.columns][1:9] == ["bus", "cache", "iothread", "aio", "cpu", "format", "vcpus", "memory"]
     # a setting left to the hypervisor: a column once some cell gives it; the others read as its default
     t = cells_table([cell("a", DEFAULT_SETTINGS), cell("b", {**DEFAULT_SETTINGS, "detect_zeroes": "unmap", "discard": "unmap"})])
     assert [c.key for c in t.columns][9:11] == ["detect_zeroes", "discard"]

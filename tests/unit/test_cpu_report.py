@@ -345,3 +345,15 @@ def test_a_cost_with_the_idle_share_taken_off_never_prints_negative():
                                   "other": {"us_per_io": -0.7}, "exited": {"us_per_io": 0.21}}}}
     got = repeat_figures(m)
     assert (got["vcpu"], got["main"], got["other"], got["qemu"]) == (5.0, 0.0, 0.0, 6.0)
+
+
+def test_the_rest_of_the_host_a_tick_under_its_idle_figure_is_0_as_the_notes_say():
+    """Issue 41: `--wide` printed "host rest -1.4" µs/IO (and the HTML's CPU table) while the
+    notes say every host figure is never below 0: a rest a tick under the idle VM's is 0."""
+    from vmbench.report.cpurows import SOURCE, repeat_figures
+
+    m = {"qemu_cpu": {"kind": SOURCE, "ios": 12_000, "process": {"us_per_io": 6.0},
+                      "host": {"rest_s": -0.017, "rest_us_per_io": -1.4, "zfs": {"us_per_io": -0.1}},
+                      "cgroup": {"us_per_io": -0.2}, "classes": {"vcpu": {"us_per_io": 5.0}}}}
+    got = repeat_figures(m)
+    assert (got["host_rest"], got["zfs"], got["cgroup"], got["qemu"]) == (0.0, 0.0, 0.0, 6.0)

@@ -246,3 +246,24 @@ def test_journey_steps_and_crypto_without_a_luks_layer(db):
 
 def test_same_run_same_page(db):
     assert render_html(load_run(db, "latest")) == render_html(load_run(db, "latest"))
+
+
+def test_backticks_are_code_flags_come_in_order_and_long_text_wraps(db):
+    """Issue 41: a Markdown code span in the summary, a note or a cell is <code>; the flags list
+    what a reader acts on before notes on figures, and the CPU sampler's own notes last; text
+    over 16 characters with a space wraps (shorter text and numbers stay on one line)."""
+    from vmbench.advice.table import report_with_advice
+
+    data = load_run(db, "latest")
+    page = report_html.render_page(data, *report_with_advice(data))
+    assert "<code>repeats: 3</code>" in page and "`" not in re.sub(r"(?s)<details>.*?</details>", "", page)
+    assert report_html.code_spans(report_html.esc("run `a <b>` now")) == "run <code>a &lt;b&gt;</code> now"
+    assert re.search(r'<td class="wrap">not judged: fewer than 3 repeats</td>', page)
+    assert '<td>cache=writeback</td>' in page
+    from vmbench.report.tables import Table
+
+    header, tables = report_with_advice(data)
+    cpu = Table("cpu-per-io", "CPU per I/O", [], [{"job": "4k-randwrite", "cell": "baseline", "note": "host rest not known"}])
+    levels = [level for level, _ in report_html.flags(data, header, [cpu, *tables])]
+    assert levels == sorted(levels, key=report_html.FLAG_ORDER.index) and levels[-1] == "measurement note"
+    assert levels[0] == "note" and "note" in levels[:-1]  # the TCG note and the figures' notes before the sampler's

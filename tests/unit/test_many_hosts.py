@@ -87,7 +87,7 @@ def test_hosts_each_with_their_own_uri_ssh_pool_and_directory():
     (("  hosts:\n", "  place: {h1: 8, h9: 1}\n  hosts:\n"), "names 'h9', which is not one of the run's hosts (h1, h2, h3, h4)"),
     (("  hosts:\n", "  place: {h1: 8, h2: 8}\n  hosts:\n"), "places at most 16 VM(s), but load step 32 VMs runs 32"),
     (("  hosts:\n", "  place: {h1: x}\n  hosts:\n"), "h1: 'x' is not a number of VMs"),
-    (("    - {name: h2, uri", "    - {name: h2, port: 2, uri"), "unknown key; allowed here: name, pool, ssh, state_dir, uri"),
+    (("    - {name: h2, uri", "    - {name: h2, port: 2, uri"), "hypervisor.hosts[1].port: unknown key (vmbench reads no such key here)"),
 ])
 def test_bad_hosts_are_refused_naming_the_key(change, expected):
     assert expected in refused(SCALING.replace(*change))

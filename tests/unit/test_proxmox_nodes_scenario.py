@@ -73,7 +73,7 @@ def test_one_node_is_as_before():
     ("nodes: []\n", "hypervisor.nodes: is all (every online node of the cluster) or a non-empty list of node names"),
     ("nodes: pve1\n", "hypervisor.nodes: is all (every online node of the cluster) or a non-empty list of node names"),
     ("nodes: [{ssh: {host: h}}]\n", "hypervisor.nodes[0].name: is required"),
-    ("nodes: [{name: pve1, host: h}]\n", "hypervisor.nodes[0].host: unknown key; allowed here: name, ssh"),
+    ("nodes: [{name: pve1, host: h}]\n", "hypervisor.nodes[0].host: unknown key (vmbench reads no such key here) | hint: allowed here: name, ssh"),
     ("nodes: [{name: pve1, ssh: {hostname: h}}]\n", "hypervisor.nodes[0].ssh.hostname: unknown key"),
     ("nodes: [{name: pve1, ssh: {password: x}}]\n", "hypervisor.nodes[0].ssh.password: vmbench never takes a password"),
     ("nodes: [pve1, pve2]\nssh: {host: 10.0.0.1}\n", "hypervisor.ssh.host: names one machine, but hypervisor.nodes names several"),

@@ -83,8 +83,8 @@ def test_repeats_forms(repeats, policy):
     ("{min: 3, max: 5, until_cv: 100%}", "r.yaml:7: repeats.until_cv: 100% is not above 0% and below 100%"),
     ("{min: 3, max: 5, until_cv: five}", "repeats.until_cv: 'five' is not a percentage (like 5%) or a fraction (like 0.05)"),
     ("{min: 3, max: 5, until_cv: true}", "repeats.until_cv: True is not a percentage"),
-    ("{min: 3, max: 5, until_cv: 5%, stop: cv}", "r.yaml:7: repeats.stop: unknown key; allowed here: max, min, until_cv"),
-    ("{min: 3, maxx: 5, until_cv: 5%}", "repeats.maxx: unknown key; allowed here: max, min, until_cv"),
+    ("{min: 3, max: 5, until_cv: 5%, stop: cv}", "r.yaml:7: repeats.stop: unknown key (vmbench reads no such key here)"),
+    ("{min: 3, maxx: 5, until_cv: 5%}", "repeats.maxx: unknown key; did you mean 'max'?"),
     ("\n  min: 3\n  max: 5\n  until_cv: 7", "r.yaml:10: repeats.until_cv: 7 is not a fraction"),
     ("\n  min: 3\n  max: 2\n  until_cv: 5%", "r.yaml:9: repeats.max: 2 is below min (3)"),
 ])
@@ -95,7 +95,8 @@ def test_repeats_errors_name_file_line_and_key(repeats, message):
 def test_misspelt_max_is_suggested():
     with pytest.raises(ScenarioError) as exc:
         parse_scenario(textwrap.dedent(JOBS) + "repeats: {min: 3, maxx: 5, until_cv: 5%}\n", "r.yaml")
-    assert exc.value.hint == "did you mean 'max'?"
+    assert exc.value.message.endswith("repeats.maxx: unknown key; did you mean 'max'?")
+    assert exc.value.hint == "allowed here: max, min, until_cv"
 
 
 # ---- the policy ----------------------------------------------------------------------------------

@@ -57,8 +57,15 @@ def test_quick_scenario_loads():
 
 def test_unknown_top_key_names_file_line_and_suggestion():
     msg = error(BASE + "repeat: 3\n")
-    assert msg.startswith("t.yaml:7: repeat: unknown key; allowed here:")
-    assert "repeats" in msg and "did you mean 'repeats'?" in msg
+    assert msg.startswith("t.yaml:7: repeat: unknown key; did you mean 'repeats'? | hint: allowed here: advise, cells,")
+
+
+def test_a_misspelt_jobs_is_named_as_an_unknown_key_not_as_no_jobs():
+    assert error("name: t\njob:\n  - {name: a, rw: read, bs: 4k}\n").startswith(
+        "t.yaml:2: job: unknown key; did you mean 'jobs'? | hint: allowed here: advise,")
+    # a misspelt required key is named as the mistake, not as a key that is missing
+    assert error(BASE + "stacks: [{nmae: x, layers: [ext4]}]\n").startswith(
+        "t.yaml:7: stacks[0].nmae: unknown key; did you mean 'name'?")
 
 
 def test_bad_enum_value_lists_allowed_values():

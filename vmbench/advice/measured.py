@@ -25,7 +25,7 @@ from typing import Callable, Mapping, Sequence
 from ..fio.job import Metric
 from ..report import cpurows
 from ..report.cpurows import CpuRow
-from ..report.facts import host_memory_bytes
+from ..report.facts import host_memory_bytes, suspect_flags
 from ..report.hostonly import host_only_rows
 from ..report.load import RunData
 from ..report.rows import CPU_IDLE_MIN, SATURATED, Row, aggregate, gap_rows, group, journey_rows, judge_change, layer_rows, raw_group
@@ -149,14 +149,17 @@ def effect(r: Recommendation) -> float:
 
 def make(ctx: Ctx, goal: Goal, job: str, cell: str, reference: str, changes: Sequence[Change], value: float | None,
          reference_value: float | None, delta: Delta, repeats: int, evidence: Sequence[str] = (),
-         settings: Mapping[str, object] | None = None) -> Recommendation:
+         settings: Mapping[str, object] | None = None, row: Row | None = None) -> Recommendation:
+    """One measured change; ``row``, the changed cell's row, makes it suspect when its note flags
+    the figure (a cache served it, a CPU was the limit: :func:`~vmbench.report.facts.suspect_flags`)."""
     risks = change_risks(changes, ctx.flags)
+    flags = suspect_flags(row.note) if row is not None else []
     return Recommendation(goal=goal, job=job, cell=cell, reference=reference, changes=tuple(changes), value=value,
                           reference_value=reference_value, delta=delta, repeats=repeats,
                           improves=improving(goal.metric, delta), evidence=tuple(dict.fromkeys(e for e in evidence if e)),
                           risks=risks, allowed=allowed(risks, ctx.allow),
                           settings=dict(settings if settings is not None else (ctx.by_name.get(cell) or {}).get("settings") or {}),
-                          unit=unit(goal.metric))
+                          unit=unit(goal.metric), suspect="; ".join(flags) or None)
 
 
 # ---- the telemetry that explains a change --------------------------------------------------------
@@ -271,7 +274,7 @@ def from_gaps(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
             continue
         out.append(make(ctx, goal, job, str(r.cell), str(base.cell), changes, r.figures.value_of(metric),
                         base.figures.value_of(metric), d, min(r.figures.repeats, base.figures.repeats),
-                        row_evidence(ctx, r, base, changes)))
+                        row_evidence(ctx, r, base, changes), row=r))
     return out
 
 
@@ -289,7 +292,7 @@ def from_journey(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
             changes.append(Change("layer", prev.layer, r.layer))
         out.append(make(ctx, goal, job, str(r.cell), str(prev.cell), changes, r.figures.value_of(metric),
                         prev.figures.value_of(metric), d, min(r.figures.repeats, prev.figures.repeats),
-                        row_evidence(ctx, r, prev, changes, "step before")))
+                        row_evidence(ctx, r, prev, changes, "step before"), row=r))
     return out
 
 
@@ -315,7 +318,7 @@ def from_layers(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
                             r.figures.value_of(metric),
                             below.figures.value_of(metric), d, min(r.figures.repeats, below.figures.repeats),
                             [f"stack {r.stack}: what the {r.layer.split('+')[-1]} layer costs or gains over {below.layer}"]
-                            + _ceiling_line(ctx, r), ctx.by_name[str(r.cell)].get("settings")))
+                            + _ceiling_line(ctx, r), ctx.by_name[str(r.cell)].get("settings"), row=r))
         base = by_key.get((base_name, r.stack, r.layer))
         if base is not None and r.cell != base_name and base.figures.job_hash == r.figures.job_hash:
             changes = cell_changes(ctx.by_name[str(r.cell)], ctx.by_name[str(base_name)])
@@ -323,7 +326,8 @@ def from_layers(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
                 out.append(make(ctx, goal, job, f"{r.cell} ({label})", f"{base_name} ({label})", changes,
                                 r.figures.value_of(metric), base.figures.value_of(metric), judge_change(r.figures, base.figures, metric),
                                 min(r.figures.repeats, base.figures.repeats),
-                                row_evidence(ctx, r, base, changes) + _ceiling_line(ctx, r), ctx.by_name[str(r.cell)].get("settings")))
+                                row_evidence(ctx, r, base, changes) + _ceiling_line(ctx, r), ctx.by_name[str(r.cell)].get("settings"),
+                                row=r))
         first = firsts.setdefault((r.cell, r.layer), r)
         if first is not r and first.figures.job_hash == r.figures.job_hash:
             changes = [Change("stack", first.stack, r.stack)]
@@ -332,7 +336,7 @@ def from_layers(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
                 changes.append(Change("perf_flags", ",".join(fa) or None, ",".join(fb) or None))
             out.append(make(ctx, goal, job, f"{r.cell} ({label})", f"{r.cell} ({first.stack}: {first.layer})", changes,
                             r.figures.value_of(metric), first.figures.value_of(metric), judge_change(r.figures, first.figures, metric),
-                            min(r.figures.repeats, first.figures.repeats), [f"{p}" for p in _pieces(r.note)]))
+                            min(r.figures.repeats, first.figures.repeats), [f"{p}" for p in _pieces(r.note)], row=r))
     return out
 
 
@@ -411,7 +415,7 @@ def from_host_only(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
         changes = cell_changes(ctx.by_name[str(r.cell)], ctx.by_name[str(base.cell)])
         out.append(make(ctx, goal, job, str(r.cell), str(base.cell), changes, r.figures.value_of(metric),
                         base.figures.value_of(metric), d, min(r.figures.repeats, base.figures.repeats),
-                        row_evidence(ctx, r, base, changes)))
+                        row_evidence(ctx, r, base, changes), row=r))
     return out
 
 

@@ -98,6 +98,8 @@ class Advice:
     standing: tuple[str, ...]  # "best cell iothread=on: 71% of the host on the same storage (4k-randread IOPS)"
     apply: tuple[Snippet, ...] = ()
     notes: tuple[str, ...] = ()  # the accelerator, the load, why a goal could not be judged
+    driver: str = ""  # the run's hypervisor driver: libvirt, proxmox, none (host only); its snippets come first
+    next_run: str = ""  # "run `vmbench tune scenarios/tune.yaml` next: it tries ...": a shipped scenario measuring what was not tried
 
     def top(self, goal: Goal | None = None) -> Recommendation | None:
         """The recommendation: the first allowed improvement whose measurement is not suspect (for

@@ -17,6 +17,7 @@ with what it risks.  The rest (within noise, worse, not judged) is ``unsupported
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from typing import Callable, Mapping, Sequence
 
 from ..drivers.existing import CurrentVm
@@ -31,7 +32,7 @@ from .measured import Ctx, effect
 from .model import NOT_MEASURED, Advice, Goal, GoalMetric, Recommendation, Risk, Snippet
 from .risks import parse_allow, stack_flags, volume_risk_notes
 from .standing import cpu_standing, curve_standing, host_standing, luks_standing, measured_rw
-from ..scenario.axes import settings_of
+from ..scenario.axes import settings_of, settings_text
 from ..scenario.model import LIMIT_RATES
 from ..report.kind import RunKind
 
@@ -99,6 +100,7 @@ def advise(data: RunData, goals: Sequence[Goal] = (), allow: frozenset[Risk] = f
     unsupported: list[Recommendation] = []
     standing: list[str] = []
     not_tried: list[str] = []
+    candidates: list[untried.Candidate] = []
     for goal in goals:
         jobs = [goal.job] if goal.job else _jobs(data)
         for job in jobs:
@@ -115,24 +117,39 @@ def advise(data: RunData, goals: Sequence[Goal] = (), allow: frozenset[Risk] = f
             elif found and not any(r.delta.judged for r in found):
                 notes.append(f"goal {_goal_label(goal, job)}: nothing could be judged "
                              f"({_why_unjudged(found)})")
-            not_tried += _not_tried(ctx, goal, job)
+            lines, missing = _not_tried(ctx, goal, job)
+            not_tried += lines
+            candidates += missing
     standing += curve_standing(data)
+    driver = driver_of(data)
+    after = untried.next_run(candidates, driver, _storage_kind(data))
     advice = Advice(run=f"{data.run.id} ({data.run.tag})", goals=goals, recommendations=tuple(recs),
                     unsupported=tuple(unsupported), not_tried=tuple(dict.fromkeys(not_tried)),
-                    standing=tuple(dict.fromkeys(standing)), notes=tuple(dict.fromkeys(notes)))
+                    standing=tuple(dict.fromkeys(standing)), notes=tuple(dict.fromkeys(notes)), driver=driver,
+                    next_run=f"run `{after.command}` next: {after.compares}" if after is not None else "")
     top = advice.top()
     if top is None:
         return advice
     snippets, why = apply_snippets(top, current, vm)
-    return Advice(advice.run, advice.goals, advice.recommendations, advice.unsupported, advice.not_tried, advice.standing,
-                  snippets, advice.notes + ((why,) if why else ()))
+    return replace(advice, apply=snippets, notes=advice.notes + ((why,) if why else ()))
+
+
+def driver_of(data: RunData) -> str:
+    """The run's hypervisor driver (libvirt, proxmox, none), as recorded, or as an older run's
+    facts tell it."""
+    env = data.environment
+    if env.get("driver"):
+        return str(env["driver"])
+    if data.kind is RunKind.HOST_ONLY:
+        return "none"
+    return "proxmox" if env.get("pve_version") or env.get("pve_api") else "libvirt"
 
 
 def _current_notes(current: CurrentVm, data: RunData) -> list[str]:
     """What was read from the user's VM, and where it differs from the run's baseline (the
     advice is about the run's cells: a difference means the run did not start where the VM is)."""
     mine = settings_of(current.vm)
-    shown = ", ".join(f"{k}={v}" for k, v in mine.items() if k not in ("vcpus", "memory_mib"))
+    shown = settings_text({k: v for k, v in mine.items() if k not in ("vcpus", "memory_mib")})
     notes = [f"your VM: {current.source}, disk {current.disk} (read only, not changed): {shown}"]
     cells = data.valid_cells
     base = (cells[0].get("settings") or {}) if cells else {}
@@ -215,19 +232,21 @@ def _storage_kind(data: RunData) -> str:
     return "rbd" if kind == "rbd" else ""
 
 
-def _not_tried(ctx: Ctx, goal: Goal, job: str) -> list[str]:
+def _not_tried(ctx: Ctx, goal: Goal, job: str) -> tuple[list[str], list[untried.Candidate]]:
+    """What commonly matters for the goal and was not measured: its lines, and (one VM per
+    cell) the candidates they name."""
     data, lp = ctx.data, ctx.data.load
     if data.kind.many_vms:
         if data.kind is RunKind.NEIGHBOURS and lp is not None and not any(
                 k in (v.get("overrides") or {}) for s in lp.steps for v in s.vms for k in LIMIT_RATES):
-            return [f"{_goal_label(goal, job)}{NOT_MEASURED}an I/O limit on the aggressors (iops_wr, mbps_wr in a phase's overrides)"]
-        return []
+            return [f"{_goal_label(goal, job)}{NOT_MEASURED}an I/O limit on the aggressors (iops_wr, mbps_wr in a phase's overrides)"], []
+        return [], []
     settings = [c.get("settings") or {} for c in ctx.cells]
     rw = measured_rw(ctx, job)
     luks = bool(data.plan.luks_of)
     found = untried.not_tried(goal.metric, settings, guest=data.kind is not RunKind.HOST_ONLY, storage=_storage_kind(data),
                               writes=rw is None or "write" in str(rw) or rw == "randrw", luks=luks)
-    return [f"{_goal_label(goal, job)}{NOT_MEASURED}{c.label} ({c.why})" for c in found]
+    return [f"{_goal_label(goal, job)}{NOT_MEASURED}{c.label} ({c.why})" for c in found], found
 
 
 def _run_notes(data: RunData) -> list[str]:

@@ -19,9 +19,10 @@ from typing import Any, Sequence
 
 from ..report.build import build_report
 from ..report.load import RunData
-from ..report.stats import NOISE
+from ..report.stats import FEWER, NOISE
+from ..report.summary import CHANGE_NEXT
 from ..report.tables import Column, Table, f_text
-from .model import NOT_MEASURED, RISKS, Advice, GoalMetric, Recommendation
+from .model import NOT_MEASURED, RISKS, Advice, GoalMetric, Recommendation, Snippet
 
 STATUS_TOP = "recommended"
 
@@ -117,7 +118,8 @@ def advice_tables(advice: Advice, header: dict | None = None) -> list[Table]:
     notes += list(advice.notes)
     facts = {k: str(header[k]) for k in ("accelerator", "load") if header.get(k)}
     changes = Table("advice", f"Advice for run {advice.run}: the changes measured, ranked for each goal", cols, records, notes, facts)
-    nxt = [{"what": "is my number good?", "text": s} for s in advice.standing]
+    nxt = [{"what": CHANGE_NEXT, "text": change_next(advice)}]
+    nxt += [{"what": "is my number good?", "text": s} for s in advice.standing]
     nxt += [{"what": "not tried", "text": s} for s in grouped_not_tried(advice.not_tried)]
     top = advice.top()
     if top is not None:
@@ -127,13 +129,49 @@ def advice_tables(advice: Advice, header: dict | None = None) -> list[Table]:
     if top is not None and not advice.apply:
         nxt.append({"what": "apply", "text": "no command: " + next((n for n in advice.notes if "apply" in n or "command" in n),
                                                                      "nothing to apply")})
-    if top is None:
-        nxt.append({"what": "recommendation", "text": "none: no change improved a goal significantly without a risk that was not allowed"})
     nxt_table = Table("advice-next", "Advice: where the run stands, what to try next, how to apply",
                       [Column("what", "what"), Column("text", "advice", f_text)], nxt,
                       ["vmbench never applies anything to a VM: the commands are for you to review and run."] if advice.apply else [],
                       facts)
     return [changes, nxt_table]
+
+
+def change_next(advice: Advice) -> str:
+    """What to change next, in one sentence: the recommendation with its effect and the command
+    that applies it; or why there is none yet (fewer than 3 repeats) and, when the run measured
+    no change worth making, the shipped scenario to run next."""
+    top = advice.top()
+    if top is not None:
+        how = apply_text(advice.apply, advice.driver)
+        return (f"{top.label} ({top.job} {top.unit} {delta_text(top)})" + (f"; apply: {how}" if how else ""))
+    from .rank import changed_settings
+
+    # the changes of a VM or storage setting (a layer's cost is measured, but is not a setting to change)
+    measured = [r for r in advice.recommendations + advice.unsupported if changed_settings(r)]
+    if measured and all(r.delta.why == FEWER for r in measured if not r.delta.judged) and not any(r.delta.judged for r in measured):
+        return f"not judged yet ({FEWER}): add `repeats: 3` to the scenario and run it again"
+    if not measured:
+        said = "this run tried no setting change"
+    else:
+        held = [r for r in measured if r.improves]
+        said = "keep the baseline's settings: no change measured was a clear improvement without a flag or a risk"
+        if held:
+            r = held[0]
+            why = f"flagged: {r.suspect}" if r.suspect else "risky: " + ", ".join(x.value for x in r.risks)
+            said += f" ({r.label} improved {r.job} {delta_text(r)}, but {why})"
+    return said + (f"; {advice.next_run}" if advice.next_run else "")
+
+
+def apply_text(snippets: Sequence[Snippet], driver: str) -> str:
+    """How to apply the recommendation on the run's own hypervisor, in a line: its first
+    command, and where the rest is."""
+    mine = [s for s in snippets if s.kind == driver] or [s for s in snippets if s.kind == "zfs"] or list(snippets)
+    if not mine:
+        return ""
+    first, more = mine[0], len(mine) - 1
+    if "\n" in first.text:
+        return f"the {first.kind} snippet under \"apply ({first.kind})\" below"
+    return f"`{first.text}`" + (f" and the {more} more under \"apply ({first.kind})\" below" if more else "")
 
 
 def grouped_not_tried(not_tried: Sequence[str]) -> list[str]:
@@ -156,6 +194,8 @@ def advice_json(advice: Advice) -> dict[str, Any]:
         "top": record(top, True) if top is not None else None,
         "recommendations": [record(r, r is top) for r in advice.recommendations],
         "unsupported": [record(r) for r in advice.unsupported],
+        "change_next": change_next(advice),
+        "next_run": advice.next_run or None,
         "standing": list(advice.standing),
         "not_tried": list(advice.not_tried),
         "apply": [{"kind": s.kind, "text": s.text, "note": s.note} for s in advice.apply],

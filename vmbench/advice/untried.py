@@ -118,3 +118,69 @@ def not_tried(metric: GoalMetric, cells: Sequence[Mapping[str, object]], *, gues
         if not measured(c, cells):
             out.append(c)
     return out
+
+
+# ---- the shipped scenario to run next ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NextRun:
+    """A shipped scenario (``scenarios/`` of the source tree) that measures settings a run did
+    not try: what the advice suggests running next when the run measured no change worth
+    making.  ``axes``: the stored settings it varies; ``drivers``: the hypervisor drivers it is
+    for (``none``: host only); ``storage``: "", "zvol", "dataset", "rbd" or "zfs" (either ZFS
+    kind); ``tune``: it is a tune (``vmbench tune``).  tests/unit/test_next_run.py loads each
+    and checks that it varies its ``axes`` on its drivers and storage."""
+
+    path: str
+    compares: str
+    axes: frozenset[str]
+    drivers: tuple[str, ...] = ("libvirt",)
+    storage: str = ""
+    tune: bool = False
+
+    @property
+    def command(self) -> str:
+        return f"vmbench {'tune' if self.tune else 'run'} {self.path}"
+
+    def fits(self, driver: str, storage: str) -> bool:
+        return driver in self.drivers and (self.storage == storage or (self.storage == "zfs" and storage in ("zvol", "dataset")))
+
+
+_ZFS_HOSTS = ("libvirt", "proxmox", "none")  # a host-only ZFS run measures the host's pool under any of them
+
+#: in the order they are suggested when several cover as much
+NEXT_RUNS: tuple[NextRun, ...] = (
+    NextRun("scenarios/tune.yaml", "it tries bus, cache, iothread and aio one change at a time (4K random reads) and "
+            "keeps each that helps", frozenset({"bus", "cache", "iothread", "aio"}), tune=True),
+    NextRun("scenarios/bus-and-iothread.yaml", "it compares every bus with and without an iothread (4K random I/O, 1M reads)",
+            frozenset({"bus", "iothread"})),
+    NextRun("scenarios/cache-modes.yaml", "it compares every QEMU cache mode (4K writes, sync and async, 4K reads, 1M writes)",
+            frozenset({"cache"})),
+    NextRun("scenarios/proxmox.yaml", "it compares Proxmox's default disk against one change at a time (aio, cache, "
+            "iothread, bus)", frozenset({"aio", "cache", "iothread", "bus"}), drivers=("proxmox",)),
+    NextRun("scenarios/cpu-aes.yaml", "it compares LUKS2 with kvm64 (no AES-NI) against CPU models with AES-NI",
+            frozenset({"cpu"})),
+    NextRun("scenarios/cpu-per-io.yaml", "it compares the host CPU per I/O by bus, iothread and aio at a fixed rate",
+            frozenset({"bus", "iothread", "aio"})),
+    NextRun("scenarios/zfs-volblocksize.yaml", "it compares zvol volblocksizes on the host (small random and large "
+            "sequential writes)", frozenset({"volblocksize"}), drivers=_ZFS_HOSTS, storage="zvol"),
+    NextRun("scenarios/zfs-recordsize.yaml", "it compares dataset recordsizes, raw and qcow2, host and guest",
+            frozenset({"recordsize", "format"}), storage="dataset"),
+    NextRun("scenarios/zfs-compression.yaml", "it compares compression off and lz4 on compressible and incompressible data",
+            frozenset({"compression"}), drivers=_ZFS_HOSTS, storage="zfs"),
+)
+
+
+def next_run(candidates: Sequence[Candidate], driver: str, storage: str = "") -> NextRun | None:
+    """The shipped scenario for ``driver`` and ``storage`` that measures the most of
+    ``candidates`` (each counted when the scenario varies every setting it names), the
+    first in :data:`NEXT_RUNS` of those that measure as many; None when none measures any."""
+    best, covered = None, 0
+    for n in NEXT_RUNS:
+        if not n.fits(driver, storage):
+            continue
+        count = len({c.label for c in candidates if set(c.settings) <= n.axes})
+        if count > covered:
+            best, covered = n, count
+    return best

@@ -17,24 +17,35 @@ import json
 import sys
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import ResultsError, UsageError
 from ..paths import default_db_path
 
-EPILOG = ("Goals: JOB:METRIC or METRIC, METRIC one of iops, mbps, p50, p95, p99, p99.9, cpu-per-io. Without --goal: the "
-          "scenario's advise: goals, else its targets, else each job on its own metric (and cpu-per-io where QEMU's CPU was "
-          "sampled). Risks (--allow): cache-unsafe, cache-writeback, zfs-sync-disabled, crypt-no-workqueue; a change that "
-          "carries a risk is never the recommendation unless that risk is allowed. Exit status 0 when the advice is written, "
-          "even when nothing could be judged (it says why); 2 for a bad argument.")
+def epilog() -> str:
+    """The help's last paragraph: the goals and the risks vmbench accepts, from their own types."""
+    from ..scenario.goals import GoalMetric, Risk
+
+    return (f"Goals: JOB:METRIC or METRIC, METRIC one of {GoalMetric.allowed()}. Without --goal: the scenario's advise: "
+            "goals, else its targets, else each job on its own metric (and cpu-per-io where QEMU's CPU was sampled). "
+            f"Risks (--allow): {Risk.allowed()}; a change that carries a risk is never the recommendation unless that risk "
+            "is allowed. Exit status 0 when the advice is written, even when nothing could be judged (it says why); 2 for a "
+            "bad argument (--goal, --allow, --format, a run the database does not have).")
+
+
+def _fill(text: str) -> str:
+    """A help paragraph wrapped as argparse would, but never inside a hyphenated name (zfs-checksum-off)."""
+    import textwrap
+
+    return textwrap.fill(text, 79, break_on_hyphens=False, break_long_words=False)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     sp = subparsers.add_parser("advise", help="which measured change to make for a goal, with its evidence",
-                               description="Rank the changes a stored run measured by their effect on a goal (a job and a "
-                                           "metric), only where the verdict is significant, each with its evidence; say what the "
-                                           "evidence does not support, what was not tried, where the best cell stands against "
-                                           "the host, and the command or XML that applies the recommendation (never applied "
-                                           "by vmbench).",
-                               epilog=EPILOG)
+                               description=_fill("Rank the changes a stored run measured by their effect on a goal (a job and a "
+                                                 "metric), only where the verdict is significant, each with its evidence; say "
+                                                 "what the evidence does not support, what was not tried, where the best cell "
+                                                 "stands against the host, and the command or XML that applies the "
+                                                 "recommendation (never applied by vmbench)."),
+                               epilog=_fill(epilog()), formatter_class=argparse.RawDescriptionHelpFormatter)
     sp.add_argument("run", nargs="?", default="latest", metavar="RUN", help="run id, tag or 'latest' (default)")
     sp.add_argument("--db", default=str(default_db_path()), help=f"results database (default: {default_db_path()})")
     sp.add_argument("--goal", action="append", default=[], metavar="JOB:METRIC", help="a goal (repeatable)")
@@ -94,6 +105,10 @@ def cmd_advise(args: argparse.Namespace) -> int:
     note = db.migration_note()
     if note:
         print(f"note: {note}", file=sys.stderr)
+    try:
+        db.resolve_run(args.run)
+    except ResultsError as exc:  # a run this database does not have is a bad argument (exit 2, as the help says)
+        raise UsageError(exc.message, exc.hint) from None
     data = load_run(db, args.run)
     jobs = set(data.jobs)
     for g in goals:

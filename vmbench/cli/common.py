@@ -86,8 +86,10 @@ def cached_accelerator(scenario) -> str | None:
 
 
 def say_migrated(db, progress) -> None:
-    if getattr(db, "migrated_from", None):
-        progress.step(f"results database {db.path} migrated from schema v{db.migrated_from}; backup at {db.backup_path}")
+    """Say what opening ``db`` did to it, when it upgraded it (:meth:`ResultsDB.migration_note`)."""
+    note = db.migration_note() if getattr(db, "migrated_from", None) else None
+    if note:
+        progress.step(note)
 
 
 def run_alive(run) -> bool:

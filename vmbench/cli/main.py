@@ -23,7 +23,8 @@ from ..paths import StatePaths, default_db_path
 from ..settings import StorageType
 from ..units import format_duration
 from .common import ConsoleProgress, cached_accelerator, log_to_file, on_hosts, run_alive, say_migrated
-from ..scenario.axes import settings_of, storage_settings_of
+from .fit import error_lines, fitted, say
+from ..scenario.axes import settings_of, settings_text, storage_settings_of
 
 log = logging.getLogger("vmbench")
 
@@ -33,20 +34,16 @@ log = logging.getLogger("vmbench")
 # ---- commands --------------------------------------------------------------------------------
 
 
-def _print_host_only_plan(plan, est) -> int:
-    from tabulate import tabulate
-
+def _print_host_only_plan(plan, est, wide: bool) -> int:
     s = plan.scenario
     where = s.hypervisor.ssh.label if s.hypervisor.ssh else "this machine"
-    print(f"host only: no VM; fio on {where}, on {s.storage.describe()}; plan: {s.plan_mode}; repeats: {s.repeat_policy.describe()}")
+    say(f"host only: no VM; fio on {where}, on {s.storage.describe()}; plan: {s.plan_mode}; repeats: {s.repeat_policy.describe()}",
+        wide=wide)
     print()
-    rows = [[b.seq, b.cells[0].name, ", ".join(f"{k}={v}" for k, v in storage_settings_of(b.vm).items())] for b in plan.boots]
-    print(tabulate(rows, headers=["#", "cell", "storage settings (each a new zvol or dataset)"], tablefmt="simple"))
+    rows = [[b.seq, b.cells[0].name, settings_text(storage_settings_of(b.vm))] for b in plan.boots]
+    print(fitted(rows, ["#", "cell", "storage settings (each a new zvol or dataset)"], wide=wide, right=["#"]))
     print()
-    jrows = [[j.name, j.describe(), ("up to " if j.file_job else "") + format_duration(j.duration) if j.duration else "?",
-              "sync" if j.is_sync else ""] for j in s.jobs]
-    print(tabulate(jrows, headers=["job", "what", "runtime+ramp", ""], tablefmt="simple"))
-    _print_cache_buster(s)
+    _print_jobs(s, wide)
     print()
     print(f"host only: storage variants: {len(plan.boots)}, host fio runs: {plan.host_measurements()}")
     print(f"estimated duration: {format_duration(est.total)} (host fio)")
@@ -60,33 +57,38 @@ def cmd_plan(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     plan = make_plan(scenario)
     accel = args.accel or cached_accelerator(scenario)
+    wide = args.wide
     if scenario.tune is not None and scenario.tune.round is None:  # each round is planned by the search
         from .tune import print_tune_plan
 
-        return print_tune_plan(scenario, accel, args.json)
+        return print_tune_plan(scenario, accel, args.json, wide)
     est = estimate(plan, accel or "tcg")
     if args.json:
         return _print_plan_json(plan, est)
     s = scenario
     policy = s.repeat_policy
     assert policy is not None  # a loaded scenario always has one
-    print(f"scenario: {s.name} ({s.path})" + (f"\n  {s.description}" if s.description else ""))
+    say(f"scenario: {s.name} ({s.path})", rest=" " * 10, wide=wide)
+    if s.description:
+        say(s.description, "  ", wide=wide)
     if s.host_only:
-        return _print_host_only_plan(plan, est)
+        return _print_host_only_plan(plan, est, wide)
     where = (s.hypervisor.uri if len(s.hypervisor.members) == 1 else f"on {len(s.hypervisor.members)} hosts: "
              + ", ".join(f"{h.host_label} ({h.uri})" for h in s.hypervisor.members))
     if s.hypervisor.all_nodes:  # vmbench plan reads nothing from the cluster
         where = f"{s.hypervisor.uri}: on every online node of the cluster (nodes: all), read when the run starts"
-    print(f"driver:   {s.hypervisor.driver} {where}, accelerator {s.hypervisor.accel.value}"
-          + (f" (this host: {accel})" if accel else " (not yet probed on this host; assuming tcg for the estimate)"))
-    print(f"template: {s.template_label()}; {s.storage_label()}; plan: {s.plan_mode}; repeats: {policy.describe()}")
+    say(f"driver:   {s.hypervisor.driver} {where}, accelerator {s.hypervisor.accel.value}"
+        + (f" (this host: {accel})" if accel else " (not yet probed on this host; assuming tcg for the estimate)"),
+        rest=" " * 10, wide=wide)
+    say(f"template: {s.template_label()}; {s.storage_label()}; plan: {s.plan_mode}; repeats: {policy.describe()}",
+        rest=" " * 10, wide=wide)
     print()
-    _print_boots(plan)
+    _print_boots(plan, wide)
     if s.load is not None:
-        _print_load_plan(plan)
+        _print_load_plan(plan, wide)
     print()
-    _print_jobs(s)
-    _print_plan_totals(plan, est, policy)
+    _print_jobs(s, wide)
+    _print_plan_totals(plan, est, policy, wide)
     return 0
 
 
@@ -103,96 +105,120 @@ def _print_plan_json(plan, est) -> int:
     return 0
 
 
-def _print_boots(plan) -> None:
-    """Each boot's cells, their VM settings and the layers measured in them."""
-    from ..run.plan import cell_layers
-    from tabulate import tabulate
-
+def _print_boots(plan, wide: bool) -> None:
+    """Each boot's cells, their VM settings (the first cell's in full above the table, the
+    others' changes from it; every setting with ``wide``) and the layers measured in them."""
     rows = []
     refs = {b.seq: name for b, name in plan.host_references()}
+    first = settings_of(plan.cells[0].vm)
+    if not wide:
+        say(f"VM settings of cell {plan.cells[0].name}" + (" (the others: their changes from it)" if len(plan.cells) > 1 else "")
+            + ": " + settings_text(first))
+        print()
     for b in plan.boots:
         for c in b.cells:
-            layers = ", ".join(l for l, _, _ in cell_layers(c))
+            layers = _layers_text(c)
             if c is b.cells[0] and b.seq in refs:
                 layers = ("rados, " if plan.rados_jobs() and b.seq == min(refs) else "") + "host, " + layers
-            rows.append([b.seq, c.name, ", ".join(f"{k}={v}" for k, v in settings_of(c.vm).items()), layers])
-    print(tabulate(rows, headers=["boot", "cell", "VM settings", "layers measured"], tablefmt="simple",
-                   disable_numparse=True, colalign=("right", "left", "left", "left")))  # no number guessing in 10,000 rows
+            mine = settings_of(c.vm)
+            shown = mine if wide else {k: v for k, v in mine.items() if first.get(k) != v}
+            gone = [] if wide else [f"{k} left to the default" for k in first if k not in mine]
+            rows.append([b.seq, c.name, ", ".join(filter(None, [settings_text(shown), *gone])) or "-", layers])
+    headers = ["boot", "cell", "VM settings" if wide else "changes", "layers measured"]
+    if not wide and len(plan.cells) == 1:
+        rows, headers = [[r[0], r[1], r[3]] for r in rows], [headers[0], headers[1], headers[3]]
+    print(fitted(rows, headers, wide=wide, right=["boot"], keep=["layers measured"]))
     if len(refs) > 1 and plan.scenario.storage.type is StorageType.RBD:
         krbd = any(c.vm.krbd for c in plan.cells)
-        print("the host is measured once per librbd cache setting (QEMU turns rbd_cache off with cache none and directsync)"
-              + (" and once on the kernel's mapping (krbd: fio's libaio on the mapped image)" if krbd else "")
-              + ", before the first boot with it")
+        say("the host is measured once per librbd cache setting (QEMU turns rbd_cache off with cache none and directsync)"
+            + (" and once on the kernel's mapping (krbd: fio's libaio on the mapped image)" if krbd else "")
+            + ", before the first boot with it", wide=wide)
     elif len(refs) > 1:
-        print("the host is measured once per storage setting, before the first boot on it (a new storage setting needs a new boot)")
+        say("the host is measured once per storage setting, before the first boot on it (a new storage setting needs a new boot)",
+            wide=wide)
     for line in plan.file_job_layers():
-        print(line)
+        indent = line[:len(line) - len(line.lstrip())]
+        say(line.lstrip(), indent, wide=wide)
 
 
-def _print_cache_buster(s) -> None:
+def _layers_text(cell) -> str:
+    """The layers measured in a cell: raw, then each stack: its name when it measures every
+    layer (the stacks table lists them), else its one measured layer."""
+    from ..run.plan import cell_layers
+
+    out = ["raw"]
+    for st in cell.stacks:
+        measured = [path for path, stack, _ in cell_layers(cell) if stack is st]
+        out.append(f"{st.name} (every layer)" if len(measured) > 1 else measured[-1] if measured else st.name)
+    return ", ".join(out)
+
+
+def _print_cache_buster(s, wide: bool) -> None:
     """How a cache-buster job that did not set its size was sized."""
     from ..scenario.jobs import cache_buster_of
 
     size, how = cache_buster_of(s.cells, s.storage)
     for j in s.jobs:
         if j.profile == "cache-buster" and j.size == size:
-            print(f"{j.name}: working set {how}"
-                  + ("; on ZFS, state the host's ARC c_max as storage.arc_max" if s.storage.zfs and not s.storage.arc_max else ""))
+            say(f"{j.name}: working set {how}"
+                + ("; on ZFS, state the host's ARC c_max as storage.arc_max" if s.storage.zfs and not s.storage.arc_max else ""),
+                wide=wide)
 
 
-def _print_jobs(s) -> None:
+def _print_jobs(s, wide: bool) -> None:
     """The jobs (a job file's rewrites for each target), the stacks, the cells left out, and a
     buffered job's note."""
     from ..fio.jobfile import describe_rewrites
-    from tabulate import tabulate
 
-    jrows = [[j.name, j.describe(), ("up to " if j.file_job else "") + format_duration(j.duration) if j.duration else "?",
-              "sync" if j.is_sync else ""] for j in s.jobs]
-    print(tabulate(jrows, headers=["job", "what", "runtime+ramp", ""], tablefmt="simple"))
-    _print_cache_buster(s)
+    jrows = [[j.name, j.describe(), ("up to " if j.file_job else "") + format_duration(j.duration) if j.duration else "?"]
+             for j in s.jobs]
+    print(fitted(jrows, ["job", "what", "runtime+ramp"], wide=wide))
+    _print_cache_buster(s, wide)
     for j in s.jobs:
         if j.jobfile is None:
             continue
         kinds = ["dir"] if j.file_job else ["block"] + (["file"] if any(st.filesystem for st in s.stacks) else [])
-        print(f"\njob {j.name}: {j.jobfile.path} runs as a copy rewritten for each target:")
+        print()
+        say(f"job {j.name}: {j.jobfile.path} runs as a copy rewritten for each target:", wide=wide)
         for kind in kinds:
-            print(f"  on {'block devices (host, raw disk, partition, LVM, LUKS)' if kind == 'block' else 'filesystem layers'}"
-                  + (" only (a file job)" if kind == "dir" else "") + ":")
+            say(f"on {'block devices (host, raw disk, partition, LVM, LUKS)' if kind == 'block' else 'filesystem layers'}"
+                + (" only (a file job)" if kind == "dir" else "") + ":", "  ", wide=wide)
             for line in describe_rewrites(j, kind):
-                print(f"    {line}")
+                say(line, "    ", wide=wide)
     if s.stacks:
         print()
-        print(tabulate([[st.name, st.describe()] for st in s.stacks], headers=["stack", "layers"], tablefmt="simple"))
+        print(fitted([[st.name, st.describe(), "every layer" if st.measure_all else "the top layer"] for st in s.stacks],
+                     ["stack", "layers", "measured"], wide=wide))
     for name, why in s.skipped_cells:
-        print(f"left out of the factorial: {name}: {why}")
+        say(f"left out of the factorial: {name}: {why}", wide=wide)
     if any(not j.direct for j in s.jobs):
-        print("note: buffered jobs (direct: false) drop the page cache before each run, on the guest and on the whole host")
+        say("note: buffered jobs (direct: false) drop the page cache before each run, on the guest and on the whole host", wide=wide)
 
 
-def _print_plan_totals(plan, est, policy) -> None:
+def _print_plan_totals(plan, est, policy, wide: bool) -> None:
     """The preconditioning, the counts of VMs, cells and fio runs, and the estimated duration."""
     from ..run.plan import precondition_lines
 
     s = plan.scenario
     print("\npreconditioning (written data before reads):")
     for line in precondition_lines(plan):
-        print(f"  {line}")
+        indent = "  " + line[:len(line) - len(line.lstrip())]
+        say(line.lstrip(), indent, wide=wide)
     print()
     guest = len(plan.guest_measurements()) * s.repeats
     vms = sum(u.step.size for u in plan.load_units()) if s.load else len(plan.boots)
-    print(f"VMs: {vms}, boots: {vms}, cells: {len(plan.cells)}, "
-          f"guest fio runs: {guest}, host fio runs: {plan.host_measurements()}"
-          + (f", RADOS benches: {len(plan.rados_jobs()) * s.repeats}" if plan.rados_jobs() else ""))
-    print(f"estimated duration: {format_duration(est.total)} with {est.accelerator} "
-          f"(boots {format_duration(est.boots)}, guest fio {format_duration(est.guest_fio)}, host fio {format_duration(est.host_fio)}"
-          + (f", layers {format_duration(est.layers)}" if est.layers else "") + (f", crypto {format_duration(est.crypto)}" if est.crypto else "") + ")"
-          + (f"; up to {format_duration(est.total_max)} if every group needs {policy.max} repeats"
-             if policy.adaptive else ""))
+    say(f"VMs: {vms}, boots: {vms}, cells: {len(plan.cells)}, "
+        f"guest fio runs: {guest}, host fio runs: {plan.host_measurements()}"
+        + (f", RADOS benches: {len(plan.rados_jobs()) * s.repeats}" if plan.rados_jobs() else ""), wide=wide)
+    say(f"estimated duration: {format_duration(est.total)} with {est.accelerator} "
+        f"(boots {format_duration(est.boots)}, guest fio {format_duration(est.guest_fio)}, host fio {format_duration(est.host_fio)}"
+        + (f", layers {format_duration(est.layers)}" if est.layers else "") + (f", crypto {format_duration(est.crypto)}" if est.crypto else "") + ")"
+        + (f"; up to {format_duration(est.total_max)} if every group needs {policy.max} repeats"
+           if policy.adaptive else ""), wide=wide)
 
 
-def _print_load_plan(plan) -> None:
+def _print_load_plan(plan, wide: bool) -> None:
     """The load steps: each VM configuration's steps, their VMs (role and own settings) and host reference."""
-    from tabulate import tabulate
     from ..run.plan import placement_text
 
     load = plan.scenario.load
@@ -203,19 +229,19 @@ def _print_load_plan(plan) -> None:
         roles: dict[str, int] = {}
         for m in u.step.members:
             roles[m.role.value] = roles.get(m.role.value, 0) + 1
-        own = sorted({f"{m.role.value}: " + ", ".join(f"{k}={v}" for k, v in m.overrides.describe().items())
+        own = sorted({f"{m.role.value}: " + settings_text(m.overrides.describe())
                       for m in u.step.members if m.overrides.axes})
         rows.append([u.boot.seq, u.step.index, u.step.name, u.step.size, ", ".join(f"{n} {r}" for r, n in roles.items()),
                      "; ".join(own) or "-", f"{u.step.size} volume(s)" if u.has_host else "-"]
                     + ([placement_text(u) if u.hosts else _round_robin(u.step.size)] if many else []))
     print()
-    print(tabulate(rows, headers=["boot", "step", "name", "VMs", "roles", "own settings", "host reference"]
-                   + (["hosts"] if many else []), tablefmt="simple"))
-    print(f"each step's VMs boot {load.boot_parallel} at a time{' on each host' if many else ''} and start each job together; the load goes on "
-          f"{load.tail_seconds:g}s after each measured window (fio's tail) so that every window is fully loaded")
+    print(fitted(rows, ["boot", "step", "name", "VMs", "roles", "own settings", "host reference"] + (["hosts"] if many else []),
+                 wide=wide, right=["boot", "step", "VMs"], keep=["hosts"]))
+    say(f"each step's VMs boot {load.boot_parallel} at a time{' on each host' if many else ''} and start each job together; the load goes on "
+        f"{load.tail_seconds:g}s after each measured window (fio's tail) so that every window is fully loaded", wide=wide)
     if hv.all_nodes:
-        print("hosts: the cluster's online nodes (nodes: all), read from the API when the run starts, sorted by name; "
-              "VMs placed round robin over them")
+        say("hosts: the cluster's online nodes (nodes: all), read from the API when the run starts, sorted by name; "
+            "VMs placed round robin over them", wide=wide)
 
 
 def _round_robin(size: int) -> str:
@@ -333,6 +359,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from ..results.db import ResultsDB
 
     db = ResultsDB(args.db, create=False)
+    say_migrated(db, ConsoleProgress())
     rows = [[r.id, ", ".join(r.tags), r.scenario_name, (r.environment.get("ssh_host") or "localhost"), r.status, r.attempts,
              r.started_at, r.finished_at or "-"] for r in db.runs()]
     print(tabulate(rows, headers=["run", "tag", "scenario", "host", "status", "attempts", "started", "finished"], tablefmt="simple"))
@@ -392,15 +419,13 @@ def _cleanup(args: argparse.Namespace, driver, where: str) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from tabulate import tabulate
-
     from .doctor import run_checks
 
     checks = run_checks(args.scenario, uri=args.uri, template=args.template, reprobe=args.probe, progress=ConsoleProgress())
-    print(tabulate([[c.name, c.status, c.detail] for c in checks], headers=["check", "status", "detail"], tablefmt="simple"))
+    print(fitted([[c.name, c.status, c.detail] for c in checks], ["check", "status", "detail"], keep=["detail"]))
     hints = [c for c in checks if c.hint and c.status != "ok"]
     for c in hints:
-        print(f"hint ({c.name}): {c.hint}")
+        say(f"hint ({c.name}): {c.hint}")
     return 3 if any(c.status == "FAIL" for c in checks) else 0
 
 
@@ -421,6 +446,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("scenario")
     sp.add_argument("--json", action="store_true", help="print the plan as JSON")
     sp.add_argument("--accel", choices=["kvm", "tcg"], help="estimate for this accelerator")
+    sp.add_argument("--wide", action="store_true", help="every VM setting of every cell and no wrapping (the plan fits 120 "
+                    "columns by default)")
     sp.set_defaults(func=cmd_plan)
 
     sp = sub.add_parser("run", help="run a scenario and store its results")
@@ -501,9 +528,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VmbenchError as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
+        print("\n".join(error_lines(exc.message, exc.hint)), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         if args.debug:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ScenarioError, UsageError
 from ..paths import default_db_path
-from ..scenario.axes import settings_of
+from ..scenario.axes import setting_text, settings_of, settings_text
 
 if TYPE_CHECKING:
     from ..tune.engine import Tune
@@ -109,7 +109,7 @@ def _start(scenario, progress):
         raise ScenarioError(f"{scenario.path}: tune.from: the settings of {current.source} cannot be measured here: "
                             f"{problems[0][0]}", problems[0][1])
     progress.step(f"start: {current.source} (read only), disk {current.disk}: "
-                  + ", ".join(f"{k}={v}" for k, v in settings_of(start).items()))
+                  + settings_text(settings_of(start)))
     for what in current.unknown:
         progress.warn(f"{current.source}: not a vmbench axis, not part of the tune: {what}")
     return start, current.source, current
@@ -174,15 +174,14 @@ def render_tune(tune: "Tune", fmt) -> str:
 # ---- vmbench plan TUNE-SCENARIO ---------------------------------------------------------------
 
 
-def print_tune_plan(scenario, accel: str | None, as_json: bool) -> int:
+def print_tune_plan(scenario, accel: str | None, as_json: bool, wide: bool = False) -> int:
     """``vmbench plan`` of a tune scenario: the start, the candidate values, round 1's cells,
     the budget and the most rounds, boots and time the tune can take.  Reads nothing from any
     host (with tune.from the start is read when the tune starts: round 1 is shown from vm:)."""
     import json
 
-    from tabulate import tabulate
-
     from ..run.plan import estimate, make_plan
+    from .fit import fitted, say
     from ..scenario.axes import AXIS_BY_NAME
     from ..tune.engine import make_cost
     from ..tune.search import Stop, bounds, next_round, round_scenario
@@ -215,40 +214,43 @@ def print_tune_plan(scenario, accel: str | None, as_json: bool) -> int:
         print(json.dumps(doc, indent=2))
         return 0
     policy = s.repeat_policy
-    print(f"scenario: {s.name} ({s.path})" + (f"\n  {s.description}" if s.description else ""))
-    print(f"driver:   {s.hypervisor.driver} {s.hypervisor.uri}, accelerator {s.hypervisor.accel.value}"
-          + (f" (this host: {accel})" if accel else " (not yet probed on this host; assuming tcg for the estimate)"))
-    print(f"template: {s.template}; {s.storage.describe()}; plan: tune, each round one-factor; repeats: {policy.describe()}")
+    say(f"scenario: {s.name} ({s.path})", rest=" " * 10, wide=wide)
+    if s.description:
+        say(s.description, "  ", wide=wide)
+    say(f"driver:   {s.hypervisor.driver} {s.hypervisor.uri}, accelerator {s.hypervisor.accel.value}"
+        + (f" (this host: {accel})" if accel else " (not yet probed on this host; assuming tcg for the estimate)"), rest=" " * 10, wide=wide)
+    say(f"template: {s.template}; {s.storage.describe()}; plan: tune, each round one-factor; repeats: {policy.describe()}",
+        rest=" " * 10, wide=wide)
     print()
-    print(f"tune:     goal {spec.goal} ({'higher' if spec.goal.metric.higher_is_better else 'lower'} is better); "
-          f"allowed risks: {', '.join(sorted(a.value for a in spec.allow)) or 'none'}")
-    print(f"start:    {start_words}: " + ", ".join(f"{k}={v}" for k, v in settings_of(s.baseline).items()))
-    print(f"budget:   {spec.budget.describe()}")
+    say(f"tune:     goal {spec.goal} ({'higher' if spec.goal.metric.higher_is_better else 'lower'} is better); "
+        f"allowed risks: {', '.join(sorted(a.value for a in spec.allow)) or 'none'}", rest=" " * 10, wide=wide)
+    say(f"start:    {start_words}: " + settings_text(settings_of(s.baseline)), rest=" " * 10, wide=wide)
+    say(f"budget:   {spec.budget.describe()}", rest=" " * 10, wide=wide)
     print()
-    print(tabulate([[axis, ", ".join(c.label for c in values)] for axis, values in spec.axes],
-                   headers=["axis", "values to try"], tablefmt="simple"))
+    print(fitted([[axis, ", ".join(c.label for c in values)] for axis, values in spec.axes], ["axis", "values to try"], wide=wide))
     print()
     if isinstance(first, Stop):
         print(f"round 1 cannot run: {first.reason}")
         print("estimated duration: 0s (nothing to run)")
         return 0
-    rows = [[1, "baseline", ", ".join(f"{k}={v}" for k, v in settings_of(first.baseline).items())]]
-    rows += [[i + 2, v.name, f"{v.axis}={AXIS_BY_NAME[v.axis].setting(v.vm)}"] for i, v in enumerate(first.variations)]
+    rows = [[1, "baseline", "the start above"]]
+    rows += [[i + 2, v.name, f"{v.axis}={setting_text(AXIS_BY_NAME[v.axis].settings_key or v.axis, AXIS_BY_NAME[v.axis].setting(v.vm))}"]
+             for i, v in enumerate(first.variations)]
     print("round 1:")
-    print(tabulate(rows, headers=["boot", "cell", "settings (a variation: what it changes)"], tablefmt="simple"))
+    print(fitted(rows, ["boot", "cell", "VM settings (a variation: what it changes)"], wide=wide, right=["boot"]))
     for name, why in first.left_out:
-        print(f"  left out of round 1: {name}: {why}")
+        say(f"left out of round 1: {name}: {why}", "  ", wide=wide)
     print()
     jrows = [[j.name, j.describe(), format_duration(j.duration) if j.duration else "?"] for j in s.jobs]
-    print(tabulate(jrows, headers=["job", "what", "runtime+ramp"], tablefmt="simple"))
+    print(fitted(jrows, ["job", "what", "runtime+ramp"], wide=wide))
     print()
     assert limit is not None
-    print("each further round varies the values not yet measured against its new baseline (the best significant, "
-          "safe or allowed improvement of the round before); the tune stops when a round improves nothing, "
-          "no variation is left, or the budget cannot pay for another round")
-    print(f"round 1: boots {first.boots}, estimated {format_duration(first.seconds)} with {used}")
-    print(f"at most: {limit.rounds} round(s), {limit.boots} boots, {format_duration(limit.seconds)} within the budget "
-          f"({spec.budget.describe()})")
-    print(f"estimated duration: {format_duration(first.seconds)} for round 1; at most {format_duration(limit.seconds)} "
-          f"for the whole tune, with {used}")
+    say("each further round varies the values not yet measured against its new baseline (the best significant, "
+        "safe or allowed improvement of the round before); the tune stops when a round improves nothing, "
+        "no variation is left, or the budget cannot pay for another round", wide=wide)
+    say(f"round 1: boots {first.boots}, estimated {format_duration(first.seconds)} with {used}", wide=wide)
+    say(f"at most: {limit.rounds} round(s), {limit.boots} boots, {format_duration(limit.seconds)} within the budget "
+        f"({spec.budget.describe()})", wide=wide)
+    say(f"estimated duration: {format_duration(first.seconds)} for round 1; at most {format_duration(limit.seconds)} "
+        f"for the whole tune, with {used}", wide=wide)
     return 0

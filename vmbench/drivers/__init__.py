@@ -29,6 +29,11 @@ DRIVERS = {
     DriverName.NONE: "vmbench.drivers.hostonly:HostOnlyDriver",  # host-only scenarios: storage, no VM
 }
 
+#: driver name -> whether its guests lift the scratch disk's I/O limits for a precondition
+#: (``Guest.limits_lifted``: libvirt sets them to no limit live, then back; a Proxmox VM keeps
+#: them on, so its precondition writes through them).  vmbench plan says and estimates which.
+LIFTS_LIMITS = {DriverName.LIBVIRT: True, DriverName.PROXMOX: False, DriverName.NONE: False}
+
 #: driver name -> "module:function" reading a user's existing VM, read only (issue 18)
 READERS = {
     DriverName.LIBVIRT: "vmbench.drivers.libvirt.current:read_current",

@@ -226,9 +226,9 @@ class FioJob:
             parts.append(f"x{self.numjobs} jobs")
         if self.rwmixread is not None:
             parts.append(f"{self.rwmixread}% reads")
-        if self.sync:
+        if self.sync and self.writes:  # a read has nothing to sync: fio's sync flag only makes writes O_SYNC
             parts.append("sync")
-        if self.fsync:
+        if self.fsync and self.writes:
             parts.append(f"fsync/{self.fsync}")
         if not self.direct:
             parts.append("buffered")

@@ -199,10 +199,11 @@ def repeat_figures(m: Mapping) -> dict[str, float | None]:
 
     out.update({c: _cost(cls(c)) for c in CLASSES[:-1]})
     out["other"] = _cost(_sum(cls("other"), cls("exited")))
-    out["qemu"] = _num((d.get("process") or {}).get("us_per_io"))
-    out["host_rest"] = None if rest_undercounted(d) else _num((d.get("host") or {}).get("rest_us_per_io"))
-    out["zfs"] = _num(((d.get("host") or {}).get("zfs") or {}).get("us_per_io"))
-    out["cgroup"] = _num((d.get("cgroup") or {}).get("us_per_io"))
+    out["qemu"] = _cost(_num((d.get("process") or {}).get("us_per_io")))
+    # the rest of the host, less than its idle figure by a tick or so: 0 (a few ticks more, rest_undercounted: not known)
+    out["host_rest"] = None if rest_undercounted(d) else _cost(_num((d.get("host") or {}).get("rest_us_per_io")))
+    out["zfs"] = _cost(_num(((d.get("host") or {}).get("zfs") or {}).get("us_per_io")))
+    out["cgroup"] = _cost(_num((d.get("cgroup") or {}).get("us_per_io")))
     out["switches"] = _switches_per_io(d)
     out["guest"] = _num((d.get("guest") or {}).get("us_per_io"))
     return out

@@ -140,6 +140,17 @@ def host_page_cache(mode: object) -> bool:
         return False
 
 
+#: the pieces of a row's note (:mod:`vmbench.report.rows`) that say its figure may not be the I/O
+#: path's: a cache served it, or a CPU was the limit.  A change measured on such a row is never
+#: recommended, nor a report's headline.
+SUSPECT_MARKS = ("cached?", "served from cache?", "from the host page cache", "buffered I/O within the guest's RAM", "CPU-bound?")
+
+
+def suspect_flags(note: str | None) -> list[str]:
+    """The pieces of a row's ``note`` (";"-separated) that flag its figure (:data:`SUSPECT_MARKS`)."""
+    return [p.strip() for p in (note or "").split(";") if any(m in p for m in SUSPECT_MARKS)]
+
+
 def _working_set(jobs: dict[str, dict], cells: Sequence[dict], env: dict, missing: list[str], jobfiles: list[str]) -> str:
     sizes = {j: p["size"] for j, p in jobs.items() if isinstance(p.get("size"), (int, float))}
     no_size = [j for j in jobs if j not in sizes] + jobfiles

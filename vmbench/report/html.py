@@ -42,6 +42,20 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True).replace("://", "&#58;//")
 
 
+#: Markdown's code span, as the report's text writes a command or a key (`repeats: 3`)
+CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def code_spans(escaped: str) -> str:
+    """Escaped text with each `code span` as <code> (its text is escaped already: backticks are not)."""
+    return CODE_SPAN.sub(r"<code>\1</code>", escaped) if "`" in escaped else escaped
+
+
+def _code(value: Any) -> Markup:
+    """The ``code`` filter of the templates: text escaped, code spans as <code>."""
+    return Markup(code_spans(esc(value)))
+
+
 def _finalize(value: Any) -> Any:
     """Every ``{{ value }}`` of the templates, escaped by :func:`esc` (Markup passes as it is)."""
     return value if isinstance(value, Markup) else Markup(esc(value))
@@ -52,6 +66,7 @@ def _jinja() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True, finalize=_finalize,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters["svg"] = Markup  # the plots' SVG: made by matplotlib, its text escaped there
+    env.filters["code"] = _code
     return env
 
 
@@ -62,7 +77,7 @@ def _jinja() -> jinja2.Environment:
 class TableView:
     anchor: str
     title: str
-    headers: tuple[str, ...]
+    headers: tuple[Markup, ...]
     body: Markup  # the rows, made by :func:`table_body`
     notes: tuple[str, ...]
     facts: tuple[tuple[str, str], ...]
@@ -121,12 +136,33 @@ def anchor(name: str) -> str:
     return "table-" + re.sub(r"[^a-z0-9-]+", "-", name.lower())
 
 
+#: tables whose row notes go under the table, each naming its row, instead of in a column: a
+#: table of many figures (CPU per I/O) keeps to the page's width, and its notes are on how the
+#: sampler measured, not on what a reader acts on
+NOTES_UNDER = ("cpu-per-io",)
+
+
 def table_view(t: Table) -> TableView:
     """A table as the page shows it: its headers, rows (:func:`table_body`), notes and facts."""
     facts = getattr(t, "facts", None) or {}
     missing = getattr(t, "missing", None)
-    return TableView(anchor(t.name), t.title, tuple(c.header for c in t.columns), table_body(t), tuple(t.notes),
+    notes = list(t.notes)
+    if t.name in NOTES_UNDER and any(c.key == "note" for c in t.columns):
+        notes = [f"{row_name(r)}: {r['note']}" for r in t.records if r.get("note")] + notes
+        t = Table(t.name, t.title, [c for c in t.columns if c.key != "note"], t.records, t.notes, facts, getattr(t, "missing", []))
+    return TableView(anchor(t.name), t.title, tuple(header_html(c.header) for c in t.columns), table_body(t), tuple(notes),
                      tuple((k, plain(v)) for k, v in facts.items()), plain(missing) if missing else "")
+
+
+def row_name(r: dict) -> str:
+    """A row in words, for a note or flag about it: its job, cell (or side), stack and layer."""
+    return " ".join(str(x) for x in (r.get("job"), r.get("cell") or r.get("side"), r.get("stack"), r.get("layer")) if x)
+
+
+def header_html(header: str) -> Markup:
+    """A column's header, escaped, that may break after a "/" or a "+" ("other+exited µs/IO",
+    "switches/IO"): a table of many figures then fits the page on narrower columns."""
+    return Markup(esc(header).replace("/", "/<wbr>").replace("+", "+<wbr>"))
 
 
 def table_body(t: Table) -> Markup:
@@ -140,6 +176,10 @@ def table_body(t: Table) -> Markup:
         cells = "".join(c.cell(r) for c in columns)
         lines.append(f'<tr class="host">{cells}</tr>\n' if r.get("side") == "host" else f"<tr>{cells}</tr>\n")
     return Markup("".join(lines))
+
+
+#: a cell's text longer than this wraps at its spaces (shorter text, and numbers, stay on one line)
+WRAP_FROM = 12
 
 
 class _ColumnView:
@@ -161,13 +201,14 @@ class _ColumnView:
         except (TypeError, ValueError):
             text = str(r.get(self.key))
         cls = list(self.classes)
-        if len(text) > 40:
+        if len(text) > WRAP_FROM and " " in text:
             cls.append("wrap")
         if self.verdict:
             cls.append("verdict")
         if self.result and text in ("PASS", "FAIL", "NOT MEASURED"):
             cls.append(text.lower().replace(" ", ""))
-        return f'<td class="{" ".join(cls)}">{esc(text)}</td>' if cls else f"<td>{esc(text)}</td>"  # the classes are the names above
+        shown = code_spans(esc(text))
+        return f'<td class="{" ".join(cls)}">{shown}</td>' if cls else f"<td>{shown}</td>"  # the classes are the names above
 
 
 def plain(v: Any) -> str:
@@ -182,9 +223,20 @@ def plain(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
+#: the order flags are listed in: what a reader must act on first, notes on how vmbench measured last
+FLAG_ORDER = ("problem", "warning", "note", "measurement note")
+
+
 def flags(data: RunData, header: dict, tables: Sequence[Table]) -> list[tuple[str, str]]:
-    """What a reader must not miss: the run's status, unmeasured cells, targets, notes on
-    figures (caches, shared disks), what a table lacks to be judged, the accelerator."""
+    """What a reader must not miss, most important first (:data:`FLAG_ORDER`): the run's
+    status, unmeasured cells, targets, what a table lacks to be judged, the accelerator, notes
+    on figures (caches, CPU-bound, shared disks), then the CPU sampler's notes on its own
+    measurement (counters that lost ticks, repeats not sampled)."""
+    found = _flags(data, header, tables)
+    return sorted(found, key=lambda f: FLAG_ORDER.index(f[0]) if f[0] in FLAG_ORDER else len(FLAG_ORDER))
+
+
+def _flags(data: RunData, header: dict, tables: Sequence[Table]) -> list[tuple[str, str]]:
     run = data.run
     out: list[tuple[str, str]] = []
     if run.status != "ok":
@@ -206,8 +258,7 @@ def flags(data: RunData, header: dict, tables: Sequence[Table]) -> list[tuple[st
                 out.append(("problem", f"target for {r.get('job') or r.get('victim_job')} at "
                                        f"{r.get('step') or r.get('phase')} ({r.get('cell')} {r.get('layer')}): {r['target']}"))
             elif r.get("note"):
-                where = " ".join(str(x) for x in (r.get("job"), r.get("cell") or r.get("side"), r.get("layer")) if x)
-                out.append(("note", f"{where}: {r['note']}"))
+                out.append(("measurement note" if t.name == "cpu-per-io" else "note", f"{row_name(r)}: {r['note']}"))
         missing = getattr(t, "missing", None)
         if missing:
             out.append(("warning", f"{t.title}: missing {plain(missing)}"))

@@ -17,6 +17,7 @@ from .facts import RepeatPolicy, admissibility
 from .hostrows import host_steps, hosts_of, per_host_table
 from .loadrows import (HELD_RULE, KNEE_RULE, LimitCheck, PhaseRow, ScalingRow, StepFigures, accelerators, latency_verdict,
                        neighbour_rows, scaling_rows)
+from ..scenario.axes import setting_text
 from .stats import Delta
 from .stored_plan import LoadPlan
 from .tables import Column, Table, delta_pct, f_int, f_mb, f_ms, f_text, f_whole
@@ -161,9 +162,9 @@ def _limits_text(checks: Sequence[LimitCheck]) -> str:
 
 
 def _overrides_text(over: Mapping) -> str:
-    parts = [f"{k}={v}" for k, v in over.items() if k != "victim"]
+    parts = [f"{k}={setting_text(k, v)}" for k, v in over.items() if k != "victim"]
     if over.get("victim"):
-        parts.append("victim " + ", ".join(f"{k}={v}" for k, v in over["victim"].items()))
+        parts.append("victim " + ", ".join(f"{k}={setting_text(k, v)}" for k, v in over["victim"].items()))
     return ", ".join(parts)
 
 

@@ -15,11 +15,14 @@ import io
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
 import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
+from matplotlib.textpath import TextToPath
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies
@@ -78,6 +81,70 @@ def new_figure(width: float, height: float, *, left: float = 0.7, right: float =
 
 def longest_label(labels: Iterable[object]) -> int:
     return max((len(str(x)) for x in labels), default=0)
+
+
+# ---- measured text: nothing clipped, no layout engine ---------------------------------------
+
+_MEASURE = TextToPath()
+#: a browser draws the SVG's text in its own copy of the font (or a fallback): room kept for it
+FONT_SLACK = 1.1
+
+
+def text_inches(text: str, size: float) -> float:
+    """The width of ``text``'s longest line at ``size`` points, in inches, as matplotlib lays it
+    out (its font's own metrics, no figure drawn: a fraction of a millisecond)."""
+    return max((_line_inches(line, size) for line in str(text).split("\n") if line), default=0.0)
+
+
+@lru_cache(maxsize=4096)
+def _line_inches(line: str, size: float) -> float:
+    return _MEASURE.get_text_width_height_descent(line, FontProperties(size=size), ismath=False)[0] / 72 * FONT_SLACK
+
+
+def legend_width(labels: Iterable[object]) -> float:
+    """The right margin (inches) a legend beside the axes needs: its longest label and the marker before it."""
+    return 0.55 + max((text_inches(str(x), float(matplotlib.rcParams["legend.fontsize"])) for x in labels), default=0.0)
+
+
+def wrap_inches(text: str, width: float, size: float) -> list[str]:
+    """``text`` in lines no wider than ``width`` inches at ``size`` points (a word longer than
+    that on a line of its own)."""
+    space = _line_inches("a b", size) - _line_inches("ab", size)
+    lines: list[str] = []
+    used = 0.0
+    for word in str(text).split(" "):
+        w = _line_inches(word, size) if word else 0.0
+        if lines and used + space + w <= width:
+            lines[-1] += " " + word
+            used += space + w
+        else:
+            lines.append(word)
+            used = w
+    return lines or [""]
+
+
+def fit_title(ax: Any, title: str) -> None:
+    """``title`` over the axes, centred, on as many lines as keep it inside the figure; the
+    figure grows by the lines added so that every axes keeps its size and place."""
+    fig = ax.figure
+    size = float(matplotlib.rcParams["axes.titlesize"])
+    width, height = fig.get_size_inches()
+    pos = ax.get_position()
+    centre = (pos.x0 + pos.x1) / 2 * width
+    lines = wrap_inches(label_text(title, 300), 2 * min(centre, width - centre) - 0.1, size)
+    ax.set_title("\n".join(lines))
+    grow_top(fig, (len(lines) - 1) * size * 1.25 / 72)
+
+
+def grow_top(fig: Figure, extra: float) -> None:
+    """The figure ``extra`` inches taller at the top, its axes where they were (in inches from the bottom)."""
+    if extra <= 0:
+        return
+    width, height = fig.get_size_inches()
+    axes = [(ax, ax.get_position()) for ax in fig.axes]
+    fig.set_size_inches(width, height + extra)
+    for ax, pos in axes:
+        ax.set_position((pos.x0, pos.y0 * height / (height + extra), pos.width, pos.height * height / (height + extra)))
 
 
 def label_text(s: object, limit: int = 40) -> str:
@@ -207,7 +274,7 @@ def latency(title: str, lines: Sequence[tuple[str, Mapping[int, int]]]) -> Plot:
     (side or layer), each with its own marker and line style."""
     points = np.concatenate([np.linspace(50, 90, 9), 100 - np.logspace(1, -2, 25)[1:]])
     with matplotlib.rc_context(RC):
-        legend_w = 0.45 + 0.065 * longest_label(label_text(label) for label, _ in lines)
+        legend_w = legend_width(label_text(label) for label, _ in lines)
         fig = new_figure(4.6 + legend_w, 3.4, left=0.75, right=legend_w, bottom=0.5, top=0.3)
         ax = fig.subplots()
         alt = []
@@ -232,7 +299,7 @@ def latency(title: str, lines: Sequence[tuple[str, Mapping[int, int]]]) -> Plot:
         ax.set_xlim(_nines(50.0) * 0.95, _nines(99.99) * 1.05)
         ax.set_xlabel("percentile (log-scaled: each step adds a nine)")
         ax.set_ylabel("completion latency, ms (log)")
-        ax.set_title(label_text(title, 80))
+        fit_title(ax, title)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
         return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")
 
@@ -255,8 +322,9 @@ def cell_bars(title: str, recs: Sequence[Mapping], key: str, label_key: str = "c
     reasons = _reasons(recs, key)
     shared = len(reasons) == 1 and not any(r.get(f"{key}_verdict") for r in recs)
     with matplotlib.rc_context(RC):
-        fig = new_figure(6.3, 0.85 + 0.3 * max(len(recs), 2), left=0.25 + 0.065 * longest_label(label_text(r.get(label_key) or "") for r in recs),
-                   right=0.15, bottom=0.5, top=0.3)
+        left = 0.25 + max((text_inches(label_text(r.get(label_key) or ""), float(matplotlib.rcParams["font.size"])) for r in recs),
+                          default=0.0)
+        fig = new_figure(max(6.3, left + 4.5), 0.85 + 0.3 * max(len(recs), 2), left=left, right=0.15, bottom=0.5, top=0.3)
         ax = fig.subplots()
         ys = np.arange(len(recs))[::-1]
         vals = [None if r.get(key) is None else r[key] * scale for r in recs]
@@ -286,6 +354,7 @@ def cell_bars(title: str, recs: Sequence[Mapping], key: str, label_key: str = "c
         lo, hi = min(lo_all), max(hi_all)
         width = max(hi - lo, 1e-9)
         pad = width * 0.02
+        placed = []
         for y, v, iv, text in labels:
             if v is None:
                 right, end = True, 0.0
@@ -293,15 +362,34 @@ def cell_bars(title: str, recs: Sequence[Mapping], key: str, label_key: str = "c
                 right = v >= ref or not pct  # a gap's bar starts at 0: text after its end
                 end = max(v, iv[1] if iv else v) if right else min(v, iv[0] if iv else v)
             ax.text(end + (pad if right else -pad), y, label_text(text, 60), va="center", ha="left" if right else "right", fontsize=7)
+            placed.append((end, right, label_text(text, 60)))
         ax.set_yticks(ys, [label_text(r.get(label_key) or "") for r in recs])
         ax.axvline(ref, color="#000000", linewidth=0.8)
-        ax.set_xlim(lo - width * 0.45 if pct and lo < 0 else 0.0, hi + width * 0.45)  # a gap (ratio) starts at 0
+        ax.set_xlim(*_room_for(ax, placed, lo - width * 0.1 if pct and lo < 0 else 0.0, hi + width * 0.1, pad))  # a gap (ratio) starts at 0
         ax.set_xlabel({"gap": "gap: host IOPS / guest IOPS (1.00x = no loss; hatched = guest slower)",
                        "vs_baseline": "change in IOPS from the baseline, % (hatched = slower)",
                        "vs_previous": "change in IOPS from the previous step, % (hatched = slower)"}.get(key, key))
         ax.grid(axis="y", visible=False)
-        ax.set_title(label_text(title, 80) + (f" ({reasons[0][0].lower()}{reasons[0][1:]})" if shared else ""))
+        fit_title(ax, label_text(title, 80) + (f" ({reasons[0][0].lower()}{reasons[0][1:]})" if shared else ""))
         return Plot(title, to_svg(fig, title), "; ".join(alt) + "." + (f" {reasons[0]}." if shared else ""))
+
+
+def _room_for(ax: Any, placed: Sequence[tuple[float, bool, str]], low: float, high: float, pad: float) -> tuple[float, float]:
+    """The x limits, from at least (``low``, ``high``), that leave room for each text written at
+    a bar's end (end, after it?, text; at 7 points) inside the axes: each text's measured width
+    is a share of the axes' width, so the limits that hold it are found in a few rounds."""
+    fig = ax.figure
+    axes_in = ax.get_position().width * fig.get_size_inches()[0]
+    share = {text: min(text_inches(text, 7.0) / axes_in, 0.8) for _, _, text in placed}
+    for _ in range(4):
+        span = high - low
+        for end, right, text in placed:
+            need = share[text] * span * 1.03
+            if right:
+                high = max(high, end + pad + need)
+            else:
+                low = min(low, end - pad - need)
+    return low, high
 
 
 # ---- crypto ceiling beside LUKS throughput ----------------------------------------------------
@@ -316,7 +404,7 @@ def crypto(title: str, groups: Sequence[tuple[str, Sequence[tuple[str, float | N
             if name not in names:
                 names.append(name)
     with matplotlib.rc_context(RC):
-        legend_w = 0.45 + 0.065 * longest_label([label_text(n) for n in names] + ["target 0000 MB/s"])
+        legend_w = legend_width([label_text(n) for n in names] + ([f"target {target:g} MB/s"] if target is not None else []))
         rotate = len(groups) > 3
         fig = new_figure(max(4.8, 1.0 + legend_w + 0.5 * len(names) * len(groups)), 3.6 + (0.5 if rotate else 0),
                    left=0.7, right=legend_w, bottom=1.0 if rotate else 0.45, top=0.3)
@@ -348,7 +436,7 @@ def crypto(title: str, groups: Sequence[tuple[str, Sequence[tuple[str, float | N
         ax.set_ylim(0, top * 1.25 or 1)
         ax.set_ylabel("MB/s (ceiling converted from MiB/s)")
         ax.grid(axis="x", visible=False)
-        ax.set_title(label_text(title, 80))
+        fit_title(ax, title)
         return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")
 
 
@@ -358,8 +446,9 @@ def crypto(title: str, groups: Sequence[tuple[str, Sequence[tuple[str, float | N
 def timeline(title: str, panels: Sequence[tuple[str, str, Sequence[tuple[str, Sequence[float], Sequence[float]]]]]) -> Plot:
     """Stacked panels sharing the time axis: (source, unit, [(line label, t_s, values)])."""
     with matplotlib.rc_context(RC):
-        legend_w = 0.45 + 0.065 * longest_label(label_text(label) for _, _, lines in panels for label, _, _ in lines)
-        fig = new_figure(5.0 + legend_w, 0.8 + 1.9 * len(panels), left=0.85, right=legend_w, bottom=0.5, top=0.3, rows=len(panels), gap_h=0.25)
+        legend_w = legend_width(label_text(label) for _, _, lines in panels for label, _, _ in lines)
+        fig = new_figure(5.0 + legend_w, 0.8 + 1.9 * len(panels), left=_timeline_left(panels), right=legend_w, bottom=0.5, top=0.3,
+                         rows=len(panels), gap_h=0.25)
         axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
         alt = []
         for ax, (source, unit, lines) in zip(axes, panels):
@@ -386,8 +475,17 @@ def timeline(title: str, panels: Sequence[tuple[str, str, Sequence[tuple[str, Se
             ax.yaxis.set_major_formatter(THOUSANDS_FORMAT if unit == "IOPS" or (unit in ("MB/s", "%") and big) else MS_FORMAT)
             ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
         axes[-1].set_xlabel("time, s")
-        axes[0].set_title(label_text(title, 80))
+        fit_title(axes[0], title)
         return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")
+
+
+def _timeline_left(panels: Sequence[tuple[str, str, Sequence[tuple[str, Sequence[float], Sequence[float]]]]]) -> float:
+    """The left margin (inches) the panels' y labels need: two lines of label and the widest tick
+    label, taken as the biggest value written with thousands separators (log scales write no wider)."""
+    size = float(matplotlib.rcParams["font.size"])
+    values = [abs(v) for _, _, lines in panels for _, _, vs in lines for v in vs if v is not None and not math.isnan(v)]
+    widest = f"{max(values, default=0):,.0f}" if max(values, default=0) >= 10 else "0.000"
+    return max(0.85, 0.2 + 2.4 * size / 72 + text_inches(widest, size) + 0.1)
 
 
 def _thin(ts: Sequence[float], vs: Sequence[float], limit: int) -> tuple[list[float], list[float]]:
@@ -410,7 +508,7 @@ def cpu_stacked(title: str, bars: Sequence[tuple[str, Mapping[str, Any], str]]) 
     verdict against the baseline, "saturated") written above.  A part below 0 (the rest of the
     host can dip a tick under the idle figure) is drawn as 0; the text gives it as measured."""
     with matplotlib.rc_context(RC):
-        legend_w = 0.45 + 0.065 * longest_label(label for _, label in CPU_PARTS)
+        legend_w = legend_width(label for _, label in CPU_PARTS)
         rotate = len(bars) > 4 or longest_label(label for label, _, _ in bars) > 14
         fig = new_figure(max(4.2, 1.2 + legend_w + 1.0 * len(bars)), 3.6 + (0.6 if rotate else 0), left=0.75, right=legend_w,
                    bottom=1.05 if rotate else 0.45, top=0.3)
@@ -434,7 +532,7 @@ def cpu_stacked(title: str, bars: Sequence[tuple[str, Mapping[str, Any], str]]) 
         ax.set_ylim(0, (top or 1.0) * 1.4)
         ax.set_ylabel("host CPU µs per I/O")
         ax.grid(axis="x", visible=False)
-        ax.set_title(label_text(title, 90))
+        fit_title(ax, title)
         handles, labels = ax.get_legend_handles_labels()
         ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.0, 1.0))  # top of the stack first
         return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")
@@ -447,7 +545,7 @@ def sweep_curve(title: str, lines: Sequence[tuple[str, Sequence[tuple[int, float
     """Each line: (label, its points as (swept value, IOPS, p99 ms), the knee's index or None);
     p99 (log) against IOPS, each point labelled with its value, the knee ringed."""
     with matplotlib.rc_context(RC):
-        legend_w = 0.45 + 0.065 * longest_label(label for label, _, _ in lines)
+        legend_w = legend_width(label for label, _, _ in lines)
         fig = new_figure(4.6 + legend_w, 3.4, left=0.75, right=legend_w, bottom=0.5, top=0.3)
         ax = fig.subplots()
         alt = []
@@ -470,6 +568,6 @@ def sweep_curve(title: str, lines: Sequence[tuple[str, Sequence[tuple[int, float
         ax.yaxis.set_major_formatter(MS_FORMAT)
         ax.set_xlabel("IOPS")
         ax.set_ylabel("p99 completion latency, ms (log)")
-        ax.set_title(label_text(title, 80))
+        fit_title(ax, title)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
         return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")

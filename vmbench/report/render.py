@@ -13,13 +13,13 @@ import csv
 import io
 import json
 import textwrap
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from tabulate import tabulate
 
 from ..settings import Choice
 from .tables import NOTE_COLUMNS, Table
+from .textfit import WIDTH, Fit, fit_columns
 
 
 class Format(Choice):
@@ -29,23 +29,8 @@ class Format(Choice):
     JSON = "json"
 
 
-#: the width the text report fits (a 120-column terminal) unless asked for ``wide``
-WIDTH = 120
-#: tabulate's room beside a header (its ``MIN_PADDING``)
-HEADER_PAD = 2
-#: a wrapped text column keeps at least this many characters a line
-MIN_WRAP = 16
 #: what a fitted table says it left out (``{columns}``, ``{name}``)
 HIDDEN = "not shown, to fit {width} columns: {columns} (--wide shows them; vmbench report --section {name} this table whole)"
-
-
-@dataclass(frozen=True)
-class Fit:
-    """How a table is printed in a terminal: the columns kept (indexes), the width each text
-    column is wrapped to (None: as is) and the headers of the columns left out."""
-    kept: tuple[int, ...]
-    wrap: tuple[int | None, ...]
-    hidden: tuple[str, ...]
 
 
 def render(tables: Sequence[Table], fmt: Format, header: dict | None = None, summary: Sequence[str] = (),
@@ -145,31 +130,8 @@ def _wrap(line: str, width: int | None, first: str, rest: str) -> str:
 
 
 def fit_table(t: Table, cells: Sequence[Sequence[str]], width: int) -> Fit:
-    """Fit a table into ``width`` columns: leave out its detail columns from the right, then
-    wrap its longest text columns (to no less than :data:`MIN_WRAP`), then leave out more
-    columns from the right (never the first two, never one to keep) until it fits."""
-    widths = [max([len(c.header) + HEADER_PAD] + [len(row[i]) for row in cells]) for i, c in enumerate(t.columns)]
-    kept = list(range(len(widths)))
-
-    def total(w: Sequence[int]) -> int:
-        return sum(w[i] for i in kept) + 2 * (len(kept) - 1)
-
-    for i in reversed(range(len(widths))):
-        if total(widths) > width and t.columns[i].detail:
-            kept.remove(i)
-    wrapped = list(widths)
-    floor = [max(MIN_WRAP, len(c.header) + HEADER_PAD) for c in t.columns]
-    while total(wrapped) > width:
-        shrinkable = [k for k in kept if wrapped[k] > floor[k]]
-        if not shrinkable:
-            break
-        i = max(shrinkable, key=lambda k: wrapped[k])
-        wrapped[i] = max(floor[i], wrapped[i] - (total(wrapped) - width))
-    for i in reversed(kept[2:]):
-        if total(wrapped) > width and not t.columns[i].keep:
-            kept.remove(i)
-    wrap = tuple(wrapped[i] if wrapped[i] < widths[i] else None for i in kept)
-    return Fit(tuple(kept), wrap, tuple(t.columns[i].header for i in range(len(widths)) if i not in kept))
+    """Fit a table into ``width`` columns (:func:`~vmbench.report.textfit.fit_columns`)."""
+    return fit_columns(t.columns, cells, width)
 
 
 def _csv(tables: Sequence[Table]) -> str:

@@ -5,40 +5,51 @@ section) in, at most :data:`MAX_LINES` sentences out.  Every figure in them is t
 cell of a table below (:meth:`Column.text` of the same record), never arithmetic of its own, so
 the summary and the tables cannot disagree:
 
-* the host-vs-guest gap per job on the baseline's raw disk, with its verdict (one VM), or the
-  scaling knee (many VMs), or what each phase did to the victim (noisy neighbour), or the best
-  storage variant (host only);
-* the setting or layer that changed a job most;
+* how much slower the guest is: the host-vs-guest gap per job on the baseline's raw disk, with
+  its interval and verdict (one VM), or the scaling knee (many VMs), or what each phase did to
+  the victim (noisy neighbour), or the best storage variant (host only);
+* what to change next: the advice section's first line (the recommendation, its effect and the
+  command that applies it; or why there is none and the shipped scenario to run next), or,
+  without an advice section, the change that moved a job most among those no note flags;
+* the costliest layer;
 * the targets met or missed;
-* the recommendation, or what would give one;
 * the flags that change how to read it (TCG, figures from a cache, CPU-bound).
+
+A figure a note flags (served from a cache, a CPU at its limit:
+:func:`~vmbench.report.facts.suspect_flags`) is never a headline.
 """
 
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from .stats import FEWER, MIN_REPEATS
+from .facts import suspect_flags
+from .stats import FEWER, GAP, GUEST_FASTER, MIN_REPEATS, NOISE
 from .tables import NO_VERDICT, Table
 
 MAX_LINES = 6
 
 
 FEWER_SENTENCE = f"No verdicts yet: {FEWER}; `repeats: {MIN_REPEATS}` in the scenario would give them."
+#: the advice-next row the summary reads what to change next from (vmbench.advice.table, above this package)
+CHANGE_NEXT = "change next"
+#: the gap's verdicts (vmbench.report.stats) as the summary says them
+GAP_WORDS = {GAP: "the guest slower", GUEST_FASTER: "the guest faster", NOISE: "within noise"}
 
 
 def summary_lines(header: Mapping[str, str], tables: Sequence[Table]) -> list[str]:
     """The summary of a report whose header and tables are given (see the module doc)."""
     by = {t.name: t for t in tables}
     answer = [*_gaps(by.get("gaps")), *_scaling(by.get("load-scaling")), *_neighbours(by.get("load-neighbours")),
-              *_host_only(by.get("host-only")), *_tune(by.get("tune-journey"), by.get("tune-settings"))]
-    lines = [*answer[:3], *_biggest_change(by.get("gaps"), by.get("layers")), *_targets(by.get("targets"))]
-    advice = _advice(by.get("advice"), by.get("advice-next"))
-    if any(NO_VERDICT in line for line in lines):
-        lines = [line.replace(NO_VERDICT, "") for line in lines]
-        advice = [FEWER_SENTENCE]
+              *_host_only(by.get("host-only")), *_tune(by.get("tune-journey"), by.get("tune-settings"))][:3]
+    following = _advice(by.get("advice-next")) or _biggest_change(by.get("gaps"))
+    rest = [*_costliest_layer(by.get("layers")), *_targets(by.get("targets"))]
+    if any(NO_VERDICT in line for line in answer + following + rest):
+        answer, following, rest = ([line.replace(NO_VERDICT, "") for line in part] for part in (answer, following, rest))
+        if not any(FEWER in line for line in following):
+            following.append(FEWER_SENTENCE)
     flags = _flags(header, tables)
-    return lines[:MAX_LINES - len(advice) - len(flags)] + advice + flags
+    return (answer + following + rest)[:MAX_LINES - len(flags)] + flags
 
 
 def _text(t: Table, key: str, record: Mapping) -> str:
@@ -53,34 +64,55 @@ def _has(t: Table, key: str) -> bool:
 
 
 def _gaps(t: Table | None) -> list[str]:
+    """How much slower the guest is than the host, per job, on the baseline's raw disk."""
     if t is None or not _has(t, "gap"):
         return []
     guests = [r for r in t.records if r.get("side") == "guest" and r.get("layer") == "raw"]
     if not guests:
         return []
     baseline = guests[0].get("cell")
-    parts = [f"{r['job']} {_text(t, 'gap', r)}" for r in guests if r.get("cell") == baseline]
-    where = f", cell {baseline}" if baseline and len({r.get('cell') for r in guests}) > 1 else ""
+    parts = [f"{r['job']} {_gap_text(t, r)}" for r in guests if r.get("cell") == baseline]
+    where = f" of cell {baseline}" if baseline and len({r.get('cell') for r in guests}) > 1 else ""
     header = next(c.header for c in t.columns if c.key == "gap")
-    return [f"Host vs guest on the raw disk{where}, {header}: " + "; ".join(parts) + "."]
+    return [f"How much slower the guest is, {header} on the raw disk{where}: " + "; ".join(parts) + "."]
 
 
-def _biggest_change(gaps: Table | None, layers: Table | None) -> list[str]:
-    """The cell (vs the baseline) and the layer (vs the one below) that changed a job most."""
-    out = []
-    if gaps is not None and _has(gaps, "vs_baseline"):
-        moved = [r for r in gaps.records if isinstance(r.get("vs_baseline"), (int, float))]
-        if moved:
-            r = max(moved, key=lambda r: abs(r["vs_baseline"]))
-            out.append(f"Biggest change from the baseline: {r['cell']}, {r['job']} {_text(gaps, 'vs_baseline', r)}.")
-    if layers is not None and _has(layers, "vs_below"):
-        costs = [r for r in layers.records if isinstance(r.get("vs_below"), (int, float)) and r.get("layer") not in ("host", "raw")]
-        if costs:
-            r = min(costs, key=lambda r: r["vs_below"])
-            stack = f"stack {r['stack']}, " if r.get("stack") else ""
-            out.append(f"Costliest layer: {r['layer']} ({stack}{r['job']}{', cell ' + r['cell'] if r.get('cell') else ''}): "
-                       f"{_text(layers, 'vs_below', r)} vs the layer below.")
-    return out
+def _gap_text(t: Table, r: Mapping) -> str:
+    """The gap as its table prints it, the verdict in words: "6.53x [6.05, 8.47] (the guest slower)"."""
+    text, verdict = _text(t, "gap", r), r.get("gap_verdict")
+    if verdict in GAP_WORDS and text.endswith(" " + verdict):
+        return f"{text.removesuffix(' ' + verdict)} ({GAP_WORDS[verdict]})"
+    return text
+
+
+def _unflagged(records: Sequence[Mapping]) -> list[Mapping]:
+    return [r for r in records if not suspect_flags(r.get("note"))]
+
+
+def _biggest_change(gaps: Table | None) -> list[str]:
+    """The cell that changed a job most from the baseline, of those no note flags (said when the
+    report has no advice section)."""
+    if gaps is None or not _has(gaps, "vs_baseline"):
+        return []
+    moved = [r for r in _unflagged(gaps.records) if isinstance(r.get("vs_baseline"), (int, float))]
+    if not moved:
+        return []
+    r = max(moved, key=lambda r: abs(r["vs_baseline"]))
+    return [f"Biggest change from the baseline: {r['cell']}, {r['job']} {_text(gaps, 'vs_baseline', r)}."]
+
+
+def _costliest_layer(layers: Table | None) -> list[str]:
+    """The layer that cost a job most against the one below, of those no note flags."""
+    if layers is None or not _has(layers, "vs_below"):
+        return []
+    costs = [r for r in _unflagged(layers.records)
+             if isinstance(r.get("vs_below"), (int, float)) and r.get("layer") not in ("host", "raw")]
+    if not costs:
+        return []
+    r = min(costs, key=lambda r: r["vs_below"])
+    stack = f"stack {r['stack']}, " if r.get("stack") else ""
+    return [f"Costliest layer: {r['layer']} ({stack}{r['job']}{', cell ' + r['cell'] if r.get('cell') else ''}): "
+            f"{_text(layers, 'vs_below', r)} vs the layer below."]
 
 
 def _scaling(t: Table | None) -> list[str]:
@@ -146,16 +178,10 @@ def _targets(t: Table | None) -> list[str]:
     return [f"Targets: {said}" + (f"; missed: {'; '.join(failed[:2])}" + (" ..." if len(failed) > 2 else "") if failed else "") + "."]
 
 
-def _advice(advice: Table | None, following: Table | None) -> list[str]:
-    if advice is None:
-        return []
-    top = next((r for r in advice.records if r.get("status") == "recommended"), None)
-    if top is not None:
-        return [f"Recommended for {top['goal']}: {top['change']}, {top['delta_text']}."]
-    if any(FEWER in str(r.get("status")) for r in advice.records):
-        return [FEWER_SENTENCE]
-    why = next((r["text"] for r in (following.records if following else []) if r.get("what") == "recommendation"), None)
-    return [f"Nothing recommended: {why.removeprefix('none: ')}."] if why else []
+def _advice(following: Table | None) -> list[str]:
+    """What to change next: the advice section's first line (vmbench.advice.table.change_next)."""
+    text = next((r["text"] for r in (following.records if following else []) if r.get("what") == CHANGE_NEXT), None)
+    return [f"What to change next: {text}."] if text else []
 
 
 def _flags(header: Mapping[str, str], tables: Sequence[Table]) -> list[str]:

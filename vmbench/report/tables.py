@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ..fio.job import Metric
-from ..scenario.axes import setting_columns, stored_setting
+from ..scenario.axes import setting_columns, setting_text, stored_setting
 from . import stats
 from .facts import SATURATION_SHARE
 from .filejobs import FILE_JOBS_NOTE, NO_HOST_ROW, UNITS_NOTE
@@ -558,6 +558,11 @@ def targets_table(measurements: Sequence[dict], targets: Sequence[dict], metrics
     return Table("targets", "Targets", cols, records, notes)
 
 
+def _setting_fmt(key: str) -> Callable[[Any], str]:
+    """A cells-table column's text: the setting as plans and cell names write it (on/off, 1G)."""
+    return lambda v: f_text(v) if v is None else setting_text(key, v)
+
+
 def cells_table(cells: Sequence[dict]) -> Table:
     """Every cell with its VM settings, one column per axis (:func:`setting_columns`): those
     every VM states, and those left to the hypervisor when some cell gives one (a cell that
@@ -570,6 +575,6 @@ def cells_table(cells: Sequence[dict]) -> Table:
                "stacks": ", ".join(c.get("stacks") or []) or "-",
                "valid": c["valid"], "problems": "; ".join(c.get("problems") or [])}
         records.append(rec)
-    cols = [Column("cell", "cell")] + [Column(k, k.replace("_mib", " MiB"), lambda v: f_bool(v) if isinstance(v, bool) else f_text(v)) for k in keys]
+    cols = [Column("cell", "cell")] + [Column(k, k.removesuffix("_mib"), _setting_fmt(k)) for k in keys]
     cols += [Column("changed", "changed"), Column("stacks", "stacks"), Column("valid", "measured", f_bool), Column("problems", "problems", f_text)]
     return Table("cells", "Cells (every setting of each VM configuration)", cols, records)

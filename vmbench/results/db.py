@@ -186,7 +186,8 @@ class ResultsDB:
 
     def __init__(self, path: str | Path, *, create: bool = True) -> None:
         self.path = Path(path)
-        if not self.path.exists():
+        self.existed = self.path.exists()  # a file there before this open is only read or upgraded, never made a database
+        if not self.existed:
             if not create:
                 raise ResultsError(f"no results database at {self.path}", "run `vmbench run SCENARIO` first, or pass --db")
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -214,6 +215,10 @@ class ResultsDB:
     def _init(self) -> None:
         try:
             version = migrate.read_version(self.conn, self.path)
+            if version is None and self.existed:  # an empty file (0 bytes) or an SQLite file without tables
+                raise ResultsError(f"{self.path} is not a vmbench results database (it is empty); vmbench leaves it as it is",
+                                   "pass --db the path of a vmbench database, or of a file that does not exist yet "
+                                   "(vmbench creates it)")
             if version is None:
                 with self.conn:
                     self.conn.executescript(_SCHEMA)
@@ -229,11 +234,12 @@ class ResultsDB:
             raise
 
     def migration_note(self) -> str | None:
-        """One line for the user when opening upgraded the file, else None."""
+        """One line for the user when opening upgraded the file (what it added), else None."""
         if self.migrated_from is None:
             return None
-        return (f"migrated {self.path} from results schema version {self.migrated_from} to {SCHEMA_VERSION}; "
-                f"backup at {self.backup_path}")
+        return (f"migrated {self.path} from results schema version {self.migrated_from} to {SCHEMA_VERSION}, adding "
+                f"{migrate.describe(self.migrated_from, SCHEMA_VERSION)}; its runs are unchanged; the file as it was "
+                f"is kept at {self.backup_path}")
 
     def close(self) -> None:
         self.conn.close()

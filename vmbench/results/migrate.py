@@ -23,7 +23,9 @@ _NEWER_HINT = "use a newer vmbench to read it, or another --db for this one"
 
 
 def migrate_1_to_2(conn: sqlite3.Connection) -> None:
-    """Resumable runs (attempt numbers), the boot of each measurement, a telemetry table."""
+    """the attempts of resumed runs, each measurement's boot, telemetry series.
+
+    Resumable runs (attempt numbers), the boot of each measurement, a telemetry table."""
     for statement in (
         "ALTER TABLE runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1",
         "ALTER TABLE runs ADD COLUMN resumed_at TEXT",
@@ -47,7 +49,9 @@ def migrate_1_to_2(conn: sqlite3.Connection) -> None:
 
 
 def migrate_2_to_3(conn: sqlite3.Connection) -> None:
-    """Many VMs at once: every stored measurement and boot was VM 0 at load step 0."""
+    """each measurement's VM and load step (many VMs at once).
+
+    Every stored measurement and boot was VM 0 at load step 0."""
     for statement in (
         "ALTER TABLE boots ADD COLUMN load_step INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE boots ADD COLUMN vm INTEGER NOT NULL DEFAULT 0",
@@ -60,11 +64,19 @@ def migrate_2_to_3(conn: sqlite3.Connection) -> None:
 
 
 def migrate_3_to_4(conn: sqlite3.Connection) -> None:
-    """The host of each measurement: every stored one ran on its run's one host ('')."""
+    """each measurement's host (runs across several hosts).
+
+    Every stored measurement ran on its run's one host ('')."""
     conn.execute("ALTER TABLE measurements ADD COLUMN host TEXT NOT NULL DEFAULT ''")
 
 
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: migrate_1_to_2, 2: migrate_2_to_3, 3: migrate_3_to_4}
+
+
+def describe(old: int, new: int) -> str:
+    """What upgrading from version ``old`` to ``new`` adds, in words (the first line of each
+    step's docstring)."""
+    return "; ".join((MIGRATIONS[v].__doc__ or "").strip().split("\n")[0].rstrip(".") for v in range(old, new))
 
 
 def read_version(conn: sqlite3.Connection, path: Path) -> int | None:

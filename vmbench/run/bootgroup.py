@@ -20,7 +20,7 @@ from ..guest.disk import ScratchDisk, find_scratch
 from ..guest.facts import disk_evidence, guest_facts, root_disk_name
 from ..guest.layers import MOUNTPOINT, StackBuilder
 from ..results.db import ResultsDB
-from ..scenario.axes import settings_of, storage_settings_of, vm_key
+from ..scenario.axes import settings_of, settings_text, storage_settings_of, vm_key
 from ..scenario.model import Cell, FilesystemLayer, Stack
 from ..units import human_size
 from ..storage.radosbench import RADOS_LAYER
@@ -73,7 +73,7 @@ class BootGroupRun:
         r, s, group, steps = self.r, self.s, self.group, self.steps
         n = len(r.plan.boots)
         what = "storage" if s.host_only else "VM"
-        settings = ", ".join(f"{k}={v}" for k, v in (storage_settings_of(group.vm) if s.host_only else settings_of(group.vm)).items())
+        settings = settings_text(storage_settings_of(group.vm) if s.host_only else settings_of(group.vm))
         if not steps:
             r.progress.step(f"{what} {group.seq}/{n}: already measured ({settings})")
             return

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
+from ..drivers import LIFTS_LIMITS
 from ..fio.job import PRECONDITION_BS, FioJob, to_precondition
 from ..results.key import MeasurementKey
 from ..scenario.load import LoadMember, LoadStep, Role
@@ -499,13 +500,14 @@ def estimate(plan: Plan, accelerator: str) -> Estimate:
     if s.load is not None:
         return _load_estimate(plan, accel)
     references = len(plan.host_references())
+    lifts = LIFTS_LIMITS.get(s.hypervisor.driver, False)  # the driver lifts a VM's I/O limits for its precondition
     per_target: list[list[FioJob]] = []  # the jobs of each measured guest layer
     layers = guest_pre = 0.0
     for boot in () if s.host_only else plan.boots:  # each measured layer is preconditioned once
         for _cell, _layer, stack, depth in boot_layers(boot):
             here = [j for j in s.jobs if runs_on(j, stack, depth)]
             per_target.append(here)
-            guest_pre += precondition_estimate(to_precondition(here), boot.vm, accel)
+            guest_pre += precondition_estimate(to_precondition(here), None if lifts else boot.vm, accel)
         layers += LAYER_BUILD_SECONDS[accel] * sum(len(st.layers) for c in boot.cells for st in c.stacks)
     block_jobs = [j for j in s.jobs if not j.file_job]
     host_jobs = block_jobs + [j for j in s.jobs if j.file_job] * len(plan.host_filesystems())
@@ -526,7 +528,7 @@ def estimate(plan: Plan, accelerator: str) -> Estimate:
 
 def precondition_estimate(job: FioJob | None, vm: VmConfig | None, accel: str) -> float:
     """Seconds to precondition one target for ``job`` (None: nothing to precondition) on a VM
-    whose I/O limits may hold the writes back (None: the host)."""
+    whose I/O limits hold the writes back (None: the host, or a driver that lifts them: LIFTS_LIMITS)."""
     if job is None:
         return 0.0
     rate = PRECONDITION_MB_S[accel] * 1e6
@@ -559,10 +561,11 @@ def precondition_lines(plan: Plan) -> list[str]:
             continue
         lines.append(f"{who}: {format_size(job.size)} written before the jobs (job {job.name} reads)")
         for limits in sorted({vm.limits for vm in vms if vm.limits.write_rate(PRECONDITION_BS)}, key=repr):
-            vm = next(v for v in vms if v.limits == limits)
-            rate = limits.write_rate(PRECONDITION_BS) or 0.0
-            lines.append(f"  through the limits {', '.join(f'{k}={v:g}' for k, v in limits.given().items())}: "
-                         f"{rate / MiB:g} MiB/s, about {format_duration(precondition_estimate(job, vm, 'kvm'))} a target")
+            vm, given = next(v for v in vms if v.limits == limits), ", ".join(f"{k}={v:g}" for k, v in limits.given().items())
+            lines.append(f"  the limits {given} are lifted for it ({s.hypervisor.driver.value} sets them to no limit live, then back, "
+                         "and reads them back before fio): written at full speed" if LIFTS_LIMITS.get(s.hypervisor.driver, False) else
+                         f"  through the limits {given} ({s.hypervisor.driver.value} keeps them on): {(limits.write_rate(PRECONDITION_BS) or 0.0) / MiB:g} "
+                         f"MiB/s, about {format_duration(precondition_estimate(job, vm, 'kvm'))} a target")
     return lines
 
 
@@ -575,6 +578,7 @@ def _load_estimate(plan: Plan, accel: str) -> Estimate:
     boots = guest = host = layers = 0.0
     rounds = s.load.rounds(s.jobs)
     by_name = {j.name: j for j in s.jobs}
+    lifts = LIFTS_LIMITS.get(s.hypervisor.driver, False)
 
     def round_seconds(rnd: dict[Role, str], accel_: str) -> float:
         return max((by_name[j].duration or UNKNOWN_JOB_SECONDS) for j in rnd.values()) + s.load.tail_seconds + s.load.lead_seconds + FIO_OVERHEAD[accel_]  # type: ignore[union-attr]
@@ -586,7 +590,8 @@ def _load_estimate(plan: Plan, accel: str) -> Estimate:
         boots += -(-n // par) * BOOT_SECONDS[accel] * max(1.0, n / 2 if accel == "tcg" else 1.0) + TEARDOWN_SECONDS
         targets = len(boot_layers(unit.boot))
         # the VMs precondition at once: the slowest sets the pace (all share the host's disk)
-        guest += targets * (per_target[accel] + sum(precondition_estimate(pre_jobs[m.role], unit.vm_of(m), accel) for m in unit.step.members))
+        guest += targets * (per_target[accel] + sum(precondition_estimate(pre_jobs[m.role], None if lifts else unit.vm_of(m), accel)
+                                                    for m in unit.step.members))
         layers += LAYER_BUILD_SECONDS[accel] * sum(len(st.layers) for c in unit.boot.cells for st in c.stacks)
         if unit.has_host:
             host += per_target["kvm"] + sum(precondition_estimate(pre_jobs[m.role], None, "kvm") for m in unit.step.members)

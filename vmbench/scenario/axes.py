@@ -515,6 +515,22 @@ def storage_settings_of(vm: VmConfig) -> dict[str, object]:
     return {k: v for k, v in settings_of(vm).items() if k in STORAGE_AXES}
 
 
+def setting_text(key: str, value: object) -> str:
+    """A stored setting as plans, progress lines and reports write it, the way a vary cell names
+    a value: on/off for a flag, memory as a size."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if key == "memory_mib" and isinstance(value, int):
+        return f"{value >> 10}G" if value % 1024 == 0 else f"{value}M"
+    return str(value)
+
+
+def settings_text(settings: Mapping[str, object]) -> str:
+    """``name=value, ...``: each stored setting under its axis's YAML name (memory, not
+    memory_mib) with :func:`setting_text`'s value."""
+    return ", ".join(f"{AXIS_BY_SETTING[k].name if k in AXIS_BY_SETTING else k}={setting_text(k, v)}" for k, v in settings.items())
+
+
 def vm_key(vm: VmConfig) -> str:
     """Equal keys mean one boot can serve both VMs' cells."""
     return ";".join(f"{k}={v}" for k, v in settings_of(vm).items())

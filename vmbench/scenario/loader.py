@@ -59,6 +59,7 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
     top = Section(ctx, data, "", 1)
     if not isinstance(data, dict):
         raise ctx.fail("", 1, "a scenario is a mapping of keys (name, vm, jobs, ...)")
+    top.done(TOP_KEYS)  # an unknown key first: `job:` is named as the mistake, not as a scenario without jobs
 
     name = top.get("name", as_name, Path(filename).stem if filename != "<scenario>" else "scenario")
     description = top.get("description", as_str, "")

@@ -124,6 +124,9 @@ class Section:
         self.taken.add(key)
         if key not in self.data:
             if default is _MISSING:
+                close = difflib.get_close_matches(key, [str(k) for k in self.data if k not in self.taken], n=1)
+                if close:  # a misspelt required key is named as the mistake, not as a missing key
+                    raise self.unknown(close[0], [key])
                 raise self.ctx.fail(join(self.path, key), self.line, "is required")
             return default
         return self.data[key]
@@ -148,18 +151,21 @@ class Section:
         return self.ctx.fail(join(self.path, key), self.line_of(key), message, hint)
 
     def done(self, known: Iterable[str] | None = None) -> None:
-        """Refuse keys nobody took; ``known`` (default: the taken ones) feeds suggestions."""
+        """Refuse keys nobody took (with ``known``: keys not in it, taken or not, so a section can
+        refuse its unknown keys before it reads any); ``known`` (default: the taken ones) feeds
+        suggestions."""
         allowed = sorted(set(known) if known is not None else self.taken)
         for key in self.data:
             if key not in self.taken and (known is None or key not in allowed):
-                close = difflib.get_close_matches(str(key), allowed, n=1)
-                hint = f"did you mean {close[0]!r}?" if close else None
-                raise self.ctx.fail(
-                    join(self.path, key),
-                    self.line_of(key),
-                    f"unknown key; allowed here: {', '.join(allowed) or '(none)'}",
-                    hint,
-                )
+                raise self.unknown(str(key), allowed)
+
+    def unknown(self, key: str, allowed: Iterable[str]) -> ScenarioError:
+        """``key`` is not one of ``allowed``: the closest one named in the message, every one in the hint."""
+        allowed = sorted(allowed)
+        close = difflib.get_close_matches(key, allowed, n=1)
+        return self.ctx.fail(join(self.path, key), self.line_of(key),
+                             "unknown key" + (f"; did you mean {close[0]!r}?" if close else " (vmbench reads no such key here)"),
+                             f"allowed here: {', '.join(allowed) or '(none)'}")
 
 
 def items(ctx: Context, data: Any, path: str, line: int) -> list[tuple[str, int, Any]]:

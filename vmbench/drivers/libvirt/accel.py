@@ -66,6 +66,11 @@ class KvmProbe:
         self.cache_key = cache_key
         self.timeout = timeout
 
+    def notice(self) -> str:
+        """What a user is told before the probe boots its guest (nothing boots with a cached answer)."""
+        return (f"booting a tiny probe guest to see whether KVM works here (up to about {self.timeout + 5:.0f} s; "
+                "once: the answer is cached, vmbench doctor --probe asks again)")
+
     def cached(self) -> tuple[bool, str] | None:
         try:
             data = json.loads(self.cache_file.read_text())

@@ -90,7 +90,7 @@ def libvirt_checks(driver: CheckedHost, *, template: str, reprobe: bool, progres
                 driver.forget_probe()
             probe = driver.kvm_probe()
             if probe.cached() is None:
-                progress.step("probing KVM with a tiny guest (bounded, about 20 s at most)")
+                progress.step(probe.notice())
             ok, reason = probe()
             out.append(Check("KVM usable", "ok" if ok else "warn", reason,
                              "" if ok else "guests will run under TCG: correct but slow; results record the accelerator"))

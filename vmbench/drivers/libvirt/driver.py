@@ -178,8 +178,10 @@ class LibvirtDriver:
         if self.storage is not self.pool_storage:
             self.storage.prepare(progress)
         self.image = place_image(image, self.host, self.paths, progress)
-        progress.step("checking which accelerator works (KVM or TCG)")
-        self.accelerator = choose_accelerator(accel, self.kvm_probe())
+        probe = self.kvm_probe()
+        progress.step("checking which accelerator works (KVM or TCG)" if accel is Accel.TCG or probe.cached() is not None
+                      else probe.notice())
+        self.accelerator = choose_accelerator(accel, probe)
         if CpuMode.HOST_PASSTHROUGH in cpu_modes and self.accelerator.name != "kvm":
             raise PreflightError(
                 f"cpu host-passthrough needs KVM, but guests run under TCG here ({self.accelerator.reason})",
