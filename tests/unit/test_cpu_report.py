@@ -15,6 +15,7 @@ import pytest
 
 from tests.unit.test_html import Balance, section
 from tests.unit.test_qemu_cpu import TCG_0, TCG_1, TCG_2, snap
+from tests.records import as_measurement, store
 from vmbench.report.build import build_report
 from vmbench.report.cpurows import cpu_rows, difference, fio_cpu_us_per_io
 from vmbench.report.cputables import cpu_table
@@ -81,14 +82,14 @@ def new_run(db: ResultsDB, cells: dict[str, list[tuple[float, dict | None]]], *,
     common = dict(depth=0, job_params_json=job, job_hash="h1", sync=False, target="/dev/vdb", argv_json=["fio"],
                   started_at="2026-01-01T00:00:00", clat_bins_json={"100000": 99, "2000000": 1})
     for r in range(1, 4):
-        db.add_measurement(rid, MeasurementKey("host", None, None, "host", job["name"], r), cell_id=None, settings_json={},
+        store(db, rid, MeasurementKey("host", None, None, "host", job["name"], r), cell_id=None, settings_json={},
                            accelerator="host", iops=1000.0, bw_bytes=1000.0 * 4096, fio_json=fio(1000.0, *host_fio), **common)
     for seq, name in enumerate(names, 1):
         boot = db.add_boot(rid, seq=seq, vm_key=name, settings_json={"cache": "none"}, domain_name=f"d{seq}", accelerator=accel)
         cell = db.add_cell(rid, boot_id=boot, seq=seq, name=name, settings_json={"cache": "none", "memory_mib": 1024},
                            changed_json=[], stacks_json=[], valid=True)
         for r, (iops, row) in enumerate(cells[name], 1):
-            mid = db.add_measurement(rid, MeasurementKey("guest", name, None, "raw", job["name"], r), cell_id=cell, boot_id=boot,
+            mid = store(db, rid, MeasurementKey("guest", name, None, "raw", job["name"], r), cell_id=cell, boot_id=boot,
                                      settings_json={"cache": "none"}, accelerator=accel, iops=iops, bw_bytes=iops * 4096,
                                      fio_json=fio(iops, 10.0, 20.0), **common)
             if row is not None:
@@ -343,7 +344,7 @@ def test_a_cost_with_the_idle_share_taken_off_never_prints_negative():
     m = {"qemu_cpu": {"kind": SOURCE, "ios": 100, "process": {"us_per_io": 6.0},
                       "classes": {"vcpu": {"us_per_io": 5.0}, "main": {"us_per_io": -0.2},
                                   "other": {"us_per_io": -0.7}, "exited": {"us_per_io": 0.21}}}}
-    got = repeat_figures(m)
+    got = repeat_figures(as_measurement(m))
     assert (got["vcpu"], got["main"], got["other"], got["qemu"]) == (5.0, 0.0, 0.0, 6.0)
 
 
@@ -355,5 +356,5 @@ def test_the_rest_of_the_host_a_tick_under_its_idle_figure_is_0_as_the_notes_say
     m = {"qemu_cpu": {"kind": SOURCE, "ios": 12_000, "process": {"us_per_io": 6.0},
                       "host": {"rest_s": -0.017, "rest_us_per_io": -1.4, "zfs": {"us_per_io": -0.1}},
                       "cgroup": {"us_per_io": -0.2}, "classes": {"vcpu": {"us_per_io": 5.0}}}}
-    got = repeat_figures(m)
+    got = repeat_figures(as_measurement(m))
     assert (got["host_rest"], got["zfs"], got["cgroup"], got["qemu"]) == (0.0, 0.0, 0.0, 6.0)

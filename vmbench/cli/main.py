@@ -360,7 +360,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
     db = ResultsDB(args.db, create=False)
     say_migrated(db, ConsoleProgress())
-    rows = [[r.id, ", ".join(r.tags), r.scenario_name, (r.environment.get("ssh_host") or "localhost"), r.status, r.attempts,
+    rows = [[r.id, ", ".join(r.tags), r.scenario_name, (r.environment.ssh_host or "localhost"), r.status, r.attempts,
              r.started_at, r.finished_at or "-"] for r in db.runs()]
     print(tabulate(rows, headers=["run", "tag", "scenario", "host", "status", "attempts", "started", "finished"], tablefmt="simple"))
     return 0

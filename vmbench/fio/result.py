@@ -1,8 +1,8 @@
 """fio ``--output-format=json+`` -> numbers, with exact percentiles from the histograms.
 
 fio's json+ keeps, per direction, the completion-latency histogram (``clat_ns.bins``:
-bucket value -> count).  Percentiles computed from merged bins are exact across jobs,
-directions and repeats, where averaging percentiles would be wrong (METHOD rule 5).
+bucket value -> count), read into a :class:`~vmbench.fio.histogram.Histogram` (fio's
+percentile rule and merging, written once there).
 The tail job of a load step (``vmbench-tail``, :data:`vmbench.fio.job.TAIL_NAME`) only keeps
 the load on: it is in no figure.
 """
@@ -10,13 +10,12 @@ the load on: it is in no figure.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Mapping
+from dataclasses import dataclass
 
 from ..errors import VmbenchError
+from .histogram import PERCENTILES, Histogram
 from .job import TAIL_NAME
 
-PERCENTILES = (50.0, 95.0, 99.0, 99.9)
 DIRECTIONS = ("read", "write", "trim")
 
 
@@ -24,44 +23,6 @@ class FioOutputError(VmbenchError):
     """fio's output could not be read, or fio reported an error in it."""
 
     exit_code = 4
-
-
-@dataclass(frozen=True)
-class Histogram:
-    """Completion latency bins: {bucket value in ns: count}."""
-
-    bins: Mapping[int, int] = field(default_factory=dict)
-
-    @property
-    def count(self) -> int:
-        return sum(self.bins.values())
-
-    def merge(self, other: "Histogram") -> "Histogram":
-        out = dict(self.bins)
-        for value, n in other.bins.items():
-            out[value] = out.get(value, 0) + n
-        return Histogram(out)
-
-    def percentile(self, p: float) -> int | None:
-        """The value fio itself would report: the first bucket whose cumulative count
-        reaches p% of all samples (fio's stat.c calc_clat_percentiles)."""
-        total = self.count
-        if total == 0:
-            return None
-        threshold = p / 100.0 * total
-        running = 0
-        for value in sorted(self.bins):
-            running += self.bins[value]
-            if running >= threshold:
-                return value
-        return max(self.bins)
-
-    def to_json(self) -> dict[str, int]:
-        return {str(k): v for k, v in sorted(self.bins.items())}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, int]) -> "Histogram":
-        return cls({int(k): int(v) for k, v in data.items()})
 
 
 @dataclass(frozen=True)
@@ -97,14 +58,10 @@ class FioResult:
 
     @property
     def clat(self) -> Histogram:
-        h = Histogram()
-        for d in self.directions:
-            h = h.merge(d.clat)
-        return h
+        return Histogram.merged(d.clat for d in self.directions) if self.directions else Histogram()
 
     def percentiles(self) -> dict[float, int | None]:
-        h = self.clat
-        return {p: h.percentile(p) for p in PERCENTILES}
+        return dict(zip(PERCENTILES, self.clat.percentiles(PERCENTILES)))
 
 
 def parse_fio_json(text: str | bytes) -> FioResult:
@@ -134,9 +91,7 @@ def parse_fio_json(text: str | bytes) -> FioResult:
         parts = [job[name] for job in jobs if job.get(name, {}).get("total_ios", 0) > 0]
         if not parts:
             continue
-        hist = Histogram()
-        for part in parts:
-            hist = hist.merge(Histogram.from_json(part.get("clat_ns", {}).get("bins", {})))
+        hist = Histogram.merged(Histogram.from_json(part.get("clat_ns", {}).get("bins", {})) for part in parts)
         directions.append(
             Direction(
                 name=name,

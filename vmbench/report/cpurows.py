@@ -1,7 +1,7 @@
 """What each VM setting costs the host CPU per I/O (issue 17): the rows of the "CPU per I/O"
 table, from the guest measurements that carry a ``qemu-cpu`` row (the QEMU process sampled on
 the host, :meth:`vmbench.telemetry.qemu_cpu.CpuPerIo.to_json`, attached by
-:func:`vmbench.report.load.summarize_telemetry` as ``m["qemu_cpu"]``).
+:func:`vmbench.report.load.with_telemetry` as ``qemu_cpu``).
 
 Pure: measurements in, :class:`CpuRow` out; :mod:`vmbench.report.cputables` lays them out.
 Per (cell, stack, layer, job) group: the median over repeats of µs of CPU per I/O of each
@@ -30,6 +30,7 @@ import numpy as np
 
 from ..fio.job import TAIL_NAME
 from ..results.key import MeasurementKey
+from ..results.records import CellRecord, JobParams, Measurement
 from . import stats
 from .facts import saturation
 from .load import QEMU_CPU as SOURCE
@@ -111,15 +112,15 @@ class CpuRow:
 # ---- reading one stored row --------------------------------------------------------------------
 
 
-def qemu_cpu(m: Mapping) -> Mapping | None:
-    """A measurement's qemu-cpu row (as :func:`~vmbench.report.load.summarize_telemetry` attaches it)."""
-    d = m.get("qemu_cpu")
-    return d if isinstance(d, Mapping) and d.get("kind") == SOURCE else None
+def qemu_cpu(m: Measurement) -> Mapping | None:
+    """A measurement's qemu-cpu row (as :func:`~vmbench.report.load.with_telemetry` attaches it)."""
+    d = m.qemu_cpu
+    return d if d is not None and d.get("kind") == SOURCE else None
 
 
-def has_qemu_cpu(measurements: Sequence[Mapping]) -> bool:
+def has_qemu_cpu(measurements: Sequence[Measurement]) -> bool:
     """Some single-VM guest measurement carries a qemu-cpu row."""
-    return any(m.get("side") == "guest" and not m.get("load_step") and qemu_cpu(m) is not None for m in measurements)
+    return any(m.side == "guest" and not m.load_step and qemu_cpu(m) is not None for m in measurements)
 
 
 def _num(v: Any) -> float | None:
@@ -184,12 +185,12 @@ def rest_undercounted(d: Mapping) -> bool:
     return rest is not None and rest < -UNDERCOUNT_S
 
 
-def repeat_figures(m: Mapping) -> dict[str, float | None]:
+def repeat_figures(m: Measurement) -> dict[str, float | None]:
     """One measurement's figures (:data:`FIGURES`) from its qemu-cpu row and its fio output; all
     None but guest_fio when it has no qemu-cpu row or counted no I/O."""
     d = qemu_cpu(m)
     out: dict[str, float | None] = {k: None for k in FIGURES}
-    out["guest_fio"] = fio_cpu_us_per_io(m.get("fio"))
+    out["guest_fio"] = fio_cpu_us_per_io(m.fio)
     if d is None or not (_num(d.get("ios")) or 0) > 0:
         return out
     classes = d.get("classes") or {}
@@ -228,15 +229,15 @@ def _perf(d: Mapping) -> tuple[float | None, str | None]:
     return None, str(perf["why"]) if perf.get("why") else None
 
 
-def fixed_rate(params: Mapping) -> str | None:
+def fixed_rate(params: JobParams) -> str | None:
     """A built-in job's fixed rate in words ("2,000 IOPS", "50.0 MB/s"), None when it has none
     (a job file's is not read here)."""
-    if params.get("jobfile") is not None:
+    if params.file_job:
         return None
-    if params.get("rate_iops") is not None:
-        return f"{float(params['rate_iops']):,.0f} IOPS"
-    if params.get("rate") is not None:
-        return f"{float(params['rate']) / 1e6:,.1f} MB/s"
+    if params.rate_iops is not None:
+        return f"{float(params.rate_iops):,.0f} IOPS"
+    if params.rate is not None:
+        return f"{float(params.rate) / 1e6:,.1f} MB/s"
     return None
 
 
@@ -296,15 +297,15 @@ def _median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _accel(rows: Sequence[Mapping]) -> str:
+def _accel(rows: Sequence[Measurement]) -> str:
     named = sorted({str(d["accel"]) for r in rows if (d := qemu_cpu(r)) is not None and d.get("accel")})
     if named:
         return "/".join(named)
-    stored = sorted({str(r.get("accelerator")) for r in rows if r.get("accelerator")})
+    stored = sorted({str(r.accelerator) for r in rows if r.accelerator})
     return "/".join(stored) or "?"
 
 
-def _group_row(key: MeasurementKey, rows: Sequence[dict], host_rows: Sequence[dict] | None) -> CpuRow:
+def _group_row(key: MeasurementKey, rows: Sequence[Measurement], host_rows: Sequence[Measurement] | None) -> CpuRow:
     sampled = [r for r in rows if (d := qemu_cpu(r)) is not None and (_num(d.get("ios")) or 0) > 0]
     per = [repeat_figures(r) for r in rows]
     cpu = [d for r in sampled if (d := qemu_cpu(r)) is not None]
@@ -314,31 +315,30 @@ def _group_row(key: MeasurementKey, rows: Sequence[dict], host_rows: Sequence[di
     shares = [s for d in cpu if (s := _num(d.get("accounted_share"))) is not None]
     perf = [_perf(d) for d in cpu]
     host_fio = None
-    if host_rows and host_rows[0].get("job_hash") == rows[0].get("job_hash"):
-        host_fio = Figure.of([fio_cpu_us_per_io(r.get("fio")) for r in host_rows])
-    params = rows[0].get("job_params") or {}
+    if host_rows and host_rows[0].job_hash == rows[0].job_hash:
+        host_fio = Figure.of([fio_cpu_us_per_io(r.fio) for r in host_rows])
     return CpuRow(
-        job=key.job, sync=bool(rows[0].get("sync")), cell=str(key.cell), stack=key.stack, layer=key.layer,
-        job_hash=str(rows[0].get("job_hash")), accel=_accel(rows),
+        job=key.job, sync=rows[0].sync, cell=str(key.cell), stack=key.stack, layer=key.layer,
+        job_hash=rows[0].job_hash, accel=_accel(rows),
         repeats=len(rows), sampled=len(sampled), figures=figures, host_fio=host_fio,
         accounted_share=min(shares) if shares else None,
         idle_s=tuple(float(e) for d in cpu if (e := _num((d.get("idle") or {}).get("elapsed_s"))) is not None),
         idle_qemu=Figure.of([_per_io(d, _num((d.get("process") or {}).get("idle_s"))) for d in cpu]),
         idle_rest=Figure.of([_per_io(d, _num((d.get("host") or {}).get("idle_rest_s"))) for d in cpu]),
         ios=Figure.of([_num(d.get("ios")) for d in cpu]),
-        fixed_rate=fixed_rate(params), saturated=saturation(rows), named=all(d.get("named") for d in cpu),
+        fixed_rate=fixed_rate(rows[0].job_params), saturated=saturation(rows), named=all(d.get("named") for d in cpu),
         perf_cycles=Figure.of([c for c, _ in perf]), perf_why=tuple(dict.fromkeys(w for _, w in perf if w)),
-        baseline=None, shared_from=rows[0].get("shared_from"), rest_undercounted=undercounted)
+        baseline=None, shared_from=rows[0].shared_from, rest_undercounted=undercounted)
 
 
-def cpu_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str]) -> list[CpuRow]:
+def cpu_rows(measurements: Sequence[Measurement], cells: Sequence[CellRecord], jobs: Sequence[str]) -> list[CpuRow]:
     """Per job, per cell (``cells``: the valid ones, in scenario order), each group of guest
     measurements (raw disk first, then each stack's layers) that has a qemu-cpu row, with every
     figure's difference from the same group in the first cell (the baseline).  Load runs'
     measurements (several VMs at once) are not read here."""
-    groups = group(m for m in measurements if not m.get("load_step") and not m.get("vm"))
-    by_name = {c["name"]: c for c in cells}
-    order = [c["name"] for c in cells]
+    groups = group(m for m in measurements if not m.load_step and not m.vm)
+    by_name = {c.name: c for c in cells}
+    order = [c.name for c in cells]
     baseline = order[0] if order else None
     out: list[CpuRow] = []
     for job in list(jobs) + sorted({k.job for k in groups if k.job not in jobs}):

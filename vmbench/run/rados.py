@@ -14,6 +14,8 @@ import secrets
 import time
 
 from ..fio.job import FioJob, job_hash
+from ..results.key import MeasurementKey
+from ..results.records import JobParams, Measurement, Settings
 from ..scenario.model import CephConfig
 from ..storage.radosbench import RadosResult, cleanup_argv, parse_bench, rados_mode, read_argv, seconds, write_argv
 from ..transport.base import Transport
@@ -41,12 +43,12 @@ def bench(side: Transport, cfg: CephConfig, job: FioJob, run_tag: str) -> tuple[
     return argv, result, json.dumps(data)
 
 
-def rados_values(job: FioJob, argv: list[str], result: RadosResult, raw: str, *, cell_id: int | None, attempt: int,
-                 settings: dict, pool: str) -> dict:
-    """A measurement row's columns but its key, for one ``rados bench``."""
-    return dict(
-        cell_id=cell_id, boot_id=None, attempt=attempt, depth=0, job_params_json=job.params(), job_hash=job_hash(job),
-        sync=job.is_sync, target=f"rados:{pool}", argv_json=argv, settings_json=settings, accelerator="host",
-        started_at=time.strftime("%Y-%m-%dT%H:%M:%S"), iops=result.iops, bw_bytes=result.bw_bytes,
-        p50_ns=None, p95_ns=None, p99_ns=None, p999_ns=None, clat_bins_json={}, fio_json=raw,
-    )
+def rados_measurement(key: MeasurementKey, job: FioJob, argv: list[str], result: RadosResult, raw: str, *, cell_id: int | None,
+                      attempt: int, settings: dict, pool: str) -> Measurement:
+    """The record of one ``rados bench``: no latency histogram, rados's output as fio's."""
+    return Measurement(
+        side=key.side, layer=key.layer, job=key.job, repeat=key.repeat or 0, cell=key.cell, stack=key.stack, vm=key.vm,
+        load_step=key.load_step, host=key.host, cell_id=cell_id, boot_id=None, attempt=attempt, depth=0,
+        job_params=JobParams.from_row(job.params()), job_hash=job_hash(job), sync=job.is_sync, target=f"rados:{pool}",
+        argv_json=json.dumps(argv), settings=Settings.of(settings), accelerator="host",
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%S"), iops=result.iops, bw_bytes=result.bw_bytes, fio_json=raw)
