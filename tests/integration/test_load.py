@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.integration.conftest import ROOT, run_tag_resources, vmbench, wait_for, write
+from tests.integration.conftest import ROOT, flat, run_tag_resources, vmbench, wait_for, write
 from tests.sshd import TestSshd
 from vmbench.results.db import ResultsDB
 
@@ -95,7 +95,7 @@ def _killed_mid_step(scenario, db_path, sshd: TestSshd, when: str) -> str:
     assert sshd.kill_sessions() > 0
     _, rest = proc.communicate(timeout=600)
     assert proc.returncode not in (0, None), "".join(lines) + rest
-    return "".join(lines) + rest
+    return flat("".join(lines) + rest)
 
 
 def test_scaling_over_two_hosts_one_killed_mid_step_then_resumed(machine, tmp_path, two_hosts):
@@ -173,9 +173,9 @@ def test_noisy_neighbour_across_two_hosts_in_three_phases_with_a_limit(machine, 
     assert limited["settings"]["mbps_wr"] == LIMIT
     assert abs(limited["bw_bytes"] - LIMIT * MiB) <= 0.1 * LIMIT * MiB, (limited["bw_bytes"], LIMIT)
     assert by[(2, 1)]["bw_bytes"] > 2 * LIMIT * MiB
-    assert "preconditioning 1 of 2 target(s) at once" in run.stdout + run.stderr
+    assert "preconditioning 1 of 2 target(s) at once" in flat(run.stdout) + run.stderr
     plan = vmbench("plan", str(tmp_path / "neighbours.yaml"))
-    assert "aggressor VMs' targets: not preconditioned (no job reads: heavy)" in plan.stdout, plan.stdout
+    assert "aggressor VMs' targets: not preconditioned (no job reads: heavy)" in flat(plan.stdout), plan.stdout
     # every window was checked against every other VM's load (clocks read before and after)
     assert all(m["load"]["loaded"] is not None and m["load"]["clock_drift_ms"] is not None for m in rows), [m["load"] for m in rows]
     # the victim ran at its fixed rate in every phase
@@ -190,8 +190,8 @@ def test_noisy_neighbour_across_two_hosts_in_three_phases_with_a_limit(machine, 
     print(text.stdout)
     # the report says, phase by phase, what became of the victim's p99 (held, recovered, did not
     # recover, or not judged when the phase's victim window was not fully loaded)
-    assert "The victim's p99" in text.stdout and "victim p99 vs alone" in text.stdout
-    assert "Per host: each step's figures on each host" in text.stdout
+    assert "The victim's p99" in flat(text.stdout) and "victim p99 vs alone" in flat(text.stdout)
+    assert "Per host: each step's figures on each host" in flat(text.stdout)
     tables = {t["name"]: t for t in json.loads(rep.stdout)["tables"]}
     assert {rec["host"] for rec in tables["load-hosts"]["records"]} == {"near", "far"}
     # advise: the limit on the aggressors is the change, judged on the victim's p99 against the unlimited phase
