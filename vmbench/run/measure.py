@@ -26,8 +26,8 @@ from .rados import bench, rados_values
 from ..storage.radosbench import RADOS_LAYER, rados_mode, seconds
 from ..errors import HypervisorError, VmbenchError
 from ..storage.cephcli import client_args
-from ..storage.rbd import cluster_state
-from ..telemetry.ceph import CephPool, ask_degrading
+from ..storage.rbd import cluster_state, timed_out
+from ..telemetry.ceph import LAG_S as CEPH_LAG_S, CephPool, ask_degrading
 from ..progress import Progress
 from ..results.db import ResultsDB
 from ..results.key import MeasurementKey
@@ -130,6 +130,8 @@ class Measurer:
         self.host_argv: dict[str, tuple[str, ...]] = dict(host_argv or {})
         #: RBD storage: the degrading Ceph checks at the run's first fio step (None: not asked yet)
         self.ceph_known: frozenset[str] | None = None
+        #: RADOS benches whose objects could not be removed: (the side they ran on, the run name)
+        self.left_benches: list[tuple[Transport, str]] = []
         #: Step.group() -> {repeat: IOPS} of every stored measurement (earlier attempts' too)
         self.iops: dict[MeasurementKey, dict[int, float]] = {k: dict(v) for k, v in (stored or {}).items()}
         assert scenario.repeat_policy is not None
@@ -172,6 +174,9 @@ class Measurer:
         self.progress.step(f"{where.label}: preconditioning {format_size(pre_job.size)} of {where.target}")
         pre = precondition_at(where, pre_job)
         log.debug("precondition %s: %s", where.target, pre)
+        if self.ceph is not None:  # the pool's counters take the precondition in before the first job's reading
+            self.progress.step(f"{where.label}: {CEPH_LAG_S:g}s for the Ceph manager to report the precondition's writes")
+            time.sleep(CEPH_LAG_S)
 
     def _values(self, step: Step) -> list[float]:
         return list(self.iops.get(step.group(), {}).values())
@@ -205,7 +210,7 @@ class Measurer:
             yield
         except VmbenchError as exc:
             if cfg is not None and host is not None:
-                exc.message = f"{exc.message}; the Ceph cluster under the disk reports {cluster_state(host, cfg)}"
+                exc.message = f"{exc.message}; {cluster_state(host, cfg, timed_out=timed_out(exc.message))}"
                 exc.args = (exc.message,)
                 exc.hint = exc.hint or ("`ceph health detail` says more; once the cluster is healthy, "
                                         "`vmbench cleanup SCENARIO` removes what the run could not")
@@ -218,7 +223,8 @@ class Measurer:
             raise HypervisorError("a RADOS bench step, but the driver knows no Ceph pool under the scratch disks")
         self.progress.step(f"{label}: rados bench on pool {cfg.pool} ({rados_mode(job)}, {seconds(job)}s)")
         with self._ceph_state_on_failure(where):
-            argv, result, raw = bench(where.side, cfg, job, self.run_tag)
+            argv, result, raw = bench(where.side, cfg, job, self.run_tag,
+                                      left=lambda name: self.left_benches.append((where.side, name)))
         self.db.add_measurement(self.run_id, step.key(), **rados_values(
             job, argv, result, raw, cell_id=where.cell_id, attempt=self.attempt, settings=where.settings, pool=cfg.pool))
         self.iops.setdefault(step.group(), {})[step.repeat] = float(result.iops)
