@@ -119,7 +119,8 @@ class BootGroupRun:
         host_cell = next((c for c in group.cells if c.name == host_steps[0].cell), None)
         cell_id = None if host_cell is None else r.record_cell(host_cell, None, [], {"storage": res.storage})
         where = Where(r.host, "host", r.host_workdir, target, "host", cell=host_cell, cell_id=cell_id,
-                      settings=storage_settings_of(group.vm) if s.host_only else {}, zfs_pool=s.storage.zfs_pool)
+                      settings=storage_settings_of(group.vm) if s.host_only else {}, zfs_pool=s.storage.zfs_pool,
+                      host=r.host_of("").label)
         rados = [st for st in host_steps if st.layer == RADOS_LAYER]  # the pool's ceiling first, then librbd on it
         r.measurer.measure(replace(where, layer=RADOS_LAYER), rados)
         r.measurer.measure(where, [st for st in host_steps if st.layer == "host"])
@@ -195,7 +196,8 @@ class BootGroupRun:
                       # the host is sampled too while the guest's fio runs: its CPU and, on ZFS, the pool
                       host_side=r.host, host_workdir=r.host_workdir, host_target=guest.resources.scratch_path,
                       zfs_pool=self.s.storage.zfs_pool, cpu=self._cpu_cost(boot_id, guest, evidence.get("qemu_pid")),
-                      write_rate=cell.vm.limits.write_rate(PRECONDITION_BS), lift_limits=guest.limits_lifted)
+                      write_rate=cell.vm.limits.write_rate(PRECONDITION_BS), lift_limits=guest.limits_lifted,
+                      host=r.host_of("").label)
         if raw_steps:
             r.step = f"measuring {cell.name}: raw disk"
             r.measurer.measure(where, raw_steps)

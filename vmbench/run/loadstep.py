@@ -329,7 +329,8 @@ class LoadStepRun:
         for mem, t in zip(self.members, targets):
             rh = r.host_of(mem.host)
             sides.append(Side(mem.member.vm, mem.member.role, rh.transport,
-                              Where(rh.transport, "host", rh.workdir, t, "host", settings={}, zfs_pool=self.s.storage.zfs_pool),
+                              Where(rh.transport, "host", rh.workdir, t, "host", settings={}, zfs_pool=self.s.storage.zfs_pool,
+                                    host=rh.label),
                               host=mem.host))
         cell_id = None
         if self.unit.host_cell is not None:
@@ -364,7 +365,8 @@ class LoadStepRun:
                 boot_id=mem.boot_id, layer="raw", settings=settings_of(mem.request.vm),
                 host_side=rh.transport if samples else None, host_workdir=rh.workdir,
                 host_target=mem.res.scratch_path, zfs_pool=self.s.storage.zfs_pool,
-                write_rate=mem.request.vm.limits.write_rate(PRECONDITION_BS), lift_limits=mem.guest.limits_lifted), host=mem.host))
+                write_rate=mem.request.vm.limits.write_rate(PRECONDITION_BS), lift_limits=mem.guest.limits_lifted, host=rh.label),
+                host=mem.host))
         raw = [st for st in steps if st.stack is None]
         if raw:
             self._measure(sides, raw, f"{cell.name}: raw")

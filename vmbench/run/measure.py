@@ -73,6 +73,8 @@ class Where:
     lift_limits: Callable[[], ContextManager[bool]] | None = None
     #: a filesystem layer's mountpoint, where file jobs run (in :func:`files_dir`); None: a block layer
     mount: str | None = None
+    #: the name of the host it runs on (of a guest: the host the VM runs on), stored with each row
+    host: str = ""
 
     @property
     def slow(self) -> bool:
@@ -91,7 +93,7 @@ def measurement_values(where: Where, job: FioJob, run: FioRun, attempt: int) -> 
         job_params_json=job.params(), job_hash=job_hash(job), sync=job.is_sync, target=run.target, argv_json=list(run.argv),
         settings_json=where.settings, accelerator=where.accelerator, started_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
         iops=run.result.iops, bw_bytes=run.result.bw_bytes, p50_ns=pcts[50.0], p95_ns=pcts[95.0], p99_ns=pcts[99.0],
-        p999_ns=pcts[99.9], clat_bins_json=run.result.clat.to_json(), fio_json=run.raw_json,
+        p999_ns=pcts[99.9], clat_bins_json=run.result.clat.to_json(), fio_json=run.raw_json, host=where.host,
     )
 
 
@@ -226,7 +228,8 @@ class Measurer:
             argv, result, raw = bench(where.side, cfg, job, self.run_tag,
                                       left=lambda name: self.left_benches.append((where.side, name)))
         self.db.add_measurement(self.run_id, step.key(), **rados_values(
-            job, argv, result, raw, cell_id=where.cell_id, attempt=self.attempt, settings=where.settings, pool=cfg.pool))
+            job, argv, result, raw, cell_id=where.cell_id, attempt=self.attempt, settings=where.settings, pool=cfg.pool),
+            host=where.host)
         self.iops.setdefault(step.group(), {})[step.repeat] = float(result.iops)
         self.progress.status(f"{label}: RADOS {result.iops:,.0f} ops/s, {result.bw_bytes / 1e6:,.1f} MB/s")
 

@@ -28,7 +28,7 @@ The sampler is a fixed shell script (:data:`SAMPLER_SCRIPT`, never built from da
 name, checked against :data:`vmbench.telemetry.zfs.POOL_NAME`, is one of its arguments) that
 stops by itself after ``max_s`` seconds, and so does ``zpool iostat`` (its count), so nothing
 is left running even if the kill is lost.  It stays out of the measured work's way: it runs at
-the lowest priority (``renice 19`` of itself, which ``zpool iostat`` inherits) and starts two
+a low priority (``renice 10`` of itself, which ``zpool iostat`` inherits) and starts two
 processes a second (``cat``, ``sleep``; the CPU line is read by the shell itself).  Telemetry
 never fails a measurement: any error is a warning and no series.
 """
@@ -56,7 +56,7 @@ SECTOR = 512
 #: its errors into "<output file>.zerr", stopped with the loop.
 #: Arguments: output file, interval seconds, max seconds (0: one sample)[, pool].
 SAMPLER_SCRIPT = r"""out=$1; iv=$2; max=$3; pool=$4
-renice -n 19 -p $$ >/dev/null 2>&1
+renice -n 10 -p $$ >/dev/null 2>&1
 read start _ < /proc/uptime
 start=${start%.*}
 zp=
