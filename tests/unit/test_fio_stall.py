@@ -73,3 +73,18 @@ def test_a_side_that_stops_answering_is_said_with_the_stall():
 def test_the_final_result_is_read_after_the_status_dumps():
     final = (Path(__file__).parent.parent / "data" / "fio-randrw-jsonplus.json").read_text()
     assert parse_fio_json(_dump(0, 100, 1) + _dump(0, 300, 2) + final) == parse_fio_json(final)
+
+
+def test_a_host_that_stops_answering_is_named_while_the_wait_goes_on():
+    import time
+
+    from vmbench.progress import Silence
+
+    progress = RecordingProgress()
+    with Silence(progress, "host b", "vmbench-r1-3 booting", every=0.3) as silence:
+        time.sleep(0.5)
+        (kind, said), = progress.events  # once per 0.3 s of silence
+        assert kind == "warn" and said.startswith("host b has not answered for ") and said.endswith("; still waiting (vmbench-r1-3 booting)")
+        silence.answered()
+        time.sleep(0.1)
+        assert len(progress.events) == 1  # it answered: quiet again
