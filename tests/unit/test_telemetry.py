@@ -158,6 +158,21 @@ def test_every_measurement_stores_disk_and_cpu_and_the_report_shows_them(env):  
     assert any("served from cache?" in (r.get("note") or "") for r in layers.records)
 
 
+def test_telemetry_off_leaves_fio_alone_on_every_side(env):  # noqa: F811
+    from vmbench.scenario import parse_scenario
+    from vmbench.settings import Telemetry
+
+    driver = FakeDriver()
+    off = scenario("", STACK + "telemetry: off\n")
+    assert off.telemetry is Telemetry.OFF and scenario("", STACK).telemetry is Telemetry.ON
+    outcome = env.runner(driver, off).run()
+    assert outcome.status == "ok"
+    assert {r["source"] for r in env.telemetry(outcome.run_id)} <= {"fio-iops", "fio-clat", "fio-iops-read", "fio-iops-write"}
+    assert not driver.host.spawned and not any(g.transport.spawned for g in driver.guests)  # no sampler anywhere
+    with pytest.raises(Exception, match="telemetry.*'sometimes' is not one of: on, off"):
+        parse_scenario("name: x\njobs: [{name: j, rw: read}]\ntelemetry: sometimes\n", "t.yaml")
+
+
 def m(side, cell, job, rw, mb_s, tel=None):
     row = {"side": side, "cell": cell, "stack": None, "layer": "host" if side == "host" else "raw", "job": job, "iops": mb_s,
            "bw_bytes": mb_s * 1e6, "clat_bins": {"1000": 1}, "job_hash": "h", "sync": False, "repeat": 1, "settings": {},

@@ -33,6 +33,7 @@ from ..results.db import ResultsDB
 from ..results.key import MeasurementKey
 from ..scenario.model import CephConfig, Cell, RepeatPolicy
 from ..scenario.spec import Scenario
+from ..settings import Telemetry
 from ..transport.base import Transport
 from ..units import format_duration, format_size
 
@@ -265,7 +266,7 @@ class Measurer:
         cpu_start = where.cpu.begin(job.duration) if where.cpu is not None else None
         with self._ceph_state_on_failure(where):
             run = run_fio(where.side, job, target, where.workdir, label=label, progress=self.progress,
-                          slow=where.slow, must_match=must_match,
+                          slow=where.slow, must_match=must_match, telemetry=s.telemetry is Telemetry.ON,
                           zfs_pool=where.zfs_pool if where.side_name == "host" or on_host else None,
                           host_side=where.host_side if on_host else None, host_workdir=where.host_workdir if on_host else "",
                           host_target=where.host_target if on_host else None, ceph_pool=self._ceph_pool(where))
