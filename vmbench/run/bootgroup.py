@@ -22,6 +22,7 @@ from ..guest.layers import MOUNTPOINT, StackBuilder
 from ..results.db import ResultsDB
 from ..scenario.axes import settings_of, storage_settings_of, vm_key
 from ..scenario.model import Cell, FilesystemLayer, Stack
+from ..settings import Telemetry
 from ..units import human_size
 from ..storage.radosbench import RADOS_LAYER
 from .cpucost import CpuCost
@@ -213,8 +214,9 @@ class BootGroupRun:
         return cell.name if raw_steps else None
 
     def _cpu_cost(self, boot_id: int, guest: Guest, pid: object) -> CpuCost | None:
-        """The boot's sampler of its QEMU process (one per boot: its idle cost is measured once)."""
-        if not isinstance(pid, int):
+        """The boot's sampler of its QEMU process (one per boot: its idle cost is measured once);
+        none with ``telemetry: off``."""
+        if not isinstance(pid, int) or self.s.telemetry is not Telemetry.ON:
             return None
         if boot_id not in self.cpu_costs:
             self.cpu_costs[boot_id] = CpuCost(self.r.host, pid, guest.transport)
