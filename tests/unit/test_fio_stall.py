@@ -88,3 +88,33 @@ def test_a_host_that_stops_answering_is_named_while_the_wait_goes_on():
         silence.answered()
         time.sleep(0.1)
         assert len(progress.events) == 1  # it answered: quiet again
+
+
+def test_a_full_pool_is_said_with_the_stall_then_ends_the_run():
+    import pytest
+
+    from vmbench.command import Completed
+    from vmbench.errors import HypervisorError
+    from vmbench.telemetry.ceph import CephPool, CephWatch
+
+    full = json.dumps({"status": "HEALTH_WARN", "checks": {"POOL_FULL": {"severity": "HEALTH_WARN", "summary": {
+        "message": "1 pool(s) full"}}}})
+
+    class Ceph:
+        name = "host"
+
+        def run(self, argv, **kw):
+            return Completed(tuple(argv), 0, full, "")
+
+    now = [0.0]
+    watch = CephWatch(Ceph(), CephPool(("ceph",), "vmbench"), clock=lambda: now[0])
+    stall = StallWatch(_Side([_dump(0, 100, 1)]), every=5, after=10, clock=lambda: now[0])
+    progress = RecordingProgress()
+    tick = _ticker(progress, "host: 4k-randwrite", 60.0, watch, stall)
+    for t in (5, 10):
+        now[0] = float(t)
+        tick(float(t))  # progress: the watch waits 30 s between questions
+    now[0] = 15.0
+    with pytest.raises(HypervisorError, match="Ceph reported POOL_FULL: 1 pool\\(s\\) full while fio ran on pool vmbench"):
+        tick(15.0)  # stalled: asked at once, and the answer ends the run
+    assert progress.events[-1] == ("warn", "host: 4k-randwrite: stalled for 10s (no I/O completed; Ceph: POOL_FULL: 1 pool(s) full)")

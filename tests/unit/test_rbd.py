@@ -312,6 +312,9 @@ HEALTH_OSD_DOWN = json.dumps({"status": "HEALTH_WARN", "checks": {
 def test_degrading_checks_are_the_ones_that_cost_io():
     from vmbench.telemetry.ceph import degrading_checks
     assert degrading_checks(HEALTH_OSD_DOWN) == {"OSD_DOWN": "1 osds down"}
+    full = {"status": "HEALTH_WARN", "checks": {"POOL_FULL": {"summary": {"message": "1 pool(s) full"},
+                                                              "detail": [{"message": "pool 'vmbench' is full (running out of quota)"}]}}}
+    assert degrading_checks(json.dumps(full)) == {"POOL_FULL": "1 pool(s) full (pool 'vmbench' is full (running out of quota))"}
     assert degrading_checks('{"status": "HEALTH_OK", "checks": {}}') == {} and degrading_checks("not json") == {}
 
 
@@ -339,7 +342,7 @@ def test_the_watch_ends_a_run_when_a_degrading_check_appears_not_one_the_run_beg
     watch.check()  # not yet: 30 s apart while fio makes progress
     assert host.asked == []
     watch.check(stalled=True)  # stalled: asked at once
-    assert host.asked == [["ceph", "--id", "vmbench", "health", "--format", "json"]]
+    assert host.asked == [["ceph", "--id", "vmbench", "health", "detail", "--format", "json"]]
     assert watch.said == "Ceph did not answer ceph health on host"  # no answer: said, not an error
     now[0] = 25.0
     with pytest.raises(HypervisorError, match="Ceph reported OSD_DOWN: 1 osds down while fio ran on pool vmbench"):

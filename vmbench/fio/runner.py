@@ -211,13 +211,16 @@ def _ticker(progress: Progress, label: str, total: float | None, watch: CephWatc
 
     def tick(elapsed: float) -> None:
         stalled = stall.check() if stall is not None else None
-        if watch is not None:
-            watch.check(stalled=stalled is not None)
-        if stalled is not None and stall is not None:
-            why = "; ".join(filter(None, [stall.unanswered(), watch.said if watch is not None else ""]))
-            line = f"{label}: stalled for {stalled:.0f}s (no I/O completed{'; ' + why if why else ''})"
-            progress.warn(line) if not warned[0] else progress.status(line)
-            warned[0] = True
+        try:
+            if watch is not None:
+                watch.check(stalled=stalled is not None)
+        finally:  # a stall is said with what Ceph answered, also when that answer ends the run
+            if stalled is not None and stall is not None:
+                why = "; ".join(filter(None, [stall.unanswered(), watch.said if watch is not None else ""]))
+                line = f"{label}: stalled for {stalled:.0f}s (no I/O completed{'; ' + why if why else ''})"
+                progress.warn(line) if not warned[0] else progress.status(line)
+                warned[0] = True
+        if stalled is not None:
             return
         warned[0] = False
         if total is None:

@@ -38,6 +38,8 @@ from ..units import human_size, parse_size
 from .cephcli import client_args
 
 NAMESPACE = "vmbench-bench"
+#: the kind of a leftover bench in ``vmbench cleanup``'s list
+BENCH_KIND = "rados objects"
 #: the layer of a RADOS ceiling row (a host measurement, beside the host's fio rows)
 RADOS_LAYER = "rados"
 RUN_NAME_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-[0-9a-f]{8}$")

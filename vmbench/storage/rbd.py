@@ -30,7 +30,7 @@ from ..settings import Cache, ImageFormat
 from ..transport.base import Transport
 from . import VOLUME_RE, Volume
 from .cephcli import OP_TIMEOUT_S, ceph_argv, client_args, rbd_argv
-from .radosbench import (MARKER_TEXT, NAMESPACE, OBJECT_PREFIX_RE, RUN_NAME_RE, PoolSpace, cleanup_argvs, client_argv,
+from .radosbench import (BENCH_KIND, MARKER_TEXT, NAMESPACE, OBJECT_PREFIX_RE, RUN_NAME_RE, PoolSpace, cleanup_argvs, client_argv,
                          old_cleanup_argv)
 
 log = logging.getLogger(__name__)
@@ -326,6 +326,8 @@ class RbdStorage:
         elif not OBJECT_PREFIX_RE.match(name + "_object0"):
             raise HypervisorError(f"{self.cfg.pool}/{NAMESPACE}/{name} is not a rados bench of vmbench's; left alone")
         self._run(old_cleanup_argv(self.cfg, name), timeout=600)
+        if RUN_NAME_RE.match(name):  # its objects may have gone by their prefix already: the run name stays
+            self.host.run(client_argv(self.cfg) + ["rm", name], timeout=120, check=False)
 
     def leftovers(self) -> list[Leftover]:
         """vmbench's images in the pool: named like its volumes, with its metadata."""
@@ -352,10 +354,10 @@ class RbdStorage:
         names = set(got.stdout.split())
         out = []
         for n in sorted(o for o in names if RUN_NAME_RE.match(o)):
-            out.append(Leftover("rados objects", f"{self.cfg.pool}/{NAMESPACE}/{n}", RUN_NAME_RE.match(n).group(1),  # type: ignore[union-attr]
+            out.append(Leftover(BENCH_KIND, f"{self.cfg.pool}/{NAMESPACE}/{n}", RUN_NAME_RE.match(n).group(1),  # type: ignore[union-attr]
                                 "a rados bench's objects (by its marker)"))
         prefixes = sorted({m.group(1) for o in names for m in [OBJECT_PREFIX_RE.match(o)] if m})
-        out += [Leftover("rados objects", f"{self.cfg.pool}/{NAMESPACE}/{p}", "", "rados bench objects with no run name")
+        out += [Leftover(BENCH_KIND, f"{self.cfg.pool}/{NAMESPACE}/{p}", "", "rados bench objects with no run name")
                 for p in prefixes]
         return out
 

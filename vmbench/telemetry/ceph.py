@@ -162,20 +162,26 @@ class CephSampler:
 
 
 def degrading_checks(health_json: str) -> dict[str, str]:
-    """``ceph health --format json`` -> {check: its summary} of the checks in
-    :data:`DEGRADING_CHECKS`; {} when the text is not that JSON."""
+    """``ceph health [detail] --format json`` -> {check: its summary, and with ``detail`` the
+    first lines that name what it is about ("pool 'vmbench' is full (running out of quota)")}
+    of the checks in :data:`DEGRADING_CHECKS`; {} when the text is not that JSON."""
     try:
         checks = (json.loads(health_json or "{}") or {}).get("checks") or {}
     except (ValueError, AttributeError):
         return {}
-    return {name: str((c.get("summary") or {}).get("message") or "") for name, c in sorted(checks.items())
-            if name in DEGRADING_CHECKS}
+    out = {}
+    for name, c in sorted(checks.items()):
+        if name in DEGRADING_CHECKS:
+            detail = [str(d.get("message")) for d in (c.get("detail") or [])[:2] if isinstance(d, dict) and d.get("message")]
+            summary = str((c.get("summary") or {}).get("message") or "")
+            out[name] = summary + (f" ({'; '.join(detail)})" if detail else "")
+    return out
 
 
 def ask_degrading(transport: Transport, pool: CephPool) -> dict[str, str] | None:
-    """The degrading checks ``ceph health`` reports now; None when Ceph did not answer."""
+    """The degrading checks ``ceph health detail`` reports now; None when Ceph did not answer."""
     try:
-        got = transport.run([*pool.command, "health", "--format", "json"], timeout=20, check=False)
+        got = transport.run([*pool.command, "health", "detail", "--format", "json"], timeout=20, check=False)
     except CommandError as exc:
         log.warning("%s: ceph health did not answer: %s", transport.name, exc)
         return None

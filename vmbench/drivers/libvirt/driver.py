@@ -29,6 +29,7 @@ from ...guest.needs import GuestNeeds
 from ...scenario.model import Hypervisor, Storage, VmConfig
 from ...settings import Accel, CpuMode, ImageFormat, StorageType
 from ...storage import VOLUME_RE, VolumeRole, VolumeStorage, make_volume_storage, volume_name
+from ...storage.radosbench import BENCH_KIND
 from ...storage.rbd import rbd_host_target, read_key
 from ...transport import ops
 from ...transport.base import HostTransport
@@ -491,7 +492,7 @@ class LibvirtDriver:
                 _undefine(dom)
         elif item.kind == "volume":
             self.pool_storage.delete_path(item.name)
-        elif item.kind in ("zvol", "dataset", "rbd image"):
+        elif item.kind in ("zvol", "dataset", "rbd image", BENCH_KIND):
             self.storage.delete_path(item.name)
         elif item.kind == "secret":
             remove_ceph_secret(self.conn, item.name)
