@@ -108,6 +108,13 @@ def test_scaling_over_two_hosts_one_killed_mid_step_then_resumed(machine, tmp_pa
     r = db.resolve_run("latest")
     assert r.status == "failed" and {k.load_step for k in db.measurement_keys(r.id)} == {1}  # the finished step kept
     assert run_tag_resources(machine, r.tag) == [], out  # every host's VMs and volumes removed
+    # cleanup looks at each host under its own heading (both are this machine's libvirt: nothing twice)
+    dry = vmbench("cleanup", str(scenario), "--dry-run", timeout=300)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    a, b = two_hosts
+    assert f"== host a (root@127.0.0.2:{a.port}) ==" in dry.stdout and f"== host b (root@127.0.0.3:{b.port}) ==" in dry.stdout, dry.stdout
+    listed = [line.split()[1] for line in dry.stdout.splitlines() if line.startswith(("domain ", "volume ", "file ", "directory "))]
+    assert len(listed) == len(set(listed)), dry.stdout
     resumed = vmbench("run", "--resume", "latest", "--db", str(db_path), timeout=1500)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     db = ResultsDB(db_path, create=False)
@@ -116,6 +123,7 @@ def test_scaling_over_two_hosts_one_killed_mid_step_then_resumed(machine, tmp_pa
     rows = db.rows("measurements", r.id)
     assert {(m["side"], m["load_step"], m["vm"], m["load"]["host"]) for m in rows} == {
         (side, step, vm, host) for side in ("host", "guest") for step, vm, host in ((1, 0, "a"), (2, 0, "a"), (2, 1, "b"), (2, 2, "a"))}
+    assert all(m["host"] == m["load"]["host"] for m in rows)  # the column, on every row
     guest = [m for m in rows if m["side"] == "guest"]
     assert sorted((m["load_step"], m["vm"]) for m in guest) == [(1, 0), (2, 0), (2, 1), (2, 2)]
     host = [m for m in rows if m["side"] == "host"]
@@ -137,6 +145,10 @@ def test_scaling_over_two_hosts_one_killed_mid_step_then_resumed(machine, tmp_pa
     rep = vmbench("report", "latest", "--db", str(db_path))
     assert rep.returncode == 0, rep.stderr
     print(rep.stdout)
+    a, b = two_hosts  # the header and `vmbench runs` name every host and how it was reached
+    assert f"host a: root@127.0.0.2:{a.port}, host key ssh-" in rep.stdout and f"host b: root@127.0.0.3:{b.port}, host key" in rep.stdout
+    runs = vmbench("runs", "--db", str(db_path))
+    assert f"a (root@127.0.0.2:{a.port}), b (root@127.0.0.3:{b.port})" in runs.stdout, runs.stdout
     # advise: how many VMs share the storage is not a setting: nothing recommended, each step's standing
     adv = vmbench("advise", "latest", "--db", str(db_path), "--format", "json")
     assert adv.returncode == 0, adv.stderr

@@ -48,8 +48,8 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
         header["proxmox"] = f"{env.get('pve_api', '?')}, token {env.get('pve_token_id', '?')}, TLS {env.get('pve_tls', '?')}"
         if env.get("tls_verify_off"):
             header["warning"] = "TLS verification of the Proxmox API was turned off for this run (tls: {verify: false})"
-    if len(env.get("hosts") or {}) > 1:  # a run across several hosts: each, and how it was reached
-        header["hosts"] = "; ".join(f"{label}: {target}" for label, target in run_hosts(env, keys=True))
+    if len(env.get("hosts") or {}) > 1:  # a run across several hosts: each, and how it was reached, a line each
+        header.update({f"host {label}": target for label, target in run_hosts(env, keys=True)})
     elif env.get("ssh_host"):
         header["ssh"] = ssh_target(env, keys=True)
     if getattr(run, "attempts", 1) > 1:
