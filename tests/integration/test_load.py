@@ -8,6 +8,7 @@ and that the report says what it must."""
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import sys
 import time
@@ -99,6 +100,16 @@ def _killed_mid_step(scenario, db_path, sshd: TestSshd, when: str) -> str:
 
 
 def test_scaling_over_two_hosts_one_killed_mid_step_then_resumed(machine, tmp_path, two_hosts):
+    # doctor on the two hosts, host b naming a dir pool of its own that does not exist: said, not created
+    pool = f"vmbench-it{secrets.token_hex(3)}"
+    doctor = write(tmp_path, "doctor.yaml", _on_hosts(SCALING.replace("known_hosts: {kh3}}}", "known_hosts: {kh3}}, pool: " + pool + "}"),
+                                                      *two_hosts))
+    doc = vmbench("doctor", str(doctor), timeout=600)
+    line = next((l for l in doc.stdout.splitlines() if l.startswith("b: storage")), "")
+    assert doc.returncode == 0 and line.split()[2] == "ok", doc.stdout + doc.stderr
+    assert f"dir pool {pool}: not there yet; `vmbench run` creates it at" in line and " free)" in line, line
+    assert pool not in subprocess.run(["virsh", "-c", "qemu:///system", "pool-list", "--all", "--name"], capture_output=True,
+                                      text=True, timeout=60).stdout
     scenario = write(tmp_path, "scaling.yaml", _on_hosts(SCALING, *two_hosts))
     db_path = tmp_path / "scaling.db"
     out = _killed_mid_step(scenario, db_path, two_hosts[1], "host: 4k-randread #1: 3 at once")

@@ -118,3 +118,31 @@ def test_a_full_pool_is_said_with_the_stall_then_ends_the_run():
     with pytest.raises(HypervisorError, match="Ceph reported POOL_FULL: 1 pool\\(s\\) full while fio ran on pool vmbench"):
         tick(15.0)  # stalled: asked at once, and the answer ends the run
     assert progress.events[-1] == ("warn", "host: 4k-randwrite: stalled for 10s (no I/O completed; Ceph: POOL_FULL: 1 pool(s) full)")
+
+
+def test_a_check_that_ends_the_run_between_stall_reads_still_says_the_stall_under_way():
+    import pytest
+
+    from vmbench.command import Completed
+    from vmbench.errors import HypervisorError
+    from vmbench.telemetry.ceph import CephPool, CephWatch
+
+    full = json.dumps({"status": "HEALTH_WARN", "checks": {"POOL_FULL": {"summary": {"message": "1 pool(s) full"}}}})
+
+    class Ceph:
+        name = "host"
+
+        def run(self, argv, **kw):
+            return Completed(tuple(argv), 0, full, "")
+
+    now = [0.0]
+    watch = CephWatch(Ceph(), CephPool(("ceph",), "vmbench"), interval=30, clock=lambda: now[0])
+    stall = StallWatch(_Side([_dump(0, 100, 1)]), every=5, after=10, clock=lambda: now[0])
+    progress = RecordingProgress()
+    tick = _ticker(progress, "guest: w", 60.0, watch, stall)
+    now[0] = 25.0
+    tick(25.0)  # the first status read: progress so far
+    now[0] = 32.0
+    with pytest.raises(HypervisorError, match="POOL_FULL"):
+        tick(32.0)  # the watch's 30 s question comes before the 10 s of stall: said with it all the same
+    assert progress.events[-1] == ("warn", "guest: w: stalled for 7s (no I/O completed; Ceph: POOL_FULL: 1 pool(s) full)")

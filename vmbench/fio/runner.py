@@ -209,18 +209,27 @@ def _ticker(progress: Progress, label: str, total: float | None, watch: CephWatc
     a full pool) ends it (what ``watch`` raises), asked at once when fio stalls."""
     warned = [False]
 
+    def say(stalled: float) -> None:
+        assert stall is not None
+        why = "; ".join(filter(None, [stall.unanswered(), watch.said if watch is not None else ""]))
+        line = f"{label}: stalled for {stalled:.0f}s (no I/O completed{'; ' + why if why else ''})"
+        progress.warn(line) if not warned[0] else progress.status(line)
+        warned[0] = True
+
     def tick(elapsed: float) -> None:
         stalled = stall.check() if stall is not None else None
         try:
             if watch is not None:
                 watch.check(stalled=stalled is not None)
-        finally:  # a stall is said with what Ceph answered, also when that answer ends the run
-            if stalled is not None and stall is not None:
-                why = "; ".join(filter(None, [stall.unanswered(), watch.said if watch is not None else ""]))
-                line = f"{label}: stalled for {stalled:.0f}s (no I/O completed{'; ' + why if why else ''})"
-                progress.warn(line) if not warned[0] else progress.status(line)
-                warned[0] = True
+        except Exception:  # what Ceph answered ends the run: a stall under way is said first, with it
+            quiet = stall.quiet() if stall is not None and stalled is None else None
+            if quiet is not None and stall is not None and quiet >= stall.every:
+                stalled = quiet
+            if stalled is not None:
+                say(stalled)
+            raise
         if stalled is not None:
+            say(stalled)
             return
         warned[0] = False
         if total is None:

@@ -74,10 +74,14 @@ class StallWatch:
         if now - self.read_at >= self.every:
             self.read_at = now
             self._update(now)
+        stalled = self.quiet()
+        return stalled if stalled is not None and stalled >= self.after else None
+
+    def quiet(self) -> float | None:
+        """Seconds since fio's bytes last changed, as read so far (None: no status read yet)."""
         if self.since is None or (self.first_io and not self.last):
             return None
-        stalled = now - self.since
-        return stalled if stalled >= self.after else None
+        return self.clock() - self.since
 
     def unanswered(self) -> str:
         """Why the output could not be read for a while ("" when it could): the side fio runs
