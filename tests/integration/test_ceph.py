@@ -92,6 +92,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -538,8 +539,19 @@ def test_a_pool_quota_hit_under_fio_is_said_as_a_stall_naming_the_full_pool(clus
         time.sleep(3)
         cluster.ceph("osd", "pool", "set-quota", cluster.pool, "max_bytes", "1")  # below what it holds: full at once
         quota_at = time.monotonic()
+        full_at: list[float] = []  # when the monitors flag the pool full (writes stop): the quota hit
+
+        def watch_health() -> None:
+            while not full_at and time.monotonic() - quota_at < 120:
+                if "POOL_FULL" in cluster.ceph_json("health", timeout=30).get("checks", {}):
+                    full_at.append(time.monotonic())
+                time.sleep(0.5)
+
+        watcher = threading.Thread(target=watch_health, daemon=True)
+        watcher.start()
         stalled = wait_for(proc, "stalled for", lines, timeout=120)
-        said_after = time.monotonic() - quota_at
+        said_at = time.monotonic()
+        watcher.join(timeout=60)
         cluster.ceph("osd", "pool", "set-quota", cluster.pool, "max_bytes", "0")
         _, rest = proc.communicate(timeout=600)
     finally:
@@ -547,7 +559,9 @@ def test_a_pool_quota_hit_under_fio_is_said_as_a_stall_naming_the_full_pool(clus
         if proc.poll() is None:
             proc.kill()
     text = "".join(lines) + rest
-    print(f"stall said {said_after:.0f}s after the quota was set: {stalled.strip()}")
+    assert full_at, text[-3000:]
+    said_after = said_at - full_at[0]
+    print(f"pool full {full_at[0] - quota_at:.0f}s after the quota was set; stall said {said_after:.0f}s after that: {stalled.strip()}")
     assert said_after <= 30 and "POOL_FULL" in stalled and f"pool '{cluster.pool}' is full" in stalled, text[-3000:]
     assert "no I/O completed" in stalled
     assert proc.returncode != 0 and "Ceph reported POOL_FULL" in text and "Traceback" not in text, text[-3000:]

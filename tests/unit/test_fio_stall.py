@@ -120,20 +120,21 @@ def test_a_full_pool_is_said_with_the_stall_then_ends_the_run():
     assert progress.events[-1] == ("warn", "host: 4k-randwrite: stalled for 10s (no I/O completed; Ceph: POOL_FULL: 1 pool(s) full)")
 
 
-def test_a_check_that_ends_the_run_between_stall_reads_still_says_the_stall_under_way():
+def test_a_full_pool_waits_for_the_stall_and_another_check_says_the_stall_under_way():
     import pytest
 
     from vmbench.command import Completed
     from vmbench.errors import HypervisorError
     from vmbench.telemetry.ceph import CephPool, CephWatch
 
-    full = json.dumps({"status": "HEALTH_WARN", "checks": {"POOL_FULL": {"summary": {"message": "1 pool(s) full"}}}})
+    answer = ["POOL_FULL"]
 
     class Ceph:
         name = "host"
 
         def run(self, argv, **kw):
-            return Completed(tuple(argv), 0, full, "")
+            doc = {"status": "HEALTH_WARN", "checks": {answer[0]: {"summary": {"message": "it"}}}}
+            return Completed(tuple(argv), 0, json.dumps(doc), "")
 
     now = [0.0]
     watch = CephWatch(Ceph(), CephPool(("ceph",), "vmbench"), interval=30, clock=lambda: now[0])
@@ -141,8 +142,13 @@ def test_a_check_that_ends_the_run_between_stall_reads_still_says_the_stall_unde
     progress = RecordingProgress()
     tick = _ticker(progress, "guest: w", 60.0, watch, stall)
     now[0] = 25.0
-    tick(25.0)  # the first status read: progress so far
+    tick(25.0)  # the first status read
     now[0] = 32.0
-    with pytest.raises(HypervisorError, match="POOL_FULL"):
-        tick(32.0)  # the watch's 30 s question comes before the 10 s of stall: said with it all the same
-    assert progress.events[-1] == ("warn", "guest: w: stalled for 7s (no I/O completed; Ceph: POOL_FULL: 1 pool(s) full)")
+    tick(32.0)  # the watch's 30 s question finds a full pool before 10 s of stall: it waits for the stall
+    assert watch.said == "Ceph: POOL_FULL: it" and progress.events[-1] == ("status", "guest: w: 28s left")
+    answer[0] = "OSD_DOWN"
+    now[0] = 62.0
+    stall.read_at = 62.0  # (no status read this tick: 37 s since the last change as read)
+    with pytest.raises(HypervisorError, match="OSD_DOWN"):
+        tick(62.0)
+    assert progress.events[-1] == ("warn", "guest: w: stalled for 37s (no I/O completed; Ceph: OSD_DOWN: it)")

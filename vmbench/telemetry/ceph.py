@@ -18,8 +18,9 @@ warning says so.
 :mod:`vmbench.fio.stall`), and every :data:`WATCH_INTERVAL_S` seconds otherwise, and ends the
 run when a check of :data:`DEGRADING_CHECKS` appears that was not there when fio started: an
 OSD that goes down under a pool without replicas blocks the disk's I/O until fio's deadline
-(minutes), a full pool blocks every write, and with replicas the rest of the run would measure
-a degraded cluster beside a healthy one.
+(minutes), a full pool blocks every write (it ends the run once fio stalls on it: reads go
+on), and with replicas the rest of the run would measure a degraded cluster beside a healthy
+one.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 WATCH_INTERVAL_S = 30.0
 #: health checks that say the cluster lost I/O capacity, stopped serving some of it, or takes no more writes
 DEGRADING_CHECKS = frozenset({"OSD_DOWN", "PG_AVAILABILITY", "PG_DEGRADED", "SLOW_OPS", "POOL_FULL", "OSD_FULL"})
+#: of those, the ones that stop writes only: they end a run once fio stalls (a read job goes on)
+FULL_CHECKS = frozenset({"POOL_FULL", "OSD_FULL"})
 LAG_S = 6.0  # the manager's reports trail the OSDs by about 5 s
 #: the counters of a pool in ``ceph df detail``'s stats
 COUNTERS = ("rd", "rd_bytes", "wr", "wr_bytes")
@@ -192,7 +195,8 @@ class CephWatch:
     """:meth:`check` while fio runs: asks Ceph at most every ``interval`` seconds, or at once
     (then at most every ``stalled_interval``) while fio is stalled; raises
     :class:`HypervisorError` when a degrading check appears that the run did not begin with
-    (``pool.known``).  :attr:`said` is what Ceph answered last, for a stall's progress line."""
+    (``pool.known``), a full pool or OSD (:data:`FULL_CHECKS`) only once fio stalls on it.
+    :attr:`said` is what Ceph answered last, for a stall's progress line."""
 
     def __init__(self, transport: Transport, pool: CephPool, *, interval: float = WATCH_INTERVAL_S,
                  stalled_interval: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
@@ -216,7 +220,7 @@ class CephWatch:
         new = {k: v for k, v in got.items() if k not in self.pool.known}
         self.said = ("Ceph: " + "; ".join(f"{k}: {v}" if v else k for k, v in got.items()) if got
                      else "ceph health names no check that stops I/O (the monitors' view)")
-        if new:
+        if new and (stalled or not new.keys() <= FULL_CHECKS):
             said = "; ".join(f"{k}: {v}" if v else k for k, v in new.items())
             raise HypervisorError(f"Ceph reported {said} while fio ran on pool {self.pool.pool}: the run stopped "
                                   "rather than wait out fio's deadline or measure a degraded cluster")
