@@ -157,7 +157,8 @@ def test_scaling_over_two_hosts_one_killed_mid_step_then_resumed(machine, tmp_pa
     assert rep.returncode == 0, rep.stderr
     print(rep.stdout)
     a, b = two_hosts  # the header and `vmbench runs` name every host and how it was reached
-    assert f"host a: root@127.0.0.2:{a.port}, host key ssh-" in rep.stdout and f"host b: root@127.0.0.3:{b.port}, host key" in rep.stdout
+    lines = {line.split(":", 1)[0]: line for line in rep.stdout.splitlines() if line.startswith(("host a:", "host b:"))}
+    assert f"root@127.0.0.2:{a.port}, host key ssh-" in lines["host a"] and f"root@127.0.0.3:{b.port}, host key ssh-" in lines["host b"]
     runs = vmbench("runs", "--db", str(db_path))
     assert f"a (root@127.0.0.2:{a.port}), b (root@127.0.0.3:{b.port})" in runs.stdout, runs.stdout
     # advise: how many VMs share the storage is not a setting: nothing recommended, each step's standing

@@ -49,6 +49,11 @@ def test_no_progress_for_the_stall_time_is_a_stall_and_any_change_is_progress():
     for t, want in ((5, None), (10, None), (15, None), (20, 10.0), (25, None)):  # the last: the ramp's bytes reset
         now[0] = float(t)
         assert watch.check() == want, t
+    now[0] = 0.0
+    silent = StallWatch(_Side(["fio: starting\n"]), every=5, after=10, clock=lambda: now[0])  # stuck before its first status
+    for t, want in ((5, None), (10, None), (15, 10.0)):
+        now[0] = float(t)
+        assert silent.check() == want, t
     gated = StallWatch(_Side([_dump(0, 0, 1)]), every=5, after=10, first_io=True, clock=lambda: now[0])
     for t in (30, 35, 60):  # fio waits on its gate: no I/O yet is no stall
         now[0] = float(t)

@@ -9,7 +9,9 @@ jobs moved are added up (:func:`moved`).  When they have not changed for
 :data:`STALL_AFTER_S` seconds, fio is stalled: its I/O is blocked (a full pool, an OSD down, a
 disk that stopped answering), and the run says so while it waits (:class:`StallWatch`).
 
-The ramp's bytes reset when the measured part starts: a change all the same.  A run whose fio
+The ramp's bytes reset when the measured part starts: a change all the same.  A fio that
+writes no status at all (its status thread waits for a job stuck from the start, on a pool
+already full) is stalled once its first status is overdue by the same time.  A run whose fio
 waits on a gate before its I/O (:mod:`vmbench.fio.gate`) or lays out files first counts a
 stall only once its first bytes moved.
 """
@@ -65,7 +67,10 @@ class StallWatch:
         self.clock = clock
         self.read_at = clock()
         self.last: int | None = None
-        self.since: float | None = None  # when the bytes last changed (or the first dump was read)
+        #: when the bytes last changed; at first, when fio's first status is due (a fio that
+        #: stalls before it, e.g. on a pool already full, writes none: its status thread waits
+        #: on the stuck job)
+        self.since: float = self.read_at + every
         self.failing: float | None = None  # since when reading the output fails (the side does not answer)
         self.failure = ""
 
@@ -79,9 +84,9 @@ class StallWatch:
 
     def quiet(self) -> float | None:
         """Seconds since fio's bytes last changed, as read so far (None: no status read yet)."""
-        if self.since is None or (self.first_io and not self.last):
+        if self.first_io and not self.last:
             return None
-        return self.clock() - self.since
+        return max(0.0, self.clock() - self.since)
 
     def unanswered(self) -> str:
         """Why the output could not be read for a while ("" when it could): the side fio runs
@@ -94,14 +99,12 @@ class StallWatch:
         try:
             total = moved(self.read()[-TAIL_BYTES:].decode("utf-8", errors="replace"))
         except Exception as exc:  # the output is not there yet, or the side did not answer: no news
-            if self.since is not None:  # it was there before
+            if self.last is not None:  # it was there before
                 self.failing = self.failing if self.failing is not None else now
                 self.failure = " ".join(str(exc).split())[:160] or type(exc).__name__
             return
         self.failing = None
-        if total is None:
-            return
-        if total != self.last or self.since is None:
+        if total is not None and total != self.last:
             self.last, self.since = total, now
 
 
