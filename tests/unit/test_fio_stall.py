@@ -35,7 +35,7 @@ class _Side:
     def __init__(self, texts):
         self.texts = list(texts)
 
-    def __call__(self) -> bytes:
+    def __call__(self, size: int = 0) -> bytes:
         got = self.texts.pop(0) if len(self.texts) > 1 else self.texts[0]
         if isinstance(got, Exception):
             raise got

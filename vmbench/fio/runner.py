@@ -29,7 +29,7 @@ from . import jobfile
 from .gate import Gate
 from .job import LOG_AVG_MSEC, FioJob, check_identical, fio_argv, fio_env, precondition_argv, precondition_seconds
 from .result import FioResult, last_json, parse_fio_json
-from .stall import STATUS_INTERVAL_S, TAIL_BYTES, StallWatch, read_tail
+from .stall import STATUS_INTERVAL_S, StallWatch, read_tail
 from .window import EPOCH_MS, FioWindow, measured_logs, window_from_logs
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,9 @@ def run_fio(
                     status_interval=STATUS_INTERVAL_S)
     if must_match is not None:
         check_identical(must_match, argv)
-    stall = StallWatch(lambda: read_tail(transport, output, TAIL_BYTES), first_io=armed or job.file_job)
+    # a TCG guest's status is read every other dump: each read is the agent's work on the measured vCPUs
+    stall = StallWatch(lambda size: read_tail(transport, output, size), first_io=armed or job.file_job,
+                       every=STATUS_INTERVAL_S * (2 if slow else 1))
     tick = _ticker(progress, label, total, CephWatch(host_side or transport, ceph_pool) if ceph_pool is not None else None,
                    stall)
     finished = False
@@ -248,10 +250,11 @@ def _samplers(transport: Transport, target: str, workdir: str, token: str, timeo
     if on_host and not host_workdir:
         log.warning("%s: host telemetry not recorded: no host work directory", label)
         on_host = False
+    # fio in a guest: nothing of vmbench's runs beside it in the guest, nor on the host but for a ZFS pool's iostat
     host_sampler = (telemetry_.Sampler(host_side, host_target, host_workdir, token, timeout,  # type: ignore[arg-type]
-                                       zfs_pool=zfs_pool) if on_host else None)
-    sampler = (telemetry_.Sampler(transport, target, workdir, token, timeout,
-                                  zfs_pool=None if host_side is not None else zfs_pool) if telemetry else None)
+                                       zfs_pool=zfs_pool, loop=zfs_pool is not None) if on_host else None)
+    sampler = (telemetry_.Sampler(transport, target, workdir, token, timeout, zfs_pool=None if host_side is not None else zfs_pool,
+                                  loop=host_side is None) if telemetry else None)
     return host_sampler, sampler
 
 

@@ -29,8 +29,10 @@ if TYPE_CHECKING:
 STATUS_INTERVAL_S = 5
 #: no progress for this long is a stall
 STALL_AFTER_S = 10.0
-#: the tail of the output file read back: enough for a json+ status dump of a few jobs
-TAIL_BYTES = 256 << 10
+#: the tail of the output file read back: enough for a json+ status dump of one job, and, when
+#: that holds no whole dump, of a few jobs (its latency bins make most of a dump)
+TAIL_BYTES = 64 << 10
+LONG_TAIL_BYTES = 512 << 10
 
 _DUMP = re.compile(r'\{\s*"fio version"')
 _IO_BYTES = re.compile(r'"io_bytes"\s*:\s*(\d+)')
@@ -53,12 +55,12 @@ def moved(text: str) -> int | None:
 
 
 class StallWatch:
-    """:meth:`check` from fio's wait loop: reads the output (``read()``, its tail) at most
-    every ``every`` seconds; returns how long fio has made no progress once that is
+    """:meth:`check` from fio's wait loop: reads the output (``read(n)``: its last n bytes) at
+    most every ``every`` seconds; returns how long fio has made no progress once that is
     ``after`` seconds or more (None otherwise).  ``first_io``: a stall counts only after the
     first bytes moved (fio waits on a gate, or lays out files, first)."""
 
-    def __init__(self, read: Callable[[], bytes], *, every: float = STATUS_INTERVAL_S, after: float = STALL_AFTER_S,
+    def __init__(self, read: Callable[[int], bytes], *, every: float = STATUS_INTERVAL_S, after: float = STALL_AFTER_S,
                  first_io: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
         self.read = read
         self.every = every
@@ -97,7 +99,10 @@ class StallWatch:
 
     def _update(self, now: float) -> None:
         try:
-            total = moved(self.read()[-TAIL_BYTES:].decode("utf-8", errors="replace"))
+            data = self.read(TAIL_BYTES)
+            total = moved(data.decode("utf-8", errors="replace"))
+            if total is None and len(data) >= TAIL_BYTES:  # a dump longer than the tail
+                total = moved(self.read(LONG_TAIL_BYTES).decode("utf-8", errors="replace"))
         except Exception as exc:  # the output is not there yet, or the side did not answer: no news
             if self.last is not None:  # it was there before
                 self.failing = self.failing if self.failing is not None else now

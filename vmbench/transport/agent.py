@@ -27,7 +27,7 @@ READ_CHUNK = 1 << 20  # bytes per guest-file-read; libvirt caps a reply at a few
 WRITE_CHUNK = 1 << 15
 #: a guest command running this long is polled every LONG_POLL_S seconds (was every 0.25 s)
 LONG_AFTER_S = 5.0
-LONG_POLL_S = 1.0
+LONG_POLL_S = 2.0
 
 
 class AgentChannel(Protocol):
