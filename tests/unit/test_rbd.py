@@ -352,15 +352,18 @@ def test_the_watch_ends_a_run_when_a_degrading_check_appears_not_one_the_run_beg
 
 
 def test_what_the_pool_did_beside_a_write_job_is_not_taken_for_the_jobs():
-    from vmbench.report.rows import Figures, ceph_pool_notes
+    from vmbench.report.cephnotes import ceph_pool_notes
+    from vmbench.report.rows import Figures, telemetry_notes
 
-    base = dict(iops=1000.0, mb_s=4.0, p50_ms=1.0, p95_ms=1.0, p99_ms=1.0, p999_ms=1.0, repeats=1, cv=None, job_hash="h")
-    clean = Figures(**base, pool_read_mb_s=0.01, pool_write_mb_s=4.1, write_ampl=1.02, osd_commit_ms=2.0)
-    assert ceph_pool_notes("randwrite", clean) == []
-    busy = replace(clean, pool_read_mb_s=39.5, pool_write_mb_s=5.8, write_ampl=1.46)
-    assert ceph_pool_notes("randwrite", busy) == [
+    assert ceph_pool_notes(4.0, 0.01, 1.02) == []
+    assert ceph_pool_notes(4.0, 39.5, 1.46) == [
         "pool also read 39.5 MB/s during this write job: not fio's (another client of the pool, or librbd reading the "
         "image's header and object map)",
         "pool wrote 1.46 x fio's: more than fio wrote (another client of the pool, or librbd's object map), not replication "
         "(the pool's counters hold one copy)"]
-    assert ceph_pool_notes("randread", busy) == [] and ceph_pool_notes("randwrite", replace(busy, osd_commit_ms=None)) == []
+    fig = Figures(iops=1000.0, mb_s=4.0, p50_ms=1.0, p95_ms=1.0, p99_ms=1.0, p999_ms=1.0, repeats=1, cv=None, job_hash="h",
+                  pool_read_mb_s=39.5, pool_write_mb_s=5.8, write_ampl=1.46, osd_commit_ms=2.0)
+    row = {"job_params": {"rw": "randwrite"}, "side": "host"}
+    assert any(n.startswith("pool also read 39.5") for n in telemetry_notes(row, fig))  # a Ceph row's notes
+    assert not any("pool also read" in n for n in telemetry_notes({"job_params": {"rw": "randread"}}, fig))
+    assert not any("pool also read" in n for n in telemetry_notes(row, replace(fig, osd_commit_ms=None)))  # not Ceph's

@@ -26,6 +26,7 @@ from ..fio.engines import FILE_ENGINES
 from ..fio.job import Metric
 from ..results.key import MeasurementKey
 from ..storage.radosbench import RADOS_LAYER
+from .cephnotes import ceph_pool_notes
 from . import bins, stats
 from .facts import host_page_cache, saturation
 from .filejobs import NO_HOST_ROW, first_layer, first_rows, host_fs_group, is_file_rows, unit_of
@@ -227,28 +228,6 @@ def _mb(v: float) -> str:
     return f"{v:,.1f}" if v >= 10 else f"{v:.2f}"
 
 
-#: on a Ceph pool, reads during a write job above this share of fio's MB/s (and 0.5 MB/s) are flagged
-CEPH_FOREIGN_READ_SHARE = 0.05
-#: a Ceph pool's client counters hold one copy of what was written: above this, someone else wrote too
-CEPH_WRITE_AMPL_MAX = 1.25
-
-
-def ceph_pool_notes(rw: str | None, fig: Figures) -> list[str]:
-    """A Ceph pool's counters are every client's (:mod:`vmbench.telemetry.ceph`): reads during a
-    write job, and more written than fio wrote (the counters hold one copy, whatever the
-    replication), are said as not the job's own rather than shown as its figures."""
-    if fig.osd_commit_ms is None or rw not in WRITE_MODES or fig.mb_s <= 0:
-        return []
-    out = []
-    if fig.pool_read_mb_s is not None and fig.pool_read_mb_s > max(0.5, CEPH_FOREIGN_READ_SHARE * fig.mb_s):
-        out.append(f"pool also read {_mb(fig.pool_read_mb_s)} MB/s during this write job: not fio's (another client of "
-                   "the pool, or librbd reading the image's header and object map)")
-    if fig.write_ampl is not None and fig.write_ampl > CEPH_WRITE_AMPL_MAX:
-        out.append(f"pool wrote {fig.write_ampl:.2f} x fio's: more than fio wrote (another client of the pool, or librbd's "
-                   "object map), not replication (the pool's counters hold one copy)")
-    return out
-
-
 def telemetry_notes(row: dict, fig: Figures) -> list[str]:
     """Flags from what the layers below did during the run (METHOD rules 3, 6, 8).  Reads
     judged by the pool's reads where it was sampled (a zvol's own /proc/diskstats counts ARC
@@ -267,7 +246,7 @@ def telemetry_notes(row: dict, fig: Figures) -> list[str]:
             notes.append(f"served from cache? (device reads {fig.dev_read_mb_s:.2f} MB/s{arc})")
     if rw in WRITE_MODES and fig.pool_write_mb_s is not None and fig.mb_s > 0 and fig.pool_write_mb_s < POOL_WRITE_SHARE * fig.mb_s:
         notes.append(f"pool wrote {_mb(fig.pool_write_mb_s)} MB/s of fio's {_mb(fig.mb_s)}: compressed or not yet flushed?")
-    notes += ceph_pool_notes(rw, fig)
+    notes += ceph_pool_notes(fig.mb_s, fig.pool_read_mb_s, fig.write_ampl) if fig.osd_commit_ms is not None and rw in WRITE_MODES else []
     if fig.cpu_idle is not None and fig.cpu_idle < CPU_IDLE_MIN:
         notes.append(f"CPU-bound? ({fig.cpu_idle:.0f}% idle)")
     if fig.host_cpu_idle is not None and fig.host_cpu_idle < CPU_IDLE_MIN:
