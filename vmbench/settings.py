@@ -32,6 +32,21 @@ class Choice(str, enum.Enum):
         return self.value
 
 
+class Telemetry(Choice):
+    """Whether vmbench samples the layers below fio while it runs (the devices, the CPU, a ZFS
+    pool, a Ceph pool): ``off`` leaves fio alone on the host and in the guest, for a figure with
+    no observer at all (fio's own logs and status stay; so does the watch on a Ceph cluster)."""
+
+    ON = "on"
+    OFF = "off"
+
+    @classmethod
+    def parse(cls, value: object) -> "Telemetry":  # YAML reads on/off as booleans
+        if isinstance(value, bool):
+            return cls.ON if value else cls.OFF
+        return super().parse(value)
+
+
 class Bus(Choice):
     VIRTIO_BLK = "virtio-blk"
     VIRTIO_SCSI = "virtio-scsi"  # one controller per disk (like Proxmox virtio-scsi-single)

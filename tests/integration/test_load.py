@@ -8,6 +8,7 @@ and that the report says what it must."""
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import sys
 import time
@@ -99,6 +100,16 @@ def _killed_mid_step(scenario, db_path, sshd: TestSshd, when: str) -> str:
 
 
 def test_scaling_over_two_hosts_one_killed_mid_step_then_resumed(machine, tmp_path, two_hosts):
+    # doctor on the two hosts, host b naming a dir pool of its own that does not exist: said, not created
+    pool = f"vmbench-it{secrets.token_hex(3)}"
+    doctor = write(tmp_path, "doctor.yaml", _on_hosts(SCALING.replace("known_hosts: {kh3}}}", "known_hosts: {kh3}}, pool: " + pool + "}"),
+                                                      *two_hosts))
+    doc = vmbench("doctor", str(doctor), timeout=600)
+    line = next((l for l in doc.stdout.splitlines() if l.startswith("b: storage")), "")
+    assert doc.returncode == 0 and line.split()[2] == "ok", doc.stdout + doc.stderr
+    assert f"dir pool {pool}: not there yet; `vmbench run` creates it at" in line and " free)" in line, line
+    assert pool not in subprocess.run(["virsh", "-c", "qemu:///system", "pool-list", "--all", "--name"], capture_output=True,
+                                      text=True, timeout=60).stdout
     scenario = write(tmp_path, "scaling.yaml", _on_hosts(SCALING, *two_hosts))
     db_path = tmp_path / "scaling.db"
     out = _killed_mid_step(scenario, db_path, two_hosts[1], "host: 4k-randread #1: 3 at once")
@@ -108,6 +119,13 @@ def test_scaling_over_two_hosts_one_killed_mid_step_then_resumed(machine, tmp_pa
     r = db.resolve_run("latest")
     assert r.status == "failed" and {k.load_step for k in db.measurement_keys(r.id)} == {1}  # the finished step kept
     assert run_tag_resources(machine, r.tag) == [], out  # every host's VMs and volumes removed
+    # cleanup looks at each host under its own heading (both are this machine's libvirt: nothing twice)
+    dry = vmbench("cleanup", str(scenario), "--dry-run", timeout=300)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    a, b = two_hosts
+    assert f"== host a (root@127.0.0.2:{a.port}) ==" in dry.stdout and f"== host b (root@127.0.0.3:{b.port}) ==" in dry.stdout, dry.stdout
+    listed = [line.split()[1] for line in dry.stdout.splitlines() if line.startswith(("domain ", "volume ", "file ", "directory "))]
+    assert len(listed) == len(set(listed)), dry.stdout
     resumed = vmbench("run", "--resume", "latest", "--db", str(db_path), timeout=1500)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     db = ResultsDB(db_path, create=False)
@@ -116,6 +134,7 @@ def test_scaling_over_two_hosts_one_killed_mid_step_then_resumed(machine, tmp_pa
     rows = db.rows("measurements", r.id)
     assert {(m["side"], m["load_step"], m["vm"], m["load"]["host"]) for m in rows} == {
         (side, step, vm, host) for side in ("host", "guest") for step, vm, host in ((1, 0, "a"), (2, 0, "a"), (2, 1, "b"), (2, 2, "a"))}
+    assert all(m["host"] == m["load"]["host"] for m in rows)  # the column, on every row
     guest = [m for m in rows if m["side"] == "guest"]
     assert sorted((m["load_step"], m["vm"]) for m in guest) == [(1, 0), (2, 0), (2, 1), (2, 2)]
     host = [m for m in rows if m["side"] == "host"]
@@ -137,6 +156,11 @@ def test_scaling_over_two_hosts_one_killed_mid_step_then_resumed(machine, tmp_pa
     rep = vmbench("report", "latest", "--db", str(db_path))
     assert rep.returncode == 0, rep.stderr
     print(rep.stdout)
+    a, b = two_hosts  # the header and `vmbench runs` name every host and how it was reached
+    lines = {line.split(":", 1)[0]: line for line in rep.stdout.splitlines() if line.startswith(("host a:", "host b:"))}
+    assert f"root@127.0.0.2:{a.port}, host key ssh-" in lines["host a"] and f"root@127.0.0.3:{b.port}, host key ssh-" in lines["host b"]
+    runs = vmbench("runs", "--db", str(db_path))
+    assert f"a (root@127.0.0.2:{a.port}), b (root@127.0.0.3:{b.port})" in runs.stdout, runs.stdout
     # advise: how many VMs share the storage is not a setting: nothing recommended, each step's standing
     adv = vmbench("advise", "latest", "--db", str(db_path), "--format", "json")
     assert adv.returncode == 0, adv.stderr

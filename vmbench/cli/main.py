@@ -358,9 +358,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
     from ..results.db import ResultsDB
 
+    from ..report.build import hosts_line
+
     db = ResultsDB(args.db, create=False)
     say_migrated(db, ConsoleProgress())
-    rows = [[r.id, ", ".join(r.tags), r.scenario_name, (r.environment.get("ssh_host") or "localhost"), r.status, r.attempts,
+    rows = [[r.id, ", ".join(r.tags), r.scenario_name, hosts_line(r.environment), r.status, r.attempts,
              r.started_at, r.finished_at or "-"] for r in db.runs()]
     print(tabulate(rows, headers=["run", "tag", "scenario", "host", "status", "attempts", "started", "finished"], tablefmt="simple"))
     return 0
@@ -384,24 +386,34 @@ def _drivers_for(args: argparse.Namespace) -> list:
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    """Every host of the scenario in turn; the worst exit code."""
+    """Every host of the scenario in turn, each under its own heading when there are several;
+    what two hosts both see (a shared pool's image) is listed, and removed, once; the worst
+    exit code."""
     drivers = _drivers_for(args)
     code = 0
+    seen: set[tuple[str, str]] = set()
     try:
-        for driver, where in drivers:
-            code = max(code, _cleanup(args, driver, where))
+        for i, (driver, where) in enumerate(drivers):
+            if len(drivers) > 1:  # the transport's name says how the host is reached ("host root@pve1")
+                target = driver.host.name.removeprefix("host ") if driver.host.name != "host" else "this machine"
+                print(f"{chr(10) if i else ''}== host {where} ({target}) ==")
+            code = max(code, _cleanup(args, driver, where, seen))
     finally:
         for driver, _ in drivers:
             driver.close()
     return code
 
 
-def _cleanup(args: argparse.Namespace, driver, where: str) -> int:
+def _cleanup(args: argparse.Namespace, driver, where: str, seen: set[tuple[str, str]]) -> int:
     from .cleanup import find_leftovers, remove_leftovers
 
     found, skipped = find_leftovers(driver, StatePaths.default(), include_live=args.force)
     for tag, pid in skipped.items():
         print(f"skipping run {tag}: still running as pid {pid} (use --force to remove it anyway)")
+    found, before = [l for l in found if (l.kind, l.name) not in seen], len(found)
+    seen.update((l.kind, l.name) for l in found)
+    if before > len(found):
+        print(f"{before - len(found)} leftover(s) {where} sees too are listed under an earlier host")
     if not found:
         print(f"nothing to clean up on {where}: no vmbench domains, volumes or console logs found")
         return 0

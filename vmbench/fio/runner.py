@@ -28,7 +28,8 @@ from ..units import format_duration
 from . import jobfile
 from .gate import Gate
 from .job import LOG_AVG_MSEC, FioJob, check_identical, fio_argv, fio_env, precondition_argv, precondition_seconds
-from .result import FioResult, parse_fio_json
+from .result import FioResult, last_json, parse_fio_json
+from .stall import STATUS_INTERVAL_S, StallWatch, read_tail
 from .window import EPOCH_MS, FioWindow, measured_logs, window_from_logs
 
 log = logging.getLogger(__name__)
@@ -118,17 +119,22 @@ def run_fio(
     timeout = job_timeout(job, slow, tail_seconds)
     gate = Gate(f"{workdir}/gate-{token}", job.numjobs, timeout) if armed and job.jobfile is None else None
     argv = fio_argv(job, target, output, jobfile_path=jobfile_path, log_prefix=f"{workdir}/log-{token}",
-                    tail_seconds=tail_seconds, epoch_logs=epoch_logs, exec_prerun=gate.prerun() if gate else None)
+                    tail_seconds=tail_seconds, epoch_logs=epoch_logs, exec_prerun=gate.prerun() if gate else None,
+                    status_interval=STATUS_INTERVAL_S)
     if must_match is not None:
         check_identical(must_match, argv)
-    tick = _ticker(progress, label, total, CephWatch(host_side or transport, ceph_pool) if ceph_pool is not None else None)
+    # a TCG guest's status is read every other dump: each read is the agent's work on the measured vCPUs
+    stall = StallWatch(lambda size: read_tail(transport, output, size), first_io=armed or job.file_job,
+                       every=STATUS_INTERVAL_S * (2 if slow else 1))
+    tick = _ticker(progress, label, total, CephWatch(host_side or transport, ceph_pool) if ceph_pool is not None else None,
+                   stall)
     finished = False
     try:
         _prepare(transport, job, target, jobfile_path, text)
         host_sampler, sampler = _samplers(transport, target, workdir, token, timeout, label=label, telemetry=telemetry,
                                           zfs_pool=zfs_pool, host_side=host_side, host_workdir=host_workdir,
                                           host_target=host_target)
-        ceph = (_started(CephSampler(host_side or transport, ceph_pool, host_workdir if host_side else workdir, token, timeout))
+        ceph = (_started(CephSampler(host_side or transport, ceph_pool))
                 if telemetry and ceph_pool is not None and (host_workdir or host_side is None) else None)
         try:
             def fio() -> object:
@@ -139,14 +145,15 @@ def run_fio(
             else:  # before_start is called once fio is armed, just before the gate opens
                 sampled = _sampled(lambda: gate.run_armed(transport, fio, before_start), sampler, host_sampler, None)
         finally:
-            pool_series = ceph.stop() if ceph is not None else {}
+            # the pool's I/O over fio's ramp and runtime (a time-based job's), else since the sampler started
+            pool_series = ceph.stop(total if total and not job.file_job else None) if ceph is not None else {}
         sampled.update(pool_series)
         raw = transport.read_file(output).decode("utf-8", errors="replace")
         finished = True
     finally:
         logs = _collect_logs(transport, workdir, token, read=finished, remove=[output, *([jobfile_path] if jobfile_path else [])],
                              files_dir=target if job.file_job else None, gate=gate)
-    raw = raw[raw.find("{"):] if "{" in raw else raw
+    raw = last_json(raw)  # the final status, after the ones fio wrote while it ran
     result = parse_fio_json(raw)
     window, logs = _measured(job, logs, tail_seconds, epoch_logs)
     return FioRun(argv=tuple(argv), target=target, result=result, raw_json=raw, series={**parse_logs(logs), **sampled},
@@ -196,17 +203,41 @@ def _jobfile_copy(job: FioJob, target: str, workdir: str, token: str) -> tuple[s
     return text, tuple(lines), f"{workdir}/job-{token}-{jobfile.digest(job.jobfile.text)}.fio"
 
 
-def _ticker(progress: Progress, label: str, total: float | None, watch: CephWatch | None = None) -> Callable[[float], None]:
-    """What is said while fio runs: the time left (the time elapsed when it is not known); with
-    ``watch``, a Ceph cluster that degrades under the run ends it (what ``watch`` raises)."""
+def _ticker(progress: Progress, label: str, total: float | None, watch: CephWatch | None = None,
+            stall: StallWatch | None = None) -> Callable[[float], None]:
+    """What is said while fio runs: the time left (the time elapsed when it is not known), or
+    that fio is stalled (:mod:`.stall`) with what is known of why (the side answering or not,
+    what Ceph reports); with ``watch``, a Ceph cluster that degrades under the run (an OSD down,
+    a full pool) ends it (what ``watch`` raises), asked at once when fio stalls."""
+    warned = [False]
+
+    def say(stalled: float) -> None:
+        assert stall is not None
+        why = "; ".join(filter(None, [stall.unanswered(), watch.said if watch is not None else ""]))
+        line = f"{label}: stalled for {stalled:.0f}s (no I/O completed{'; ' + why if why else ''})"
+        progress.warn(line) if not warned[0] else progress.status(line)
+        warned[0] = True
 
     def tick(elapsed: float) -> None:
+        stalled = stall.check() if stall is not None else None
+        try:
+            if watch is not None:
+                watch.check(stalled=stalled is not None)
+        except Exception:  # what Ceph answered ends the run: a stall under way is said first, with it
+            quiet = stall.quiet() if stall is not None and stalled is None else None
+            if quiet is not None and stall is not None and quiet >= stall.every:
+                stalled = quiet
+            if stalled is not None:
+                say(stalled)
+            raise
+        if stalled is not None:
+            say(stalled)
+            return
+        warned[0] = False
         if total is None:
             progress.status(f"{label}: {format_duration(elapsed)} elapsed")
         else:
             progress.status(f"{label}: {format_duration(max(0.0, total - elapsed))} left")
-        if watch is not None:
-            watch.check()
 
     return tick
 
@@ -219,10 +250,11 @@ def _samplers(transport: Transport, target: str, workdir: str, token: str, timeo
     if on_host and not host_workdir:
         log.warning("%s: host telemetry not recorded: no host work directory", label)
         on_host = False
+    # fio in a guest: nothing of vmbench's runs beside it in the guest, nor on the host but for a ZFS pool's iostat
     host_sampler = (telemetry_.Sampler(host_side, host_target, host_workdir, token, timeout,  # type: ignore[arg-type]
-                                       zfs_pool=zfs_pool) if on_host else None)
-    sampler = (telemetry_.Sampler(transport, target, workdir, token, timeout,
-                                  zfs_pool=None if host_side is not None else zfs_pool) if telemetry else None)
+                                       zfs_pool=zfs_pool, loop=zfs_pool is not None) if on_host else None)
+    sampler = (telemetry_.Sampler(transport, target, workdir, token, timeout, zfs_pool=None if host_side is not None else zfs_pool,
+                                  loop=host_side is None) if telemetry else None)
     return host_sampler, sampler
 
 

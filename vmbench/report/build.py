@@ -48,8 +48,10 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
         header["proxmox"] = f"{env.get('pve_api', '?')}, token {env.get('pve_token_id', '?')}, TLS {env.get('pve_tls', '?')}"
         if env.get("tls_verify_off"):
             header["warning"] = "TLS verification of the Proxmox API was turned off for this run (tls: {verify: false})"
-    if env.get("ssh_host"):
-        header["ssh"] = f"{env.get('ssh_user', '?')}@{env['ssh_host']}:{env.get('ssh_port', 22)}, host key {env.get('ssh_host_key', '?')}"
+    if len(env.get("hosts") or {}) > 1:  # a run across several hosts: each, and how it was reached, a line each
+        header.update({f"host {label}": target for label, target in run_hosts(env, keys=True)})
+    elif env.get("ssh_host"):
+        header["ssh"] = ssh_target(env, keys=True)
     if getattr(run, "attempts", 1) > 1:
         header["attempts"] = f"{run.attempts} (resumed; every measurement kept once)"
     if on_librbd(env):
@@ -62,6 +64,32 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
         if env.get("zfs_scan"):
             header["warning"] = f"a {env['zfs_scan']} was running on pool {env['zfs_pool']} when the run started: results are suspect"
     return header, TABLES[data.kind](data, header)
+
+
+def ssh_target(env: dict, *, keys: bool = False) -> str:
+    """How a host was reached (``user@host:port``, with its host key), or "this machine"."""
+    if not env.get("ssh_host"):
+        return "this machine"
+    return (f"{env.get('ssh_user', '?')}@{env['ssh_host']}:{env.get('ssh_port', 22)}"
+            + (f", host key {env.get('ssh_host_key', '?')}" if keys else ""))
+
+
+def run_hosts(env: dict, *, keys: bool = False) -> list[tuple[str, str]]:
+    """Every host of a run, in order: (its name, how it was reached); one for a one-host run
+    (named by its SSH host, else "localhost")."""
+    hosts = env.get("hosts") or {}
+    if hosts:
+        return [(str(label), ssh_target(facts or {}, keys=keys)) for label, facts in hosts.items()]
+    return [(str(env.get("ssh_host") or "localhost"), ssh_target(env, keys=keys))]
+
+
+def hosts_line(env: dict) -> str:
+    """A run's hosts in a few words (``vmbench runs``): "localhost", "root@pve1:22", or each
+    host of a run across several by name with its SSH target."""
+    hosts = run_hosts(env)
+    if len(hosts) == 1 and not env.get("hosts"):
+        return hosts[0][0] if hosts[0][1] == "this machine" else hosts[0][1]
+    return ", ".join(f"{label} ({target})" for label, target in hosts)
 
 
 def host_only_tables(data: RunData, header: dict) -> list[Table]:

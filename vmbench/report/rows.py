@@ -26,6 +26,7 @@ from ..fio.engines import FILE_ENGINES
 from ..fio.job import Metric
 from ..results.key import MeasurementKey
 from ..storage.radosbench import RADOS_LAYER
+from .cephnotes import ceph_pool_notes
 from . import bins, stats
 from .facts import host_page_cache, saturation
 from .filejobs import NO_HOST_ROW, first_layer, first_rows, host_fs_group, is_file_rows, unit_of
@@ -245,6 +246,7 @@ def telemetry_notes(row: dict, fig: Figures) -> list[str]:
             notes.append(f"served from cache? (device reads {fig.dev_read_mb_s:.2f} MB/s{arc})")
     if rw in WRITE_MODES and fig.pool_write_mb_s is not None and fig.mb_s > 0 and fig.pool_write_mb_s < POOL_WRITE_SHARE * fig.mb_s:
         notes.append(f"pool wrote {_mb(fig.pool_write_mb_s)} MB/s of fio's {_mb(fig.mb_s)}: compressed or not yet flushed?")
+    notes += ceph_pool_notes(fig.mb_s, fig.pool_read_mb_s, fig.write_ampl) if fig.osd_commit_ms is not None and rw in WRITE_MODES else []
     if fig.cpu_idle is not None and fig.cpu_idle < CPU_IDLE_MIN:
         notes.append(f"CPU-bound? ({fig.cpu_idle:.0f}% idle)")
     if fig.host_cpu_idle is not None and fig.host_cpu_idle < CPU_IDLE_MIN:

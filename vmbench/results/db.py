@@ -24,14 +24,15 @@ from ..errors import ResultsError
 from . import migrate
 from .key import MeasurementKey
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: how long a write waits for another process's transaction on the same file (ms)
 BUSY_TIMEOUT_MS = 30_000
 
 # Each version's new columns come last in their table, where the upgrade (ALTER TABLE) puts
 # them, so fresh and upgraded databases have the same columns in the same order.  Version 3:
 # many VMs at once (a measurement's VM within its load step, its role, its window).  Version 4:
-# the host a measurement ran on ('': the run's one host, as every run stored before).
+# the host a measurement ran on.  Version 5: no new column; every row names its host (version 4
+# left it '' on every row: migrate_4_to_5 fills it in).
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE runs (
@@ -285,13 +286,13 @@ class ResultsDB:
 
     def add_measurement(self, run_id: int, key: MeasurementKey | None = None, **values: Any) -> int:
         """One measurement row; ``key`` gives its side, stack, layer, job, repeat, VM and load
-        step (its cell is ``cell_id`` among ``values``; ``role`` and ``load_json`` say, in a
-        load step, what the VM did and how its window was covered)."""
+        step (its cell is ``cell_id`` among ``values``, the host it ran on ``host``; ``role``
+        and ``load_json`` say, in a load step, what the VM did and how its window was covered)."""
         if key is not None:
             if key.repeat is None:
                 raise ValueError(f"cannot store {key}: a measurement is one repeat")
             values = dict(values, side=key.side, stack=key.stack, layer=key.layer, job=key.job, repeat=key.repeat,
-                          vm=key.vm, load_step=key.load_step, host=key.host)
+                          vm=key.vm, load_step=key.load_step)
         return self._insert("measurements", dict(run_id=run_id, **values))
 
     def add_measurements(self, run_id: int, rows: list[tuple[MeasurementKey, dict[str, Any], dict[str, dict]]]) -> list[int]:
@@ -303,7 +304,7 @@ class ResultsDB:
                 if key.repeat is None:
                     raise ValueError(f"cannot store {key}: a measurement is one repeat")
                 row = dict(values, run_id=run_id, side=key.side, stack=key.stack, layer=key.layer, job=key.job,
-                           repeat=key.repeat, vm=key.vm, load_step=key.load_step, host=key.host)
+                           repeat=key.repeat, vm=key.vm, load_step=key.load_step)
                 cur = self.conn.execute(f"INSERT INTO measurements ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
                                         [_cell(v) for v in row.values()])
                 assert cur.lastrowid is not None

@@ -35,6 +35,7 @@ from ..telemetry import nic
 from ..results.key import MeasurementKey
 from ..scenario.load import LoadMember, Role
 from ..scenario.model import Cell, Stack
+from ..settings import Telemetry
 from ..transport.base import Transport
 from .evidence import problems
 from .measure import Where, drop_caches, measurement_values, precondition_at
@@ -329,7 +330,8 @@ class LoadStepRun:
         for mem, t in zip(self.members, targets):
             rh = r.host_of(mem.host)
             sides.append(Side(mem.member.vm, mem.member.role, rh.transport,
-                              Where(rh.transport, "host", rh.workdir, t, "host", settings={}, zfs_pool=self.s.storage.zfs_pool),
+                              Where(rh.transport, "host", rh.workdir, t, "host", settings={}, zfs_pool=self.s.storage.zfs_pool,
+                                    host=rh.label),
                               host=mem.host))
         cell_id = None
         if self.unit.host_cell is not None:
@@ -364,7 +366,8 @@ class LoadStepRun:
                 boot_id=mem.boot_id, layer="raw", settings=settings_of(mem.request.vm),
                 host_side=rh.transport if samples else None, host_workdir=rh.workdir,
                 host_target=mem.res.scratch_path, zfs_pool=self.s.storage.zfs_pool,
-                write_rate=mem.request.vm.limits.write_rate(PRECONDITION_BS), lift_limits=mem.guest.limits_lifted), host=mem.host))
+                write_rate=mem.request.vm.limits.write_rate(PRECONDITION_BS), lift_limits=mem.guest.limits_lifted, host=rh.label),
+                host=mem.host))
         raw = [st for st in steps if st.stack is None]
         if raw:
             self._measure(sides, raw, f"{cell.name}: raw")
@@ -501,7 +504,7 @@ class LoadStepRun:
                             sd.transport, job, sd.where.target, sd.where.workdir, label=f"{label}: {job.name} VM {sd.vm}",
                             slow=sd.where.slow, must_match=r.measurer.host_argv.get(job.name) if sd.where.side_name == "guest" else None,  # type: ignore[union-attr]
                             zfs_pool=sd.where.zfs_pool if sd.where.side_name == "host" and sd.vm == 0 or sd.where.host_side else None,
-                            telemetry=sd.where.side_name == "guest" or sd.vm == 0,
+                            telemetry=(sd.where.side_name == "guest" or sd.vm == 0) and self.s.telemetry is Telemetry.ON,
                             host_side=sd.where.host_side, host_workdir=sd.where.host_workdir if sd.where.host_side else "",
                             host_target=sd.where.host_target if sd.where.host_side else None,
                             tail_seconds=self.load.tail_seconds, epoch_logs=True, before_start=start, armed=armed)

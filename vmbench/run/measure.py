@@ -26,13 +26,14 @@ from .rados import bench, rados_values
 from ..storage.radosbench import RADOS_LAYER, rados_mode, seconds
 from ..errors import HypervisorError, VmbenchError
 from ..storage.cephcli import client_args
-from ..storage.rbd import cluster_state
-from ..telemetry.ceph import CephPool, ask_degrading
+from ..storage.rbd import cluster_state, timed_out
+from ..telemetry.ceph import LAG_S as CEPH_LAG_S, CephPool, ask_degrading
 from ..progress import Progress
 from ..results.db import ResultsDB
 from ..results.key import MeasurementKey
 from ..scenario.model import CephConfig, Cell, RepeatPolicy
 from ..scenario.spec import Scenario
+from ..settings import Telemetry
 from ..transport.base import Transport
 from ..units import format_duration, format_size
 
@@ -73,6 +74,8 @@ class Where:
     lift_limits: Callable[[], ContextManager[bool]] | None = None
     #: a filesystem layer's mountpoint, where file jobs run (in :func:`files_dir`); None: a block layer
     mount: str | None = None
+    #: the name of the host it runs on (of a guest: the host the VM runs on), stored with each row
+    host: str = ""
 
     @property
     def slow(self) -> bool:
@@ -91,7 +94,7 @@ def measurement_values(where: Where, job: FioJob, run: FioRun, attempt: int) -> 
         job_params_json=job.params(), job_hash=job_hash(job), sync=job.is_sync, target=run.target, argv_json=list(run.argv),
         settings_json=where.settings, accelerator=where.accelerator, started_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
         iops=run.result.iops, bw_bytes=run.result.bw_bytes, p50_ns=pcts[50.0], p95_ns=pcts[95.0], p99_ns=pcts[99.0],
-        p999_ns=pcts[99.9], clat_bins_json=run.result.clat.to_json(), fio_json=run.raw_json,
+        p999_ns=pcts[99.9], clat_bins_json=run.result.clat.to_json(), fio_json=run.raw_json, host=where.host,
     )
 
 
@@ -130,6 +133,8 @@ class Measurer:
         self.host_argv: dict[str, tuple[str, ...]] = dict(host_argv or {})
         #: RBD storage: the degrading Ceph checks at the run's first fio step (None: not asked yet)
         self.ceph_known: frozenset[str] | None = None
+        #: RADOS benches whose objects could not be removed: (the side they ran on, the run name)
+        self.left_benches: list[tuple[Transport, str]] = []
         #: Step.group() -> {repeat: IOPS} of every stored measurement (earlier attempts' too)
         self.iops: dict[MeasurementKey, dict[int, float]] = {k: dict(v) for k, v in (stored or {}).items()}
         assert scenario.repeat_policy is not None
@@ -172,6 +177,9 @@ class Measurer:
         self.progress.step(f"{where.label}: preconditioning {format_size(pre_job.size)} of {where.target}")
         pre = precondition_at(where, pre_job)
         log.debug("precondition %s: %s", where.target, pre)
+        if self.ceph is not None:  # the pool's counters take the precondition in before the first job's reading
+            self.progress.step(f"{where.label}: {CEPH_LAG_S:g}s for the Ceph manager to report the precondition's writes")
+            time.sleep(CEPH_LAG_S)
 
     def _values(self, step: Step) -> list[float]:
         return list(self.iops.get(step.group(), {}).values())
@@ -205,7 +213,7 @@ class Measurer:
             yield
         except VmbenchError as exc:
             if cfg is not None and host is not None:
-                exc.message = f"{exc.message}; the Ceph cluster under the disk reports {cluster_state(host, cfg)}"
+                exc.message = f"{exc.message}; {cluster_state(host, cfg, timed_out=timed_out(exc.message))}"
                 exc.args = (exc.message,)
                 exc.hint = exc.hint or ("`ceph health detail` says more; once the cluster is healthy, "
                                         "`vmbench cleanup SCENARIO` removes what the run could not")
@@ -218,9 +226,11 @@ class Measurer:
             raise HypervisorError("a RADOS bench step, but the driver knows no Ceph pool under the scratch disks")
         self.progress.step(f"{label}: rados bench on pool {cfg.pool} ({rados_mode(job)}, {seconds(job)}s)")
         with self._ceph_state_on_failure(where):
-            argv, result, raw = bench(where.side, cfg, job, self.run_tag)
+            argv, result, raw = bench(where.side, cfg, job, self.run_tag,
+                                      left=lambda name: self.left_benches.append((where.side, name)))
         self.db.add_measurement(self.run_id, step.key(), **rados_values(
-            job, argv, result, raw, cell_id=where.cell_id, attempt=self.attempt, settings=where.settings, pool=cfg.pool))
+            job, argv, result, raw, cell_id=where.cell_id, attempt=self.attempt, settings=where.settings, pool=cfg.pool),
+            host=where.host)
         self.iops.setdefault(step.group(), {})[step.repeat] = float(result.iops)
         self.progress.status(f"{label}: RADOS {result.iops:,.0f} ops/s, {result.bw_bytes / 1e6:,.1f} MB/s")
 
@@ -256,7 +266,7 @@ class Measurer:
         cpu_start = where.cpu.begin(job.duration) if where.cpu is not None else None
         with self._ceph_state_on_failure(where):
             run = run_fio(where.side, job, target, where.workdir, label=label, progress=self.progress,
-                          slow=where.slow, must_match=must_match,
+                          slow=where.slow, must_match=must_match, telemetry=s.telemetry is Telemetry.ON,
                           zfs_pool=where.zfs_pool if where.side_name == "host" or on_host else None,
                           host_side=where.host_side if on_host else None, host_workdir=where.host_workdir if on_host else "",
                           host_target=where.host_target if on_host else None, ceph_pool=self._ceph_pool(where))

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from ..errors import ScenarioError
 from ..fio.job import FioJob
-from ..settings import StorageType
+from ..settings import StorageType, Telemetry
 from .axes import STORAGE_AXES, VM_AXES, changed_axes
 from .hosts import read_hypervisor, read_storage, driver_storage_problems, storage_problems
 from .jobs import check_jobs_vs_stacks, read_jobs, resolve_sizes
@@ -35,7 +35,7 @@ __all__ = ["load_scenario", "parse_scenario", "vm_problems", "VM_AXES"]
 TOP_KEYS = (
     "name", "description", "template", "hypervisor", "storage", "vm", "vary", "mode", "cells",
     "journey", "jobs", "stacks", "targets", "repeats", "host_baseline", "crypto_benchmark", "host_only",
-    "load", "tune", "advise",
+    "load", "tune", "advise", "telemetry",
 )
 
 
@@ -71,6 +71,7 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
     tuning = top.has("tune")
     repeat_policy = _repeat_policy(top, tuning)
     host_baseline = top.get("host_baseline", as_bool, True)
+    telemetry = top.get("telemetry", Telemetry.parse, Telemetry.ON)
 
     stacks = read_stacks(ctx, top)
     jobs = read_jobs(ctx, top, base_dir or Path("."))
@@ -97,7 +98,7 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
         template=template, baseline=baseline, cells=cells, jobs=tuple(jobs), stacks=tuple(stacks),
         targets=tuple(targets), repeats=repeat_policy.min, repeat_policy=repeat_policy, host_baseline=host_baseline,
         plan_mode=mode, crypto_benchmark=crypto, skipped_cells=skipped, host_only=host_only, load=load, tune=tune,
-        advise=advise,
+        advise=advise, telemetry=telemetry,
     )
 
 

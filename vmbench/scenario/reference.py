@@ -161,6 +161,7 @@ TOP_ROWS: tuple[Row, ...] = (
     Row("targets", "a list of goals", "none", VM_DRIVERS, "figures a job must reach: see targets"),
     Row("repeats", f"1 to {MAX_REPEATS}, or a mapping", f"1 ({TUNE_MIN_REPEATS} with tune)", ALL, "runs of every job on every target"),
     Row("host_baseline", "true, false", "true", ALL, "measures the host storage as the reference"),
+    Row("telemetry", "on, off", "on", ALL, "samples the devices, CPUs and pools below fio while it runs; off: fio alone"),
     Row("crypto_benchmark", "a list of CIPHER/KEYBITS", "the stacks' LUKS ciphers and " + ", ".join(f"{c}/{k}" for c, k in DEFAULT_CRYPTO),
         VM_DRIVERS, "ciphers for cryptsetup benchmark (none without a LUKS layer)"),
     Row("host_only", "true, false", "false", ALL, f"host storage only, no VM (driver {DriverName.NONE.value}; ZFS storage)"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..fio.job import FioJob
-from ..settings import StorageType
+from ..settings import StorageType, Telemetry
 from ..units import format_size
 from .load import LoadSpec
 from .model import Cell, Hypervisor, RepeatPolicy, Stack, Storage, Target, VmConfig
@@ -40,6 +40,7 @@ class Scenario:
     load: LoadSpec | None = None  # many VMs at once (scenario/load.py); None: one VM per cell
     tune: TuneSpec | None = None  # tune: (scenario/tune.py): a search run by vmbench tune; with .round, one round of it
     advise: AdviseSpec | None = None  # advise: the goals and allowed risks vmbench advise answers for this run
+    telemetry: Telemetry = Telemetry.ON  # off: no sampler beside fio (settings.Telemetry)
 
     def __post_init__(self) -> None:
         if self.repeat_policy is None:
