@@ -252,8 +252,8 @@ def attach_fio_series(monkeypatch) -> None:
     real = measure.run_fio
     has_field = "series" in {f.name for f in dataclasses.fields(FioRun)}
 
-    def run_fio(transport, job, target, workdir, **kw):
-        run = real(transport, job, target, workdir, **kw)
+    def run_fio(transport, request, progress=None):
+        run = real(transport, request, progress)
         fn = getattr(transport, "fio_series", None)
         series = fn(list(run.argv)) if fn else None
         if series is None:
