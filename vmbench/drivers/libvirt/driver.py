@@ -26,8 +26,9 @@ from ...images.placement import HostImage, place_image
 from ...paths import HostPaths, StatePaths
 from ...progress import NullProgress, Progress
 from ...guest.needs import GuestNeeds
-from ...scenario.model import Hypervisor, Storage, VmConfig
-from ...settings import Accel, CpuMode, ImageFormat, StorageType
+from ...scenario.backend import Storage
+from ...scenario.model import Hypervisor, VmConfig
+from ...settings import Accel, CpuMode, ImageFormat
 from ...storage import VOLUME_RE, VolumeRole, VolumeStorage, make_volume_storage, volume_name
 from ...storage.rbd import rbd_host_target, read_key
 from ...transport import ops
@@ -81,7 +82,9 @@ class LibvirtDriver:
         self.accelerator: Accelerator | None = None
         #: root disks (linked clones of the template) always live in a libvirt dir pool
         self.pool_storage = DirPoolStorage(lambda: self.conn, storage.pool, host, paths.pool)
-        self.ceph = storage.ceph if storage.type is StorageType.RBD else None
+        self.ceph = storage.ceph if storage.backend.ceph else None
+        #: the leftovers the scratch storage lists, which it removes
+        self.scratch_leftovers = storage.backend.leftover_kinds
         #: scratch disks and the host reference: that pool, ZFS (zvols, datasets) or RBD images
         self.storage: VolumeStorage = scratch_storage or (
             make_volume_storage(storage, host) or self.pool_storage)
@@ -477,7 +480,7 @@ class LibvirtDriver:
                 _undefine(dom)
         elif item.kind == "volume":
             self.pool_storage.delete_path(item.name)
-        elif item.kind in ("zvol", "dataset", "rbd image"):
+        elif item.kind in self.scratch_leftovers:
             self.storage.delete_path(item.name)
         elif item.kind == "secret":
             remove_ceph_secret(self.conn, item.name)
