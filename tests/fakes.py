@@ -1183,8 +1183,8 @@ class FakeDriver:
     def remove_leftover(self, item: Leftover) -> None:
         if item.kind == "domain":
             self.vms.pop(item.name, None)
-        elif item.kind == "volume":
-            self.storage.delete_volume(posixpath.basename(item.name))
+        else:  # what the storage listed: a volume, or another kind of a made-up storage backend's
+            self.storage.delete_path(item.name)
 
     def close(self) -> None:
         self.closed += 1

@@ -127,6 +127,12 @@ def on_librbd(env: Mapping) -> bool:
     return backend is not None and not backend.host_page_cache
 
 
+def on_ceph(env: Mapping) -> bool:
+    """A Ceph pool is under the run's disks: the report states the cluster."""
+    backend = backend_named(env.get("storage_type"))
+    return backend is not None and backend.ceph
+
+
 def host_memory_bytes(env: Mapping) -> int | None:
     """The host RAM a guest's reads may come from (its page cache under the disk); None where
     there is none (RBD) or the run did not record it."""
