@@ -56,7 +56,6 @@ class ShelfBackend(StorageBackend):
     name = NAME
     formats = (ImageFormat.RAW,)
     volumes = NAME
-    leftover_kinds = ("shelf file",)
 
     def describe(self, storage: Storage) -> str:
         return f"raw files on shelf {storage.pool}, scratch {format_size(storage.scratch_size)}"
@@ -223,7 +222,7 @@ def test_cleanup_after_a_failed_run_finds_the_shelf_files(env):
 # The shelf needed one StorageBackend subclass and register() (vmbench/scenario/backend.py),
 # and, for its volumes, a volume storage under the name its ``volumes`` gives in
 # vmbench.storage.VOLUME_STORAGES; nothing else changed (tests/fakes.py's FakeDriver removes
-# whatever its storage lists, as the libvirt driver removes what its leftover_kinds name).
+# what its storage lists through it, as the libvirt and host-only drivers do).
 # A real backend (iSCSI, NFS, LVM-thin) is the same, in these files, tests and docs aside:
 #   1. vmbench/scenario/backends.py: its class (what its storage: section holds, what it refuses,
 #      how the host reference reaches it, what it names for the layers above) and register();

@@ -42,8 +42,6 @@ class HostOnlyDriver:
         if volumes is None:
             raise HypervisorError("a host-only scenario needs ZFS storage (storage.type zfs or zfs-dataset)")
         self.storage: VolumeStorage = volumes
-        #: the leftovers the storage lists, which it removes
-        self.scratch_leftovers = storage.backend.leftover_kinds
 
     def prepare(self, *, image: "Image | None" = None, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
                 progress: Progress, vms: Sequence[VmConfig] = (), guest_needs: "GuestNeeds | None" = None) -> Accelerator:
@@ -108,10 +106,10 @@ class HostOnlyDriver:
         return self.storage.leftovers() + work_leftovers(self.host, self.paths.work)
 
     def remove_leftover(self, item: Leftover) -> None:
-        if item.kind in self.scratch_leftovers:
-            self.storage.delete_path(item.name)
-        elif item.kind == "directory":
+        if item.kind == "directory":
             remove_work_leftover(self.host, self.paths.work, item)
+        else:  # what the storage listed: zvols, datasets
+            self.storage.delete_path(item.name)
 
     def check_step(self, need: int, what: str = "the step's VMs") -> None:
         """A host-only run has no load steps."""

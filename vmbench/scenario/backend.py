@@ -145,11 +145,9 @@ class StorageBackend:
     #: the host reference is a raw volume of its own on the storage, on which the host can also
     #: make the cells' filesystems; False: it opens the scratch image itself (RBD: fio's rbd engine)
     own_reference_volume: ClassVar[bool] = True
-    #: the volume storage (:data:`vmbench.storage.VOLUME_STORAGES`) that creates its volumes;
-    #: None: the driver's own (libvirt's dir pool)
+    #: the volume storage (:data:`vmbench.storage.VOLUME_STORAGES`) that creates its volumes, lists
+    #: what a run left of them (``vmbench cleanup``) and removes it; None: the driver's own (libvirt's dir pool)
     volumes: ClassVar[str | None] = None
-    #: the kinds of leftover its volume storage lists (``vmbench cleanup``), removed through it
-    leftover_kinds: ClassVar[tuple[str, ...]] = ()
     #: the Proxmox storage type its scratch disks go to when it is not hypervisor.storage as it
     #: is: "zfspool" (temporary zfspool entries on the dataset), "rbd" (an rbd storage); None
     proxmox_type: ClassVar[str | None] = None

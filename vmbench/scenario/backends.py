@@ -27,7 +27,6 @@ class ZfsBackend(StorageBackend):
     """Volumes vmbench creates under a ZFS dataset, each with its cell's ZFS settings, read back."""
 
     volumes = "zfs"
-    leftover_kinds = ("zvol", "dataset")
     host_only = True
 
     def read(self, sec: Section, scratch_size: int, driver: DriverName | None) -> tuple[Storage, ZfsSettings]:
@@ -141,7 +140,6 @@ class RbdBackend(StorageBackend):
     host_page_cache = False
     own_reference_volume = False
     volumes = "rbd"
-    leftover_kinds = ("rbd image",)
     proxmox_type = "rbd"
     advice_kind = "rbd"
 

@@ -83,8 +83,6 @@ class LibvirtDriver:
         #: root disks (linked clones of the template) always live in a libvirt dir pool
         self.pool_storage = DirPoolStorage(lambda: self.conn, storage.pool, host, paths.pool)
         self.ceph = storage.ceph if storage.backend.ceph else None
-        #: the leftovers the scratch storage lists, which it removes
-        self.scratch_leftovers = storage.backend.leftover_kinds
         #: scratch disks and the host reference: that pool, ZFS (zvols, datasets) or RBD images
         self.storage: VolumeStorage = scratch_storage or (
             make_volume_storage(storage, host) or self.pool_storage)
@@ -480,8 +478,6 @@ class LibvirtDriver:
                 _undefine(dom)
         elif item.kind == "volume":
             self.pool_storage.delete_path(item.name)
-        elif item.kind in self.scratch_leftovers:
-            self.storage.delete_path(item.name)
         elif item.kind == "secret":
             remove_ceph_secret(self.conn, item.name)
         elif item.kind == "file":
@@ -490,6 +486,8 @@ class LibvirtDriver:
                 ops.remove_file(self.host, item.name)
         elif item.kind == "directory":
             remove_work_leftover(self.host, self.paths.work, item)
+        elif self.storage is not self.pool_storage:  # what the scratch storage listed: zvols, datasets, RBD images...
+            self.storage.delete_path(item.name)
 
 
 def _is_ours(dom: "libvirt.virDomain") -> bool:
