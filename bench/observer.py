@@ -52,7 +52,7 @@ from vmbench.drivers import make_driver  # noqa: E402
 from vmbench.drivers.base import VmRequest  # noqa: E402
 from vmbench.fio.job import FioJob, fio_env, to_precondition  # noqa: E402
 from vmbench.fio.result import last_json, parse_fio_json  # noqa: E402
-from vmbench.fio.runner import precondition, run_fio  # noqa: E402
+from vmbench.fio.runner import FioRequest, Sampling, precondition, run_fio  # noqa: E402
 from vmbench.guest.disk import find_scratch  # noqa: E402
 from vmbench.images import current_image  # noqa: E402
 from vmbench.progress import NullProgress, Progress  # noqa: E402
@@ -97,9 +97,10 @@ class Target:
         """As Measurer._run calls it (the QEMU CPU cost around a guest run with telemetry on)."""
         cpu = self.cpu if telemetry else None
         start = cpu.begin(job.duration) if cpu is not None else None
-        run = run_fio(self.side, job, self.target, self.workdir, label=f"{self.name}: {job.name}", progress=quiet(),
-                      slow=self.slow, telemetry=telemetry, host_side=self.host_side, host_workdir=self.host_workdir,
-                      host_target=self.host_target, ceph_pool=self.ceph)
+        sampling = Sampling(telemetry=telemetry, host_side=self.host_side, host_workdir=self.host_workdir,
+                            host_target=self.host_target, ceph_pool=self.ceph)
+        run = run_fio(self.side, FioRequest(job, self.target, self.workdir, f"{self.name}: {job.name}", slow=self.slow,
+                                            sampling=sampling), quiet())
         if cpu is not None:
             cpu.end(start, ios=run.result.iops * (job.ramp + job.runtime))
         self.argv[job.name] = list(run.argv)

@@ -208,19 +208,6 @@ class DriverName(Choice):
     NONE = "none"  # no hypervisor: a host-only scenario (host storage variants, no VM)
 
 
-class StorageType(Choice):
-    """Where scratch disks and the host's reference target live."""
-
-    DIR = "dir"  # files in a directory storage pool
-    ZFS = "zfs"  # zvols under a ZFS dataset
-    ZFS_DATASET = "zfs-dataset"  # raw or qcow2 files on child datasets of a ZFS dataset
-    RBD = "rbd"  # RBD images in a Ceph pool, opened by QEMU through librbd
-
-    @property
-    def zfs(self) -> bool:
-        return self in (StorageType.ZFS, StorageType.ZFS_DATASET)
-
-
 class PlanMode(Choice):
     ONE_FACTOR = "one-factor"
     FACTORIAL = "factorial"

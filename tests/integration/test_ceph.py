@@ -102,8 +102,9 @@ import libvirt
 
 from tests.ceph import CephCluster
 from tests.integration.conftest import ROOT, URI, flat, vmbench, wait_for, write
-from vmbench.scenario.model import CephConfig, Storage
-from vmbench.settings import ImageFormat, StorageType
+from vmbench.scenario.backend import Storage, StorageType
+from vmbench.scenario.model import CephConfig
+from vmbench.settings import ImageFormat
 from vmbench.storage.rbd import RbdStorage
 from vmbench.transport.local import LocalTransport
 

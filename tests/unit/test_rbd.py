@@ -17,7 +17,8 @@ from vmbench.fio.job import FioJob, check_identical, fio_argv, precondition_argv
 from vmbench.fio.rbd import RbdTarget, parse_target
 from vmbench.scenario.loader import parse_scenario
 from vmbench.scenario.model import CephConfig, VmConfig
-from vmbench.settings import Cache, StorageType
+from vmbench.scenario.backend import StorageType
+from vmbench.settings import Cache
 from vmbench.storage.cephcli import ceph_argv, rbd_argv
 from vmbench.storage.rbd import create_argv, osd_counts, parse_health, parse_keyring, pool_facts, volume_target
 

@@ -19,7 +19,7 @@ from tests.unit.test_html import Balance, section
 from tests.unit.test_telemetry_zfs import IOSTAT, ZfsHost
 from vmbench.run import measure
 from vmbench.drivers.hostonly import HostOnlyDriver
-from vmbench.fio.runner import run_fio
+from vmbench.fio.runner import FioRequest, Sampling, run_fio
 from vmbench.run.measure import Measurer, Where
 from vmbench.paths import HostPaths, StatePaths
 from vmbench.run.plan import Step
@@ -144,16 +144,17 @@ def test_the_host_sampler_never_fails_the_measurement(tmp_path, sides):
 def test_run_fio_without_a_host_workdir_or_telemetry(sides):
     s, host, guest = sides
     job = s.jobs[0]
-    run = run_fio(guest, job, guest.disk, GUEST_WORKDIR, label="x", host_side=host, host_workdir="", zfs_pool="tank")
+    run = run_fio(guest, FioRequest(job, guest.disk, GUEST_WORKDIR, "x", sampling=Sampling(host_side=host, zfs_pool="tank")))
     assert set(run.series) == {"disk", "cpu"} and host.spawned == []  # warned, not sampled; the guest without the pool
     samples = [c for c in guest.commands if c[:3] == ["sh", "-c", SAMPLER_SCRIPT] and c[4].startswith(GUEST_WORKDIR)]
     assert len(samples) == 2 and all(len(c) == 7 for c in samples)
-    run = run_fio(guest, job, guest.disk, GUEST_WORKDIR, label="x", telemetry=False, host_side=host,
-                  host_workdir=HOST_WORKDIR, zfs_pool="tank")
+    run = run_fio(guest, FioRequest(job, guest.disk, GUEST_WORKDIR, "x", sampling=Sampling(
+        telemetry=False, host_side=host, host_workdir=HOST_WORKDIR, zfs_pool="tank")))
     assert run.series == {} and host.spawned == [] and len(
         [c for c in guest.commands if c[:3] == ["sh", "-c", SAMPLER_SCRIPT] and c[4].startswith(GUEST_WORKDIR)]) == 2
     # no host target: every whole disk of the host
-    run = run_fio(guest, job, guest.disk, GUEST_WORKDIR, label="x", host_side=host, host_workdir=HOST_WORKDIR, zfs_pool="tank")
+    run = run_fio(guest, FioRequest(job, guest.disk, GUEST_WORKDIR, "x", sampling=Sampling(host_side=host, host_workdir=HOST_WORKDIR,
+                                                                                zfs_pool="tank")))
     assert run.series["host-disk"]["all_devices"] and {"zpool", "arc", "host-cpu"} <= set(run.series)
     assert host.left_running == [] and guest.left_running == []
 
@@ -166,9 +167,9 @@ def test_where_passes_the_host_only_for_a_guest(monkeypatch, sides):
 
     seen: dict = {}
 
-    def spy(transport, job, target, workdir, **kw):
+    def spy(transport, request, progress=None):
         seen.clear()
-        seen.update(kw)
+        seen.update(vars(request.sampling))
         raise Stop
 
     monkeypatch.setattr(measure, "run_fio", spy)
@@ -358,5 +359,5 @@ def test_a_plain_fake_host_still_samples_alone():
     host = FakeHost()
     host.dirs.add("/w")
     host.files["/pool/v.raw"] = b""
-    run = run_fio(host, parse_scenario(textwrap.dedent(SCENARIO), "g.yaml").jobs[0], "/pool/v.raw", "/w", label="h")
+    run = run_fio(host, FioRequest(parse_scenario(textwrap.dedent(SCENARIO), "g.yaml").jobs[0], "/pool/v.raw", "/w", "h"))
     assert set(run.series) == {"disk", "cpu"} and len(host.spawned) == 1 and host.left_running == []

@@ -33,6 +33,7 @@ from .model import NOT_MEASURED, Advice, Goal, GoalMetric, Recommendation, Risk,
 from .risks import parse_allow, stack_flags, volume_risk_notes
 from .standing import cpu_standing, curve_standing, host_standing, luks_standing, measured_rw
 from ..scenario.axes import settings_of, settings_text
+from ..scenario.backend import advice_kind
 from ..scenario.model import LIMIT_RATES
 from ..report.kind import RunKind
 
@@ -223,13 +224,7 @@ FOR_JOB: dict[RunKind, Callable[[Ctx, Goal, str], Found]] = {
 
 
 def _storage_kind(data: RunData) -> str:
-    text = data.plan.storage
-    kind = data.environment.get("storage_type")
-    if text.startswith("zvols") or kind == "zfs":
-        return "zvol"
-    if text.startswith("files on child datasets") or kind == "zfs-dataset":
-        return "dataset"
-    return "rbd" if kind == "rbd" else ""
+    return advice_kind(data.plan.storage, data.environment.get("storage_type"))
 
 
 def _not_tried(ctx: Ctx, goal: Goal, job: str) -> tuple[list[str], list[untried.Candidate]]:

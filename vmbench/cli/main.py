@@ -20,7 +20,6 @@ from typing import Sequence
 from .. import __version__
 from ..errors import Interrupted, UsageError, VmbenchError
 from ..paths import StatePaths, default_db_path
-from ..settings import StorageType
 from ..units import format_duration
 from .common import ConsoleProgress, cached_accelerator, log_to_file, on_hosts, run_alive, say_migrated
 from .fit import error_lines, fitted, say
@@ -128,14 +127,8 @@ def _print_boots(plan, wide: bool) -> None:
     if not wide and len(plan.cells) == 1:
         rows, headers = [[r[0], r[1], r[3]] for r in rows], [headers[0], headers[1], headers[3]]
     print(fitted(rows, headers, wide=wide, right=["boot"], keep=["layers measured"]))
-    if len(refs) > 1 and plan.scenario.storage.type is StorageType.RBD:
-        krbd = any(c.vm.krbd for c in plan.cells)
-        say("the host is measured once per librbd cache setting (QEMU turns rbd_cache off with cache none and directsync)"
-            + (" and once on the kernel's mapping (krbd: fio's libaio on the mapped image)" if krbd else "")
-            + ", before the first boot with it", wide=wide)
-    elif len(refs) > 1:
-        say("the host is measured once per storage setting, before the first boot on it (a new storage setting needs a new boot)",
-            wide=wide)
+    if len(refs) > 1:
+        say(plan.scenario.storage.backend.reference_note(any(c.vm.krbd for c in plan.cells)), wide=wide)
     for line in plan.file_job_layers():
         indent = line[:len(line) - len(line.lstrip())]
         say(line.lstrip(), indent, wide=wide)

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 from .cputables import cpu_table
 from .curves import curve_table, curves, load_curves
 from .loadrows import scaling_rows
-from .facts import host_memory_bytes, on_librbd
+from .facts import host_memory_bytes, on_ceph
 from .hostonly import host_only_rows, host_only_table, storage_cells_table
 from .load import RunData
 from .loadtables import load_header, load_tables
@@ -54,7 +54,7 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
         header["ssh"] = ssh_target(env, keys=True)
     if getattr(run, "attempts", 1) > 1:
         header["attempts"] = f"{run.attempts} (resumed; every measurement kept once)"
-    if on_librbd(env):
+    if on_ceph(env):
         header["ceph"] = ceph_header(env)
         if env.get("ceph_health") not in (None, "HEALTH_OK"):
             header["warning"] = (f"the Ceph cluster was in {env['ceph_health']} when the run started "

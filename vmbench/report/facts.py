@@ -13,6 +13,7 @@ from typing import Iterable, Mapping, Sequence
 
 from ..fio.job import MIXED_MODES, TAIL_NAME
 from ..results.key import MeasurementKey
+from ..scenario.backend import backend_named
 from ..scenario.model import RepeatPolicy
 from ..settings import Cache
 from .filejobs import file_params
@@ -122,7 +123,14 @@ def _setting(cell: dict, key: str) -> str | None:
 
 def on_librbd(env: Mapping) -> bool:
     """The run's disks are RBD images QEMU opens through librbd: no host page cache under them."""
-    return env.get("storage_type") == "rbd"
+    backend = backend_named(env.get("storage_type"))
+    return backend is not None and not backend.host_page_cache
+
+
+def on_ceph(env: Mapping) -> bool:
+    """A Ceph pool is under the run's disks: the report states the cluster."""
+    backend = backend_named(env.get("storage_type"))
+    return backend is not None and backend.ceph
 
 
 def host_memory_bytes(env: Mapping) -> int | None:

@@ -19,7 +19,7 @@ from typing import Callable, ContextManager, Iterator, Sequence
 
 from ..fio.engines import layer_refusal
 from ..fio.job import FioJob, files_dir, job_hash, to_precondition
-from ..fio.runner import FioRun, precondition, run_fio
+from ..fio.runner import FioRequest, FioRun, Sampling, precondition, run_fio
 from .cpucost import IDLE_SECONDS, CpuCost
 from .plan import Step, Stored
 from .rados import bench, rados_values
@@ -265,11 +265,13 @@ class Measurer:
         on_host = where.side_name == "guest" and where.host_side is not None
         cpu_start = where.cpu.begin(job.duration) if where.cpu is not None else None
         with self._ceph_state_on_failure(where):
-            run = run_fio(where.side, job, target, where.workdir, label=label, progress=self.progress,
-                          slow=where.slow, must_match=must_match, telemetry=s.telemetry is Telemetry.ON,
-                          zfs_pool=where.zfs_pool if where.side_name == "host" or on_host else None,
-                          host_side=where.host_side if on_host else None, host_workdir=where.host_workdir if on_host else "",
-                          host_target=where.host_target if on_host else None, ceph_pool=self._ceph_pool(where))
+            sampling = Sampling(telemetry=s.telemetry is Telemetry.ON,
+                                zfs_pool=where.zfs_pool if where.side_name == "host" or on_host else None,
+                                host_side=where.host_side if on_host else None,
+                                host_workdir=where.host_workdir if on_host else "",
+                                host_target=where.host_target if on_host else None, ceph_pool=self._ceph_pool(where))
+            run = run_fio(where.side, FioRequest(job, target, where.workdir, label, slow=where.slow, must_match=must_match,
+                                                 sampling=sampling), self.progress)
         if where.side_name == "host":
             self.host_argv[job.name] = run.argv
         # the I/Os during the snapshots: the measured rate over ramp and runtime (a fixed-rate job's load)

@@ -25,7 +25,8 @@ from .leftover import Leftover
 from ..errors import CommandError, HypervisorError, PreflightError
 from ..fio.rbd import RbdTarget, parse_target
 from ..progress import Progress
-from ..scenario.model import CephConfig, Storage, ZfsSettings
+from ..scenario.backend import Storage
+from ..scenario.model import CephConfig, ZfsSettings
 from ..settings import Cache, ImageFormat
 from ..transport.base import Transport
 from . import VOLUME_RE, Volume

@@ -26,10 +26,10 @@ from ...images.placement import HostImage, place_image
 from ...paths import HostPaths, StatePaths
 from ...progress import NullProgress, Progress, Silence
 from ...guest.needs import GuestNeeds
-from ...scenario.model import Hypervisor, Storage, VmConfig
-from ...settings import Accel, CpuMode, ImageFormat, StorageType
+from ...scenario.backend import Storage
+from ...scenario.model import Hypervisor, VmConfig
+from ...settings import Accel, CpuMode, ImageFormat
 from ...storage import VOLUME_RE, VolumeRole, VolumeStorage, make_volume_storage, volume_name
-from ...storage.radosbench import BENCH_KIND
 from ...storage.rbd import rbd_host_target, read_key
 from ...transport import ops
 from ...transport.base import HostTransport
@@ -82,7 +82,7 @@ class LibvirtDriver:
         self.accelerator: Accelerator | None = None
         #: root disks (linked clones of the template) always live in a libvirt dir pool
         self.pool_storage = DirPoolStorage(lambda: self.conn, storage.pool, host, paths.pool)
-        self.ceph = storage.ceph if storage.type is StorageType.RBD else None
+        self.ceph = storage.ceph if storage.backend.ceph else None
         #: scratch disks and the host reference: that pool, ZFS (zvols, datasets) or RBD images
         self.storage: VolumeStorage = scratch_storage or (
             make_volume_storage(storage, host) or self.pool_storage)
@@ -494,8 +494,6 @@ class LibvirtDriver:
                 _undefine(dom)
         elif item.kind == "volume":
             self.pool_storage.delete_path(item.name)
-        elif item.kind in ("zvol", "dataset", "rbd image", BENCH_KIND):
-            self.storage.delete_path(item.name)
         elif item.kind == "secret":
             remove_ceph_secret(self.conn, item.name)
         elif item.kind == "file":
@@ -504,6 +502,8 @@ class LibvirtDriver:
                 ops.remove_file(self.host, item.name)
         elif item.kind == "directory":
             remove_work_leftover(self.host, self.paths.work, item)
+        elif self.storage is not self.pool_storage:  # what the scratch storage listed: zvols, datasets, RBD images...
+            self.storage.delete_path(item.name)
 
 
 def _is_ours(dom: "libvirt.virDomain") -> bool:
