@@ -252,8 +252,8 @@ def attach_fio_series(monkeypatch) -> None:
     real = measure.run_fio
     has_field = "series" in {f.name for f in dataclasses.fields(FioRun)}
 
-    def run_fio(transport, job, target, workdir, **kw):
-        run = real(transport, job, target, workdir, **kw)
+    def run_fio(transport, request, progress=None):
+        run = real(transport, request, progress)
         fn = getattr(transport, "fio_series", None)
         series = fn(list(run.argv)) if fn else None
         if series is None:
@@ -1183,8 +1183,8 @@ class FakeDriver:
     def remove_leftover(self, item: Leftover) -> None:
         if item.kind == "domain":
             self.vms.pop(item.name, None)
-        elif item.kind == "volume":
-            self.storage.delete_volume(posixpath.basename(item.name))
+        else:  # what the storage listed: a volume, or another kind of a made-up storage backend's
+            self.storage.delete_path(item.name)
 
     def close(self) -> None:
         self.closed += 1

@@ -28,7 +28,7 @@ def as_crypto(row: Mapping[str, Any] | None = None, **columns: Any) -> CryptoRec
 def store(db: ResultsDB, run_id: int, key: MeasurementKey, series: Mapping[str, Any] | None = None, **columns: Any) -> int:
     """One measurement row of ``key`` with ``columns``, stored as the runner stores it; its id."""
     m = as_measurement(columns, side=key.side, cell=key.cell, stack=key.stack, layer=key.layer, job=key.job, repeat=key.repeat,
-                    vm=key.vm, load_step=key.load_step, host=key.host)
+                    vm=key.vm, load_step=key.load_step)
     return db.add_measurements(run_id, [(m, dict(series or {}))])[0]
 
 

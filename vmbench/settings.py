@@ -32,6 +32,21 @@ class Choice(str, enum.Enum):
         return self.value
 
 
+class Telemetry(Choice):
+    """Whether vmbench samples the layers below fio while it runs (the devices, the CPU, a ZFS
+    pool, a Ceph pool): ``off`` leaves fio alone on the host and in the guest, for a figure with
+    no observer at all (fio's own logs and status stay; so does the watch on a Ceph cluster)."""
+
+    ON = "on"
+    OFF = "off"
+
+    @classmethod
+    def parse(cls, value: object) -> "Telemetry":  # YAML reads on/off as booleans
+        if isinstance(value, bool):
+            return cls.ON if value else cls.OFF
+        return super().parse(value)
+
+
 class Bus(Choice):
     VIRTIO_BLK = "virtio-blk"
     VIRTIO_SCSI = "virtio-scsi"  # one controller per disk (like Proxmox virtio-scsi-single)
@@ -191,19 +206,6 @@ class DriverName(Choice):
     LIBVIRT = "libvirt"
     PROXMOX = "proxmox"  # a Proxmox VE node, through its API (and SSH for host fio and evidence)
     NONE = "none"  # no hypervisor: a host-only scenario (host storage variants, no VM)
-
-
-class StorageType(Choice):
-    """Where scratch disks and the host's reference target live."""
-
-    DIR = "dir"  # files in a directory storage pool
-    ZFS = "zfs"  # zvols under a ZFS dataset
-    ZFS_DATASET = "zfs-dataset"  # raw or qcow2 files on child datasets of a ZFS dataset
-    RBD = "rbd"  # RBD images in a Ceph pool, opened by QEMU through librbd
-
-    @property
-    def zfs(self) -> bool:
-        return self in (StorageType.ZFS, StorageType.ZFS_DATASET)
 
 
 class PlanMode(Choice):

@@ -101,6 +101,12 @@ def wait_for(proc, needle: str, lines: list[str], timeout: float = 900) -> str:
     raise AssertionError(f"never saw {needle!r}:\n" + "".join(lines))
 
 
+def flat(text: str) -> str:
+    """``text`` with its line breaks and runs of spaces made one space: what vmbench prints is
+    wrapped to fit a terminal, a phrase the tests look for may span two lines."""
+    return " ".join(text.split())
+
+
 def write(tmp_path: Path, name: str, text: str) -> Path:
     p = tmp_path / name
     p.write_text(text)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from vmbench.drivers.libvirt.driver import LibvirtDriver
 from vmbench.paths import HostPaths, StatePaths
-from vmbench.scenario.model import Hypervisor, Storage
+from vmbench.scenario.backend import Storage
+from vmbench.scenario.model import Hypervisor
 from vmbench.transport.local import LocalTransport
 from vmbench.progress import RecordingProgress
 from vmbench.results.db import ResultsDB

@@ -92,6 +92,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -100,9 +101,10 @@ import pytest
 import libvirt
 
 from tests.ceph import CephCluster
-from tests.integration.conftest import ROOT, URI, vmbench, write
-from vmbench.scenario.model import CephConfig, Storage
-from vmbench.settings import ImageFormat, StorageType
+from tests.integration.conftest import ROOT, URI, flat, vmbench, wait_for, write
+from vmbench.scenario.backend import Storage, StorageType
+from vmbench.scenario.model import CephConfig
+from vmbench.settings import ImageFormat
 from vmbench.storage.rbd import RbdStorage
 from vmbench.transport.local import LocalTransport
 
@@ -197,7 +199,7 @@ def test_rbd_image_lifecycle_as_the_client_user(cluster):
     assert rbd(cluster, "image-meta", "get", f"{POOL}/t1", "vmbench-run").stdout == "r0000test\n"
     assert json.loads(rbd(cluster, "image-meta", "list", f"{POOL}/t1", "--format", "json").stdout) == {"vmbench-run": "r0000test"}
     missing = rbd(cluster, "image-meta", "get", f"{POOL}/t1", "no-such-key", check=False)
-    assert missing.returncode == 2 and "No such file or directory" in missing.stderr
+    assert missing.returncode == 2 and "No such file or directory" in flat(missing.stderr)
     assert json.loads(rbd(cluster, "ls", POOL, "--format", "json").stdout) == ["t1"]
     (image,) = json.loads(rbd(cluster, "ls", "-l", POOL, "--format", "json").stdout)
     assert image["image"] == "t1" and image["size"] == 64 * 1024**2 and image["format"] == 2
@@ -298,7 +300,7 @@ def test_qemu_opens_an_image_through_librbd(cluster, tmp_path):
         # and data goes through: written by QEMU, read back by QEMU
         io = subprocess.run(["qemu-io", "-f", "raw", "-c", "write -P 0xab 1M 64k", "-c", "read -P 0xab 1M 64k", spec],
                             capture_output=True, text=True, timeout=60, env=env_free)
-        assert io.returncode == 0 and "Pattern verification failed" not in io.stdout, io.stdout + io.stderr
+        assert io.returncode == 0 and "Pattern verification failed" not in flat(io.stdout), io.stdout + io.stderr
     finally:
         rbd(cluster, "rm", f"{POOL}/t2")
 
@@ -362,7 +364,7 @@ def test_preflight_refuses_a_missing_pool_before_anything_exists(cluster, tmp_pa
     before = cluster.rbd("ls", cluster.pool)
     run = vmbench("run", str(scenario), "--db", str(tmp_path / "r.db"), timeout=300)
     assert run.returncode != 0
-    assert "Ceph pool nosuchpool does not exist (storage.pool)" in run.stderr and "Traceback" not in run.stderr
+    assert "Ceph pool nosuchpool does not exist (storage.pool)" in flat(run.stderr) and "Traceback" not in run.stderr
     assert cluster.rbd("ls", cluster.pool) == before and _secrets_of(None) == []
 
 
@@ -403,25 +405,171 @@ def test_cleanup_removes_a_killed_runs_images_and_bench_objects_only(cluster, tm
     ours = storage.create_volume("vmbench-r0c1ea0ff-1-scratch.raw", 64 << 20, ImageFormat.RAW)
     cluster.rbd("create", "--size", "16M", f"{cluster.pool}/user-disk")
     cluster.rbd("create", "--size", "16M", f"{cluster.pool}/vmbench-r0c1ea0ff-2-scratch")  # our name, not our metadata
+    # an older vmbench's bench, finished, in vmbench-bench itself (its run name)
     bench = ["rados", "--conf", str(cluster.conf_path), "--id", "vmbench", "-p", cluster.pool, "-N", "vmbench-bench", "bench",
              "1", "write", "-b", "4096", "-t", "2", "--no-cleanup", "--run-name", "vmbench-r0c1ea0ff-0badcafe"]
     subprocess.run(bench, capture_output=True, check=True, timeout=120)
+    marker = _killed_bench(cluster, "r0c1ea0ff")  # and this version's, killed with vmbench mid-write
     scenario = write(tmp_path, "ceph.yaml", SCENARIO.format(pool=cluster.pool, conf=cluster.conf_path))
     try:
         dry = vmbench("cleanup", str(scenario), "--dry-run", timeout=300)
         assert dry.returncode == 0, dry.stderr
         assert "vmbench/vmbench-r0c1ea0ff-1-scratch" in dry.stdout and "vmbench/vmbench-bench/vmbench-r0c1ea0ff-0badcafe" in dry.stdout
+        assert f"vmbench/vmbench-bench/{marker}" in dry.stdout, dry.stdout  # found by its marker's name alone
         assert "user-disk" not in dry.stdout and "vmbench-r0c1ea0ff-2-scratch" not in dry.stdout
         done = vmbench("cleanup", str(scenario), timeout=300)
         assert done.returncode == 0, done.stdout + done.stderr
         images = json.loads(cluster.rbd("ls", "--format", "json", cluster.pool))
         assert "vmbench-r0c1ea0ff-1-scratch" not in images and {"user-disk", "vmbench-r0c1ea0ff-2-scratch"} <= set(images)
-        assert storage.leftovers() == []
+        assert storage.leftovers() == [] and _bench_objects(cluster) == []
     finally:
         for image in ("user-disk", "vmbench-r0c1ea0ff-2-scratch", ours.path.split(":")[1].split("/")[1]):
             subprocess.run(["rbd", "--conf", str(cluster.admin_conf_path), "--name", "client.admin", "--keyring",
                             str(cluster.admin_keyring_path), "rm", "--no-progress", f"{cluster.pool}/{image}"],
                            capture_output=True, timeout=120)
+
+
+def _bench_objects(cluster: CephCluster) -> list[str]:
+    """Every object in vmbench's bench namespaces (any "vmbench-bench*"), as namespace/name."""
+    listed = json.loads(admin_rados(cluster, "-p", cluster.pool, "ls", "--all", "--format", "json") or "[]")
+    return sorted(f"{o['namespace']}/{o['name']}" for o in listed if o.get("namespace", "").startswith("vmbench-bench"))
+
+
+def _killed_bench(cluster: CephCluster, tag: str) -> str:
+    """A read job's RADOS bench (vmbench.run.rados.bench) killed while its prefill writes: vmbench
+    and its rados both SIGKILLed once objects are in the pool; the bench's marker name."""
+    code = ("import sys; from vmbench.fio.job import FioJob; from vmbench.run.rados import bench; "
+            "from vmbench.scenario.model import CephConfig; from vmbench.transport.local import LocalTransport; "
+            "cfg = CephConfig(pool=sys.argv[1], conf=sys.argv[2], user='vmbench'); "
+            "bench(LocalTransport(), cfg, FioJob(name='r', rw='read', bs=1 << 20, iodepth=2, size=512 << 20, runtime=60), sys.argv[3])")
+    proc = subprocess.Popen([sys.executable, "-c", code, cluster.pool, str(cluster.conf_path), tag], cwd=ROOT,
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(o.startswith(f"vmbench-bench.vmbench-{tag}-") for o in _bench_objects(cluster)):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode() if proc.stderr else ""
+            time.sleep(0.3)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the group this test started: vmbench and its rados
+        proc.wait(timeout=30)
+    (marker,) = [o.split("/", 1)[1] for o in _bench_objects(cluster) if o.startswith("vmbench-bench/vmbench-" + tag)
+                 and not o.endswith("-0badcafe")]
+    return marker
+
+
+def test_a_rados_read_bench_writes_its_jobs_size_and_leaves_the_pool_as_it_was(cluster):
+    from vmbench.fio.job import FioJob
+    from vmbench.run.rados import bench
+
+    cfg = CephConfig(pool=cluster.pool, conf=str(cluster.conf_path), user="vmbench")
+    before = _pool_usage(cluster)
+    argv, result, raw = bench(LocalTransport(), cfg, FioJob(name="seq", rw="read", bs=1 << 20, iodepth=2, size=24 << 20,
+                                                            runtime=4), "r0b0a1f00")
+    data = json.loads(raw)
+    assert argv[argv.index("bench") + 2] == "seq" and 0 < int(data["total_reads_made"]) <= 25  # the 24 objects written, once
+    assert _bench_objects(cluster) == []
+    deadline = time.monotonic() + 60  # the manager's view of the pool catches up within seconds
+    while _pool_usage(cluster) != before:
+        assert time.monotonic() < deadline, (before, _pool_usage(cluster))
+        time.sleep(2)
+
+
+def _pool_usage(cluster: CephCluster) -> tuple[int, int]:
+    (pool,) = [p for p in cluster.ceph_json("df", "detail")["pools"] if p["name"] == cluster.pool]
+    return pool["stats"]["objects"], pool["stats"]["stored"]
+
+
+READ_SCENARIO = """
+name: it-ceph-room
+hypervisor: {{accel: tcg}}
+storage:
+  type: rbd
+  pool: {pool}
+  scratch_size: {scratch}
+  ceph: {{conf: {conf}, user: vmbench}}
+vm: {{memory: 768M, bus: virtio-blk, cache: none}}
+jobs:
+  - {{name: seq-read, rw: read, bs: 1m, iodepth: 2, size: 512M, runtime: 4s, ramp: 1s}}
+"""
+
+
+def test_a_run_whose_rados_prefill_would_not_fit_is_refused_before_anything_exists(cluster, tmp_path):
+    before = (cluster.rbd("ls", cluster.pool), _bench_objects(cluster))
+    big = write(tmp_path, "big.yaml", READ_SCENARIO.format(pool=cluster.pool, conf=cluster.conf_path, scratch="16G"))
+    run = vmbench("run", str(big), "--db", str(tmp_path / "r.db"), timeout=300)
+    assert run.returncode == 3 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert f"Ceph pool {cluster.pool} has " in run.stderr and "free (ceph df: max_avail); this run writes up to 16.5G" in run.stderr
+    assert "the RADOS bench of job seq-read, 513.0M" in run.stderr
+    cluster.ceph("osd", "pool", "set-quota", cluster.pool, "max_bytes", str(768 << 20))
+    try:
+        quota = write(tmp_path, "quota.yaml", READ_SCENARIO.format(pool=cluster.pool, conf=cluster.conf_path, scratch="512M"))
+        run = vmbench("run", str(quota), "--db", str(tmp_path / "r.db"), timeout=300)
+        assert run.returncode == 3 and f"Ceph pool {cluster.pool}'s quota leaves" in run.stderr, run.stderr[-2000:]
+        assert "of max_bytes 768.0M); this run writes up to 1.0G" in run.stderr
+    finally:
+        cluster.ceph("osd", "pool", "set-quota", cluster.pool, "max_bytes", "0")
+    assert (cluster.rbd("ls", cluster.pool), _bench_objects(cluster)) == before and _secrets_of(None) == []
+
+
+FULL = """
+name: it-ceph-full
+hypervisor: {{accel: tcg}}
+storage:
+  type: rbd
+  pool: {pool}
+  scratch_size: 512M
+  ceph: {{conf: {conf}, user: vmbench}}
+vm: {{memory: 768M, bus: virtio-blk, cache: none}}
+jobs:
+  - {{name: 4k-randwrite, rw: randwrite, bs: 4k, iodepth: 8, size: 32M, runtime: 90s, ramp: 1s}}
+"""
+
+
+def test_a_pool_quota_hit_under_fio_is_said_as_a_stall_naming_the_full_pool(cluster, tmp_path):
+    """The host reference's fio (librbd, the code path that says a guest's stalls too: fio's
+    status read back on its side) writes until a quota below the pool's usage stops it: within
+    30 s the run says it stalled and that the pool is full, and ends; nothing is left once the
+    quota is gone."""
+    scenario = write(tmp_path, "full.yaml", FULL.format(pool=cluster.pool, conf=cluster.conf_path))
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen([sys.executable, "-m", "vmbench", "run", str(scenario), "--db", str(db)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    try:
+        wait_for(proc, "host: 4k-randwrite (", lines, timeout=600)
+        time.sleep(3)
+        cluster.ceph("osd", "pool", "set-quota", cluster.pool, "max_bytes", "1")  # below what it holds: full at once
+        quota_at = time.monotonic()
+        full_at: list[float] = []  # when the monitors flag the pool full (writes stop): the quota hit
+
+        def watch_health() -> None:
+            while not full_at and time.monotonic() - quota_at < 120:
+                if "POOL_FULL" in cluster.ceph_json("health", timeout=30).get("checks", {}):
+                    full_at.append(time.monotonic())
+                time.sleep(0.5)
+
+        watcher = threading.Thread(target=watch_health, daemon=True)
+        watcher.start()
+        stalled = wait_for(proc, "stalled for", lines, timeout=120)
+        said_at = time.monotonic()
+        watcher.join(timeout=60)
+        cluster.ceph("osd", "pool", "set-quota", cluster.pool, "max_bytes", "0")
+        _, rest = proc.communicate(timeout=600)
+    finally:
+        cluster.ceph("osd", "pool", "set-quota", cluster.pool, "max_bytes", "0")
+        if proc.poll() is None:
+            proc.kill()
+    text = "".join(lines) + rest
+    assert full_at, text[-3000:]
+    said_after = said_at - full_at[0]
+    print(f"pool full {full_at[0] - quota_at:.0f}s after the quota was set; stall said {said_after:.0f}s after that: {stalled.strip()}")
+    assert said_after <= 30 and "POOL_FULL" in stalled and f"pool '{cluster.pool}' is full" in stalled, text[-3000:]
+    assert "no I/O completed" in stalled
+    assert proc.returncode != 0 and "Ceph reported POOL_FULL" in text and "Traceback" not in text, text[-3000:]
+    done = vmbench("cleanup", str(scenario), timeout=600)  # what the full pool kept the run from removing
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [i for i in json.loads(cluster.rbd("ls", "--format", "json", cluster.pool)) if i.startswith("vmbench-")] == []
+    assert _storage(cluster).leftovers() == [] and _bench_objects(cluster) == [] and _secrets_of(db) == []
 
 
 FAULT = """
@@ -458,15 +606,16 @@ def test_an_osd_stopped_under_a_running_guest_ends_the_run_naming_ceph(cluster, 
     finally:
         if proc.poll() is None:
             proc.kill()
-    text = log.read_text()
+        if "osd" not in cluster.procs:  # the later tests share this cluster: the OSD comes back whatever happened
+            cluster.start_osd()
+    text = flat(log.read_text())
     assert proc.returncode != 0 and "the Ceph cluster under the disk reports HEALTH_WARN" in text, text[-3000:]
-    assert "Ceph reported OSD_DOWN: 1 osds down while fio ran on pool" in text and "Traceback" not in text
+    assert "Ceph reported OSD_DOWN: 1 osds down" in text and "while fio ran on pool" in text and "Traceback" not in text
     assert "command timed out" not in text  # the watch, not fio's deadline, ended it
     with sqlite3.connect(db) as conn:
         sides = sorted(r[0] for r in conn.execute("select side from measurements"))
         status = conn.execute("select status from runs").fetchone()[0]
     assert status == "failed" and sides == ["host", "host"]  # what was measured before (RADOS, librbd) is kept
-    cluster.start_osd()
     done = vmbench("cleanup", str(scenario), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert [i for i in json.loads(cluster.rbd("ls", "--format", "json", cluster.pool)) if i.startswith("vmbench-")] == []
@@ -547,7 +696,7 @@ def test_a_proxmox_run_on_the_nodes_rbd_storage(cluster, tmp_path):
                                  ("POST", "/nodes/{node}/qemu/{vmid}/config")) if "virtio1" in p]
             assert len(disks) == 1 and disks[0]["virtio1"].startswith(f"{sid}:0.25,cache=none,"), disks
             left = vmbench("cleanup", "--dry-run", str(path), env=env)
-            assert left.returncode == 0 and "nothing to clean up" in left.stdout, left.stdout + left.stderr
+            assert left.returncode == 0 and "nothing to clean up" in flat(left.stdout), left.stdout + left.stderr
             assert sorted(fake.vms) == [9000]
         conn = libvirt.open(URI)
         try:  # the fake's own secrets (its guest's key) went with its guest

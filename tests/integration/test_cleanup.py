@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libvirt
 
-from tests.integration.conftest import URI, vmbench
+from tests.integration.conftest import URI, flat, vmbench
 from vmbench.drivers.base import VmRequest
 from vmbench.drivers import make_driver
 from vmbench.drivers.libvirt.xml import domain_xml, volume_xml
@@ -34,7 +34,7 @@ def test_cleanup_lists_then_removes_only_tagged_things(machine):
         dry = vmbench("cleanup", "--dry-run")
         assert dry.returncode == 0, dry.stderr
         assert "vmbench-r0c1ea0ff-1" in dry.stdout and "vmbench-r0c1ea0ff-1-scratch.raw" in dry.stdout
-        assert "nothing removed" in dry.stdout
+        assert "nothing removed" in flat(dry.stdout)
         assert "user-vm" not in dry.stdout and "user-disk" not in dry.stdout and "vmbench-r0c1ea0ff-9" not in dry.stdout
         assert driver.conn.lookupByName("vmbench-r0c1ea0ff-1")  # still there after --dry-run
 

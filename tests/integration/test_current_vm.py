@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from tests.integration.conftest import ROOT, URI
+from tests.integration.conftest import ROOT, URI, flat
 from vmbench.drivers import read_current
 from vmbench.drivers.libvirt.current import read_domain
 from vmbench.drivers.libvirt.driver import NAME_RE
@@ -142,9 +142,9 @@ def test_advise_reads_the_domain_through_a_stored_run_and_changes_nothing(domain
     before = xmls(dom)
     out = vmbench("advise", "latest", "--db", str(db), "--domain", name, "--read-vm", "--wide")  # lines as they are
     assert out.returncode == 0, out.stderr
-    assert f"your VM: libvirt domain {name} ({URI}), disk vda (read only, not changed)" in out.stdout
-    assert "bus=virtio-blk, cache=writeback" in out.stdout
-    assert "your VM differs from the run's baseline in cache writeback (the run: none)" in out.stdout
+    assert f"your VM: libvirt domain {name} ({URI}), disk vda (read only, not changed)" in flat(out.stdout)
+    assert "bus=virtio-blk, cache=writeback" in flat(out.stdout)
+    assert "your VM differs from the run's baseline in cache writeback (the run: none)" in flat(out.stdout)
     assert xmls(dom) == before and not dom.isActive()
     bad = vmbench("advise", "latest", "--db", str(db), "--domain", name + "-missing", "--read-vm")
     assert bad.returncode != 0 and "Traceback" not in bad.stderr and name + "-missing" in bad.stderr

@@ -16,7 +16,7 @@ import libvirt
 import libvirt_qemu
 import pytest
 
-from tests.integration.conftest import ROOT, run_tag_resources, vmbench, wait_for, write
+from tests.integration.conftest import ROOT, flat, run_tag_resources, vmbench, wait_for, write
 from vmbench.run.plan import make_plan
 from vmbench.results.db import ResultsDB
 from vmbench.scenario import parse_scenario
@@ -91,7 +91,7 @@ def test_sigkill_then_cleanup_then_resume(machine, tmp_path):
 
     resumed = vmbench("run", "--resume", str(run.id), "--db", str(db_path))
     assert resumed.returncode == 0, resumed.stderr
-    assert "kept from earlier attempts" in resumed.stderr
+    assert "kept from earlier attempts" in flat(resumed.stderr)
     assert stored_keys(db_path) == plan_keys(scenario)
     db = ResultsDB(db_path, create=False)
     assert db.resolve_run(run.id).status == "ok"
@@ -195,7 +195,7 @@ def test_pool_too_small_is_refused_before_anything_is_created(machine, tmp_path)
     before = {l.name for l in machine.leftovers()}
     r = vmbench("run", str(scenario), "--db", str(tmp_path / "r.db"))
     assert r.returncode == 3, r.stderr
-    assert "dir pool vmbench on localhost has" in r.stderr and "needs about" in r.stderr
+    assert "dir pool vmbench on localhost has" in flat(r.stderr) and "needs about" in flat(r.stderr)
     assert "Traceback" not in r.stderr
     assert {l.name for l in machine.leftovers()} == before
     assert not (tmp_path / "r.db").exists() or ResultsDB(tmp_path / "r.db", create=False).runs() == []

@@ -29,7 +29,7 @@ import libvirt
 import pytest
 
 from tests.influx import InfluxServer, free_port
-from tests.integration.conftest import ROOT, vmbench, write
+from tests.integration.conftest import ROOT, flat, vmbench, write
 
 POOL = "vmbench-it-history"
 MOUNT = Path("/var/lib/vmbench-it-history")  # QEMU (libvirt-qemu) reaches it: not under pytest's private /tmp
@@ -200,7 +200,7 @@ def test_the_step_is_found_and_the_pool_move_named_there(history_runs):
 def test_the_quiet_run_tells_the_timer_it_regressed(history_runs):
     third = history_runs.runs[2]
     assert third.returncode == 7, third.stdout + third.stderr[-3000:]
-    assert "waiting for the guest agent" not in third.stderr and "[00:" not in third.stderr  # --quiet: no progress
+    assert "waiting for the guest agent" not in flat(third.stderr) and "[00:" not in third.stderr  # --quiet: no progress
     out = third.stdout
     assert out.startswith("vmbench: run 3 (") and "of it-history: ok; results in " in out
     assert "REGRESSION (2):" in out and "4k-randread · guest · cell baseline, raw: STEP at #3" in out
@@ -232,7 +232,7 @@ def test_a_run_and_the_history_in_influxdb_match_the_report(history_runs, influx
             assert row[field] == pytest.approx(r[key], rel=1e-12), (row["side"], field)
     # the whole history: one write per run, each run's points at its own start
     sent = vmbench("history", "it-history", "--db", db, "--format", "influx", *_influx_args(influxd, influxd.password_file))
-    assert sent.returncode == 0 and "wrote 6 point(s) of 3 run(s)" in sent.stderr, sent.stderr
+    assert sent.returncode == 0 and "wrote 6 point(s) of 3 run(s)" in flat(sent.stderr), sent.stderr
     doc = json.loads(vmbench("history", "it-history", "--db", db, "--format", "json").stdout)
     rows = influxd.query("SELECT * FROM vmbench WHERE scenario = 'it-history' ORDER BY time")
     assert len(rows) == 6  # the latest run's two points written twice: the same series and time, one point

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import glob
 
-from tests.integration.conftest import run_tag_resources, vmbench, write
+from tests.integration.conftest import flat, run_tag_resources, vmbench, write
 from vmbench.results.db import ResultsDB
 
 # written for bare metal: a raw device in one section, a mounted filesystem in the other
@@ -56,8 +56,8 @@ def test_user_job_file_runs_on_every_layer_rewritten(machine, tmp_path):
     assert plan.returncode == 0, plan.stderr
     # `vmbench plan` does not print the rewrites yet (cli.py has no describe_rewrites wiring);
     # once it does: "[randwrite] filename=/dev/sdb -> <device>" is among its lines.
-    if "filename=/dev/sdb ->" in plan.stdout:
-        assert "[randwrite] filename=/dev/sdb -> <device>" in plan.stdout
+    if "filename=/dev/sdb ->" in flat(plan.stdout):
+        assert "[randwrite] filename=/dev/sdb -> <device>" in flat(plan.stdout)
 
     run = vmbench("run", str(scenario), "--db", str(db_path))
     assert run.returncode == 0, run.stderr

@@ -8,13 +8,14 @@ and that the report says what it must."""
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import sys
 import time
 
 import pytest
 
-from tests.integration.conftest import ROOT, run_tag_resources, vmbench, wait_for, write
+from tests.integration.conftest import ROOT, flat, run_tag_resources, vmbench, wait_for, write
 from tests.sshd import TestSshd
 from vmbench.results.db import ResultsDB
 
@@ -95,10 +96,20 @@ def _killed_mid_step(scenario, db_path, sshd: TestSshd, when: str) -> str:
     assert sshd.kill_sessions() > 0
     _, rest = proc.communicate(timeout=600)
     assert proc.returncode not in (0, None), "".join(lines) + rest
-    return "".join(lines) + rest
+    return flat("".join(lines) + rest)
 
 
 def test_scaling_over_two_hosts_one_killed_mid_step_then_resumed(machine, tmp_path, two_hosts):
+    # doctor on the two hosts, host b naming a dir pool of its own that does not exist: said, not created
+    pool = f"vmbench-it{secrets.token_hex(3)}"
+    doctor = write(tmp_path, "doctor.yaml", _on_hosts(SCALING.replace("known_hosts: {kh3}}}", "known_hosts: {kh3}}, pool: " + pool + "}"),
+                                                      *two_hosts))
+    doc = vmbench("doctor", str(doctor), timeout=600)
+    line = next((l for l in doc.stdout.splitlines() if l.startswith("b: storage")), "")
+    assert doc.returncode == 0 and line.split()[2] == "ok", doc.stdout + doc.stderr
+    assert f"dir pool {pool}: not there yet; `vmbench run` creates it at" in line and " free)" in line, line
+    assert pool not in subprocess.run(["virsh", "-c", "qemu:///system", "pool-list", "--all", "--name"], capture_output=True,
+                                      text=True, timeout=60).stdout
     scenario = write(tmp_path, "scaling.yaml", _on_hosts(SCALING, *two_hosts))
     db_path = tmp_path / "scaling.db"
     out = _killed_mid_step(scenario, db_path, two_hosts[1], "host: 4k-randread #1: 3 at once")
@@ -108,6 +119,13 @@ def test_scaling_over_two_hosts_one_killed_mid_step_then_resumed(machine, tmp_pa
     r = db.resolve_run("latest")
     assert r.status == "failed" and {k.load_step for k in db.measurement_keys(r.id)} == {1}  # the finished step kept
     assert run_tag_resources(machine, r.tag) == [], out  # every host's VMs and volumes removed
+    # cleanup looks at each host under its own heading (both are this machine's libvirt: nothing twice)
+    dry = vmbench("cleanup", str(scenario), "--dry-run", timeout=300)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    a, b = two_hosts
+    assert f"== host a (root@127.0.0.2:{a.port}) ==" in dry.stdout and f"== host b (root@127.0.0.3:{b.port}) ==" in dry.stdout, dry.stdout
+    listed = [line.split()[1] for line in dry.stdout.splitlines() if line.startswith(("domain ", "volume ", "file ", "directory "))]
+    assert len(listed) == len(set(listed)), dry.stdout
     resumed = vmbench("run", "--resume", "latest", "--db", str(db_path), timeout=1500)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     db = ResultsDB(db_path, create=False)
@@ -116,6 +134,7 @@ def test_scaling_over_two_hosts_one_killed_mid_step_then_resumed(machine, tmp_pa
     rows = db.rows("measurements", r.id)
     assert {(m["side"], m["load_step"], m["vm"], m["load"]["host"]) for m in rows} == {
         (side, step, vm, host) for side in ("host", "guest") for step, vm, host in ((1, 0, "a"), (2, 0, "a"), (2, 1, "b"), (2, 2, "a"))}
+    assert all(m["host"] == m["load"]["host"] for m in rows)  # the column, on every row
     guest = [m for m in rows if m["side"] == "guest"]
     assert sorted((m["load_step"], m["vm"]) for m in guest) == [(1, 0), (2, 0), (2, 1), (2, 2)]
     host = [m for m in rows if m["side"] == "host"]
@@ -137,6 +156,11 @@ def test_scaling_over_two_hosts_one_killed_mid_step_then_resumed(machine, tmp_pa
     rep = vmbench("report", "latest", "--db", str(db_path))
     assert rep.returncode == 0, rep.stderr
     print(rep.stdout)
+    a, b = two_hosts  # the header and `vmbench runs` name every host and how it was reached
+    lines = {line.split(":", 1)[0]: line for line in rep.stdout.splitlines() if line.startswith(("host a:", "host b:"))}
+    assert f"root@127.0.0.2:{a.port}, host key ssh-" in lines["host a"] and f"root@127.0.0.3:{b.port}, host key ssh-" in lines["host b"]
+    runs = vmbench("runs", "--db", str(db_path))
+    assert f"a (root@127.0.0.2:{a.port}), b (root@127.0.0.3:{b.port})" in runs.stdout, runs.stdout
     # advise: how many VMs share the storage is not a setting: nothing recommended, each step's standing
     adv = vmbench("advise", "latest", "--db", str(db_path), "--format", "json")
     assert adv.returncode == 0, adv.stderr
@@ -173,9 +197,9 @@ def test_noisy_neighbour_across_two_hosts_in_three_phases_with_a_limit(machine, 
     assert limited["settings"]["mbps_wr"] == LIMIT
     assert abs(limited["bw_bytes"] - LIMIT * MiB) <= 0.1 * LIMIT * MiB, (limited["bw_bytes"], LIMIT)
     assert by[(2, 1)]["bw_bytes"] > 2 * LIMIT * MiB
-    assert "preconditioning 1 of 2 target(s) at once" in run.stdout + run.stderr
+    assert "preconditioning 1 of 2 target(s) at once" in flat(run.stdout) + run.stderr
     plan = vmbench("plan", str(tmp_path / "neighbours.yaml"))
-    assert "aggressor VMs' targets: not preconditioned (no job reads: heavy)" in plan.stdout, plan.stdout
+    assert "aggressor VMs' targets: not preconditioned (no job reads: heavy)" in flat(plan.stdout), plan.stdout
     # every window was checked against every other VM's load (clocks read before and after)
     assert all(m["load"]["loaded"] is not None and m["load"]["clock_drift_ms"] is not None for m in rows), [m["load"] for m in rows]
     # the victim ran at its fixed rate in every phase
@@ -190,8 +214,8 @@ def test_noisy_neighbour_across_two_hosts_in_three_phases_with_a_limit(machine, 
     print(text.stdout)
     # the report says, phase by phase, what became of the victim's p99 (held, recovered, did not
     # recover, or not judged when the phase's victim window was not fully loaded)
-    assert "The victim's p99" in text.stdout and "victim p99 vs alone" in text.stdout
-    assert "Per host: each step's figures on each host" in text.stdout
+    assert "The victim's p99" in flat(text.stdout) and "victim p99 vs alone" in flat(text.stdout)
+    assert "Per host: each step's figures on each host" in flat(text.stdout)
     tables = {t["name"]: t for t in json.loads(rep.stdout)["tables"]}
     assert {rec["host"] for rec in tables["load-hosts"]["records"]} == {"near", "far"}
     # advise: the limit on the aggressors is the change, judged on the victim's p99 against the unlimited phase

@@ -29,7 +29,7 @@ from pathlib import Path
 
 
 from tests.fakepve import FakePve, LibvirtBackend
-from tests.integration.conftest import vmbench, write
+from tests.integration.conftest import flat, vmbench, write
 from tests.integration.cpu_checks import assert_qemu_cpu_sampled
 from tests.sshd import TestSshd
 from vmbench.results.db import ResultsDB
@@ -118,7 +118,7 @@ def test_a_scenario_through_the_proxmox_driver(machine, tmp_path):
         db_path = tmp_path / "r.db"
         pushed = vmbench("images", "push", str(path), env=env)
         assert pushed.returncode == 0, pushed.stderr[-4000:]
-        assert "template 100 (vmbench-debian12)" in pushed.stdout and "made" in pushed.stdout, pushed.stdout
+        assert "template 100 (vmbench-debian12)" in flat(pushed.stdout) and "made" in pushed.stdout, pushed.stdout
         tmpl = fake.vms[100].config
         assert tmpl["template"] == 1 and tmpl["virtio0"].startswith("local:100/base-100-disk-0.qcow2,") and "import-from" not in tmpl["virtio0"]
         assert tmpl["tags"] == "vmbench;vmbench-template" and "vmbench-template: debian12 " in tmpl["description"]
@@ -127,9 +127,9 @@ def test_a_scenario_through_the_proxmox_driver(machine, tmp_path):
         assert ("POST", "/nodes/{node}/qemu/{vmid}/template") in fake.calls()
         assert not list((Path(fake.storages["local"].config["path"]) / "import").iterdir())  # the upload is removed
         again = vmbench("images", "push", str(path), env=env)
-        assert again.returncode == 0 and "kept (current)" in again.stdout, again.stdout + again.stderr
+        assert again.returncode == 0 and "kept (current)" in flat(again.stdout), again.stdout + again.stderr
         doctor = vmbench("doctor", str(path), env=env)
-        assert "vmbench's debian12" in doctor.stdout and "current" in doctor.stdout, doctor.stdout + doctor.stderr
+        assert "vmbench's debian12" in flat(doctor.stdout) and "current" in doctor.stdout, doctor.stdout + doctor.stderr
         restarts = Restarts(fake, sshd)
         restarts.start()
         started = time.monotonic()
@@ -187,7 +187,7 @@ def test_a_scenario_through_the_proxmox_driver(machine, tmp_path):
         # nothing left: only the template, no guest domain of the fake
         assert sorted(fake.vms) == [100]
         left = vmbench("cleanup", "--dry-run", str(path), env=env)
-        assert left.returncode == 0 and "nothing to clean up" in left.stdout, left.stdout + left.stderr
+        assert left.returncode == 0 and "nothing to clean up" in flat(left.stdout), left.stdout + left.stderr
     assert not [d for d in machine.conn.listAllDomains(0) if d.name().startswith("vmbtest-pve-")]
 
 
@@ -250,7 +250,7 @@ def test_a_scaling_step_spread_over_two_nodes_through_the_proxmox_driver(machine
         assert pushed.returncode == 0, pushed.stderr[-4000:]
         assert fake.node_of(100) == "node1" and fake.vms[100].config["virtio0"].startswith("shared:100/base-100-disk-0.qcow2,")
         plan = vmbench("plan", str(path), env=env)
-        assert plan.returncode == 0 and "node1: VM 0; node2: VM 1" in plan.stdout, plan.stdout + plan.stderr
+        assert plan.returncode == 0 and "node1: VM 0; node2: VM 1" in flat(plan.stdout), plan.stdout + plan.stderr
         run = vmbench("--debug", "-v", "run", str(path), "--db", str(db_path), env=env)
         assert run.returncode == 0, run.stderr[-4000:]
         assert SECRET not in run.stdout + run.stderr
@@ -297,7 +297,7 @@ def test_a_scaling_step_spread_over_two_nodes_through_the_proxmox_driver(machine
         tables = {t["name"]: t for t in json.loads(report.stdout)["tables"]}
         assert {rec["host"] for rec in tables["load-hosts"]["records"]} == {"node1", "node2"}, tables["load-hosts"]
         text = vmbench("report", "latest", "--db", str(db_path))
-        assert "Per host: each step's figures on each host" in text.stdout, text.stdout
+        assert "Per host: each step's figures on each host" in flat(text.stdout), text.stdout
         print(text.stdout)
         assert fake.problems == [], fake.problems
         assert SECRET not in json.dumps([vars(q) for q in fake.requests], default=str)
@@ -306,5 +306,5 @@ def test_a_scaling_step_spread_over_two_nodes_through_the_proxmox_driver(machine
         assert sorted(fake.vms) == [100]
         left = vmbench("cleanup", "--dry-run", str(path), env=env)
         assert left.returncode == 0, left.stdout + left.stderr
-        assert all(f"nothing to clean up on {n}" in left.stdout for n in ("node1", "node2")), left.stdout + left.stderr
+        assert all(f"nothing to clean up on {n}" in flat(left.stdout) for n in ("node1", "node2")), left.stdout + left.stderr
     assert not [d for d in machine.conn.listAllDomains(0) if d.name().startswith("vmbtest-pve-")]

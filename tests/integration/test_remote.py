@@ -14,7 +14,7 @@ from pathlib import Path
 import libvirt
 import pytest
 
-from tests.integration.conftest import ROOT, run_tag_resources, vmbench, wait_for, write
+from tests.integration.conftest import ROOT, flat, run_tag_resources, vmbench, wait_for, write
 from tests.integration.cpu_checks import assert_qemu_cpu_sampled
 from tests.sshd import TestSshd
 from vmbench.run.plan import make_plan
@@ -72,7 +72,7 @@ def test_remote_run_end_to_end(machine, sshd, tmp_path):
     db_path = tmp_path / "r.db"
     run = vmbench("run", str(path), "--db", str(db_path))
     assert run.returncode == 0, run.stderr
-    assert "uploading template debian12" in run.stderr and f"{sshd.port}:{REMOTE_DIR}/images/" in run.stderr
+    assert "uploading template debian12" in flat(run.stderr) and f"{sshd.port}:{REMOTE_DIR}/images/" in run.stderr
     db = ResultsDB(db_path, create=False)
     r = db.resolve_run("latest")
     assert r.status == "ok"
@@ -95,11 +95,11 @@ def test_remote_run_end_to_end(machine, sshd, tmp_path):
     # the image is already there: doctor says so, and a second run would not upload it again
     doc = vmbench("doctor", str(path))
     assert doc.returncode == 0, doc.stdout + doc.stderr
-    assert "hash matches" in doc.stdout and sshd.host_key_fingerprint in doc.stdout
+    assert "hash matches" in flat(doc.stdout) and sshd.host_key_fingerprint in doc.stdout
     clean = vmbench("cleanup", "--dry-run", str(path), timeout=120)
     # this run left nothing (tests running beside this one on the same libvirtd may have VMs up now)
     assert clean.returncode == 0 and r.tag not in clean.stdout, clean.stdout + clean.stderr
-    assert "nothing to clean up on 127.0.0.1" in clean.stdout or "leftover(s); --dry-run: nothing removed" in clean.stdout
+    assert "nothing to clean up on 127.0.0.1" in flat(clean.stdout) or "leftover(s); --dry-run: nothing removed" in flat(clean.stdout)
 
 
 @pytest.mark.serial  # nothing at all may appear while it runs
@@ -111,7 +111,7 @@ def test_unknown_and_changed_host_keys_are_refused(machine, sshd, tmp_path):
     r = vmbench("run", str(scenario(tmp_path, sshd, known_hosts=str(empty))), "--db", str(db_path))
     assert r.returncode == 3, r.stderr
     fp = sshd.host_key_fingerprint.split()[1]
-    assert "not known" in r.stderr and fp in r.stderr and "vmbench hosts trust" in r.stderr
+    assert "not known" in flat(r.stderr) and fp in r.stderr and "vmbench hosts trust" in flat(r.stderr)
     assert "Traceback" not in r.stderr
     assert ResultsDB(db_path, create=False).runs() == []
     assert {l.name for l in machine.leftovers()} == before
@@ -143,7 +143,7 @@ def test_dropped_connection_then_resume(machine, sshd, tmp_path):
     time.sleep(3)
     assert sshd.kill_sessions() > 0
     _, rest = proc.communicate(timeout=600)
-    out = "".join(lines) + rest
+    out = flat("".join(lines) + rest)
     assert proc.returncode == 4, out
     assert "lost the SSH connection to root@127.0.0.1" in out and "measuring the host" in out, out
     assert "--resume" in out

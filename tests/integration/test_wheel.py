@@ -26,6 +26,7 @@ import zipfile
 from pathlib import Path
 
 from tests.fakepve import FakePve, NullBackend
+from tests.integration.conftest import flat
 from tests.sshd import TestSshd
 from vmbench.images import current_image
 
@@ -110,20 +111,20 @@ def test_the_wheel_runs_on_its_own(tmp_path):
 
     shutil.copy(ROOT / "scenarios" / "quick.yaml", box / "quick.yaml")
     plan = vmbench("plan", "quick.yaml")
-    assert plan.returncode == 0 and "template: debian12;" in plan.stdout, plan.stdout + plan.stderr
+    assert plan.returncode == 0 and "template: debian12;" in flat(plan.stdout), plan.stdout + plan.stderr
 
     listed = vmbench("images", "list")
     assert listed.returncode == 0, listed.stderr
     assert any(line.split()[:3] == ["debian12", image.hash[:12], "current"] for line in listed.stdout.splitlines()), listed.stdout
-    assert "not built" not in listed.stdout.split("debian12-zfs")[0]
+    assert "not built" not in flat(listed.stdout).split("debian12-zfs")[0]
     helped = vmbench("images", "build", "--help")
     assert helped.returncode == 0 and "--force" in helped.stdout, helped.stdout
 
     # results: the user's data directory, never the installation's
     runs = vmbench("runs")
-    assert runs.returncode == 5 and f"no results database at {home}/.local/share/vmbench/vmbench.db" in runs.stderr, runs.stderr
+    assert runs.returncode == 5 and f"no results database at {home}/.local/share/vmbench/vmbench.db" in flat(runs.stderr), runs.stderr
     runs = vmbench("runs", XDG_DATA_HOME=str(tmp_path / "data"))
-    assert f"no results database at {tmp_path}/data/vmbench/vmbench.db" in runs.stderr, runs.stderr
+    assert f"no results database at {tmp_path}/data/vmbench/vmbench.db" in flat(runs.stderr), runs.stderr
     assert not list(venv.rglob("vmbench.db")) and not (Path(where).parent.parent / "results").exists()
 
     # images push: vmbench's template on a (fake) Proxmox node from the image built here
@@ -136,7 +137,7 @@ def test_the_wheel_runs_on_its_own(tmp_path):
         pushed = vmbench("images", "push", "pve.yaml")
         push_seconds = time.monotonic() - pushed_at
         assert pushed.returncode == 0, pushed.stderr[-3000:]
-        assert "template 100 (vmbench-debian12)" in pushed.stdout and "made" in pushed.stdout, pushed.stdout
+        assert "template 100 (vmbench-debian12)" in flat(pushed.stdout) and "made" in pushed.stdout, pushed.stdout
         assert "building" not in pushed.stderr.lower(), pushed.stderr  # the image was there: nothing rebuilt
         tmpl = fake.vms[100].config
         assert tmpl["template"] == 1 and tmpl["tags"] == "vmbench;vmbench-template"

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from tests.integration.conftest import vmbench, write
+from tests.integration.conftest import flat, vmbench, write
 from tests.stress import hammer
 from tests.zfshost import ZfsStorageHost
 from vmbench.results.db import ResultsDB
@@ -83,7 +83,7 @@ def test_host_only_sweep_reads_back_and_samples_the_pool(zfs_host, tmp_path):
     path = write(tmp_path, "sweep.yaml", SWEEP.format(ssh=zfs_host.scenario_ssh_yaml(), pool=zfs_host.pool))
     plan = vmbench("plan", str(path))
     assert plan.returncode == 0, plan.stderr
-    assert "host only: no VM" in plan.stdout and "storage variants: 4" in plan.stdout
+    assert "host only: no VM" in flat(plan.stdout) and "storage variants: 4" in flat(plan.stdout)
     db_path = tmp_path / "r.db"
     run = vmbench("run", str(path), "--db", str(db_path), timeout=1500)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -143,7 +143,7 @@ def test_host_only_sweep_reads_back_and_samples_the_pool(zfs_host, tmp_path):
     assert ratios[("1m-write-compressible", "lz4")] > 1.1 and ratios[("1m-write-compressible", "off")] == 1.0, ratios
     text = vmbench("report", "latest", "--db", str(db_path))
     print(text.stdout)
-    assert "Advice for run" in text.stdout
+    assert "Advice for run" in flat(text.stdout)
     assert re.search(r"ZFS log: +SLOG: took \d+% of writes", text.stdout) and re.search(r"ZFS pool: +tank ", text.stdout)
     # advise on the host-only sweep: storage variants against the first, no VM settings to try
     adv = vmbench("advise", "latest", "--db", str(db_path), "--format", "json")
@@ -186,7 +186,7 @@ def test_a_missing_dataset_is_refused_before_anything_is_created(zfs_host, tmp_p
     path = write(tmp_path, "missing.yaml", text)
     run = vmbench("run", str(path), "--db", str(tmp_path / "r.db"))
     assert run.returncode == 3, run.stderr
-    assert f"ZFS dataset {zfs_host.pool}/nope does not exist on" in run.stderr and "Traceback" not in run.stderr
+    assert f"ZFS dataset {zfs_host.pool}/nope does not exist on" in flat(run.stderr) and "Traceback" not in run.stderr
     assert _ours(zfs_host) == []
 
 

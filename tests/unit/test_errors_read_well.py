@@ -111,8 +111,9 @@ def test_a_database_vmbench_did_not_make_is_never_written(tmp_path, capsys):
 def test_a_migration_says_what_it_did(stored, capsys):
     assert main(["runs", "--db", str(stored)]) == 0
     err = capsys.readouterr().err
-    assert (f"migrated {stored} from results schema version 1 to 4, adding the attempts of resumed runs, each "
-            "measurement's boot, telemetry series; each measurement's VM and load step") in err
+    assert (f"migrated {stored} from results schema version 1 to 5, adding the attempts of resumed runs, each "
+            "measurement's boot, telemetry series; each measurement's VM and load step (many VMs at once); each measurement's host "
+            "(runs across several hosts); the host named on every measurement") in err
     assert f"its runs are unchanged; the file as it was is kept at {stored}.v1-backup" in err
     assert main(["runs", "--db", str(stored)]) == 0 and "migrated" not in capsys.readouterr().err  # once
 

@@ -11,7 +11,9 @@ import pytest
 from vmbench.errors import VmbenchError
 from vmbench.fio.gate import ARMED_SCRIPT, POLL_S, PRERUN_SCRIPT, Gate
 from vmbench.fio.job import FioJob, check_identical, comparable_params, fio_argv
-from vmbench.fio.runner import run_fio
+from vmbench.fio.runner import FioRequest, Sampling, Together, run_fio
+
+NO_TELEMETRY = Sampling(telemetry=False)
 from vmbench.transport.local import LocalTransport
 
 JOB = FioJob(name="g", rw="randread", bs=4096, iodepth=1, numjobs=2, runtime=2, ramp=1, size=4 << 20, direct=False,
@@ -50,8 +52,8 @@ def _released(tmp_path, before):
         out["released_ms"] = time.time() * 1000
 
     try:
-        out["run"] = run_fio(LocalTransport(), JOB, str(tmp_path / "data"), str(tmp_path), label="g", telemetry=False,
-                             tail_seconds=1, epoch_logs=True, before_start=opened, armed=True)
+        out["run"] = run_fio(LocalTransport(), FioRequest(JOB, str(tmp_path / "data"), str(tmp_path), "g", sampling=NO_TELEMETRY,
+                                                          together=Together(1, epoch_logs=True, before_start=opened, armed=True)))
     except VmbenchError as exc:
         out["error"] = exc
     return out
@@ -85,7 +87,7 @@ def test_fio_that_fails_before_it_is_armed_is_its_own_error(tmp_path):
     (tmp_path / "a-file").write_text("")
     started = time.monotonic()
     with pytest.raises(VmbenchError) as err:  # fio cannot lay out its file under a file: it never arms
-        run_fio(LocalTransport(), JOB, str(tmp_path / "a-file" / "data"), str(tmp_path), label="g", telemetry=False,
-                tail_seconds=1, epoch_logs=True, armed=True)
+        run_fio(LocalTransport(), FioRequest(JOB, str(tmp_path / "a-file" / "data"), str(tmp_path), "g", sampling=NO_TELEMETRY,
+                                             together=Together(1, epoch_logs=True, armed=True)))
     assert "fio" in err.value.message and time.monotonic() - started < 30
     assert [p.name for p in tmp_path.iterdir()] == ["a-file"]

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from vmbench.fio.job import FioJob
-from vmbench.fio.runner import parse_logs, run_fio
+from vmbench.fio.runner import FioRequest, Sampling, Together, parse_logs, run_fio
 from vmbench.fio.window import (Coverage, FioWindow, clock_offset, coverage, job_number, measured_logs, start_skew_ms,
                                 window_from_logs)
 from vmbench.transport.local import LocalTransport
@@ -108,8 +108,8 @@ def test_run_fio_with_a_tail_on_this_machine(tmp_path):
     job = FioJob(name="t", rw="randread", bs=4096, iodepth=1, numjobs=2, runtime=2, ramp=1, size=4 << 20, direct=False,
                  ioengine="psync", rate_iops=50)
     started = []
-    run = run_fio(LocalTransport(), job, str(tmp_path / "data"), str(tmp_path), label="t", telemetry=False,
-                  tail_seconds=2, epoch_logs=True, before_start=lambda: started.append(1))
+    run = run_fio(LocalTransport(), FioRequest(job, str(tmp_path / "data"), str(tmp_path), "t", sampling=Sampling(telemetry=False),
+                                               together=Together(2, epoch_logs=True, before_start=lambda: started.append(1))))
     assert started == [1] and sorted(p.name for p in tmp_path.iterdir()) == ["data"]
     # correctness, not timing (this machine may be busy): two clones at 50 IOPS each at most, no tail
     assert run.result.jobs == 1 and 0 < run.result.iops <= 105
@@ -117,6 +117,6 @@ def test_run_fio_with_a_tail_on_this_machine(tmp_path):
     assert w is not None and w.measured_to_ms - w.measured_from_ms >= 2000 and w.measured_from_ms - w.started_ms == 1000
     assert w.tail_from_ms >= w.measured_to_ms and w.loaded_to_ms - w.tail_from_ms >= 2000
     assert set(run.series["fio-iops"]["t_s"]) <= {1.0, 2.0, 3.0}  # the measured job's seconds only
-    plain = run_fio(LocalTransport(), replace(job, runtime=1, ramp=0), str(tmp_path / "data"), str(tmp_path), label="t",
-                    telemetry=False)
+    plain = run_fio(LocalTransport(), FioRequest(replace(job, runtime=1, ramp=0), str(tmp_path / "data"), str(tmp_path), "t",
+                                                 sampling=Sampling(telemetry=False)))
     assert plain.window is None and "--name=vmbench-tail" not in plain.argv

@@ -12,7 +12,7 @@ import pytest
 from vmbench.errors import ScenarioError, VmbenchError
 from vmbench.fio import jobfile
 from vmbench.fio.job import FioJob, JobFile
-from vmbench.fio.runner import parse_logs, run_fio
+from vmbench.fio.runner import FioRequest, parse_logs, run_fio
 from vmbench.scenario import parse_scenario
 from vmbench.transport.local import LocalTransport
 
@@ -373,7 +373,7 @@ def test_run_fio_runs_the_rewritten_copy_and_leaves_nothing(tmp_path):
     user = ("; mine\n[global]\nioengine=psync\nsize=4m\nbs=4k\ntime_based\nruntime=1\nwrite_lat_log=lat\n"
             "[w]\nfilename=/dev/disk/by-id/vmbench-no-such-disk\nrw=randrw\n")
     job = FioJob(name="mine", size=4 * MiB, direct=False, jobfile=JobFile(path="mine.fio", text=user, runtime=1.0))
-    one = run_fio(LocalTransport(), job, str(host / "data"), str(host), label="host")
+    one = run_fio(LocalTransport(), FioRequest(job, str(host / "data"), str(host), "host"))
     assert sorted(p.name for p in host.iterdir()) == ["data"]  # job copy, output and logs removed
     data = one.result
     assert data.iops > 0 and one.jobfile_text is not None and f"filename={host}/data" in one.jobfile_text
@@ -384,17 +384,17 @@ def test_run_fio_runs_the_rewritten_copy_and_leaves_nothing(tmp_path):
     assert fio["jobs"][0]["job options"]["filename"] == f"{host}/data"
     assert one.rewrites[1] == f"[w] filename=/dev/disk/by-id/vmbench-no-such-disk -> {host}/data"
     assert {k for k in one.series if k.startswith("fio-")} == {"fio-clat"}  # the file logs latency only, per I/O
-    two = run_fio(LocalTransport(), job, str(guest / "data"), str(guest), label="guest", must_match=one.argv)
+    two = run_fio(LocalTransport(), FioRequest(job, str(guest / "data"), str(guest), "guest", must_match=one.argv))
     assert re.fullmatch(r".*/job-[0-9a-f]{8}-" + jobfile.digest(user) + r"\.fio", two.argv[-1])
     changed = FioJob(name="mine", size=4 * MiB, direct=False, jobfile=JobFile(path="mine.fio", text=user.replace("4k", "8k")))
     with pytest.raises(VmbenchError, match="host and guest fio jobs differ; refusing to compare them: jobfile="):
-        run_fio(LocalTransport(), changed, str(guest / "data"), str(guest), label="guest", must_match=one.argv)
+        run_fio(LocalTransport(), FioRequest(changed, str(guest / "data"), str(guest), "guest", must_match=one.argv))
     assert sorted(p.name for p in guest.iterdir()) == ["data"]
 
 
 def test_run_fio_of_a_built_in_job_returns_fio_series(tmp_path):
     job = FioJob(name="t", rw="randrw", bs=4096, iodepth=1, numjobs=2, runtime=2, ramp=0, size=4 * MiB, direct=False, ioengine="psync")
-    run = run_fio(LocalTransport(), job, str(tmp_path / "data"), str(tmp_path), label="t")
+    run = run_fio(LocalTransport(), FioRequest(job, str(tmp_path / "data"), str(tmp_path), "t"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
     assert {k for k in run.series if k.startswith("fio-")} == {"fio-iops", "fio-iops-read", "fio-iops-write", "fio-clat"}
     assert run.series["fio-iops"]["t_s"][0] == 1.0 and run.series["fio-clat"]["unit"] == "ms"

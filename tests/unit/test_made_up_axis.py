@@ -54,7 +54,8 @@ from vmbench.run.plan import make_plan
 from vmbench.scenario import axes, parse_scenario
 from vmbench.scenario.axes import (HYPERVISOR_DEFAULT, Axis, always_stored, changed_axes, is_unset, setting_columns,
                                    settings_of, storage_settings_of, stored_setting, vm_key, vm_with, vm_yaml)
-from vmbench.scenario.model import Storage, VmConfig
+from vmbench.scenario.backend import Storage
+from vmbench.scenario.model import VmConfig
 from vmbench.scenario.reference import VM_DRIVERS, Row, vm_rows
 from vmbench.scenario.tune import start_from, vm_from_yaml
 from vmbench.settings import Choice

@@ -165,6 +165,7 @@ def test_4_hosts_x_32_vms_each_on_its_own_host_booted_bounded_per_host(env):
     step2 = [m for m in rows if m["load_step"] == 2 and m["side"] == "guest"]
     assert len(step2) == 32 and {m["load"]["host"] for m in step2} == set(HOSTS)
     assert all(m["load"]["host"] == HOSTS[m["vm"] % 4] for m in rows)  # round robin, host rows placed as the VMs
+    assert all(m["host"] == m["load"]["host"] for m in rows)  # every row names its host
     # each host measured its own host volumes, in its own work directory
     assert all(any("fio" in c[0] for c in d.host.commands) for d in drivers.values())
     env_row = db.resolve_run(out.run_id).environment
@@ -220,6 +221,19 @@ NET_DEV = """Inter-|   Receive                                                | 
   eth0: {rx} 100 0 0 0 0 0 0 {tx} 90 0 0 0 0 0 0
   ens4: 5000 10 0 0 0 0 0 0 7000 10 0 0 0 0 0 0
 """
+
+
+def test_every_host_and_how_it_was_reached_in_the_header_and_runs():
+    from vmbench.report.build import hosts_line, run_hosts
+
+    env = {"ssh_host": "127.0.0.2", "ssh_user": "root", "ssh_port": 2222, "hosts": {
+        "a": {"ssh_host": "127.0.0.2", "ssh_user": "root", "ssh_port": 2222, "ssh_host_key": "SHA256:aa"},
+        "b": {"ssh_host": "127.0.0.3", "ssh_user": "root", "ssh_port": 2223, "ssh_host_key": "SHA256:bb"}}}
+    assert run_hosts(env, keys=True) == [("a", "root@127.0.0.2:2222, host key SHA256:aa"), ("b", "root@127.0.0.3:2223, host key SHA256:bb")]
+    assert hosts_line(env) == "a (root@127.0.0.2:2222), b (root@127.0.0.3:2223)"
+    assert hosts_line({}) == "localhost" and hosts_line({"ssh_host": "pve1", "ssh_user": "root", "ssh_port": 22}) == "root@pve1:22"
+    assert hosts_line({"hosts": {"h1": {}, "h2": {"ssh_host": "10.0.0.2", "ssh_user": "root", "ssh_port": 22}}}) == (
+        "h1 (this machine), h2 (root@10.0.0.2:22)")
 
 
 def test_the_busiest_nic_of_a_round_against_its_link():

@@ -17,8 +17,9 @@ from vmbench.drivers.proxmox.driver import ProxmoxDriver
 from vmbench.errors import GuestError, HypervisorError, PreflightError
 from vmbench.paths import HostPaths, StatePaths
 from vmbench.progress import RecordingProgress
-from vmbench.scenario.model import CpuConfig, Hypervisor, ProxmoxConfig, SshConfig, Storage, VmConfig, ZfsSettings
-from vmbench.settings import Accel, Aio, Bus, CpuMode, DriverName, ImageFormat, StorageType
+from vmbench.scenario.backend import Storage, StorageType
+from vmbench.scenario.model import CpuConfig, Hypervisor, ProxmoxConfig, SshConfig, VmConfig, ZfsSettings
+from vmbench.settings import Accel, Aio, Bus, CpuMode, DriverName, ImageFormat
 
 TAG = "r0a1b2c3d"
 

@@ -17,7 +17,8 @@ from vmbench.fio.job import FioJob, check_identical, fio_argv, precondition_argv
 from vmbench.fio.rbd import RbdTarget, parse_target
 from vmbench.scenario.loader import parse_scenario
 from vmbench.scenario.model import CephConfig, VmConfig
-from vmbench.settings import Cache, StorageType
+from vmbench.scenario.backend import StorageType
+from vmbench.settings import Cache
 from vmbench.storage.cephcli import ceph_argv, rbd_argv
 from vmbench.storage.rbd import create_argv, osd_counts, parse_health, parse_keyring, pool_facts, volume_target
 
@@ -182,10 +183,55 @@ def test_rados_ceiling_is_planned_once_for_each_read_or_write_job():
     job = s.jobs[1]
     assert write_argv(CFG, job, "vmbench-r0000000a-0badcafe") == [
         "rados", "--conf", "/etc/ceph/ceph.conf", "--id", "vmbench", "--rados-osd-op-timeout", "30", "--rados-mon-op-timeout", "30",
-        "-p", "vmbench", "-N", "vmbench-bench", "bench", "5", "write",
-        "-b", "4096", "-t", "4", "--no-cleanup", "--run-name", "vmbench-r0000000a-0badcafe", "--format", "json"]
-    assert read_argv(CFG, job, "x", "rand")[13:] == ["bench", "5", "rand", "-t", "4", "--run-name", "x", "--format", "json"]
+        "-p", "vmbench", "-N", "vmbench-bench.vmbench-r0000000a-0badcafe", "bench", "5", "write",
+        "-b", "4096", "-t", "4", "--max-objects", "16384", "--no-cleanup", "--run-name", "vmbench-r0000000a-0badcafe",
+        "--format", "json"]  # the job's 64 MiB in 4 KiB objects, in the bench's own namespace
+    assert read_argv(CFG, job, "x", "rand")[11:] == ["-N", "vmbench-bench.x", "bench", "5", "rand", "-t", "4", "--run-name", "x",
+                                                     "--format", "json"]
     assert "rados_measurements" not in make_plan(parse_scenario(BASE.replace("type: rbd, pool: vmbench, ceph: {conf: /etc/ceph/ceph.conf, user: vmbench}", "type: dir"), "d.yaml")).summary()
+
+
+def test_a_rados_bench_writes_the_jobs_size_at_most_and_is_found_by_its_marker():
+    from vmbench.storage.radosbench import (MAX_BENCH_BYTES, bench_bytes, bench_objects, cleanup_argvs, marker_argv,
+                                            old_cleanup_argv, write_argv)
+
+    read = FioJob(name="r", rw="read", bs=1 << 20, iodepth=4, size=256 << 20, runtime=10)
+    assert bench_objects(read) == 256 and bench_bytes(read) == 257 << 20  # rados bench may start one more
+    pre = write_argv(CFG, read, "vmbench-r0000000a-0badcafe", prefill=True)
+    assert pre[pre.index("bench"):pre.index("bench") + 3] == ["bench", "300", "write"] and "--max-objects" in pre
+    assert bench_objects(replace(read, size=64 << 30)) == MAX_BENCH_BYTES >> 20  # capped at 1 GiB
+    assert bench_objects(replace(read, size=1 << 20, iodepth=8)) == 8  # one object per operation in flight at least
+    lim = ["--rados-osd-op-timeout", "30", "--rados-mon-op-timeout", "30"]
+    client = ["rados", "--conf", "/etc/ceph/ceph.conf", "--id", "vmbench", *lim, "-p", "vmbench"]
+    assert marker_argv(CFG, "vmbench-r0000000a-0badcafe") == [*client, "-N", "vmbench-bench", "put", "vmbench-r0000000a-0badcafe", "-"]
+    assert cleanup_argvs(CFG, "vmbench-r0000000a-0badcafe") == [
+        ([*client, "-N", "vmbench-bench.vmbench-r0000000a-0badcafe", "cleanup", "--prefix", "benchmark_data", "--run-name",
+          "vmbench-r0000000a-0badcafe"], True),
+        ([*client, "-N", "vmbench-bench.vmbench-r0000000a-0badcafe", "rm", "vmbench-r0000000a-0badcafe"], False),
+        ([*client, "-N", "vmbench-bench", "rm", "vmbench-r0000000a-0badcafe"], True)]  # the marker last
+    assert old_cleanup_argv(CFG, "benchmark_data_pve1_4242")[-3:] == ["cleanup", "--prefix", "benchmark_data_pve1_4242"]
+
+
+def test_the_pool_must_hold_what_a_run_writes_with_a_margin():
+    from vmbench.run.capacity import rbd_need
+    from vmbench.run.plan import make_plan
+    from vmbench.storage.radosbench import PoolSpace, room_refusal
+
+    s = parse_scenario(BASE.replace("jobs: [", "jobs: [{name: seqr, rw: read, bs: 1m, size: 512m, runtime: 5s}, "), "rbd.yaml")
+    need, objects, what = rbd_need(make_plan(s))
+    assert need == s.storage.scratch_size + (513 << 20) and what == "1 scratch image of 1.0G and the RADOS bench of job seqr, 513.0M"
+    df = {"pools": [{"name": "vmbench", "stats": {"max_avail": 1800 << 20, "stored": 100 << 20, "objects": 30, "quota_bytes": 0,
+                                                  "quota_objects": 0}}]}
+    space = PoolSpace.from_df(df, "vmbench")
+    assert PoolSpace.from_df(df, "other") is None
+    msg, hint = room_refusal(space, "vmbench", need, objects, what)
+    assert msg.startswith("Ceph pool vmbench has 1.8G free (ceph df: max_avail); this run writes up to 1.5G (1 scratch")
+    assert "storage.scratch_size" in hint
+    assert room_refusal(replace(space, max_avail=10 << 30), "vmbench", need, objects, what) is None
+    quota = replace(space, max_avail=10 << 30, quota_bytes=1 << 30)
+    assert "quota leaves 924.0M (100.0M stored of max_bytes 1.0G)" in room_refusal(quota, "vmbench", need, objects, what)[0]
+    few = replace(space, max_avail=10 << 30, quota_objects=100)
+    assert "quota leaves 70 objects" in room_refusal(few, "vmbench", need, objects, what)[0]
 
 
 def test_rados_bench_json_after_its_hints_line():
@@ -200,39 +246,62 @@ def test_rados_bench_json_after_its_hints_line():
         parse_bench("hints = 1\n")
 
 
-CEPH_SAMPLES = """@ 100.0
-[{"pool_name":"vmbench","pool_id":2,"recovery":{},"recovery_rate":{},"client_io_rate":{}}]
-%
-{"pg_ready":true,"osdstats":{"osd_perf_infos":[{"id":0,"perf_stats":{"commit_latency_ms":0,"apply_latency_ms":0}}]}}
-.
-@ 106.5
-[{"pool_name":"vmbench","pool_id":2,"recovery":{},"recovery_rate":{},"client_io_rate":{"read_bytes_sec":8000000,"write_bytes_sec":2000000,"read_op_per_sec":2000,"write_op_per_sec":500}}]
-%
-{"pg_ready":true,"osdstats":{"osd_perf_infos":[{"id":0,"perf_stats":{"commit_latency_ms":4,"apply_latency_ms":4}},{"id":1,"perf_stats":{"commit_latency_ms":6,"apply_latency_ms":2}}]}}
-.
-@ 108.5
-not json
-%
-{}
-.
-@ 110.5
-[{"pool_name":"vmbench","client_io_rate":{"read_bytes_sec":4000000,"write_bytes_sec":0,"read_op_per_sec":1000,"write_op_per_sec":0}}]
-%
-{"osdstats":{"osd_perf_infos":[]}}
-.
-"""
+#: what an earlier vmbench stored: the manager's rates sampled every 2 s (still read by the report)
+OLD_SERIES = {"t_s": [0.0, 6.5, 10.5], "read_mb_s": [0.0, 8.0, 4.0], "write_mb_s": [0.0, 2.0, 0.0],
+              "read_ops": [0.0, 2000.0, 1000.0], "write_ops": [0.0, 500.0, 0.0], "commit_ms": [0.0, 5.0, None],
+              "apply_ms": [0.0, 3.0, None]}
 
 
-def test_ceph_pool_samples_and_their_means_after_the_managers_lag():
-    from vmbench.telemetry.ceph import CephPool, parse_samples, sampler_argv, summary
+def _df(rd, rd_bytes, wr, wr_bytes, pool="vmbench"):
+    return {"pools": [{"name": "other", "stats": {"rd": 9, "rd_bytes": 9, "wr": 9, "wr_bytes": 9}},
+                      {"name": pool, "stats": {"rd": rd, "rd_bytes": rd_bytes, "wr": wr, "wr_bytes": wr_bytes, "max_avail": 1}}]}
 
-    s = parse_samples(CEPH_SAMPLES, "vmbench")
-    assert s["t_s"] == [0.0, 6.5, 10.5] and s["read_mb_s"] == [0.0, 8.0, 4.0] and s["commit_ms"] == [0.0, 5.0, None]
-    assert summary(s) == {"pool_read_mb_s": 6.0, "pool_write_mb_s": 1.0, "pool_read_ops": 1500.0, "pool_write_ops": 250.0,
-                          "osd_commit_ms": 5.0, "osd_apply_ms": 3.0}
-    assert parse_samples(CEPH_SAMPLES, "other") == {} and summary({}) == {}
-    argv = sampler_argv("/w/ceph-1.txt", 30, CephPool(("ceph", "--conf", "/c", "--id", "u"), "vmbench"))
-    assert argv[:2] == ["sh", "-c"] and argv[3:] == ["sh", "/w/ceph-1.txt", "2", "30", "vmbench", "ceph", "--conf", "/c", "--id", "u"]
+
+def test_the_pools_io_is_two_readings_of_its_counters_around_fio():
+    from vmbench.telemetry.ceph import osd_latency, pool_counters, summary, window_series
+
+    before, after = pool_counters(_df(10, 4096, 5, 2048), "vmbench"), pool_counters(_df(1010, 4096 + 8_000_000, 2505, 2048 + 20_000_000), "vmbench")
+    assert before == {"rd": 10, "rd_bytes": 4096, "wr": 5, "wr_bytes": 2048} and pool_counters(_df(0, 0, 0, 0), "nope") is None
+    perf = {"osdstats": {"osd_perf_infos": [{"id": 0, "perf_stats": {"commit_latency_ms": 4, "apply_latency_ms": 4}},
+                                            {"id": 1, "perf_stats": {"commit_latency_ms": 6, "apply_latency_ms": 2}}]}}
+    assert osd_latency(perf) == (5.0, 3.0) and osd_latency({}) == (None, None)
+    series = window_series(before, after, 10.0, osd_latency(perf))
+    assert (series["read_bytes"], series["write_bytes"], series["window_s"]) == (8_000_000, 20_000_000, 10.0)
+    assert summary(series) == {"pool_read_mb_s": 0.8, "pool_write_mb_s": 2.0, "pool_read_ops": 100.0, "pool_write_ops": 250.0,
+                               "osd_commit_ms": 5.0, "osd_apply_ms": 3.0}
+    assert summary(window_series(before, after, 3.0))["pool_write_mb_s"] == 20 / 3  # a short job keeps its whole window
+    # an older run's sampled rates: the means from the manager's lag on
+    assert summary(OLD_SERIES) == {"pool_read_mb_s": 6.0, "pool_write_mb_s": 1.0, "pool_read_ops": 1500.0, "pool_write_ops": 250.0,
+                                   "osd_commit_ms": 5.0, "osd_apply_ms": 3.0}
+    assert summary({}) == {}
+
+
+class _Ceph:
+    """A host whose ``ceph`` commands answer from a list of JSON documents, in turn."""
+    name = "host"
+
+    def __init__(self, answers):
+        self.answers, self.asked = list(answers), []
+
+    def run(self, argv, **kw):
+        from vmbench.command import Completed
+        self.asked.append(list(argv))
+        return Completed(tuple(argv), 0, json.dumps(self.answers.pop(0)), "")
+
+
+def test_the_ceph_sampler_asks_three_commands_none_while_fio_runs():
+    from vmbench.telemetry.ceph import LAG_S, CephPool, CephSampler
+
+    host = _Ceph([_df(0, 0, 0, 0), _df(0, 0, 100, 409600), {"osdstats": {"osd_perf_infos": []}}])
+    slept, now = [], [100.0]
+    sampler = CephSampler(host, CephPool(("ceph", "--id", "vmbench"), "vmbench"), sleep=slept.append, clock=lambda: now[0])
+    sampler.start()
+    assert host.asked == [["ceph", "--id", "vmbench", "df", "detail", "--format", "json"]]
+    now[0] = 104.0  # fio took 4 s; its ramp and runtime were 5 s: the 4 s it ran count
+    got = sampler.stop(5.0)["ceph"]
+    assert slept == [LAG_S] and [a[3:5] for a in host.asked[1:]] == [["df", "detail"], ["osd", "perf"]]
+    assert got["window_s"] == 4.0 and got["write_ops"] == [25.0] and got["commit_ms"] == [None]
+    assert sampler.stop() == {}  # once
 
 
 HEALTH_OSD_DOWN = json.dumps({"status": "HEALTH_WARN", "checks": {
@@ -244,6 +313,9 @@ HEALTH_OSD_DOWN = json.dumps({"status": "HEALTH_WARN", "checks": {
 def test_degrading_checks_are_the_ones_that_cost_io():
     from vmbench.telemetry.ceph import degrading_checks
     assert degrading_checks(HEALTH_OSD_DOWN) == {"OSD_DOWN": "1 osds down"}
+    full = {"status": "HEALTH_WARN", "checks": {"POOL_FULL": {"summary": {"message": "1 pool(s) full"},
+                                                              "detail": [{"message": "pool 'vmbench' is full (running out of quota)"}]}}}
+    assert degrading_checks(json.dumps(full)) == {"POOL_FULL": "1 pool(s) full (pool 'vmbench' is full (running out of quota))"}
     assert degrading_checks('{"status": "HEALTH_OK", "checks": {}}') == {} and degrading_checks("not json") == {}
 
 
@@ -265,14 +337,34 @@ def test_the_watch_ends_a_run_when_a_degrading_check_appears_not_one_the_run_beg
     from vmbench.telemetry.ceph import CephPool, CephWatch
     now = [0.0]
     host = _Health([None, HEALTH_OSD_DOWN])
-    watch = CephWatch(host, CephPool(("ceph", "--id", "vmbench"), "vmbench"), interval=5, clock=lambda: now[0])
-    watch.check()  # not yet: 5 s apart
+    watch = CephWatch(host, CephPool(("ceph", "--id", "vmbench"), "vmbench"), interval=30, stalled_interval=5,
+                      clock=lambda: now[0])
+    now[0] = 20.0
+    watch.check()  # not yet: 30 s apart while fio makes progress
     assert host.asked == []
-    now[0] = 5.0
-    watch.check()  # no answer: skipped
-    assert host.asked == [["ceph", "--id", "vmbench", "health", "--format", "json"]]
-    now[0] = 10.0
+    watch.check(stalled=True)  # stalled: asked at once
+    assert host.asked == [["ceph", "--id", "vmbench", "health", "detail", "--format", "json"]]
+    assert watch.said == "Ceph did not answer ceph health on host"  # no answer: said, not an error
+    now[0] = 25.0
     with pytest.raises(HypervisorError, match="Ceph reported OSD_DOWN: 1 osds down while fio ran on pool vmbench"):
-        watch.check()
+        watch.check(stalled=True)
     known = CephPool(("ceph",), "p", known=frozenset({"OSD_DOWN"}))
     CephWatch(_Health([HEALTH_OSD_DOWN]), known, interval=0).check()  # the run began with it: flagged, not stopped
+
+
+def test_what_the_pool_did_beside_a_write_job_is_not_taken_for_the_jobs():
+    from vmbench.report.cephnotes import ceph_pool_notes
+    from vmbench.report.rows import Figures, telemetry_notes
+
+    assert ceph_pool_notes(4.0, 0.01, 1.02) == []
+    assert ceph_pool_notes(4.0, 39.5, 1.46) == [
+        "pool also read 39.5 MB/s during this write job: not fio's (another client of the pool, or librbd reading the "
+        "image's header and object map)",
+        "pool wrote 1.46 x fio's: more than fio wrote (another client of the pool, or librbd's object map), not replication "
+        "(the pool's counters hold one copy)"]
+    fig = Figures(iops=1000.0, mb_s=4.0, p50_ms=1.0, p95_ms=1.0, p99_ms=1.0, p999_ms=1.0, repeats=1, cv=None, job_hash="h",
+                  pool_read_mb_s=39.5, pool_write_mb_s=5.8, write_ampl=1.46, osd_commit_ms=2.0)
+    row = {"job_params": {"rw": "randwrite"}, "side": "host"}
+    assert any(n.startswith("pool also read 39.5") for n in telemetry_notes(row, fig))  # a Ceph row's notes
+    assert not any("pool also read" in n for n in telemetry_notes({"job_params": {"rw": "randread"}}, fig))
+    assert not any("pool also read" in n for n in telemetry_notes(row, replace(fig, osd_commit_ms=None)))  # not Ceph's

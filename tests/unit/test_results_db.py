@@ -90,9 +90,9 @@ def v1(tmp_path, data_dir):
 def test_v1_database_is_upgraded_in_place_with_a_backup(v1, data_dir, tmp_path):
     original = (data_dir / "results-v1.db").read_bytes()
     db = ResultsDB(v1, create=False)
-    assert db.migrated_from == 1 and SCHEMA_VERSION == 4
+    assert db.migrated_from == 1 and SCHEMA_VERSION == 5
     assert db.backup_path == tmp_path / "results.db.v1-backup"
-    assert str(db.backup_path) in db.migration_note() and "from results schema version 1 to 4" in db.migration_note()
+    assert str(db.backup_path) in db.migration_note() and "from results schema version 1 to 5" in db.migration_note()
     # the backup is the v1 database as it was
     assert _version(db.backup_path) == "1"
     backup = db.backup_path.read_bytes()
@@ -100,7 +100,7 @@ def test_v1_database_is_upgraded_in_place_with_a_backup(v1, data_dir, tmp_path):
     assert _dump(db.backup_path) == _dump(data_dir / "results-v1.db")
     assert (data_dir / "results-v1.db").read_bytes() == original  # the fixture itself untouched
     # the upgraded file is current with exactly a fresh database's columns
-    assert _version(v1) == "4"
+    assert _version(v1) == "5"
     ResultsDB(tmp_path / "fresh.db").close()
     assert _columns(v1) == _columns(tmp_path / "fresh.db")
     # the same report, record for record, as the v1 release printed
@@ -128,27 +128,55 @@ def test_cli_report_on_a_v1_database(v1, data_dir, capsys):
     assert main(["report", "latest", "--db", str(v1), "--format", "json"]) == 0
     out = capsys.readouterr().out
     _same_as_v1_report(json.loads(out), json.loads((data_dir / "results-v1-report.json").read_text()))
-    assert _version(v1) == "4"
+    assert _version(v1) == "5"
 
 
-def test_v2_database_is_upgraded_to_v4_and_reads_the_same(tmp_path, data_dir):
+def test_v2_database_is_upgraded_to_v5_and_reads_the_same(tmp_path, data_dir):
     """``results-v2.db`` is the v1 fixture as vmbench 1c2e6a1 (schema v2) upgraded it: every
-    measurement becomes VM 0 at load step 0, with no role and no window, on the run's one host."""
+    measurement becomes VM 0 at load step 0, with no role and no window, on the run's one host
+    (named: the plan's boots name it)."""
     path = tmp_path / "results.db"
     shutil.copyfile(data_dir / "results-v2.db", path)
     assert _version(path) == "2"
     db = ResultsDB(path, create=False)
     assert db.migrated_from == 2 and db.backup_path == tmp_path / "results.db.v2-backup"
-    assert _version(path) == "4" and _version(db.backup_path) == "2"
+    assert _version(path) == "5" and _version(db.backup_path) == "2"
     ResultsDB(tmp_path / "fresh.db").close()
     assert _columns(path) == _columns(tmp_path / "fresh.db")
     run = db.resolve_run("latest")
     rows = db.rows("measurements", run.id)
-    assert rows and {(m["vm"], m["load_step"], m["role"], json.dumps(m["load"]), m["host"]) for m in rows} == {(0, 0, None, "{}", "")}
-    assert {MeasurementKey.of(m).host for m in rows} == {""}
+    assert rows and {(m["vm"], m["load_step"], m["role"], json.dumps(m["load"]), m["host"]) for m in rows} == {(0, 0, None, "{}", "localhost")}
     assert {(b["vm"], b["load_step"]) for b in db.rows("boots", run.id)} == {(0, 0)}
     header, tables = report_with_advice(load_run(db, "latest"))
     _same_as_v1_report(json.loads(render(tables, Format.JSON, header)), json.loads((data_dir / "results-v1-report.json").read_text()))
+    db.close()
+
+
+def test_a_v4_database_gets_every_measurements_host(tmp_path):
+    """Schema 4 stored '' as every row's host: a load row gets the host its load JSON names, any
+    other its run's one host (the plan's boots, else the SSH host, else this machine)."""
+    path = tmp_path / "v4.db"
+    db = ResultsDB(path)
+    base = dict(cell_id=None, depth=0, job_params_json={}, job_hash="h", sync=False, target="t", argv_json=[], settings_json={},
+                accelerator="host", started_at="x", iops=1.0, bw_bytes=1.0, clat_bins_json={}, fio_json="{}")
+    many = db.start_run(tag="r00000001", scenario_name="s", scenario_path="s.yaml", scenario_text="", plan={"boots": [{"host": "a"}]},
+                        version="x")
+    remote = db.start_run(tag="r00000002", scenario_name="s", scenario_path="s.yaml", scenario_text="", plan={}, version="x")
+    db.set_environment(remote, {"ssh_host": "pve1.example"})
+    db.add_measurement(many, MeasurementKey("guest", "c", None, "raw", "j", 1, vm=1, load_step=1), **base, load_json={"host": "b"})
+    db.add_measurement(many, MeasurementKey("host", "c", None, "host", "j", 1), **base)
+    db.add_measurement(remote, MeasurementKey("host", None, None, "host", "j", 1), **base, host="kept")
+    db.add_measurement(remote, MeasurementKey("host", None, None, "host", "j", 2), **base)
+    db.close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE measurements SET host = '' WHERE host != 'kept'")
+    conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    db = ResultsDB(path)
+    assert db.migrated_from == 4 and _version(path) == "5"
+    assert [m["host"] for m in db.rows("measurements", many)] == ["b", "a"]
+    assert [m["host"] for m in db.rows("measurements", remote)] == ["kept", "pve1.example"]
     db.close()
 
 
@@ -167,7 +195,7 @@ def test_wal_mode_v1_database(v1):
     assert conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
     conn.close()
     db = ResultsDB(v1)
-    assert db.migrated_from == 1 and _version(db.backup_path) == "1" and _version(v1) == "4"
+    assert db.migrated_from == 1 and _version(db.backup_path) == "1" and _version(v1) == "5"
     db.close()
 
 

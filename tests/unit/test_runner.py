@@ -179,6 +179,7 @@ def test_run_measures_exactly_the_plan_and_removes_everything(env):
     assert {a for argv in driver.guest_fio_runs for a in argv if a.startswith("--filename=")} == {
         "--filename=/dev/vdb", "--filename=/dev/vdb1", "--filename=/mnt/vmbench/vmbench-fio.dat"}
     assert {r["layer"] for r in rows} == {"host", "raw", "partition", "partition+ext4"}
+    assert {r["host"] for r in rows} == {"localhost"}  # every row names the host it ran on (a guest's: its VM's host)
 
     # every command the run issued is one the fakes know (else they answered exit 127)
     assert driver.host.unknown == [] and [c for g in driver.guests for c in g.transport.unknown] == []

@@ -6,7 +6,8 @@ from vmbench.errors import ScenarioError
 from vmbench.run.plan import make_plan
 from vmbench.scenario import parse_scenario
 from vmbench.scenario.axes import settings_of
-from vmbench.settings import DriverName, StorageType
+from vmbench.scenario.backend import StorageType
+from vmbench.settings import DriverName
 
 JOBS = "jobs:\n  - {name: w, rw: randwrite, bs: 4k, size: 64M, runtime: 5s}\n"
 HOST_ONLY = "name: z\nhost_only: true\nhypervisor: {ssh: {host: zfs1.example.org, port: 2222}}\n"

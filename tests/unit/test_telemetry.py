@@ -146,7 +146,9 @@ def test_every_measurement_stores_disk_and_cpu_and_the_report_shows_them(env):  
                for r in rows if r["source"] == "disk"}
     assert primary == {("host", "host"): "sda", ("guest", "raw"): "vdb", ("guest", "partition"): "vdb"}
     assert driver.host.left_running == [] and all(g.transport.left_running == [] for g in driver.guests)
-    assert driver.host.spawned and all(g.transport.spawned for g in driver.guests)
+    # on the host a sampler loop beside its own fio; in a guest (and on the host beside it) two samples, nothing between
+    assert driver.host.spawned and not any(g.transport.spawned for g in driver.guests)
+    assert len(driver.host.spawned) == len([m for m in measurements.values() if m["side"] == "host"])
     header, tables = build_report(load_run(env, outcome.run_id))
     gaps, layers = tables[0], next(t for t in tables if t.name == "layers")
     for t in (gaps, layers):
@@ -157,6 +159,21 @@ def test_every_measurement_stores_disk_and_cpu_and_the_report_shows_them(env):  
     assert j2 and all("served from cache?" in r["note"] for r in j2)
     assert not any("CPU-bound?" in r["note"] for r in gaps.records)
     assert any("served from cache?" in (r.get("note") or "") for r in layers.records)
+
+
+def test_telemetry_off_leaves_fio_alone_on_every_side(env):  # noqa: F811
+    from vmbench.scenario import parse_scenario
+    from vmbench.settings import Telemetry
+
+    driver = FakeDriver()
+    off = scenario("", STACK + "telemetry: off\n")
+    assert off.telemetry is Telemetry.OFF and scenario("", STACK).telemetry is Telemetry.ON
+    outcome = env.runner(driver, off).run()
+    assert outcome.status == "ok"
+    assert {r["source"] for r in env.telemetry(outcome.run_id)} <= {"fio-iops", "fio-clat", "fio-iops-read", "fio-iops-write"}
+    assert not driver.host.spawned and not any(g.transport.spawned for g in driver.guests)  # no sampler anywhere
+    with pytest.raises(Exception, match="telemetry.*'sometimes' is not one of: on, off"):
+        parse_scenario("name: x\njobs: [{name: j, rw: read}]\ntelemetry: sometimes\n", "t.yaml")
 
 
 def m(side, cell, job, rw, mb_s, tel=None):

@@ -21,7 +21,7 @@ from tests.unit.test_telemetry_zfs import IOSTAT, ZfsHost
 from tests.records import as_cells, as_measurement, as_measurements
 from vmbench.run import measure
 from vmbench.drivers.hostonly import HostOnlyDriver
-from vmbench.fio.runner import run_fio
+from vmbench.fio.runner import FioRequest, Sampling, run_fio
 from vmbench.run.measure import Measurer, Where
 from vmbench.paths import HostPaths, StatePaths
 from vmbench.run.plan import Step
@@ -36,7 +36,7 @@ from vmbench.report.tables import HOST_TELEMETRY_NOTE, gap_table, layer_table
 from vmbench.results.db import ResultsDB
 from vmbench.run.runner import Runner
 from vmbench.scenario import parse_scenario
-from vmbench.telemetry.sampler import HOST_SOURCES, as_host, sampler_argv, summary
+from vmbench.telemetry.sampler import HOST_SOURCES, SAMPLER_SCRIPT, as_host, sampler_argv, summary
 
 SCENARIO = """
 name: g
@@ -101,20 +101,22 @@ def test_a_guest_run_samples_the_host_with_the_pool_and_the_guest_without(tmp_pa
     s, host, guest = sides
     db, run_id, [m] = measure_once(tmp_path, s, guest_where(s, host, guest))
     assert m["side"] == "guest" and m["target"] == guest.disk
-    # one sampler on each side: the host's with the pool (in the host's work directory), the guest's without
+    # the host's sampler loops beside the guest (its pool's iostat with it), in the host's work directory; the
+    # guest's takes two samples, one before fio and one after, with nothing running in the guest between them
     [h] = host.spawned
-    [g] = guest.spawned
-    token = re.search(r"telemetry-([0-9a-f]+)\.txt", g[4]).group(1)
+    assert guest.spawned == []
+    token = re.search(r"telemetry-([0-9a-f]+)\.txt", h[4]).group(1)
     assert h == sampler_argv(f"{HOST_WORKDIR}/telemetry-{token}.txt", len_s(h), pool="tank")
-    assert g == sampler_argv(f"{GUEST_WORKDIR}/telemetry-{token}.txt", len_s(g))  # no pool argument
-    assert len(g) == 7 and not any("zpool" in " ".join(c) for c in guest.unknown)
-    # both killed, and their files removed
-    assert host.left_running == [] and guest.left_running == [] and host.killed and guest.killed
+    guest_samples = [c for c in guest.commands if c[:3] == ["sh", "-c", SAMPLER_SCRIPT] and c[4].startswith(GUEST_WORKDIR)]
+    assert guest_samples == [sampler_argv(f"{GUEST_WORKDIR}/telemetry-{token}.txt", 0)] * 2  # no pool argument
+    assert not any("zpool" in " ".join(c) for c in guest.unknown)
+    # the loop killed, every file removed
+    assert host.left_running == [] and guest.left_running == [] and host.killed
     assert not [f for f in host.files if "/telemetry-" in f] and not [f for f in guest.files if "/telemetry-" in f]
-    # the host's sampler starts before and stops after the guest's, which bracket fio
+    # the host's sampler starts before and stops after the guest's samples, which bracket fio
     order = [c for c in host.commands if c[:2] == ["sh", "-c"] or c[0] == "fio"]
     sh = [("host" if len(c) > 7 else "guest", c[6]) for c in order if c[0] == "sh"]
-    assert sh == [("host", str(len_s(h))), ("guest", str(len_s(g))), ("guest", "0"), ("host", "0")]
+    assert sh == [("host", str(len_s(h))), ("guest", "0"), ("guest", "0"), ("host", "0")]
     fio_at = next(i for i, c in enumerate(order) if c[:2] == ["fio", "--name=w"])  # the measurement (not the precondition)
     assert [c[0] for c in order[fio_at - 2:fio_at + 3]] == ["sh", "sh", "fio", "sh", "sh"]
     # stored per measurement: the guest's own, the host's under host-*, the pool's as always
@@ -144,14 +146,17 @@ def test_the_host_sampler_never_fails_the_measurement(tmp_path, sides):
 def test_run_fio_without_a_host_workdir_or_telemetry(sides):
     s, host, guest = sides
     job = s.jobs[0]
-    run = run_fio(guest, job, guest.disk, GUEST_WORKDIR, label="x", host_side=host, host_workdir="", zfs_pool="tank")
+    run = run_fio(guest, FioRequest(job, guest.disk, GUEST_WORKDIR, "x", sampling=Sampling(host_side=host, zfs_pool="tank")))
     assert set(run.series) == {"disk", "cpu"} and host.spawned == []  # warned, not sampled; the guest without the pool
-    assert len(guest.spawned[-1]) == 7
-    run = run_fio(guest, job, guest.disk, GUEST_WORKDIR, label="x", telemetry=False, host_side=host,
-                  host_workdir=HOST_WORKDIR, zfs_pool="tank")
-    assert run.series == {} and host.spawned == [] and len(guest.spawned) == 1
+    samples = [c for c in guest.commands if c[:3] == ["sh", "-c", SAMPLER_SCRIPT] and c[4].startswith(GUEST_WORKDIR)]
+    assert len(samples) == 2 and all(len(c) == 7 for c in samples)
+    run = run_fio(guest, FioRequest(job, guest.disk, GUEST_WORKDIR, "x", sampling=Sampling(
+        telemetry=False, host_side=host, host_workdir=HOST_WORKDIR, zfs_pool="tank")))
+    assert run.series == {} and host.spawned == [] and len(
+        [c for c in guest.commands if c[:3] == ["sh", "-c", SAMPLER_SCRIPT] and c[4].startswith(GUEST_WORKDIR)]) == 2
     # no host target: every whole disk of the host
-    run = run_fio(guest, job, guest.disk, GUEST_WORKDIR, label="x", host_side=host, host_workdir=HOST_WORKDIR, zfs_pool="tank")
+    run = run_fio(guest, FioRequest(job, guest.disk, GUEST_WORKDIR, "x", sampling=Sampling(host_side=host, host_workdir=HOST_WORKDIR,
+                                                                                zfs_pool="tank")))
     assert run.series["host-disk"]["all_devices"] and {"zpool", "arc", "host-cpu"} <= set(run.series)
     assert host.left_running == [] and guest.left_running == []
 
@@ -164,9 +169,9 @@ def test_where_passes_the_host_only_for_a_guest(monkeypatch, sides):
 
     seen: dict = {}
 
-    def spy(transport, job, target, workdir, **kw):
+    def spy(transport, request, progress=None):
         seen.clear()
-        seen.update(kw)
+        seen.update(vars(request.sampling))
         raise Stop
 
     monkeypatch.setattr(measure, "run_fio", spy)
@@ -355,5 +360,5 @@ def test_a_plain_fake_host_still_samples_alone():
     host = FakeHost()
     host.dirs.add("/w")
     host.files["/pool/v.raw"] = b""
-    run = run_fio(host, parse_scenario(textwrap.dedent(SCENARIO), "g.yaml").jobs[0], "/pool/v.raw", "/w", label="h")
+    run = run_fio(host, FioRequest(parse_scenario(textwrap.dedent(SCENARIO), "g.yaml").jobs[0], "/pool/v.raw", "/w", "h"))
     assert set(run.series) == {"disk", "cpu"} and len(host.spawned) == 1 and host.left_running == []

@@ -390,8 +390,8 @@ def test_where_passes_the_pool_to_run_fio(monkeypatch):
 
     seen = {}
 
-    def spy(transport, job, target, workdir, **kw):
-        seen.update(kw)
+    def spy(transport, request, progress=None):
+        seen.update(vars(request.sampling))
         raise Stop
 
     monkeypatch.setattr(measure, "run_fio", spy)

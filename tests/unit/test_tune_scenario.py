@@ -164,7 +164,7 @@ def test_a_round_cell_impossible_with_its_baseline_is_refused():
 
 
 def test_the_start_from_a_read_vm_takes_its_disk_and_cpu_not_its_size():
-    from vmbench.scenario.model import Storage
+    from vmbench.scenario.backend import Storage
 
     mine = VmConfig(vcpus=2, memory_mib=1024)
     read = VmConfig(vcpus=16, memory_mib=65536, bus=Bus.VIRTIO_SCSI, cache=Cache.WRITEBACK, iothread=True,

@@ -2,8 +2,8 @@
 
 import pytest
 
-from vmbench.scenario.model import Storage, ZfsSettings
-from vmbench.settings import StorageType
+from vmbench.scenario.backend import Storage, StorageType
+from vmbench.scenario.model import ZfsSettings
 from vmbench.storage import zfs
 
 ZVOL = ZfsSettings(volblocksize=16384, properties=(("compression", "lz4"), ("sync", "always")))

@@ -32,6 +32,7 @@ from .measured import Ctx, effect
 from .model import NOT_MEASURED, Advice, Goal, GoalMetric, Recommendation, Risk, Snippet
 from .risks import parse_allow, stack_flags, volume_risk_notes
 from .standing import cpu_standing, curve_standing, host_standing, luks_standing, measured_rw
+from ..scenario.backend import advice_kind
 
 if TYPE_CHECKING:  # a user's VM as a driver read it; the drivers are not imported to make a report
     from ..drivers.existing import CurrentVm
@@ -224,13 +225,7 @@ FOR_JOB: dict[RunKind, Callable[[Ctx, Goal, str], Found]] = {
 
 
 def _storage_kind(data: RunData) -> str:
-    text = data.plan.storage
-    kind = data.environment.storage_type
-    if text.startswith("zvols") or kind == "zfs":
-        return "zvol"
-    if text.startswith("files on child datasets") or kind == "zfs-dataset":
-        return "dataset"
-    return "rbd" if kind == "rbd" else ""
+    return advice_kind(data.plan.storage, data.environment.storage_type)
 
 
 def _not_tried(ctx: Ctx, goal: Goal, job: str) -> tuple[list[str], list[untried.Candidate]]:

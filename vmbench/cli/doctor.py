@@ -16,7 +16,8 @@ from ..errors import VmbenchError
 from ..paths import StatePaths
 from ..progress import NullProgress, Progress
 from ..run.fleet import host_storage
-from ..scenario.model import Hypervisor, Storage
+from ..scenario.backend import Storage
+from ..scenario.model import Hypervisor
 from ..scenario.spec import Scenario
 
 __all__ = ["Check", "run_checks"]

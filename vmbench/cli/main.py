@@ -20,7 +20,6 @@ from typing import Sequence
 from .. import __version__
 from ..errors import Interrupted, UsageError, VmbenchError
 from ..paths import StatePaths, default_db_path
-from ..settings import StorageType
 from ..units import format_duration
 from .common import ConsoleProgress, cached_accelerator, log_to_file, on_hosts, run_alive, say_migrated
 from .fit import error_lines, fitted, say
@@ -128,14 +127,8 @@ def _print_boots(plan, wide: bool) -> None:
     if not wide and len(plan.cells) == 1:
         rows, headers = [[r[0], r[1], r[3]] for r in rows], [headers[0], headers[1], headers[3]]
     print(fitted(rows, headers, wide=wide, right=["boot"], keep=["layers measured"]))
-    if len(refs) > 1 and plan.scenario.storage.type is StorageType.RBD:
-        krbd = any(c.vm.krbd for c in plan.cells)
-        say("the host is measured once per librbd cache setting (QEMU turns rbd_cache off with cache none and directsync)"
-            + (" and once on the kernel's mapping (krbd: fio's libaio on the mapped image)" if krbd else "")
-            + ", before the first boot with it", wide=wide)
-    elif len(refs) > 1:
-        say("the host is measured once per storage setting, before the first boot on it (a new storage setting needs a new boot)",
-            wide=wide)
+    if len(refs) > 1:
+        say(plan.scenario.storage.backend.reference_note(any(c.vm.krbd for c in plan.cells)), wide=wide)
     for line in plan.file_job_layers():
         indent = line[:len(line) - len(line.lstrip())]
         say(line.lstrip(), indent, wide=wide)
@@ -358,9 +351,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
     from ..results.db import ResultsDB
 
+    from ..report.build import hosts_line
+
     db = ResultsDB(args.db, create=False)
     say_migrated(db, ConsoleProgress())
-    rows = [[r.id, ", ".join(r.tags), r.scenario_name, (r.environment.ssh_host or "localhost"), r.status, r.attempts,
+    rows = [[r.id, ", ".join(r.tags), r.scenario_name, hosts_line(r.environment), r.status, r.attempts,
              r.started_at, r.finished_at or "-"] for r in db.runs()]
     print(tabulate(rows, headers=["run", "tag", "scenario", "host", "status", "attempts", "started", "finished"], tablefmt="simple"))
     return 0
@@ -384,24 +379,34 @@ def _drivers_for(args: argparse.Namespace) -> list:
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    """Every host of the scenario in turn; the worst exit code."""
+    """Every host of the scenario in turn, each under its own heading when there are several;
+    what two hosts both see (a shared pool's image) is listed, and removed, once; the worst
+    exit code."""
     drivers = _drivers_for(args)
     code = 0
+    seen: set[tuple[str, str]] = set()
     try:
-        for driver, where in drivers:
-            code = max(code, _cleanup(args, driver, where))
+        for i, (driver, where) in enumerate(drivers):
+            if len(drivers) > 1:  # the transport's name says how the host is reached ("host root@pve1")
+                target = driver.host.name.removeprefix("host ") if driver.host.name != "host" else "this machine"
+                print(f"{chr(10) if i else ''}== host {where} ({target}) ==")
+            code = max(code, _cleanup(args, driver, where, seen))
     finally:
         for driver, _ in drivers:
             driver.close()
     return code
 
 
-def _cleanup(args: argparse.Namespace, driver, where: str) -> int:
+def _cleanup(args: argparse.Namespace, driver, where: str, seen: set[tuple[str, str]]) -> int:
     from .cleanup import find_leftovers, remove_leftovers
 
     found, skipped = find_leftovers(driver, StatePaths.default(), include_live=args.force)
     for tag, pid in skipped.items():
         print(f"skipping run {tag}: still running as pid {pid} (use --force to remove it anyway)")
+    found, before = [l for l in found if (l.kind, l.name) not in seen], len(found)
+    seen.update((l.kind, l.name) for l in found)
+    if before > len(found):
+        print(f"{before - len(found)} leftover(s) {where} sees too are listed under an earlier host")
     if not found:
         print(f"nothing to clean up on {where}: no vmbench domains, volumes or console logs found")
         return 0

@@ -22,7 +22,6 @@ def cmd_setup_proxmox(args: argparse.Namespace) -> int:
         print(recipe(setup, DOCS_TOKEN, majors=majors), end="")
         return 0
     from ..scenario import load_scenario
-    from ..settings import StorageType
 
     s = load_scenario(args.scenario)
     pve = s.hypervisor.proxmox
@@ -30,9 +29,9 @@ def cmd_setup_proxmox(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.scenario} has hypervisor.driver {s.hypervisor.driver.value}, not proxmox",
                          "vmbench setup proxmox prints a Proxmox VE token's setup for a scenario with driver: proxmox")
     vms = [c.vm for c in s.cells]
-    rbd = s.storage.type is StorageType.RBD
-    steps = run_steps(zfs_entries=s.storage.type is StorageType.ZFS and bool(s.storage.dataset)
-                      and any(vm.zfs.volblocksize for vm in vms),
+    pve_type = s.storage.backend.proxmox_type  # as the driver's node reads it (drivers/proxmox/node.py)
+    rbd = pve_type == "rbd"
+    steps = run_steps(zfs_entries=pve_type == "zfspool" and bool(s.storage.dataset) and any(vm.zfs.volblocksize for vm in vms),
                       krbd_cells=rbd and any(vm.krbd is not None for vm in vms), rbd=rbd)
     setup = Setup(node=pve.node, storage=pve.storage, template_storages=(pve.storage,),
                   import_storage=args.import_storage or "local")

@@ -98,7 +98,7 @@ def _start(scenario, progress):
     if spec.source is None:
         return scenario.baseline, "the scenario's vm: settings", None
     from ..drivers import read_current
-    from ..scenario.hosts import storage_problems
+    from ..scenario.backend import storage_problems
     from ..scenario.tune import start_from
     from ..scenario.vm import vm_problems
 

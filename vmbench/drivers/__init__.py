@@ -13,7 +13,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 from ..paths import HostPaths, StatePaths
-from ..scenario.model import Hypervisor, Storage
+from ..scenario.backend import Storage
+from ..scenario.model import Hypervisor
 from ..settings import DriverName
 from ..transport.base import HostTransport
 

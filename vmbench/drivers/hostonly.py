@@ -14,9 +14,10 @@ from ..errors import HypervisorError, VmbenchError
 from ..paths import HostPaths, StatePaths
 from ..progress import Progress
 from ..guest.needs import GuestNeeds
-from ..scenario.model import CephConfig, Hypervisor, Storage, VmConfig
+from ..scenario.backend import Storage
+from ..scenario.model import CephConfig, Hypervisor, VmConfig
 from ..settings import Accel, CpuMode
-from ..storage import VolumeStorage, make_zfs_storage
+from ..storage import VolumeStorage, make_volume_storage
 from ..transport import ops
 from ..transport.base import HostTransport
 from .base import Accelerator, Check, HostChecks, VmRequest, VmResources, create_host_reference
@@ -37,9 +38,10 @@ class HostOnlyDriver:
         self.host = host
         self.state = state
         self.paths = paths
-        if scratch_storage is None and not storage.type.zfs:
+        volumes = scratch_storage or (make_volume_storage(storage, host) if storage.backend.host_only else None)
+        if volumes is None:
             raise HypervisorError("a host-only scenario needs ZFS storage (storage.type zfs or zfs-dataset)")
-        self.storage: VolumeStorage = scratch_storage or make_zfs_storage(storage, host)
+        self.storage: VolumeStorage = volumes
 
     def prepare(self, *, image: "Image | None" = None, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode],
                 progress: Progress, vms: Sequence[VmConfig] = (), guest_needs: "GuestNeeds | None" = None) -> Accelerator:
@@ -104,10 +106,10 @@ class HostOnlyDriver:
         return self.storage.leftovers() + work_leftovers(self.host, self.paths.work)
 
     def remove_leftover(self, item: Leftover) -> None:
-        if item.kind in ("zvol", "dataset"):
-            self.storage.delete_path(item.name)
-        elif item.kind == "directory":
+        if item.kind == "directory":
             remove_work_leftover(self.host, self.paths.work, item)
+        else:  # what the storage listed: zvols, datasets
+            self.storage.delete_path(item.name)
 
     def check_step(self, need: int, what: str = "the step's VMs") -> None:
         """A host-only run has no load steps."""

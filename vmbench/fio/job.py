@@ -262,7 +262,7 @@ FILE_FIELDS = ("nrfiles", "filesize", "openfiles", "create_on_open", "file_servi
 
 def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile_path: str | None = None,
              log_prefix: str | None = None, tail_seconds: float = 0, epoch_logs: bool = False,
-             exec_prerun: str | None = None) -> list[str]:
+             exec_prerun: str | None = None, status_interval: int | None = None) -> list[str]:
     """The exact fio command for ``job`` against ``target`` writing json+ to ``output``;
     with ``log_prefix``, fio also writes its IOPS and latency logs there (one point a second),
     stamped in unix epoch milliseconds with ``epoch_logs``.
@@ -275,7 +275,8 @@ def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile
     after them (:mod:`vmbench.fio.window`).
 
     ``exec_prerun`` is the measured job's prerun (its clones run it once set up, before their
-    clock starts; :mod:`vmbench.fio.gate`); the tail has none.
+    clock starts; :mod:`vmbench.fio.gate`); the tail has none.  With ``status_interval`` fio
+    appends its status to the output every that many seconds (:mod:`vmbench.fio.stall`).
 
     For a job file, ``jobfile_path`` is the rewritten copy on that side (it names the target
     and its own logs; ``log_prefix`` and ``epoch_logs`` are unused; a tail is refused); the
@@ -288,7 +289,7 @@ def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile
             raise ValueError("a job-file job cannot have a tail: vmbench does not rewrite its jobs into a second one")
         if not jobfile_path:
             raise ValueError("a job-file job needs jobfile_path")
-        return [fio, "--output-format=json+", f"--output={output}", jobfile_path]
+        return [fio, "--output-format=json+", f"--output={output}", *_status(status_interval), jobfile_path]
     if tail_seconds and job.name == TAIL_NAME:
         raise ValueError(f"a job named {TAIL_NAME} cannot have a tail: its figures would be left out")
     rbd = parse_target(target)
@@ -328,8 +329,12 @@ def fio_argv(job: FioJob, target: str, output: str, *, fio: str = "fio", jobfile
     if tail_seconds:
         argv += [f"--name={TAIL_NAME}", *io, "--group_reporting=1", "--randrepeat=0", *optional, *logs,
                  "--stonewall", "--new_group", "--time_based=1", f"--runtime={_secs(tail_seconds)}", "--ramp_time=0"]
-    argv += ["--output-format=json+", f"--output={output}"]
+    argv += ["--output-format=json+", f"--output={output}", *_status(status_interval)]
     return argv
+
+
+def _status(interval: int | None) -> list[str]:
+    return [f"--status-interval={interval}"] if interval else []
 
 
 def optional_args(job: FioJob) -> list[str]:
@@ -444,17 +449,18 @@ def precondition_argv(job: FioJob, target: str, output: str, *, fio: str = "fio"
 def comparable_params(argv: Sequence[str]) -> list[str]:
     """The argv without what legitimately differs between sides: the fio binary, the target
     (``--filename``, a file job's ``--directory``; an RBD image's pool, name, user and ``env`` prefix), the output file, fio's
-    logs (paths, averaging, time stamps), the prerun that arms fio (its gate's paths) and the path of a job file, of which only the digest of
-    its rewritten text is kept (``jobfile=<digest>``)."""
+    logs (paths, averaging, time stamps), its status interval, the prerun that arms fio (its gate's paths) and the path of a job
+    file, of which only the digest of its rewritten text is kept (``jobfile=<digest>``)."""
     out = []
     for arg in list(argv)[1:]:
         if arg.startswith(RBD_TARGET_OPTIONS):
             continue
         if arg.startswith("--"):
             # --log_avg_msec and --log_unix_epoch only set how fio averages and stamps its logs,
-            # not the I/O (runs stored before vmbench kept fio's logs have none, and can still be resumed)
+            # --status-interval how often it reports, not the I/O (runs stored before vmbench kept
+            # fio's logs or its status have none, and can still be resumed)
             if not arg.startswith(("--filename=", "--directory=", "--output=", "--log_avg_msec=", "--log_unix_epoch=",
-                                   "--exec_prerun=") + LOG_PATH_OPTIONS):
+                                   "--exec_prerun=", "--status-interval=") + LOG_PATH_OPTIONS):
                 out.append(arg)
         elif (m := _JOBFILE_COPY.search(arg)) is not None:
             out.append(f"jobfile={m.group(1)}")

@@ -10,6 +10,7 @@ the load on: it is in no figure.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from ..errors import VmbenchError
@@ -64,17 +65,31 @@ class FioResult:
         return dict(zip(PERCENTILES, self.clat.percentiles(PERCENTILES)))
 
 
+_DUMP = re.compile(r'\{\s*"fio version"')
+
+
+def last_json(text: str) -> str:
+    """fio's final JSON document in its output: with ``--status-interval`` the file holds a
+    status dump every few seconds before it (:mod:`vmbench.fio.stall`); anything fio printed
+    before the first one is left out."""
+    starts = [m.start() for m in _DUMP.finditer(text)]
+    if starts:
+        return text[starts[-1]:]
+    return text[text.find("{"):] if "{" in text else text
+
+
 def parse_fio_json(text: str | bytes) -> FioResult:
     """Parse fio's json/json+ output, leaving the tail job out.  Refuses output with a job
     error (the tail's included) or no I/O."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
-    # fio may print warnings before the JSON document when --output is not used.
-    start = text.find("{")
-    if start < 0:
+    # fio may print warnings before the JSON document when --output is not used, and status
+    # dumps before the final one with --status-interval
+    doc = last_json(text)
+    if not doc.startswith("{"):
         raise FioOutputError("fio produced no JSON output", hint=_snippet(text))
     try:
-        data = json.loads(text[start:])
+        data = json.loads(doc)
     except json.JSONDecodeError as exc:
         raise FioOutputError(f"fio's JSON output is not readable: {exc}", hint=_snippet(text)) from None
     jobs = data.get("jobs") or []

@@ -28,7 +28,8 @@ from ..units import format_duration
 from . import jobfile
 from .gate import Gate
 from .job import LOG_AVG_MSEC, FioJob, check_identical, fio_argv, fio_env, precondition_argv, precondition_seconds
-from .result import FioResult, parse_fio_json
+from .result import FioResult, last_json, parse_fio_json
+from .stall import STATUS_INTERVAL_S, StallWatch, read_tail
 from .window import EPOCH_MS, FioWindow, measured_logs, window_from_logs
 
 log = logging.getLogger(__name__)
@@ -61,36 +62,14 @@ def job_timeout(job: FioJob, slow: bool, tail_seconds: float = 0) -> float:
     return max(MIN_TIMEOUT, d * (4 if slow else 2) + 60)
 
 
-def run_fio(
-    transport: Transport,
-    job: FioJob,
-    target: str,
-    workdir: str,
-    *,
-    label: str,
-    progress: Progress | None = None,
-    slow: bool = False,
-    must_match: Sequence[str] | None = None,
-    telemetry: bool = True,
-    zfs_pool: str | None = None,
-    host_side: Transport | None = None,
-    host_workdir: str = "",
-    host_target: str | None = None,
-    tail_seconds: float = 0,
-    epoch_logs: bool = False,
-    before_start: Callable[[], None] | None = None,
-    ceph_pool: CephPool | None = None,
-    armed: bool = False,
-) -> FioRun:
-    """Run ``job`` on ``target`` (a file job's: a directory, made and removed here).  ``must_match`` is the other side's argv for the same job:
-    the run is refused unless every parameter but target, output and log paths is identical
-    (for a job file: the rewritten text, through the digest in the copy's name).  A job file
-    runs as a copy rewritten for ``target`` in ``workdir``; fio's logs are read back, parsed
-    into :attr:`FioRun.series` and removed with the copy and the output.  With ``telemetry``
-    a sampler records the devices under ``target`` and the CPU while fio runs (the "disk"
-    and "cpu" series, :mod:`vmbench.telemetry.sampler`); with ``zfs_pool`` (the ZFS pool under
-    ``target`` on this side) also that pool's I/O, the ARC and the scrub state (the "zpool"
-    and "arc" series, :mod:`vmbench.telemetry.zfs`); it never fails the run.
+@dataclass(frozen=True)
+class Sampling:
+    """What is sampled beside fio while it runs; none of it ever fails the run.
+
+    With ``telemetry`` a sampler records the devices under the target and the CPU while fio
+    runs (the "disk" and "cpu" series, :mod:`vmbench.telemetry.sampler`); with ``zfs_pool``
+    (the ZFS pool under the target on this side) also that pool's I/O, the ARC and the scrub
+    state (the "zpool" and "arc" series, :mod:`vmbench.telemetry.zfs`).
 
     With ``host_side`` (fio runs in a guest whose scratch disk is ``host_target`` on that host,
     a /dev/zvol/... device or a file; None: every whole disk) a second sampler runs on the
@@ -99,7 +78,19 @@ def run_fio(
     the host's pool, sampled there only ("zpool", "arc"): the guest's sampler gets no pool.
     With ``ceph_pool`` (the Ceph pool of an RBD target) the host (``host_side``, else this side)
     also samples that pool's client I/O and its OSDs' latency (the "ceph" series,
-    :mod:`vmbench.telemetry.ceph`), which trail fio by a few seconds: the run waits them out.
+    :mod:`vmbench.telemetry.ceph`), which trail fio by a few seconds: the run waits them out."""
+
+    telemetry: bool = True
+    zfs_pool: str | None = None
+    host_side: Transport | None = None
+    host_workdir: str = ""
+    host_target: str | None = None
+    ceph_pool: CephPool | None = None
+
+
+@dataclass(frozen=True)
+class Together:
+    """How a run starts and ends beside the runs started with it (a load step's).
 
     ``tail_seconds`` keeps the load on that long after the measured job (a built-in job only;
     see :func:`vmbench.fio.job.fio_argv`); it is in no figure and no fio series.  With
@@ -110,45 +101,81 @@ def run_fio(
     built-in job) fio starts at once, sets the job up and waits on a gate
     (:mod:`vmbench.fio.gate`): ``before_start`` is then called once every clone of the job is
     set up, and the gate opens after it, so fio's start-up is no longer inside the start skew."""
+
+    tail_seconds: float = 0
+    epoch_logs: bool = False
+    before_start: Callable[[], None] | None = None
+    armed: bool = False
+
+
+@dataclass(frozen=True)
+class FioRequest:
+    """One fio run: ``job`` on ``target`` (a file job's: a directory, made and removed here),
+    its files in ``workdir``, said as ``label``; ``slow``: a TCG guest (longer deadlines).
+    ``must_match`` is the other side's argv for the same job: the run is refused unless every
+    parameter but target, output and log paths is identical (for a job file: the rewritten
+    text, through the digest in the copy's name)."""
+
+    job: FioJob
+    target: str
+    workdir: str
+    label: str
+    slow: bool = False
+    must_match: Sequence[str] | None = None
+    sampling: Sampling = Sampling()
+    together: Together = Together()
+
+
+def run_fio(transport: Transport, request: FioRequest, progress: Progress | None = None) -> FioRun:
+    """Run ``request`` on ``transport``.  A job file runs as a copy rewritten for the target in
+    the work directory; fio's logs are read back, parsed into :attr:`FioRun.series` and removed
+    with the copy and the output; what is sampled beside fio (:class:`Sampling`) joins them.
+    How it starts beside other runs: :class:`Together`."""
     progress = progress or NullProgress()
+    r, s, together = request, request.sampling, request.together
+    job, target, workdir = r.job, r.target, r.workdir
     token = secrets.token_hex(4)
     output = f"{workdir}/fio-{token}.json"
     text, rewrites, jobfile_path = _jobfile_copy(job, target, workdir, token)
-    total = None if job.duration is None else job.duration + tail_seconds
-    timeout = job_timeout(job, slow, tail_seconds)
-    gate = Gate(f"{workdir}/gate-{token}", job.numjobs, timeout) if armed and job.jobfile is None else None
+    total = None if job.duration is None else job.duration + together.tail_seconds
+    timeout = job_timeout(job, r.slow, together.tail_seconds)
+    gate = Gate(f"{workdir}/gate-{token}", job.numjobs, timeout) if together.armed and job.jobfile is None else None
     argv = fio_argv(job, target, output, jobfile_path=jobfile_path, log_prefix=f"{workdir}/log-{token}",
-                    tail_seconds=tail_seconds, epoch_logs=epoch_logs, exec_prerun=gate.prerun() if gate else None)
-    if must_match is not None:
-        check_identical(must_match, argv)
-    tick = _ticker(progress, label, total, CephWatch(host_side or transport, ceph_pool) if ceph_pool is not None else None)
+                    tail_seconds=together.tail_seconds, epoch_logs=together.epoch_logs,
+                    exec_prerun=gate.prerun() if gate else None, status_interval=STATUS_INTERVAL_S)
+    if r.must_match is not None:
+        check_identical(r.must_match, argv)
+    host = s.host_side or transport  # where the Ceph pool is sampled and watched
+    # a TCG guest's status is read every other dump: each read is the agent's work on the measured vCPUs
+    stall = StallWatch(lambda size: read_tail(transport, output, size), first_io=together.armed or job.file_job,
+                       every=STATUS_INTERVAL_S * (2 if r.slow else 1))
+    tick = _ticker(progress, r.label, total, CephWatch(host, s.ceph_pool) if s.ceph_pool is not None else None, stall)
     finished = False
     try:
         _prepare(transport, job, target, jobfile_path, text)
-        host_sampler, sampler = _samplers(transport, target, workdir, token, timeout, label=label, telemetry=telemetry,
-                                          zfs_pool=zfs_pool, host_side=host_side, host_workdir=host_workdir,
-                                          host_target=host_target)
-        ceph = (_started(CephSampler(host_side or transport, ceph_pool, host_workdir if host_side else workdir, token, timeout))
-                if telemetry and ceph_pool is not None and (host_workdir or host_side is None) else None)
+        host_sampler, sampler = _samplers(transport, r, token, timeout)
+        ceph = (_started(CephSampler(host, s.ceph_pool))
+                if s.telemetry and s.ceph_pool is not None and (s.host_workdir or s.host_side is None) else None)
         try:
             def fio() -> object:
                 return transport.run(argv, env=fio_env(job, target), timeout=timeout, on_wait=tick)
 
             if gate is None:
-                sampled = _sampled(fio, sampler, host_sampler, before_start)
+                sampled = _sampled(fio, sampler, host_sampler, together.before_start)
             else:  # before_start is called once fio is armed, just before the gate opens
-                sampled = _sampled(lambda: gate.run_armed(transport, fio, before_start), sampler, host_sampler, None)
+                sampled = _sampled(lambda: gate.run_armed(transport, fio, together.before_start), sampler, host_sampler, None)
         finally:
-            pool_series = ceph.stop() if ceph is not None else {}
+            # the pool's I/O over fio's ramp and runtime (a time-based job's), else since the sampler started
+            pool_series = ceph.stop(total if total and not job.file_job else None) if ceph is not None else {}
         sampled.update(pool_series)
         raw = transport.read_file(output).decode("utf-8", errors="replace")
         finished = True
     finally:
         logs = _collect_logs(transport, workdir, token, read=finished, remove=[output, *([jobfile_path] if jobfile_path else [])],
                              files_dir=target if job.file_job else None, gate=gate)
-    raw = raw[raw.find("{"):] if "{" in raw else raw
+    raw = last_json(raw)  # the final status, after the ones fio wrote while it ran
     result = parse_fio_json(raw)
-    window, logs = _measured(job, logs, tail_seconds, epoch_logs)
+    window, logs = _measured(job, logs, together.tail_seconds, together.epoch_logs)
     return FioRun(argv=tuple(argv), target=target, result=result, raw_json=raw, series={**parse_logs(logs), **sampled},
                   jobfile_text=text, rewrites=rewrites, window=window)
 
@@ -196,33 +223,59 @@ def _jobfile_copy(job: FioJob, target: str, workdir: str, token: str) -> tuple[s
     return text, tuple(lines), f"{workdir}/job-{token}-{jobfile.digest(job.jobfile.text)}.fio"
 
 
-def _ticker(progress: Progress, label: str, total: float | None, watch: CephWatch | None = None) -> Callable[[float], None]:
-    """What is said while fio runs: the time left (the time elapsed when it is not known); with
-    ``watch``, a Ceph cluster that degrades under the run ends it (what ``watch`` raises)."""
+def _ticker(progress: Progress, label: str, total: float | None, watch: CephWatch | None = None,
+            stall: StallWatch | None = None) -> Callable[[float], None]:
+    """What is said while fio runs: the time left (the time elapsed when it is not known), or
+    that fio is stalled (:mod:`.stall`) with what is known of why (the side answering or not,
+    what Ceph reports); with ``watch``, a Ceph cluster that degrades under the run (an OSD down,
+    a full pool) ends it (what ``watch`` raises), asked at once when fio stalls."""
+    warned = [False]
+
+    def say(stalled: float) -> None:
+        assert stall is not None
+        why = "; ".join(filter(None, [stall.unanswered(), watch.said if watch is not None else ""]))
+        line = f"{label}: stalled for {stalled:.0f}s (no I/O completed{'; ' + why if why else ''})"
+        progress.warn(line) if not warned[0] else progress.status(line)
+        warned[0] = True
 
     def tick(elapsed: float) -> None:
+        stalled = stall.check() if stall is not None else None
+        try:
+            if watch is not None:
+                watch.check(stalled=stalled is not None)
+        except Exception:  # what Ceph answered ends the run: a stall under way is said first, with it
+            quiet = stall.quiet() if stall is not None and stalled is None else None
+            if quiet is not None and stall is not None and quiet >= stall.every:
+                stalled = quiet
+            if stalled is not None:
+                say(stalled)
+            raise
+        if stalled is not None:
+            say(stalled)
+            return
+        warned[0] = False
         if total is None:
             progress.status(f"{label}: {format_duration(elapsed)} elapsed")
         else:
             progress.status(f"{label}: {format_duration(max(0.0, total - elapsed))} left")
-        if watch is not None:
-            watch.check()
 
     return tick
 
 
-def _samplers(transport: Transport, target: str, workdir: str, token: str, timeout: float, *, label: str,
-              telemetry: bool, zfs_pool: str | None, host_side: Transport | None, host_workdir: str,
-              host_target: str | None) -> tuple[telemetry_.Sampler | None, telemetry_.Sampler | None]:
-    """The host's sampler and this side's (each None when not sampled; see :func:`run_fio`)."""
-    on_host = telemetry and host_side is not None
-    if on_host and not host_workdir:
-        log.warning("%s: host telemetry not recorded: no host work directory", label)
+def _samplers(transport: Transport, request: FioRequest, token: str,
+              timeout: float) -> tuple[telemetry_.Sampler | None, telemetry_.Sampler | None]:
+    """The host's sampler and this side's (each None when not sampled; see :class:`Sampling`)."""
+    s = request.sampling
+    on_host = s.telemetry and s.host_side is not None
+    if on_host and not s.host_workdir:
+        log.warning("%s: host telemetry not recorded: no host work directory", request.label)
         on_host = False
-    host_sampler = (telemetry_.Sampler(host_side, host_target, host_workdir, token, timeout,  # type: ignore[arg-type]
-                                       zfs_pool=zfs_pool) if on_host else None)
-    sampler = (telemetry_.Sampler(transport, target, workdir, token, timeout,
-                                  zfs_pool=None if host_side is not None else zfs_pool) if telemetry else None)
+    # fio in a guest: nothing of vmbench's runs beside it in the guest, nor on the host but for a ZFS pool's iostat
+    host_sampler = (telemetry_.Sampler(s.host_side, s.host_target, s.host_workdir, token, timeout,  # type: ignore[arg-type]
+                                       zfs_pool=s.zfs_pool, loop=s.zfs_pool is not None) if on_host else None)
+    sampler = (telemetry_.Sampler(transport, request.target, request.workdir, token, timeout,
+                                  zfs_pool=None if s.host_side is not None else s.zfs_pool,
+                                  loop=s.host_side is None) if s.telemetry else None)
     return host_sampler, sampler
 
 

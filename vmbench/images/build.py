@@ -18,6 +18,7 @@ import stat
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
@@ -181,10 +182,7 @@ def _build_in(
     out.mkdir()
     mirror = effective_mirror(recipe)
     with _phase(progress, "base system"):
-        if choose_bootstrapper(shutil.which) == "mmdebstrap":
-            _mmdebstrap(recipe, rootdir, mirror, state, progress)
-        else:
-            _debootstrap(recipe, rootdir, mirror, state, progress)
+        _bootstrap(choose_bootstrapper(shutil.which) or "debootstrap", recipe, rootdir, mirror, state, progress)
     if recipe.chroot_packages:
         with _phase(progress, "chroot packages"):
             _chroot_install(recipe, rootdir, state, progress)
@@ -209,46 +207,61 @@ def _build_in(
     return out
 
 
-def _debootstrap(
-    recipe: Recipe, rootdir: Path, mirror: str, state: StatePaths, progress: Progress
-) -> None:
-    cache = _ensure_dir(debootstrap_cache(state))
-    cached = sum(1 for _ in cache.glob("*.deb"))
-    progress.step(
-        f"debootstrap {recipe.suite} ({recipe.variant}, {len(recipe.packages)} packages) "
-        f"from {mirror}; {cached} .debs in its cache"
-    )
-    try:
-        with _ticker(progress, "debootstrap"):
-            run(debootstrap_argv(recipe, rootdir, cache, mirror), timeout=DEBOOTSTRAP_TIMEOUT)
-    except CommandError as exc:
-        log = rootdir / "debootstrap" / "debootstrap.log"
-        if log.is_file():
-            kept = state.cache / "debootstrap-failed.log"
-            shutil.copyfile(log, kept)
-            exc.hint = f"debootstrap's own log was kept in {kept}; check the mirror ({mirror})"
-        raise
-    finally:
-        _unmount_all_under(rootdir)
+def _kept_debootstrap_log(exc: CommandError, rootdir: Path, state: StatePaths) -> str | None:
+    log = rootdir / "debootstrap" / "debootstrap.log"
+    if not log.is_file():
+        return None
+    kept = state.cache / "debootstrap-failed.log"
+    shutil.copyfile(log, kept)
+    return f"debootstrap's own log was kept in {kept}"
 
 
-def _mmdebstrap(
-    recipe: Recipe, rootdir: Path, mirror: str, state: StatePaths, progress: Progress
-) -> None:
+def _kept_mmdebstrap_messages(exc: CommandError, rootdir: Path, state: StatePaths) -> str | None:
+    kept = state.cache / "mmdebstrap-failed.log"
+    kept.write_text(exc.stderr)
+    return f"the end of mmdebstrap's messages was kept in {kept}"
+
+
+def _mmdebstrap_cache(state: StatePaths) -> Path:
+    """apt's archives, which mmdebstrap uses as they are (with their partial/ directory)."""
     cache = _ensure_dir(apt_archives(state))
     (cache / "partial").mkdir(exist_ok=True)
+    return cache
+
+
+@dataclass(frozen=True)
+class Bootstrapper:
+    """What differs between debootstrap and mmdebstrap: the .deb cache each keeps, its argv,
+    and what of a failed run is kept for the user (its hint's first words; None: nothing)."""
+
+    cache: Callable[[StatePaths], Path]
+    argv: Callable[[Recipe, Path, Path, str], list[str]]
+    keep: Callable[[CommandError, Path, StatePaths], str | None]
+
+
+#: each of :data:`BOOTSTRAPPERS` by name
+BOOTSTRAPPER_OF = {
+    "mmdebstrap": Bootstrapper(_mmdebstrap_cache, mmdebstrap_argv, _kept_mmdebstrap_messages),
+    "debootstrap": Bootstrapper(lambda state: _ensure_dir(debootstrap_cache(state)), debootstrap_argv, _kept_debootstrap_log),
+}
+
+
+def _bootstrap(name: str, recipe: Recipe, rootdir: Path, mirror: str, state: StatePaths, progress: Progress) -> None:
+    """The base system by bootstrapper ``name`` (:data:`BOOTSTRAPPER_OF`), its .debs cached."""
+    tool = BOOTSTRAPPER_OF[name]
+    cache = tool.cache(state)
     cached = sum(1 for _ in cache.glob("*.deb"))
     progress.step(
-        f"mmdebstrap {recipe.suite} ({recipe.variant}, {len(recipe.packages)} packages) "
+        f"{name} {recipe.suite} ({recipe.variant}, {len(recipe.packages)} packages) "
         f"from {mirror}; {cached} .debs in its cache"
     )
     try:
-        with _ticker(progress, "mmdebstrap"):
-            run(mmdebstrap_argv(recipe, rootdir, cache, mirror), timeout=DEBOOTSTRAP_TIMEOUT)
+        with _ticker(progress, name):
+            run(tool.argv(recipe, rootdir, cache, mirror), timeout=DEBOOTSTRAP_TIMEOUT)
     except CommandError as exc:
-        kept = state.cache / "mmdebstrap-failed.log"
-        kept.write_text(exc.stderr)
-        exc.hint = f"the end of mmdebstrap's messages was kept in {kept}; check the mirror ({mirror})"
+        kept = tool.keep(exc, rootdir, state)
+        if kept is not None:
+            exc.hint = f"{kept}; check the mirror ({mirror})"
         raise
     finally:
         _unmount_all_under(rootdir)

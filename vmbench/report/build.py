@@ -49,11 +49,13 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
         header["proxmox"] = f"{_known(env.pve_api)}, token {_known(env.pve_token_id)}, TLS {_known(env.pve_tls)}"
         if env.tls_verify_off:
             header["warning"] = "TLS verification of the Proxmox API was turned off for this run (tls: {verify: false})"
-    if env.ssh_host:
-        header["ssh"] = f"{_known(env.ssh_user)}@{env.ssh_host}:{_known(env.ssh_port, 22)}, host key {_known(env.ssh_host_key)}"
+    if len(env.hosts or {}) > 1:  # a run across several hosts: each, and how it was reached, a line each
+        header.update({f"host {label}": target for label, target in run_hosts(env, keys=True)})
+    elif env.ssh_host:
+        header["ssh"] = ssh_target(env, keys=True)
     if run.attempts > 1:
         header["attempts"] = f"{run.attempts} (resumed; every measurement kept once)"
-    if env.on_librbd:
+    if env.on_ceph:
         header["ceph"] = ceph_header(env)
         if env.ceph_health not in (None, "HEALTH_OK"):
             header["warning"] = (f"the Ceph cluster was in {env.ceph_health} when the run started "
@@ -68,6 +70,32 @@ def build_report(data: RunData) -> tuple[dict, list[Table]]:
 def _known(value: object, default: object = "?") -> object:
     """A recorded fact as the header says it: ``default`` where the run did not record it."""
     return default if value is None else value
+
+
+def ssh_target(env: dict, *, keys: bool = False) -> str:
+    """How a host was reached (``user@host:port``, with its host key), or "this machine"."""
+    if not env.get("ssh_host"):
+        return "this machine"
+    return (f"{env.get('ssh_user', '?')}@{env['ssh_host']}:{env.get('ssh_port', 22)}"
+            + (f", host key {env.get('ssh_host_key', '?')}" if keys else ""))
+
+
+def run_hosts(env: dict, *, keys: bool = False) -> list[tuple[str, str]]:
+    """Every host of a run, in order: (its name, how it was reached); one for a one-host run
+    (named by its SSH host, else "localhost")."""
+    hosts = env.get("hosts") or {}
+    if hosts:
+        return [(str(label), ssh_target(facts or {}, keys=keys)) for label, facts in hosts.items()]
+    return [(str(env.get("ssh_host") or "localhost"), ssh_target(env, keys=keys))]
+
+
+def hosts_line(env: dict) -> str:
+    """A run's hosts in a few words (``vmbench runs``): "localhost", "root@pve1:22", or each
+    host of a run across several by name with its SSH target."""
+    hosts = run_hosts(env)
+    if len(hosts) == 1 and not env.get("hosts"):
+        return hosts[0][0] if hosts[0][1] == "this machine" else hosts[0][1]
+    return ", ".join(f"{label} ({target})" for label, target in hosts)
 
 
 def host_only_tables(data: RunData, header: dict) -> list[Table]:

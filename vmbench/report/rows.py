@@ -9,7 +9,7 @@ Repeats are combined the honest way: the median of IOPS and bandwidth, with thei
 interval and a verdict from :mod:`vmbench.report.stats`, in ``Row.deltas``.
 
 Each delta is about the job's :class:`~vmbench.fio.job.Metric` (``metrics``: the plan's, by
-job name, :attr:`~vmbench.report.stored_plan.StoredPlan.job_metrics`; a job it does not name is judged by p99 when its stored fio
+job name, :attr:`~vmbench.results.plan.StoredPlan.job_metrics`; a job it does not name is judged by p99 when its stored fio
 parameters set a fixed rate, else by IOPS): IOPS and MB/s from each repeat's figure, a
 latency percentile from each repeat's own histogram (the stored p50_ns ... p999_ns).  A
 fixed-rate group that fell short of its rate (:func:`saturation`) is flagged and compared
@@ -29,6 +29,7 @@ from ..results.key import MeasurementKey
 from ..results.records import CellRecord, Measurement, Settings
 from ..scenario.model import Target
 from ..storage.radosbench import RADOS_LAYER
+from .cephnotes import ceph_pool_notes
 from . import stats
 from .facts import saturation
 from .filejobs import NO_HOST_ROW, first_layer, first_rows, host_fs_group, is_file_rows, unit_of
@@ -235,6 +236,7 @@ def telemetry_notes(row: Measurement, fig: Figures) -> list[str]:
             notes.append(f"served from cache? (device reads {fig.dev_read_mb_s:.2f} MB/s{arc})")
     if rw in WRITE_MODES and fig.pool_write_mb_s is not None and fig.mb_s > 0 and fig.pool_write_mb_s < POOL_WRITE_SHARE * fig.mb_s:
         notes.append(f"pool wrote {_mb(fig.pool_write_mb_s)} MB/s of fio's {_mb(fig.mb_s)}: compressed or not yet flushed?")
+    notes += ceph_pool_notes(fig.mb_s, fig.pool_read_mb_s, fig.write_ampl) if fig.osd_commit_ms is not None and rw in WRITE_MODES else []
     if fig.cpu_idle is not None and fig.cpu_idle < CPU_IDLE_MIN:
         notes.append(f"CPU-bound? ({fig.cpu_idle:.0f}% idle)")
     if fig.host_cpu_idle is not None and fig.host_cpu_idle < CPU_IDLE_MIN:

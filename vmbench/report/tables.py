@@ -8,7 +8,7 @@ there is none, why); its text reads "+12.3% [+4.1, +20.2] faster".  The measurem
 state their admissibility facts (``Table.facts``) and what the stored run does not tell
 (``Table.missing``).
 
-Deltas are about each job's metric (``metrics``: the plan's, :attr:`~vmbench.report.stored_plan.StoredPlan.job_metrics`).
+Deltas are about each job's metric (``metrics``: the plan's, :attr:`~vmbench.results.plan.StoredPlan.job_metrics`).
 A table whose jobs are all judged by IOPS reads as it always did; otherwise its delta
 headers name the metric ("vs baseline (p99)"), or, when its jobs differ, each record names
 its own (``metric``, the "judged by" column); a latency change reads "+20.0% [+8.1, +33.0]
@@ -317,11 +317,13 @@ HOST_TELEMETRY_NOTE = ("host CPU % = mean busy share of all the host's CPUs whil
 HOST_BOUND_NOTE = "host CPU-bound? = the host's CPUs under 10% idle during a guest run."
 #: notes that explain one column: a text report that leaves the column out leaves the note out
 NOTE_COLUMNS = {DEV_NOTE: "dev MB/s r/w", CPU_NOTE: "CPU %", HOST_TELEMETRY_NOTE: "host CPU %"}
-CEPH_TELEMETRY_NOTE = ("pool MB/s r/w = the Ceph pool's client I/O while fio ran (ceph osd pool stats, the manager's view, "
-                       "which trails the OSDs by about 5 s: the means are taken over that shifted window; on guest rows the "
-                       "pool under the guest's RBD disk); write ampl. = pool MB/s written / fio's MB/s; OSD commit ms = the "
-                       "OSDs' mean commit latency (ceph osd perf). Where the pool was sampled, served from cache? judges reads "
-                       "by the pool's (a read the pool did not serve came from librbd's cache).")
+CEPH_TELEMETRY_NOTE = ("pool MB/s r/w = the Ceph pool's client I/O over fio's ramp and runtime (ceph df detail's counters "
+                       "read just before fio and once the manager reported its last seconds; every client of the pool, one "
+                       "copy of each write; on guest rows the pool under the guest's RBD disk); write ampl. = pool MB/s "
+                       "written / fio's MB/s; OSD commit ms = the OSDs' mean commit latency as fio ended (ceph osd perf). "
+                       "Where the pool was measured, served from cache? judges reads by the pool's (a read the pool did not "
+                       "serve came from librbd's cache); pool also read / pool wrote N x fio's = another client's I/O or "
+                       "librbd's metadata, not the job's.")
 ZFS_TELEMETRY_NOTE = ("pool MB/s r/w = mean MB/s the ZFS pool read/wrote while fio ran (zpool iostat, every vdev of the pool; "
                       "on guest rows the host's pool under the guest's scratch disk); "
                       "write ampl. = pool MB/s written / fio's MB/s (write jobs; above 1: parity, copies, metadata, the ZIL; "

@@ -28,14 +28,15 @@ from .key import MeasurementKey
 from .plan import StoredPlan, read_plan
 from .records import BootRecord, CellRecord, CryptoRecord, Measurement, SeriesRecord
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: how long a write waits for another process's transaction on the same file (ms)
 BUSY_TIMEOUT_MS = 30_000
 
 # Each version's new columns come last in their table, where the upgrade (ALTER TABLE) puts
 # them, so fresh and upgraded databases have the same columns in the same order.  Version 3:
 # many VMs at once (a measurement's VM within its load step, its role, its window).  Version 4:
-# the host a measurement ran on ('': the run's one host, as every run stored before).
+# the host a measurement ran on.  Version 5: no new column; every row names its host (version 4
+# left it '' on every row: migrate_4_to_5 fills it in).
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE runs (

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Generic, Mapping, TypeVar, overload
 
+from ..scenario.backend import backend_named
+
 T = TypeVar("T")
 
 #: facts that must be equal for a run to be resumed on "the same host"
@@ -115,7 +117,14 @@ class Environment(dict):
     @property
     def on_librbd(self) -> bool:
         """The run's disks are RBD images QEMU opens through librbd: no host page cache under them."""
-        return self.storage_type == "rbd"
+        backend = backend_named(self.storage_type)
+        return backend is not None and not backend.host_page_cache
+
+    @property
+    def on_ceph(self) -> bool:
+        """A Ceph pool is under the run's disks: the report states the cluster."""
+        backend = backend_named(self.storage_type)
+        return backend is not None and backend.ceph
 
     @property
     def host_memory_bytes(self) -> int | None:

@@ -10,9 +10,9 @@ target, whose figures are combined and compared.
 ``vm`` is the VM within a load step (several VMs run at once: a scaling step's clones, a
 noisy-neighbour phase's victim and aggressors; on the host, the volume within the step's
 host reference) and ``load_step`` the step (1, 2, ...); a run without a ``load:`` section
-measures VM 0 at load step 0 only.  ``host`` is the host the measurement ran on: "" for the
-run's one host (every run so far: the plan's placement and the environment name it); a run
-across several hosts names each.
+measures VM 0 at load step 0 only.  The host a measurement ran on is stored beside it (the
+``host`` column, every row) but is not part of what it is: within a run the VM and the step
+tell its measurements apart, and the same measurement on another host is the one to compare.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ class MeasurementKey:
     repeat: int | None = None  # None: every repeat (a group)
     vm: int = 0  # the VM within a group of VMs run at once
     load_step: int = 0  # the step of a load ramp
-    host: str = ""  # the host it ran on ("": the run's one host)
 
     def group(self) -> "MeasurementKey":
         """This key without its repeat: the group whose repeats are combined and compared."""
@@ -46,7 +45,7 @@ class MeasurementKey:
         ``repeat``, its group's key."""
         return cls(side=row["side"], cell=row.get("cell"), stack=row.get("stack"), layer=row["layer"], job=row["job"],
                    repeat=int(row["repeat"]) if repeat and row.get("repeat") is not None else None,
-                   vm=int(row.get("vm") or 0), load_step=int(row.get("load_step") or 0), host=str(row.get("host") or ""))
+                   vm=int(row.get("vm") or 0), load_step=int(row.get("load_step") or 0))
 
     def describe(self) -> str:
         """The key in words, as the comparison of runs names a row: "4k-randwrite host",

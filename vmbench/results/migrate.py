@@ -12,6 +12,7 @@ This module does not import ``db`` (``db`` imports it).
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from pathlib import Path
@@ -70,7 +71,34 @@ def migrate_3_to_4(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE measurements ADD COLUMN host TEXT NOT NULL DEFAULT ''")
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: migrate_1_to_2, 2: migrate_2_to_3, 3: migrate_3_to_4}
+def migrate_4_to_5(conn: sqlite3.Connection) -> None:
+    """the host named on every measurement.
+
+    Version 4 stored '' on every row: a load step's row gets the host its load JSON names (a run across several hosts), any other its run's one host
+    (the plan's boots name it; else the SSH host it was reached as; else this machine)."""
+    hosts = {run_id: _run_host(plan, env) for run_id, plan, env in conn.execute("SELECT id, plan_json, environment_json FROM runs")}
+    rows = conn.execute("SELECT id, run_id, load_json FROM measurements WHERE host = ''").fetchall()
+    for row_id, run_id, load in rows:
+        host = str(_json(load).get("host") or "") or hosts.get(run_id) or "localhost"
+        conn.execute("UPDATE measurements SET host = ? WHERE id = ?", (host, row_id))
+
+
+def _run_host(plan_text: str, env_text: str) -> str:
+    boots = _json(plan_text).get("boots") or []
+    first = boots[0] if boots and isinstance(boots[0], dict) else {}
+    return str(first.get("host") or _json(env_text).get("ssh_host") or "localhost")
+
+
+def _json(text: str | None) -> dict:
+    try:
+        got = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: migrate_1_to_2, 2: migrate_2_to_3, 3: migrate_3_to_4,
+                                                               4: migrate_4_to_5}
 
 
 def describe(old: int, new: int) -> str:

@@ -5,7 +5,7 @@ starts; every later reader (the report, the advice, ``compare``, ``tune --resume
 takes it from :func:`read_plan`, which reads every version stored so far: plans from before
 jobs named their metric, before adaptive repeats (``repeat_policy``), before ``load:``,
 ``advise:`` and ``tune:`` sections, and before the plan named the host of each boot.  The
-run's kind (:class:`~vmbench.report.kind.RunKind`) is decided here, once.
+run's kind (:class:`~vmbench.results.kind.RunKind`) is decided here, once.
 """
 
 from __future__ import annotations

@@ -322,8 +322,7 @@ class Measurement:
 
     @functools.cached_property
     def key(self) -> MeasurementKey:
-        return MeasurementKey(self.side, self.cell, self.stack, self.layer, self.job, self.repeat, self.vm, self.load_step,
-                              self.host)
+        return MeasurementKey(self.side, self.cell, self.stack, self.layer, self.job, self.repeat, self.vm, self.load_step)
 
     @property
     def group(self) -> MeasurementKey:

@@ -22,6 +22,7 @@ from ..guest.layers import MOUNTPOINT, StackBuilder
 from ..results.db import ResultsDB
 from ..scenario.axes import settings_of, settings_text, storage_settings_of, vm_key
 from ..scenario.model import Cell, FilesystemLayer, Stack
+from ..settings import Telemetry
 from ..units import human_size
 from ..storage.radosbench import RADOS_LAYER
 from .cpucost import CpuCost
@@ -119,7 +120,8 @@ class BootGroupRun:
         host_cell = next((c for c in group.cells if c.name == host_steps[0].cell), None)
         cell_id = None if host_cell is None else r.record_cell(host_cell, None, [], {"storage": res.storage})
         where = Where(r.host, "host", r.host_workdir, target, "host", cell=host_cell, cell_id=cell_id,
-                      settings=storage_settings_of(group.vm) if s.host_only else {}, zfs_pool=s.storage.zfs_pool)
+                      settings=storage_settings_of(group.vm) if s.host_only else {}, zfs_pool=s.storage.zfs_pool,
+                      host=r.host_of("").label)
         rados = [st for st in host_steps if st.layer == RADOS_LAYER]  # the pool's ceiling first, then librbd on it
         r.measurer.measure(replace(where, layer=RADOS_LAYER), rados)
         r.measurer.measure(where, [st for st in host_steps if st.layer == "host"])
@@ -195,7 +197,8 @@ class BootGroupRun:
                       # the host is sampled too while the guest's fio runs: its CPU and, on ZFS, the pool
                       host_side=r.host, host_workdir=r.host_workdir, host_target=guest.resources.scratch_path,
                       zfs_pool=self.s.storage.zfs_pool, cpu=self._cpu_cost(boot_id, guest, evidence.get("qemu_pid")),
-                      write_rate=cell.vm.limits.write_rate(PRECONDITION_BS), lift_limits=guest.limits_lifted)
+                      write_rate=cell.vm.limits.write_rate(PRECONDITION_BS), lift_limits=guest.limits_lifted,
+                      host=r.host_of("").label)
         if raw_steps:
             r.step = f"measuring {cell.name}: raw disk"
             r.measurer.measure(where, raw_steps)
@@ -211,8 +214,9 @@ class BootGroupRun:
         return cell.name if raw_steps else None
 
     def _cpu_cost(self, boot_id: int, guest: Guest, pid: object) -> CpuCost | None:
-        """The boot's sampler of its QEMU process (one per boot: its idle cost is measured once)."""
-        if not isinstance(pid, int):
+        """The boot's sampler of its QEMU process (one per boot: its idle cost is measured once);
+        none with ``telemetry: off``."""
+        if not isinstance(pid, int) or self.s.telemetry is not Telemetry.ON:
             return None
         if boot_id not in self.cpu_costs:
             self.cpu_costs[boot_id] = CpuCost(self.r.host, pid, guest.transport)

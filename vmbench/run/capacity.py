@@ -1,11 +1,13 @@
-"""Whether a load run's steps fit the host, before anything is created: memory, storage and
-vCPUs per load unit (pure; the host's figures are read by :func:`read_host_capacity`)."""
+"""Whether a run fits the host, before anything is created: a load run's memory, storage and
+vCPUs per load unit (pure; the host's figures are read by :func:`read_host_capacity`); what a
+run on RBD storage writes to the Ceph pool at once (:func:`rbd_need`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..errors import CommandError, VmbenchError
+from ..storage.radosbench import bench_bytes, bench_objects
 from ..transport.base import Transport
 from ..units import human_size
 from .plan import LoadUnit, Plan
@@ -92,3 +94,25 @@ def _count(unit: LoadUnit, on: str | None) -> str:
     """How many of the unit's VMs a capacity message counts: all, or those on host ``on``."""
     total = f"{unit.step.size} VMs"
     return total if on is None else f"{total}, {sum(h == on for h in unit.hosts)} of them on {on}"
+
+
+#: an RBD image's objects (librbd's default object size)
+RBD_OBJECT = 4 * MiB
+
+
+def rbd_need(plan: Plan) -> tuple[int, int, str]:
+    """What a run on RBD storage writes to the pool at once, at most: (bytes, objects, in
+    words).  The scratch images alive together (one VM's, or a load step's every VM) as fio
+    fills them, and the largest RADOS bench (:func:`~vmbench.storage.radosbench.bench_bytes`;
+    one at a time, each removed before the next).  Pure."""
+    s = plan.scenario
+    vms = max((u.step.size for u in plan.load_units()), default=1) if s.load is not None else 1
+    scratch = vms * s.storage.scratch_size
+    jobs = plan.rados_jobs()
+    rados = max((bench_bytes(j) for j in jobs), default=0)
+    objects = vms * -(-s.storage.scratch_size // RBD_OBJECT) + max((bench_objects(j) + 3 for j in jobs), default=0)
+    words = f"{vms} scratch image{'s' if vms > 1 else ''} of {human_size(s.storage.scratch_size)}"
+    if jobs:
+        worst = max(jobs, key=bench_bytes)
+        words += f" and the RADOS bench of job {worst.name}, {human_size(rados)}"
+    return scratch + rados, objects, words

@@ -15,7 +15,8 @@ from ..drivers import make_driver
 from ..drivers.base import HypervisorDriver
 from ..errors import PreflightError
 from ..paths import StatePaths
-from ..scenario.model import Hypervisor, Storage
+from ..scenario.backend import Storage
+from ..scenario.model import Hypervisor
 from ..transport.base import HostTransport
 
 

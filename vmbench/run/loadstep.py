@@ -28,13 +28,14 @@ from ..drivers.base import Guest, VmRequest, VmResources
 from ..errors import VmbenchError
 from ..fio import window as fio_window
 from ..fio.job import PRECONDITION_BS, FioJob, to_precondition
-from ..fio.runner import FioRun, run_fio
+from ..fio.runner import FioRequest, FioRun, Sampling, Together, run_fio
 from ..guest.disk import ScratchDisk
 from ..guest.layers import StackBuilder
 from ..telemetry import nic
 from ..results.records import LoadRecord, Measurement
 from ..scenario.load import LoadMember, Role
 from ..scenario.model import Cell, Stack
+from ..settings import Telemetry
 from ..transport.base import Transport
 from .evidence import problems
 from .measure import Where, drop_caches, measurement_of, precondition_at
@@ -329,7 +330,8 @@ class LoadStepRun:
         for mem, t in zip(self.members, targets):
             rh = r.host_of(mem.host)
             sides.append(Side(mem.member.vm, mem.member.role, rh.transport,
-                              Where(rh.transport, "host", rh.workdir, t, "host", settings={}, zfs_pool=self.s.storage.zfs_pool),
+                              Where(rh.transport, "host", rh.workdir, t, "host", settings={}, zfs_pool=self.s.storage.zfs_pool,
+                                    host=rh.label),
                               host=mem.host))
         cell_id = None
         if self.unit.host_cell is not None:
@@ -364,7 +366,8 @@ class LoadStepRun:
                 boot_id=mem.boot_id, layer="raw", settings=settings_of(mem.request.vm),
                 host_side=rh.transport if samples else None, host_workdir=rh.workdir,
                 host_target=mem.res.scratch_path, zfs_pool=self.s.storage.zfs_pool,
-                write_rate=mem.request.vm.limits.write_rate(PRECONDITION_BS), lift_limits=mem.guest.limits_lifted), host=mem.host))
+                write_rate=mem.request.vm.limits.write_rate(PRECONDITION_BS), lift_limits=mem.guest.limits_lifted, host=rh.label),
+                host=mem.host))
         raw = [st for st in steps if st.stack is None]
         if raw:
             self._measure(sides, raw, f"{cell.name}: raw")
@@ -492,18 +495,22 @@ class LoadStepRun:
         def start() -> None:
             barrier.wait(BARRIER_SECONDS)
 
+        def request(sd: Side, job: FioJob) -> FioRequest:
+            w = sd.where
+            sampling = Sampling(telemetry=(w.side_name == "guest" or sd.vm == 0) and self.s.telemetry is Telemetry.ON,
+                                zfs_pool=w.zfs_pool if w.side_name == "host" and sd.vm == 0 or w.host_side else None,
+                                host_side=w.host_side, host_workdir=w.host_workdir if w.host_side else "",
+                                host_target=w.host_target if w.host_side else None)
+            must_match = r.measurer.host_argv.get(job.name) if w.side_name == "guest" else None  # type: ignore[union-attr]
+            return FioRequest(job, w.target, w.workdir, f"{label}: {job.name} VM {sd.vm}", slow=w.slow, must_match=must_match,
+                              sampling=sampling, together=Together(self.load.tail_seconds, epoch_logs=True,
+                                                                    before_start=start, armed=armed))
+
         def go(sd: Side, job: FioJob) -> Callable[[], FioRun]:
             def call() -> FioRun:
                 try:
                     with on_host(sd.host):
-                        return run_fio(
-                            sd.transport, job, sd.where.target, sd.where.workdir, label=f"{label}: {job.name} VM {sd.vm}",
-                            slow=sd.where.slow, must_match=r.measurer.host_argv.get(job.name) if sd.where.side_name == "guest" else None,  # type: ignore[union-attr]
-                            zfs_pool=sd.where.zfs_pool if sd.where.side_name == "host" and sd.vm == 0 or sd.where.host_side else None,
-                            telemetry=sd.where.side_name == "guest" or sd.vm == 0,
-                            host_side=sd.where.host_side, host_workdir=sd.where.host_workdir if sd.where.host_side else "",
-                            host_target=sd.where.host_target if sd.where.host_side else None,
-                            tail_seconds=self.load.tail_seconds, epoch_logs=True, before_start=start, armed=armed)
+                        return run_fio(sd.transport, request(sd, job))
                 except BaseException:
                     barrier.abort()
                     raise

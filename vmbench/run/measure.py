@@ -20,21 +20,22 @@ from typing import Callable, ContextManager, Iterator, Sequence
 
 from ..fio.engines import layer_refusal
 from ..fio.job import FioJob, files_dir, job_hash, to_precondition
-from ..fio.runner import FioRun, precondition, run_fio
+from ..fio.runner import FioRequest, FioRun, Sampling, precondition, run_fio
 from .cpucost import IDLE_SECONDS, CpuCost
 from .plan import Step, Stored
 from .rados import bench, rados_measurement
 from ..storage.radosbench import RADOS_LAYER, rados_mode, seconds
 from ..errors import HypervisorError, VmbenchError
 from ..storage.cephcli import client_args
-from ..storage.rbd import cluster_state
-from ..telemetry.ceph import CephPool, ask_degrading
+from ..storage.rbd import cluster_state, timed_out
+from ..telemetry.ceph import LAG_S as CEPH_LAG_S, CephPool, ask_degrading
 from ..progress import Progress
 from ..results.db import ResultsDB
 from ..results.key import MeasurementKey
 from ..results.records import JobParams, Measurement, Settings
 from ..scenario.model import CephConfig, Cell, RepeatPolicy
 from ..scenario.spec import Scenario
+from ..settings import Telemetry
 from ..transport.base import Transport
 from ..units import format_duration, format_size
 
@@ -75,6 +76,8 @@ class Where:
     lift_limits: Callable[[], ContextManager[bool]] | None = None
     #: a filesystem layer's mountpoint, where file jobs run (in :func:`files_dir`); None: a block layer
     mount: str | None = None
+    #: the name of the host it runs on (of a guest: the host the VM runs on), stored with each row
+    host: str = ""
 
     @property
     def slow(self) -> bool:
@@ -89,7 +92,7 @@ def measurement_of(key: MeasurementKey, where: Where, job: FioJob, run: FioRun, 
     """The record of one fio run: what ran where, and fio's figures (stored as it writes them)."""
     return Measurement(
         side=key.side, layer=key.layer, job=key.job, repeat=key.repeat or 0, cell=key.cell, stack=key.stack, vm=key.vm,
-        load_step=key.load_step, host=key.host, cell_id=where.cell_id, boot_id=where.boot_id, attempt=attempt,
+        load_step=key.load_step, host=where.host, cell_id=where.cell_id, boot_id=where.boot_id, attempt=attempt,
         depth=where.depth, job_params=JobParams.from_row(job.params()), job_hash=job_hash(job), sync=job.is_sync,
         target=run.target, argv_json=json.dumps(list(run.argv)), settings=Settings.of(where.settings),
         accelerator=where.accelerator, started_at=time.strftime("%Y-%m-%dT%H:%M:%S"), iops=run.result.iops,
@@ -131,6 +134,8 @@ class Measurer:
         self.host_argv: dict[str, tuple[str, ...]] = dict(host_argv or {})
         #: RBD storage: the degrading Ceph checks at the run's first fio step (None: not asked yet)
         self.ceph_known: frozenset[str] | None = None
+        #: RADOS benches whose objects could not be removed: (the side they ran on, the run name)
+        self.left_benches: list[tuple[Transport, str]] = []
         #: Step.group() -> {repeat: IOPS} of every stored measurement (earlier attempts' too)
         self.iops: dict[MeasurementKey, dict[int, float]] = {k: dict(v) for k, v in (stored or {}).items()}
         assert scenario.repeat_policy is not None
@@ -173,6 +178,9 @@ class Measurer:
         self.progress.step(f"{where.label}: preconditioning {format_size(pre_job.size)} of {where.target}")
         pre = precondition_at(where, pre_job)
         log.debug("precondition %s: %s", where.target, pre)
+        if self.ceph is not None:  # the pool's counters take the precondition in before the first job's reading
+            self.progress.step(f"{where.label}: {CEPH_LAG_S:g}s for the Ceph manager to report the precondition's writes")
+            time.sleep(CEPH_LAG_S)
 
     def _values(self, step: Step) -> list[float]:
         return list(self.iops.get(step.group(), {}).values())
@@ -206,7 +214,7 @@ class Measurer:
             yield
         except VmbenchError as exc:
             if cfg is not None and host is not None:
-                exc.message = f"{exc.message}; the Ceph cluster under the disk reports {cluster_state(host, cfg)}"
+                exc.message = f"{exc.message}; {cluster_state(host, cfg, timed_out=timed_out(exc.message))}"
                 exc.args = (exc.message,)
                 exc.hint = exc.hint or ("`ceph health detail` says more; once the cluster is healthy, "
                                         "`vmbench cleanup SCENARIO` removes what the run could not")
@@ -219,10 +227,11 @@ class Measurer:
             raise HypervisorError("a RADOS bench step, but the driver knows no Ceph pool under the scratch disks")
         self.progress.step(f"{label}: rados bench on pool {cfg.pool} ({rados_mode(job)}, {seconds(job)}s)")
         with self._ceph_state_on_failure(where):
-            argv, result, raw = bench(where.side, cfg, job, self.run_tag)
+            argv, result, raw = bench(where.side, cfg, job, self.run_tag,
+                                      left=lambda name: self.left_benches.append((where.side, name)))
         self.db.add_measurements(self.run_id, [(rados_measurement(
             step.key(), job, argv, result, raw, cell_id=where.cell_id, attempt=self.attempt, settings=where.settings,
-            pool=cfg.pool), {})])
+            pool=cfg.pool, host=where.host), {})])
         self.iops.setdefault(step.group(), {})[step.repeat] = float(result.iops)
         self.progress.status(f"{label}: RADOS {result.iops:,.0f} ops/s, {result.bw_bytes / 1e6:,.1f} MB/s")
 
@@ -257,11 +266,13 @@ class Measurer:
         on_host = where.side_name == "guest" and where.host_side is not None
         cpu_start = where.cpu.begin(job.duration) if where.cpu is not None else None
         with self._ceph_state_on_failure(where):
-            run = run_fio(where.side, job, target, where.workdir, label=label, progress=self.progress,
-                          slow=where.slow, must_match=must_match,
-                          zfs_pool=where.zfs_pool if where.side_name == "host" or on_host else None,
-                          host_side=where.host_side if on_host else None, host_workdir=where.host_workdir if on_host else "",
-                          host_target=where.host_target if on_host else None, ceph_pool=self._ceph_pool(where))
+            sampling = Sampling(telemetry=s.telemetry is Telemetry.ON,
+                                zfs_pool=where.zfs_pool if where.side_name == "host" or on_host else None,
+                                host_side=where.host_side if on_host else None,
+                                host_workdir=where.host_workdir if on_host else "",
+                                host_target=where.host_target if on_host else None, ceph_pool=self._ceph_pool(where))
+            run = run_fio(where.side, FioRequest(job, target, where.workdir, label, slow=where.slow, must_match=must_match,
+                                                 sampling=sampling), self.progress)
         if where.side_name == "host":
             self.host_argv[job.name] = run.argv
         # the I/Os during the snapshots: the measured rate over ramp and runtime (a fixed-rate job's load)

@@ -14,11 +14,11 @@ from ..drivers import LIFTS_LIMITS
 from ..fio.job import PRECONDITION_BS, FioJob, to_precondition
 from ..results.key import MeasurementKey
 from ..scenario.load import LoadMember, LoadStep, Role
-from ..scenario.model import MiB, Cell, FilesystemLayer, Stack, VmConfig, host_reference_key, layer_path
+from ..scenario.backend import host_reference_key
+from ..scenario.model import MiB, Cell, FilesystemLayer, Stack, VmConfig, layer_path
 from ..scenario.spec import Scenario
 from ..units import format_duration, format_size
 from ..scenario.axes import settings_of, storage_settings_of, vm_key
-from ..settings import StorageType
 from ..storage.radosbench import RADOS_LAYER, rados_mode, seconds
 
 
@@ -207,7 +207,7 @@ class Plan:
         options).  None where the host has no volume of its own to make one on: RBD storage
         (a shared image), a load run, a host-only run, no file job or no host baseline."""
         s = self.scenario
-        if (s.host_only or s.load is not None or s.storage.type is StorageType.RBD or not s.host_baseline
+        if (s.host_only or s.load is not None or not s.storage.backend.own_reference_volume or not s.host_baseline
                 or not any(j.file_job for j in s.jobs)):
             return {}
         out: dict[str, FilesystemLayer] = {}
@@ -239,14 +239,14 @@ class Plan:
         s = self.scenario
         if s.load is not None:
             return "a load run measures its host reference on raw volumes only"
-        if s.storage.type is StorageType.RBD:
-            return "the host's target is a shared RBD image, not a volume of its own"
+        if not s.storage.backend.own_reference_volume:
+            return s.storage.backend.no_host_filesystem()
         return "no host baseline" if not s.host_baseline else "no filesystem layer"
 
     def rados_jobs(self) -> list[FioJob]:
         """The jobs whose RADOS ceiling is measured: on RBD storage, each read or write job
         (:func:`vmbench.storage.radosbench.rados_mode`) but a file job (it has no block size of objects)."""
-        if self.scenario.storage.type is not StorageType.RBD or self.scenario.load is not None:
+        if not self.scenario.storage.backend.ceph or self.scenario.load is not None:
             return []
         return [j for j in self.scenario.jobs if rados_mode(j) is not None and not j.file_job]
 

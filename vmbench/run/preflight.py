@@ -22,10 +22,12 @@ from ..results.db import RunRow
 from ..fio.profiles import CACHE_BUSTER_RAM_FACTOR
 from ..scenario.jobs import cache_buster_of
 from ..scenario.spec import Scenario
+from ..storage.radosbench import room_refusal
+from ..storage.rbd import RbdStorage
 from ..storage.zfs import parse_kstat
 from ..settings import CpuMode
 from ..units import format_size, human_size
-from .capacity import check_capacity, read_host_capacity
+from .capacity import check_capacity, rbd_need, read_host_capacity
 from .environment import host_differences, host_environment
 from .plan import Plan
 
@@ -78,10 +80,26 @@ class RunPreflight:
                                          cpu_modes=cpu_modes, progress=self.progress, vms=list(dict.fromkeys(vms)),
                                          guest_needs=guest_needs(s))
         self.progress.step(f"accelerator: {self.accel.name} ({self.accel.reason})")
+        if self.driver.ceph is not None:  # the Ceph pool under the scratch disks: its free space and quotas
+            self._check_pool_room()
         if s.load is not None:
             self._check_capacity(where)
             return
-        self._check_free(where, s.storage.scratch_size * 2 + (2 << 30))
+        if self.driver.ceph is None:
+            self._check_free(where, s.storage.scratch_size * 2 + (2 << 30))
+
+    def _check_pool_room(self) -> None:
+        """RBD: the scratch images and the largest RADOS bench fit the pool's free space and
+        quotas, with a margin (:func:`~vmbench.storage.radosbench.room_refusal`)."""
+        cfg = self.driver.ceph
+        assert cfg is not None
+        space = RbdStorage(cfg, self.host).space()
+        if space is None:
+            return  # the storage's own preflight said the pool is missing
+        need, objects, what = rbd_need(self.plan)
+        refusal = room_refusal(space, cfg.pool, need, objects, what)
+        if refusal is not None:
+            raise PreflightError(*refusal)
 
     def _check_cache_buster(self, where: str) -> None:
         """On ZFS: a default-sized cache-buster is no smaller than the host's ARC needs."""

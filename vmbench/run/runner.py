@@ -29,6 +29,7 @@ from .loadstep import LoadStepRun
 from .measure import Measurer
 from ..paths import StatePaths
 from .plan import Plan, make_plan
+from .rados import remove_bench
 from .preflight import RunPreflight
 from .session import RunOutcome
 from ..progress import Progress
@@ -40,6 +41,7 @@ from .signals import signals_deferred, signals_raise
 from ..transport import ops
 from ..transport.base import Transport
 from ..scenario.axes import settings_of, storage_settings_of
+from ..storage.radosbench import NAMESPACE, bench_namespace
 
 log = logging.getLogger(__name__)
 #: said when a failed run also left something it made (the cleanup warnings name each)
@@ -263,6 +265,7 @@ class Runner:
                 log.exception("removing %s", res.name)
                 errors.append(f"{res.name}: internal error: {exc!r}")
         self.created.clear()
+        errors += self._remove_left_benches()
         for rh in self.hosts.values():
             if not rh.workdir:
                 continue
@@ -272,6 +275,19 @@ class Runner:
                 errors.append(f"host work directory {rh.workdir} on {rh.label}: {exc.message}")
             except Exception as exc:  # noqa: BLE001
                 errors.append(f"host work directory {rh.workdir} on {rh.label}: internal error: {exc!r}")
+        return errors
+
+    def _remove_left_benches(self) -> list[str]:
+        """The RADOS benches whose objects could not be removed when they ended, tried once more."""
+        errors = []
+        cfg = self.driver.ceph
+        left = self.measurer.left_benches if self.measurer is not None else []
+        for side, name in list(left):
+            if cfg is not None and remove_bench(side, cfg, name):
+                left.remove((side, name))
+                continue
+            errors.append(f"the rados bench objects of {name} in Ceph pool {cfg.pool if cfg else '?'} "
+                          f"(namespace {bench_namespace(name)}, marker {NAMESPACE}/{name}) on {side.name}")
         return errors
 
     # ---- what a boot group and a load step share ----------------------------------------------

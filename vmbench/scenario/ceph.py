@@ -19,8 +19,7 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
-from ..settings import StorageType
-from .model import CephConfig, Storage
+from .model import CephConfig
 from .parsers import pattern_parser
 from .reader import Section, as_str
 from .zfsprops import ZFS_STORAGE_KEYS
@@ -40,9 +39,10 @@ def _host_file(value: Any) -> str:
     return text
 
 
-def read_rbd_storage(sec: Section, scratch_size: int, proxmox: bool = False) -> Storage:
-    """``storage:`` of type rbd (its other keys refused, naming what they apply to); on
-    Proxmox only ``type`` and ``scratch_size`` (the rest is the node's rbd storage's)."""
+def read_ceph(sec: Section, proxmox: bool = False) -> CephConfig | None:
+    """The Ceph pool and client of ``storage:`` of type rbd (its other keys refused, naming what
+    they apply to); on Proxmox none: only ``type`` and ``scratch_size`` are taken (the rest is
+    the node's rbd storage's)."""
     for key in ZFS_STORAGE_KEYS:
         if sec.has(key):
             raise sec.fail(key, "applies to ZFS storage (type: zfs or zfs-dataset), not type rbd")
@@ -53,7 +53,7 @@ def read_rbd_storage(sec: Section, scratch_size: int, proxmox: bool = False) -> 
                 raise sec.fail(key, "with driver proxmox the Ceph pool and client are the node's rbd storage's "
                                     "(hypervisor.storage: its pool, monhost, username and keyring), read from Proxmox",
                                f"remove storage.{key}; name the node's rbd storage in hypervisor.storage")
-        return Storage(type=StorageType.RBD, scratch_size=scratch_size)
+        return None
     pool = sec.get("pool", pattern_parser(CEPH_NAME_RE, f"a Ceph pool name {CEPH_NAME_CHARS}"), "rbd")
     if not sec.has("ceph"):
         raise sec.fail("ceph", "type rbd needs ceph: {conf: ..., user: ...}: how vmbench and QEMU reach the cluster",
@@ -67,4 +67,4 @@ def read_rbd_storage(sec: Section, scratch_size: int, proxmox: bool = False) -> 
     if cfg.user.startswith("client."):
         raise ceph.fail("user", f"{cfg.user!r}: name the user without 'client.'", f"user: {cfg.user[len('client.'):]}")
     ceph.done(CEPH_KEYS)
-    return Storage(type=StorageType.RBD, scratch_size=scratch_size, ceph=cfg)
+    return cfg

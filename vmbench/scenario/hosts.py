@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import functools
 import re
 import urllib.parse
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..settings import Accel, DriverName, ImageFormat, StorageType
-from .ceph import read_rbd_storage
-from .model import Hypervisor, SshConfig, Storage, VmConfig, ZfsSettings
+from ..settings import Accel, DriverName
+from .backend import STORAGE_KEYS as STORAGE_KEYS, Storage, StorageType  # STORAGE_KEYS: the reference's
+from .model import Hypervisor, SshConfig, ZfsSettings
 from .parsers import MiB, choice_parser, duration_parser, pattern_parser, size_parser
 from .pvenodes import host_name as _hostname, node_members, read_node, read_nodes, read_ssh, wants_all
 from .reader import Section, as_bool, as_int, as_name, as_str, items
-from .zfsprops import (DATASET, ZFS_STORAGE_KEYS, PROPERTY_BY_NAME, PROPERTY_NAMES, ZVOL, parse_dataset, parse_property, parse_recordsize,
-                       parse_volblocksize)
 
 #: keys of ``hypervisor:`` that only the proxmox driver takes, with what they mean elsewhere
 PROXMOX_ONLY_KEYS = {
@@ -32,10 +29,6 @@ PROXMOX_ONLY_KEYS = {
     "clone": "",
 }
 
-#: what vmbench states when the scenario does not (never ZFS's version-dependent default:
-#: OpenZFS 2.2+ creates 16k zvols, 2.1 8k)
-DEFAULT_VOLBLOCKSIZE = 16 << 10
-DEFAULT_RECORDSIZE = 128 << 10
 
 def read_hypervisor(sec: Section, host_only: bool = False) -> Hypervisor:
     driver = sec.get("driver", DriverName.parse, DriverName.NONE if host_only else DriverName.LIBVIRT)
@@ -326,87 +319,14 @@ def _pve_ssh(sec: Section, host: str, several: bool = False) -> SshConfig:
 def driver_storage_problems(hv: Hypervisor, storage: Storage) -> list[tuple[str, str, str]]:
     """What the ``storage:`` section cannot be with the scenario's driver, as (key, message, hint);
     for the loader to report with the storage section's line (the driver refuses it again at preflight)."""
-    if hv.driver is DriverName.PROXMOX and storage.type is StorageType.ZFS_DATASET:
-        return [("type", "zfs-dataset is not supported with driver proxmox",
-                 "use type: zfs (zvols; volblocksize through temporary zfspool storages) or leave storage out "
-                 "(scratch disks on hypervisor.storage)")]
-    return []
-
-
-STORAGE_KEYS = ("type", "pool", "scratch_size", *ZFS_STORAGE_KEYS, "ceph")
+    problem = storage.backend.driver_problem(hv.driver)
+    return [] if problem is None else [("type", *problem)]
 
 
 def read_storage(sec: Section, driver: DriverName | None = None) -> tuple[Storage, ZfsSettings]:
-    """The storage and the baseline's ZFS settings (volblocksize/recordsize always stated);
-    ``driver`` decides what type rbd takes (on Proxmox the pool and client are the node's)."""
+    """The storage and the baseline's ZFS settings (volblocksize/recordsize always stated):
+    the section's type, its scratch size, and the rest as that type's backend reads it
+    (``driver`` decides what type rbd takes: on Proxmox the pool and client are the node's)."""
     kind = sec.get("type", StorageType.parse, StorageType.DIR)
     scratch = sec.get("scratch_size", size_parser(64 * MiB), 1 << 30)
-    if kind is StorageType.RBD:
-        return read_rbd_storage(sec, scratch, proxmox=driver is DriverName.PROXMOX), ZfsSettings()
-    pool = sec.get("pool", as_name, "vmbench")
-    sec.done(STORAGE_KEYS)
-    if not kind.zfs:
-        for key in ZFS_STORAGE_KEYS:
-            if sec.has(key):
-                raise sec.fail(key, f"applies to ZFS storage (type: zfs or zfs-dataset), not type {kind.value}")
-        return Storage(type=kind, pool=pool, scratch_size=scratch), ZfsSettings()
-    dataset = sec.get("dataset", parse_dataset, hint="the parent dataset vmbench creates its zvols or datasets under, e.g. rpool/vmbench")
-    if "/" not in dataset:
-        raise sec.fail("dataset", f"{dataset!r} is a pool's root dataset; name a child dataset vmbench may create under",
-                       f"e.g. {dataset}/vmbench (create it first: zfs create {dataset}/vmbench)")
-    zvol = kind is StorageType.ZFS
-    if zvol and sec.has("recordsize"):
-        raise sec.fail("recordsize", "applies to datasets (type: zfs-dataset); zvols have volblocksize")
-    if not zvol and sec.has("volblocksize"):
-        raise sec.fail("volblocksize", "applies to zvols (type: zfs); datasets have recordsize")
-    if not zvol and sec.has("sparse"):
-        raise sec.fail("sparse", "applies to zvols (type: zfs); files on a dataset are always sparse")
-    sparse = sec.get("sparse", as_bool, False)
-    arc_max = sec.get("arc_max", size_parser(MiB), None)
-    zfs = ZfsSettings(volblocksize=sec.get("volblocksize", parse_volblocksize, DEFAULT_VOLBLOCKSIZE) if zvol else None,
-                      recordsize=None if zvol else sec.get("recordsize", parse_recordsize, DEFAULT_RECORDSIZE))
-    if sec.has("properties"):
-        props = sec.section("properties")
-        if not isinstance(props.data, dict):
-            raise sec.fail("properties", "is a mapping of ZFS properties, e.g. {compression: lz4, sync: standard}")
-        for name in list(props.data):
-            if name not in PROPERTY_BY_NAME:
-                continue  # refused by done() below, with a suggestion
-            zfs = zfs.with_property(str(name), props.get(name, functools.partial(parse_property, str(name))))
-        props.done(PROPERTY_NAMES)
-    storage = Storage(type=kind, pool=pool, scratch_size=scratch, dataset=dataset, sparse=sparse, arc_max=arc_max)
-    problems = storage_problems(VmConfig(zfs=zfs), storage)
-    if problems:
-        raise sec.fail("properties", problems[0][0], problems[0][1])
-    return storage, zfs
-
-
-def storage_problems(vm: VmConfig, storage: Storage) -> list[tuple[str, str]]:
-    """What ``vm``'s storage settings cannot be on ``storage``, as (message, hint)."""
-    out = []
-    zfs = vm.zfs
-    if storage.type is StorageType.RBD and vm.format is not ImageFormat.RAW:
-        out.append((f"format {vm.format.value} is not possible on RBD (an RBD image is a raw block device)",
-                    "use format: raw on type rbd"))
-    if vm.krbd is not None and storage.type is not StorageType.RBD:
-        out.append((f"krbd applies to RBD images (a Proxmox rbd storage), but storage.type is {storage.type.value}",
-                    "set storage.type: rbd with driver proxmox and an rbd storage as hypervisor.storage, or remove krbd"))
-    if not storage.zfs:
-        used = (["volblocksize"] if zfs.volblocksize else []) + (["recordsize"] if zfs.recordsize else []) + [k for k, _ in zfs.properties]
-        if used:
-            out.append((f"{', '.join(used)} applies to ZFS storage, but storage.type is {storage.type.value}",
-                        "set storage.type: zfs (zvols) or zfs-dataset (files on datasets)"))
-        return out
-    kind = ZVOL if storage.type is StorageType.ZFS else DATASET
-    if kind == ZVOL and zfs.recordsize:
-        out.append(("recordsize applies to datasets; zvols have volblocksize", "use volblocksize, or storage.type: zfs-dataset"))
-    if kind == DATASET and zfs.volblocksize:
-        out.append(("volblocksize applies to zvols; datasets have recordsize", "use recordsize, or storage.type: zfs"))
-    for name, _ in zfs.properties:
-        if kind not in PROPERTY_BY_NAME[name].applies:
-            out.append((f"{name} does not apply to {kind}s", f"{name} is a property of datasets (storage.type: zfs-dataset)"))
-    if kind == ZVOL and vm.format is not ImageFormat.RAW:
-        out.append((f"format {vm.format.value} is not possible on a zvol (a raw block device)",
-                    "use format: raw, or storage.type: zfs-dataset for qcow2 files on a dataset"))
-    return out
-
+    return kind.backend().read(sec, scratch, driver)

@@ -14,7 +14,8 @@ from ..fio.job import IOENGINES, MIXED_MODES, RW_MODES, FioJob, JobFile, Metric
 from ..fio.engines import Reason
 from ..fio.jobparse import VMBENCH_VARIABLES
 from ..units import format_size, human_size
-from .model import Cell, FilesystemLayer, Stack, Storage, layer_path
+from .backend import Storage
+from .model import Cell, FilesystemLayer, Stack, layer_path
 from .parsers import MiB, choice_parser, duration_parser, pattern_parser, size_parser, refuse_duplicates
 from .reader import Context, Section, as_bool, as_int, as_name, as_str, as_str_list, items
 

@@ -16,12 +16,13 @@ from typing import Any, Sequence
 
 from ..errors import ScenarioError
 from ..fio.job import FioJob
-from ..settings import StorageType
+from ..settings import Telemetry
 from .axes import STORAGE_AXES, VM_AXES, changed_axes
-from .hosts import read_hypervisor, read_storage, driver_storage_problems, storage_problems
+from .backend import Storage, storage_problems
+from .hosts import read_hypervisor, read_storage, driver_storage_problems
 from .jobs import check_jobs_vs_stacks, read_jobs, resolve_sizes
 from .matrix import read_cells
-from .model import Cell, Hypervisor, RepeatPolicy, Stack, Storage, VmConfig, ZfsSettings
+from .model import Cell, Hypervisor, RepeatPolicy, Stack, VmConfig, ZfsSettings
 from .spec import Scenario
 from .load import LoadSpec, parse_load
 from .reader import Context, Section, as_bool, as_int, as_name, as_str, load_yaml
@@ -35,7 +36,7 @@ __all__ = ["load_scenario", "parse_scenario", "vm_problems", "VM_AXES"]
 TOP_KEYS = (
     "name", "description", "template", "hypervisor", "storage", "vm", "vary", "mode", "cells",
     "journey", "jobs", "stacks", "targets", "repeats", "host_baseline", "crypto_benchmark", "host_only",
-    "load", "tune", "advise",
+    "load", "tune", "advise", "telemetry",
 )
 
 
@@ -71,13 +72,14 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
     tuning = top.has("tune")
     repeat_policy = _repeat_policy(top, tuning)
     host_baseline = top.get("host_baseline", as_bool, True)
+    telemetry = top.get("telemetry", Telemetry.parse, Telemetry.ON)
 
     stacks = read_stacks(ctx, top)
     jobs = read_jobs(ctx, top, base_dir or Path("."))
     tune, cells, mode, skipped = _read_matrix(ctx, top, baseline, hypervisor, storage, jobs, stacks, tuning)
     jobs = resolve_sizes(ctx, top, jobs, cells, storage, stacks)
     check_jobs_vs_stacks(ctx, top, jobs, stacks)
-    _refuse_rbd_jobfiles(top, storage, jobs)
+    _refuse_jobfiles(top, storage, jobs)
     if host_only:
         _refuse_guest_keys(top)
     _check_storage(top, cells, storage, host_only)
@@ -97,7 +99,7 @@ def parse_scenario(text: str, filename: str = "<scenario>", base_dir: Path | Non
         template=template, baseline=baseline, cells=cells, jobs=tuple(jobs), stacks=tuple(stacks),
         targets=tuple(targets), repeats=repeat_policy.min, repeat_policy=repeat_policy, host_baseline=host_baseline,
         plan_mode=mode, crypto_benchmark=crypto, skipped_cells=skipped, host_only=host_only, load=load, tune=tune,
-        advise=advise,
+        advise=advise, telemetry=telemetry,
     )
 
 
@@ -107,7 +109,7 @@ def _read_hosts(top: Section, host_only: bool) -> tuple[Hypervisor, Storage, Zfs
     storage, zfs = read_storage(top.section("storage"), hypervisor.driver)
     for key, message, hint in driver_storage_problems(hypervisor, storage):
         raise top.section("storage").fail(key, message, hint)
-    if host_only and not storage.zfs:
+    if host_only and not storage.backend.host_only:
         raise top.fail("host_only", "measures host storage variants, which needs ZFS storage",
                        "set storage.type: zfs (zvols) or zfs-dataset, with storage.dataset")
     return hypervisor, storage, zfs
@@ -135,12 +137,12 @@ def _read_matrix(ctx: Context, top: Section, baseline: VmConfig, hypervisor: Hyp
     return None, cells, mode, skipped
 
 
-def _refuse_rbd_jobfiles(top: Section, storage: Storage, jobs: Sequence[FioJob]) -> None:
-    """On RBD the host reference runs fio's rbd engine, which vmbench does not write into a job file."""
+def _refuse_jobfiles(top: Section, storage: Storage, jobs: Sequence[FioJob]) -> None:
+    """A storage whose host reference is not a job file's target (RBD: fio's rbd engine) refuses job files."""
     named = next((j.name for j in jobs if j.jobfile is not None), None)
-    if storage.type is StorageType.RBD and named is not None:
-        raise top.fail("jobs", f"job {named!r} is a job file: on RBD storage the host runs fio's rbd engine, which vmbench "
-                               "does not write into a job file", "describe the job with rw, bs, iodepth... instead")
+    why = storage.backend.jobfile_problem()
+    if why is not None and named is not None:
+        raise top.fail("jobs", f"job {named!r} is a job file: {why}", "describe the job with rw, bs, iodepth... instead")
 
 
 def _refuse_guest_keys(top: Section) -> None:

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from typing import Sequence, Union
 
 from ..settings import (KNOWN_CPU_FLAGS, Accel, Aio, Bus, Cache, CpuMode, DetectZeroes, Discard, DriverName, Feature, Filesystem,
-                        ImageFormat, StorageType)
+                        ImageFormat)
 from ..transport.sshconfig import SshConfig as SshConfig  # re-exported: the scenario names it, the transport defines it
-from ..units import format_size
 
 MiB = 1 << 20
 
@@ -185,15 +184,6 @@ class VmConfig:
     def storage_key(self) -> str:
         """Equal keys mean the same host storage settings (one host reference serves both)."""
         return self.zfs.key()
-
-
-def host_reference_key(vm: "VmConfig", storage: "Storage") -> str:
-    """Equal keys mean one host reference serves both VMs: the same host storage settings and,
-    on RBD, the same librbd client cache (which QEMU sets from the disk's cache mode), or the
-    same kernel mapping (krbd: fio's libaio on the mapped device, no librbd)."""
-    if storage.type is StorageType.RBD:
-        return f"{vm.storage_key()}|krbd" if vm.krbd else f"{vm.storage_key()}|rbd_cache={vm.cache.librbd_cache}"
-    return vm.storage_key()
 
 
 
@@ -442,41 +432,6 @@ class CephConfig:
     user: str = "admin"
     keyring: str | None = None
     mon_host: str | None = None
-
-
-@dataclass(frozen=True)
-class Storage:
-    """Where scratch disks live: a libvirt dir pool, zvols under a ZFS dataset, files on
-    child datasets of one, or RBD images in a Ceph pool.  The ZFS settings of each cell are in
-    its ``VmConfig.zfs`` (the ``storage:`` section gives the baseline's); ``pool`` is the libvirt
-    dir pool that holds the VMs' root disks (and, type dir, the scratch disks)."""
-
-    type: StorageType = StorageType.DIR
-    pool: str = "vmbench"
-    scratch_size: int = 1 << 30
-    dataset: str | None = None  # zfs, zfs-dataset: the parent dataset vmbench creates children under
-    sparse: bool = False  # zfs: thin zvols (zfs create -s)
-    arc_max: int | None = None  # zfs: the host's ARC c_max as the user states it (sizes the cache-buster)
-    ceph: CephConfig | None = None  # rbd: the cluster, the user and the pool
-
-    @property
-    def zfs(self) -> bool:
-        return self.type.zfs
-
-    @property
-    def zfs_pool(self) -> str | None:
-        return self.dataset.split("/", 1)[0] if self.zfs and self.dataset else None
-
-    def describe(self) -> str:
-        if self.type is StorageType.ZFS:
-            return f"zvols under {self.dataset}" + (" (sparse)" if self.sparse else "") + f", scratch {format_size(self.scratch_size)}"
-        if self.type is StorageType.ZFS_DATASET:
-            return f"files on child datasets of {self.dataset}, scratch {format_size(self.scratch_size)}"
-        if self.type is StorageType.RBD and self.ceph is not None:
-            return f"RBD images in Ceph pool {self.ceph.pool} (client.{self.ceph.user}), scratch {format_size(self.scratch_size)}"
-        if self.type is StorageType.RBD:  # Proxmox: the pool and the client are the node's rbd storage's
-            return f"RBD images on the Proxmox rbd storage (hypervisor.storage), scratch {format_size(self.scratch_size)}"
-        return f"{self.type.value} pool {self.pool}, scratch {format_size(self.scratch_size)}"
 
 
 @dataclass(frozen=True)

@@ -12,19 +12,20 @@ from dataclasses import dataclass, fields
 from ..fio.engines import FILE_ENGINES
 from ..fio.job import IOENGINES, MIXED_MODES, RW_MODES, FioJob, Metric
 from ..fio.profiles import CACHE_BUSTER_RAM_FACTOR, PROFILES
-from ..settings import Accel, DriverName, Feature, Filesystem, PlanMode, StorageType
+from ..settings import Accel, DriverName, Feature, Filesystem, PlanMode
 from ..units import format_size
 from .axes import AXES, STORAGE_AXES, Axis
 from .goals import GoalMetric, Risk
-from .hosts import (DEFAULT_RECORDSIZE, DEFAULT_VOLBLOCKSIZE, LIBVIRT_ONLY_KEYS, PROXMOX_ONLY_KEYS, driver_storage_problems)
+from .backend import Storage, StorageType, backends
+from .hosts import LIBVIRT_ONLY_KEYS, PROXMOX_ONLY_KEYS, driver_storage_problems
 from .jobs import DEFAULT_JOBFILE_SIZE
 from .load import DEFAULT_BOOT_PARALLEL, DEFAULT_LEAD_SECONDS, DEFAULT_TAIL_SECONDS, MAX_VMS
 from .loader import MAX_REPEATS
-from .model import Hypervisor, Storage, VmConfig
+from .model import Hypervisor, VmConfig
 from .stacks import LUKS_PERF_FLAGS
 from .targets import DEFAULT_CRYPTO
 from .tune import MAX_BOOTS, NOT_WITH_TUNE, TUNE_MIN_REPEATS
-from .zfsprops import DATASET, PROPERTIES, ZVOL
+from .zfsprops import DATASET, DEFAULT_RECORDSIZE, DEFAULT_VOLBLOCKSIZE, PROPERTIES, ZVOL
 
 COMMAND = "python -m vmbench.scenario.reference"
 PAGE = "docs/scenario-reference.md"
@@ -74,7 +75,7 @@ def _drivers_of(*kinds: StorageType) -> str:
 
 
 #: the storage type of each kind of ZFS volume (vmbench.scenario.zfsprops), and the kinds each storage axis applies to
-_STORAGE_OF = {ZVOL: StorageType.ZFS, DATASET: StorageType.ZFS_DATASET}
+_STORAGE_OF = {b.zfs_kind: StorageType(b.name) for b in backends() if b.zfs_kind}
 _ZFS_KINDS = {"volblocksize": (ZVOL,), "recordsize": (DATASET,), **{p.name: p.applies for p in PROPERTIES}}
 
 
@@ -161,6 +162,7 @@ TOP_ROWS: tuple[Row, ...] = (
     Row("targets", "a list of goals", "none", VM_DRIVERS, "figures a job must reach: see targets"),
     Row("repeats", f"1 to {MAX_REPEATS}, or a mapping", f"1 ({TUNE_MIN_REPEATS} with tune)", ALL, "runs of every job on every target"),
     Row("host_baseline", "true, false", "true", ALL, "measures the host storage as the reference"),
+    Row("telemetry", "on, off", "on", ALL, "samples the devices, CPUs and pools below fio while it runs; off: fio alone"),
     Row("crypto_benchmark", "a list of CIPHER/KEYBITS", "the stacks' LUKS ciphers and " + ", ".join(f"{c}/{k}" for c, k in DEFAULT_CRYPTO),
         VM_DRIVERS, "ciphers for cryptsetup benchmark (none without a LUKS layer)"),
     Row("host_only", "true, false", "false", ALL, f"host storage only, no VM (driver {DriverName.NONE.value}; ZFS storage)"),

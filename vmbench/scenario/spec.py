@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..fio.job import FioJob
-from ..settings import StorageType
+from ..settings import Telemetry
 from ..units import format_size
 from .load import LoadSpec
-from .model import Cell, Hypervisor, RepeatPolicy, Stack, Storage, Target, VmConfig
+from .backend import Storage
+from .model import Cell, Hypervisor, RepeatPolicy, Stack, Target, VmConfig
 from .tune import AdviseSpec, TuneSpec
 
 
@@ -40,6 +41,7 @@ class Scenario:
     load: LoadSpec | None = None  # many VMs at once (scenario/load.py); None: one VM per cell
     tune: TuneSpec | None = None  # tune: (scenario/tune.py): a search run by vmbench tune; with .round, one round of it
     advise: AdviseSpec | None = None  # advise: the goals and allowed risks vmbench advise answers for this run
+    telemetry: Telemetry = Telemetry.ON  # off: no sampler beside fio (settings.Telemetry)
 
     def __post_init__(self) -> None:
         if self.repeat_policy is None:
@@ -60,5 +62,4 @@ class Scenario:
         if pve is None:
             return self.storage.describe()
         st = self.storage
-        kind = {StorageType.ZFS: f" (zfspool: zvols under {st.dataset})", StorageType.RBD: " (rbd)"}.get(st.type, "")
-        return f"PVE storage {pve.storage}{kind}, scratch {format_size(st.scratch_size)}"
+        return f"PVE storage {pve.storage}{st.backend.proxmox_label(st)}, scratch {format_size(st.scratch_size)}"

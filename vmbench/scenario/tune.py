@@ -33,9 +33,9 @@ from ..fio.job import FioJob
 from ..settings import DriverName
 from ..units import format_duration, parse_duration
 from .axes import AXIS_BY_NAME, STORAGE_AXES, VM_AXES, settings_of, vm_key, vm_yaml
-from .hosts import storage_problems
 from .matrix import shown_value
-from .model import Cell, Hypervisor, Stack, Storage, VmConfig
+from .backend import Storage, storage_problems
+from .model import Cell, Hypervisor, Stack, VmConfig
 from .reader import Context, LineDict, LineList, Section, as_int, as_name, as_str, items, join, load_yaml
 from .vm import read_vm_section, vm_problems
 

@@ -18,6 +18,10 @@ ZVOL = "zvol"
 DATASET = "dataset"
 #: the keys of the storage: section that only ZFS storage (type zfs or zfs-dataset) takes
 ZFS_STORAGE_KEYS = ("dataset", "volblocksize", "recordsize", "sparse", "properties", "arc_max")
+#: what vmbench states when the scenario does not (never ZFS's version-dependent default:
+#: OpenZFS 2.2+ creates 16k zvols, 2.1 8k)
+DEFAULT_VOLBLOCKSIZE = 16 << 10
+DEFAULT_RECORDSIZE = 128 << 10
 
 MIN_BLOCK = 512
 MAX_VOLBLOCK = 128 << 10  # without large_blocks, as zvols are commonly created

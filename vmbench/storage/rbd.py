@@ -25,12 +25,14 @@ from .leftover import Leftover
 from ..errors import CommandError, HypervisorError, PreflightError
 from ..fio.rbd import RbdTarget, parse_target
 from ..progress import Progress
-from ..scenario.model import CephConfig, Storage, ZfsSettings
+from ..scenario.backend import Storage
+from ..scenario.model import CephConfig, ZfsSettings
 from ..settings import Cache, ImageFormat
 from ..transport.base import Transport
 from . import VOLUME_RE, Volume
 from .cephcli import OP_TIMEOUT_S, ceph_argv, client_args, rbd_argv
-from .radosbench import NAMESPACE, RUN_NAME_RE, cleanup_argv, client_argv
+from .radosbench import (BENCH_KIND, MARKER_TEXT, NAMESPACE, OBJECT_PREFIX_RE, RUN_NAME_RE, PoolSpace, cleanup_argvs, client_argv,
+                         old_cleanup_argv)
 
 log = logging.getLogger(__name__)
 
@@ -114,17 +116,47 @@ def parse_keyring(text: str, user: str) -> str | None:
     return None
 
 
-def cluster_state(host: Transport, cfg: CephConfig) -> str:
-    """The cluster's health in a few words, for an error message ("HEALTH_WARN: OSD_DOWN: 1 osds
-    down; ..."); what stopped the question when it could not be asked.  Never raises."""
+def timed_out(message: str) -> bool:
+    """Whether an error says an operation got no answer (librados' ETIMEDOUT, a command's deadline)."""
+    return "(110)" in message or "timed out" in message.lower()
+
+
+def cluster_state(host: Transport, cfg: CephConfig, *, timed_out: bool = False) -> str:
+    """What the Ceph cluster under the disk says, for an error message ("the Ceph cluster under
+    the disk reports HEALTH_WARN: OSD_DOWN: 1 osds down; ..."), or that it did not answer.
+    After an operation that timed out, a HEALTH_OK is not taken for the cause: the monitors keep
+    saying it while an OSD that stopped (full, crashed) has no peer to report it, so the OSDs
+    are asked directly (one object's stat).  Never raises."""
     try:
         got = host.run(ceph_argv(cfg, "health"), timeout=OP_TIMEOUT_S * 2 + 30, check=False)
         if got.returncode != 0:
-            return f"ceph health failed: {_last_line(got.stderr)}"
+            return f"the Ceph cluster did not answer ceph health: {_last_line(got.stderr)}"
         status, checks = parse_health(got.stdout)
-        return status + (f": {'; '.join(checks)}" if checks else "")
+        said = status + (f": {'; '.join(checks)}" if checks else "")
+        if status != "HEALTH_OK" or not timed_out:
+            return f"the Ceph cluster under the disk reports {said}"
+        return (f"the Ceph cluster did not answer in time: {osd_answer(host, cfg)}; ceph health says HEALTH_OK, the "
+                "monitors' view, which misses an OSD that stopped (full, crashed) with no peer to report it")
     except Exception as exc:  # a message for an error already being raised
-        return f"ceph health could not be asked: {exc}"
+        return f"the Ceph cluster could not be asked: {exc}"
+
+
+#: how long :func:`osd_answer` waits for an OSD
+OSD_PROBE_S = 10
+
+
+def osd_answer(host: Transport, cfg: CephConfig) -> str:
+    """Whether the pool's OSDs answer now: the stat of an object that does not exist, in
+    vmbench's namespace (an OSD answers "no such object" at once).  Never raises."""
+    argv = ["rados", *client_args(cfg), "--rados-osd-op-timeout", str(OSD_PROBE_S), "-p", cfg.pool, "-N", NAMESPACE,
+            "stat", "vmbench-osd-probe"]
+    try:
+        got = host.run(argv, timeout=OSD_PROBE_S + 60, check=False)
+    except Exception as exc:
+        return f"the OSD probe could not run: {exc}"
+    if "No such file" in got.stderr or got.returncode == 0:
+        return f"the pool's OSDs answer now (pool {cfg.pool})"
+    return f"the OSDs of pool {cfg.pool} did not answer within {OSD_PROBE_S}s ({_last_line(got.stderr)})"
 
 
 def read_key(host: Transport, cfg: CephConfig) -> str:
@@ -209,9 +241,12 @@ class RbdStorage:
         self.key()  # QEMU needs it: a user without a key is refused now, not at the first boot
 
     def free_bytes(self) -> int:
-        df = self._json("df")
-        pool = next((p for p in df.get("pools") or () if p.get("name") == self.cfg.pool), None)
-        return int(((pool or {}).get("stats") or {}).get("max_avail") or 0)
+        space = self.space()
+        return space.max_avail if space is not None else 0
+
+    def space(self) -> PoolSpace | None:
+        """The pool's free space, usage and quotas (``ceph df detail``); None: no such pool."""
+        return PoolSpace.from_df(self._json("df", "detail"), self.cfg.pool)
 
     def key(self) -> str:
         """The user's cephx key (for the libvirt secret; never logged)."""
@@ -270,12 +305,30 @@ class RbdStorage:
 
     def delete_path(self, path: str) -> None:
         """``vmbench cleanup`` of a leftover :meth:`leftovers` listed: ``pool/image``, or a
-        ``rados bench`` run's objects (``pool/namespace/run name``)."""
+        ``rados bench``'s objects (``pool/namespace/marker or run name or object prefix``)."""
         parts = path.split("/")
-        if len(parts) == 3 and parts[1] == NAMESPACE and RUN_NAME_RE.match(parts[2]):
-            self._run(cleanup_argv(self.cfg, parts[2]), timeout=600)
+        if len(parts) == 3 and parts[1] == NAMESPACE:
+            self._remove_bench(parts[2])
             return
         self.remove_image(parts[-1])
+
+    def _remove_bench(self, name: str) -> None:
+        """A bench's objects by its marker (its own namespace, then the marker), or what an
+        older vmbench left in :data:`NAMESPACE` (by run name or object prefix)."""
+        if RUN_NAME_RE.match(name):
+            got = self.host.run(client_argv(self.cfg) + ["get", name, "-"], timeout=120, check=False)
+            if got.returncode == 0 and got.stdout.encode() == MARKER_TEXT:
+                for argv, must in cleanup_argvs(self.cfg, name):
+                    done = self.host.run(argv, timeout=600, check=False)
+                    if must and done.returncode != 0 and "No such file" not in done.stderr:
+                        raise HypervisorError(f"rados {' '.join(argv[-4:-2])} of bench {name} in {self.cfg.pool} on "
+                                              f"{self.host.name}: {_last_line(done.stderr)}")
+                return
+        elif not OBJECT_PREFIX_RE.match(name + "_object0"):
+            raise HypervisorError(f"{self.cfg.pool}/{NAMESPACE}/{name} is not a rados bench of vmbench's; left alone")
+        self._run(old_cleanup_argv(self.cfg, name), timeout=600)
+        if RUN_NAME_RE.match(name):  # its objects may have gone by their prefix already: the run name stays
+            self.host.run(client_argv(self.cfg) + ["rm", name], timeout=120, check=False)
 
     def leftovers(self) -> list[Leftover]:
         """vmbench's images in the pool: named like its volumes, with its metadata."""
@@ -294,13 +347,20 @@ class RbdStorage:
         return out + self._bench_leftovers()
 
     def _bench_leftovers(self) -> list[Leftover]:
-        """The runs of ``rados bench`` a killed run left in vmbench's namespace (by their run name)."""
+        """The benches a killed run left: each by its marker in vmbench's namespace (its objects
+        in the bench's own namespace), and an older vmbench's objects in that namespace itself."""
         got = self.host.run(client_argv(self.cfg) + ["ls"], timeout=120, check=False)
         if got.returncode != 0:
             raise HypervisorError(f"rados ls in {self.cfg.pool}/{NAMESPACE} on {self.host.name}: {_last_line(got.stderr)}")
-        names = sorted({o for o in got.stdout.split() if RUN_NAME_RE.match(o)})
-        return [Leftover("rbd image", f"{self.cfg.pool}/{NAMESPACE}/{n}", RUN_NAME_RE.match(n).group(1),  # type: ignore[union-attr]
-                         "rados bench objects") for n in names]
+        names = set(got.stdout.split())
+        out = []
+        for n in sorted(o for o in names if RUN_NAME_RE.match(o)):
+            out.append(Leftover(BENCH_KIND, f"{self.cfg.pool}/{NAMESPACE}/{n}", RUN_NAME_RE.match(n).group(1),  # type: ignore[union-attr]
+                                "a rados bench's objects (by its marker)"))
+        prefixes = sorted({m.group(1) for o in names for m in [OBJECT_PREFIX_RE.match(o)] if m})
+        out += [Leftover(BENCH_KIND, f"{self.cfg.pool}/{NAMESPACE}/{p}", "", "rados bench objects with no run name")
+                for p in prefixes]
+        return out
 
     # ---- facts ------------------------------------------------------------------------------
 

@@ -20,8 +20,9 @@ import time
 from .leftover import Leftover
 from ..errors import CommandError, HypervisorError, PreflightError
 from ..progress import Progress
-from ..scenario.model import Storage, ZfsSettings
-from ..settings import ImageFormat, StorageType
+from ..scenario.backend import Storage, StorageType
+from ..scenario.model import ZfsSettings
+from ..settings import ImageFormat
 from ..transport.base import Transport
 from ..units import format_size
 from . import VOLUME_RE, Volume
@@ -168,7 +169,7 @@ class ZfsStorage:
     ``storage.dataset`` on ``host``."""
 
     def __init__(self, storage: Storage, host: Transport) -> None:
-        assert storage.dataset is not None and storage.type.zfs
+        assert storage.dataset is not None and storage.zfs
         self.cfg = storage
         self.kind = storage.type
         self.dataset = storage.dataset

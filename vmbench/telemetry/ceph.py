@@ -1,21 +1,26 @@
-"""What the Ceph pool under an RBD disk did while fio ran (METHOD rule 8).
+"""What the Ceph pool under an RBD disk did while fio ran (METHOD rule 8), read cheaply.
 
-Beside the device sampler, on the host that reaches the cluster, a loop runs Ceph's own
-``ceph osd pool stats POOL`` (the pool's client I/O rates) and ``ceph osd perf`` (each OSD's
-commit and apply latency) every :data:`INTERVAL_S` seconds, as the run's cephx user; both
-answer from the manager's view, which trails the OSDs by about five seconds, so the loop
-goes on :data:`LAG_S` seconds after fio and the figures are the means over the samples from
-``LAG_S`` after the start: the fio window as the manager saw it.  The user needs the caps
-``mgr 'allow r'``; without them the series is missing and a warning says so.
+The pool's client counters (``ceph df detail``: every client's reads and writes to the pool,
+in operations and bytes, cumulative, as the OSDs last reported them to the manager) are read
+once just before fio starts and once :data:`LAG_S` seconds after it ends (the manager's
+reports trail the OSDs by about five seconds), with ``ceph osd perf`` (each OSD's commit and
+apply latency, its last few seconds) at that second reading: three ``ceph`` commands per fio
+run, none while it measures.  The difference is what the pool did over fio's ramp and runtime:
+its means are the "ceph" telemetry of the measurement (:func:`window_series`).  An earlier
+vmbench sampled ``ceph osd pool stats`` and ``ceph osd perf`` every 2 s beside fio, which cost
+the measured figure about a tenth on a 2-core host (each ``ceph`` command is a Python process
+of about 0.15 s of CPU), and whose rates, the manager's smoothed averages, carried an earlier
+job's or the precondition's I/O into the next job's window; :func:`summary` still reads what it
+stored.  The user needs the caps ``mgr 'allow r'``; without them the series is missing and a
+warning says so.
 
-The loop is a fixed shell script (:data:`CEPH_SAMPLER_SCRIPT`); the command and the pool are
-its arguments, never part of its text.
-
-Beside it, :class:`CephWatch` asks ``ceph health`` every :data:`WATCH_INTERVAL_S` seconds
-while fio runs and ends the run when a check of :data:`DEGRADING_CHECKS` appears that was not
-there when fio started: an OSD that goes down under a pool without replicas blocks the disk's
-I/O until fio's deadline (minutes), and with replicas the rest of the run would measure a
-degraded cluster beside a healthy one.
+:class:`CephWatch` asks ``ceph health`` when fio makes no progress (a stall:
+:mod:`vmbench.fio.stall`), and every :data:`WATCH_INTERVAL_S` seconds otherwise, and ends the
+run when a check of :data:`DEGRADING_CHECKS` appears that was not there when fio started: an
+OSD that goes down under a pool without replicas blocks the disk's I/O until fio's deadline
+(minutes), a full pool blocks every write (it ends the run once fio stalls on it: reads go
+on), and with replicas the rest of the run would measure a degraded cluster beside a healthy
+one.
 """
 
 from __future__ import annotations
@@ -24,30 +29,22 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping
 
 from ..errors import CommandError, HypervisorError
 from ..transport.base import Transport
 
 log = logging.getLogger(__name__)
 
-INTERVAL_S = 2
-WATCH_INTERVAL_S = 5.0
-#: health checks that say the cluster lost I/O capacity or stopped serving some of it
-DEGRADING_CHECKS = frozenset({"OSD_DOWN", "PG_AVAILABILITY", "PG_DEGRADED", "SLOW_OPS"})
+#: how often the watch asks ``ceph health`` while fio makes progress (at once when it stalls)
+WATCH_INTERVAL_S = 30.0
+#: health checks that say the cluster lost I/O capacity, stopped serving some of it, or takes no more writes
+DEGRADING_CHECKS = frozenset({"OSD_DOWN", "PG_AVAILABILITY", "PG_DEGRADED", "SLOW_OPS", "POOL_FULL", "OSD_FULL"})
+#: of those, the ones that stop writes only: they end a run once fio stalls (a read job goes on)
+FULL_CHECKS = frozenset({"POOL_FULL", "OSD_FULL"})
 LAG_S = 6.0  # the manager's reports trail the OSDs by about 5 s
-#: each sample: "@ <epoch seconds>", the pool stats JSON, "%", the osd perf JSON, ".".
-#: Arguments: output file, interval, max seconds, pool, then the ceph command with its client options.
-CEPH_SAMPLER_SCRIPT = r"""out=$1; iv=$2; max=$3; pool=$4; shift 4
-start=$(date +%s)
-while :; do
-  now=$(date +%s.%N)
-  { echo "@ $now"; "$@" osd pool stats "$pool" --format json 2>/dev/null; echo; echo "%"
-    "$@" osd perf --format json 2>/dev/null; echo; echo .; } >> "$out" || exit 1
-  [ $(( ${now%.*} - start )) -ge "$max" ] && break
-  sleep "$iv"
-done
-"""
+#: the counters of a pool in ``ceph df detail``'s stats
+COUNTERS = ("rd", "rd_bytes", "wr", "wr_bytes")
 
 
 @dataclass(frozen=True)
@@ -61,123 +58,133 @@ class CephPool:
     known: frozenset[str] = frozenset()
 
 
-def sampler_argv(outfile: str, max_s: float, pool: CephPool, interval: int = INTERVAL_S) -> list[str]:
-    return ["sh", "-c", CEPH_SAMPLER_SCRIPT, "sh", outfile, str(interval), str(max(1, int(max_s))), pool.pool, *pool.command]
+def pool_counters(df: Any, pool: str) -> dict[str, int] | None:
+    """A pool's cumulative client counters from ``ceph df detail --format json``; None when absent."""
+    got = next((p for p in (df or {}).get("pools") or () if p.get("name") == pool), None) if isinstance(df, dict) else None
+    stats = (got or {}).get("stats")
+    if not isinstance(stats, dict) or not all(k in stats for k in COUNTERS):
+        return None
+    return {k: int(stats.get(k) or 0) for k in COUNTERS}
 
 
-def parse_samples(text: str, pool: str) -> dict[str, list]:
-    """The "ceph" series: ``t_s`` (from the first sample), the pool's ``read_mb_s``,
-    ``write_mb_s``, ``read_ops``, ``write_ops`` and the OSDs' mean ``commit_ms``/``apply_ms``."""
-    out: dict[str, list] = {k: [] for k in ("t_s", "read_mb_s", "write_mb_s", "read_ops", "write_ops", "commit_ms", "apply_ms")}
-    t0 = None
-    for block in text.split("\n.\n"):
-        head, _, rest = block.strip().partition("\n")
-        if not head.startswith("@ "):
-            continue
-        stats_text, _, perf_text = rest.partition("\n%\n")
-        try:
-            t = float(head[2:])
-            stats = json.loads(stats_text or "null")
-            perf = json.loads(perf_text or "null")
-        except ValueError:
-            continue
-        rate = next((p.get("client_io_rate") or {} for p in stats or () if p.get("pool_name") == pool), None)
-        if rate is None:
-            continue
-        t0 = t if t0 is None else t0
-        infos = ((perf or {}).get("osdstats") or {}).get("osd_perf_infos") or []
-        lat = [i.get("perf_stats") or {} for i in infos]
-        out["t_s"].append(round(t - t0, 3))
-        out["read_mb_s"].append(float(rate.get("read_bytes_sec") or 0) / 1e6)
-        out["write_mb_s"].append(float(rate.get("write_bytes_sec") or 0) / 1e6)
-        out["read_ops"].append(float(rate.get("read_op_per_sec") or 0))
-        out["write_ops"].append(float(rate.get("write_op_per_sec") or 0))
-        out["commit_ms"].append(_mean([float(p.get("commit_latency_ms") or 0) for p in lat]))
-        out["apply_ms"].append(_mean([float(p.get("apply_latency_ms") or 0) for p in lat]))
-    return out if out["t_s"] else {}
+def osd_latency(perf: Any) -> tuple[float | None, float | None]:
+    """The OSDs' mean commit and apply latency (ms) from ``ceph osd perf --format json``."""
+    infos = (((perf or {}).get("osdstats") or {}).get("osd_perf_infos") or []) if isinstance(perf, dict) else []
+    lat = [i.get("perf_stats") or {} for i in infos]
+    commit = [float(p.get("commit_latency_ms") or 0) for p in lat]
+    apply = [float(p.get("apply_latency_ms") or 0) for p in lat]
+    return (sum(commit) / len(commit) if commit else None, sum(apply) / len(apply) if apply else None)
+
+
+def window_series(before: Mapping[str, int], after: Mapping[str, int], seconds: float,
+                  latency: tuple[float | None, float | None] = (None, None)) -> dict[str, Any]:
+    """The "ceph" series of one fio run: the pool's client I/O between two readings of its
+    counters, as rates over ``seconds`` (fio's ramp and runtime), and the OSDs' latency."""
+    secs = max(seconds, 1e-3)
+    d = {k: max(0, int(after[k]) - int(before[k])) for k in COUNTERS}
+    return {"window_s": round(seconds, 3), "read_bytes": d["rd_bytes"], "write_bytes": d["wr_bytes"],
+            "read_ops_total": d["rd"], "write_ops_total": d["wr"],
+            "t_s": [round(seconds, 3)], "read_mb_s": [d["rd_bytes"] / secs / 1e6], "write_mb_s": [d["wr_bytes"] / secs / 1e6],
+            "read_ops": [d["rd"] / secs], "write_ops": [d["wr"] / secs], "commit_ms": [latency[0]], "apply_ms": [latency[1]]}
 
 
 def summary(series: dict | None, lag: float = LAG_S) -> dict[str, Any]:
-    """Means over the samples from ``lag`` after the start (the fio window as the manager saw
-    it): ``pool_read_mb_s``, ``pool_write_mb_s`` (as a ZFS pool's are named), ``pool_read_ops``,
-    ``pool_write_ops``, ``osd_commit_ms``, ``osd_apply_ms``; {} without samples in that window."""
+    """``pool_read_mb_s``, ``pool_write_mb_s`` (as a ZFS pool's are named), ``pool_read_ops``,
+    ``pool_write_ops``, ``osd_commit_ms``, ``osd_apply_ms``: a window's figures as they are
+    (:func:`window_series`); an older run's sampled series, the means over the samples from
+    ``lag`` after the start (the fio window as the manager saw it); {} without samples."""
     if not isinstance(series, dict) or not series.get("t_s"):
         return {}
-    idx = [i for i, t in enumerate(series["t_s"]) if t >= lag]
+    window = "window_s" in series
+    idx = [i for i, t in enumerate(series["t_s"]) if window or t >= lag]
     if not idx:
         return {}
     names = {"read_mb_s": "pool_read_mb_s", "write_mb_s": "pool_write_mb_s", "read_ops": "pool_read_ops",
              "write_ops": "pool_write_ops", "commit_ms": "osd_commit_ms", "apply_ms": "osd_apply_ms"}
     out = {}
     for key, name in names.items():
-        values = [series[key][i] for i in idx if series[key][i] is not None]
+        values = [series[key][i] for i in idx if i < len(series.get(key) or ()) and series[key][i] is not None]
         if values:
             out[name] = sum(values) / len(values)
     return out
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+def _ceph_json(transport: Transport, pool: CephPool, *args: str) -> Any:
+    got = transport.run([*pool.command, *args, "--format", "json"], timeout=60, check=False)
+    if got.returncode != 0:
+        raise HypervisorError(f"ceph {' '.join(args)}: {(got.stderr or '').strip()[-200:] or 'failed'}")
+    return json.loads(got.stdout or "null")
 
 
 class CephSampler:
-    """:meth:`start` before fio, :meth:`stop` after it (waits out the manager's lag); never raises."""
+    """:meth:`start` just before fio, :meth:`stop` after it (waits out the manager's lag);
+    neither raises (telemetry never fails a measurement)."""
 
-    def __init__(self, transport: Transport, pool: CephPool, workdir: str, token: str, max_s: float) -> None:
+    def __init__(self, transport: Transport, pool: CephPool, *, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.transport = transport
         self.pool = pool
-        self.path = f"{workdir}/ceph-{token}.txt"
-        self.max_s = max_s + LAG_S + INTERVAL_S
-        self.handle: Any = None
+        self.sleep = sleep
+        self.clock = clock
+        self.before: dict[str, int] | None = None
         self.started = 0.0
 
     def start(self) -> None:
         try:
-            self.handle = self.transport.spawn(sampler_argv(self.path, self.max_s, self.pool))
-            self.started = time.monotonic()
+            self.before = pool_counters(_ceph_json(self.transport, self.pool, "df", "detail"), self.pool.pool)
+            if self.before is None:
+                log.warning("%s: Ceph telemetry not recorded: ceph df detail has no counters of pool %s",
+                            self.transport.name, self.pool.pool)
         except Exception as exc:  # telemetry never fails a measurement
-            log.warning("%s: Ceph telemetry not recorded (the sampler did not start): %s", self.transport.name, exc)
+            log.warning("%s: Ceph telemetry not recorded (does the user have mgr 'allow r'?): %s", self.transport.name, exc)
+            self.before = None
+        self.started = self.clock()
 
-    def stop(self) -> dict[str, dict]:
-        if self.handle is None:
+    def stop(self, seconds: float | None = None) -> dict[str, dict]:
+        """The "ceph" series over fio's ``seconds`` (None: the time since :meth:`start`)."""
+        if self.before is None:
             return {}
-        out: dict[str, dict] = {}
+        took = self.clock() - self.started
         try:
-            time.sleep(LAG_S)  # what the manager reports of fio's last seconds
-            self.transport.kill(self.handle)
-            text = self.transport.read_file(self.path).decode("utf-8", errors="replace")
-            series = parse_samples(text, self.pool.pool)
-            if series:
-                out["ceph"] = series
-            else:
-                log.warning("%s: Ceph telemetry not recorded: ceph osd pool stats %s gave no sample (does the user "
-                            "have mgr 'allow r'?)", self.transport.name, self.pool.pool)
+            self.sleep(LAG_S)  # what the manager reports of fio's last seconds
+            after = pool_counters(_ceph_json(self.transport, self.pool, "df", "detail"), self.pool.pool)
+            if after is None:
+                raise HypervisorError(f"ceph df detail has no counters of pool {self.pool.pool}")
+            try:
+                latency = osd_latency(_ceph_json(self.transport, self.pool, "osd", "perf"))
+            except Exception as exc:
+                log.info("%s: ceph osd perf: %s", self.transport.name, exc)
+                latency = (None, None)
+            # fio's ramp and runtime; less when it ended early (steady state reached)
+            return {"ceph": window_series(self.before, after, min(seconds, took) if seconds else took, latency)}
         except Exception as exc:
             log.warning("%s: Ceph telemetry not recorded: %s", self.transport.name, exc)
+            return {}
         finally:
-            self.handle = None
-            try:
-                self.transport.run(["rm", "-f", self.path], timeout=60, check=False)
-            except Exception as exc:
-                log.warning("%s: could not remove %s: %s", self.transport.name, self.path, exc)
-        return out
+            self.before = None
 
 
 def degrading_checks(health_json: str) -> dict[str, str]:
-    """``ceph health --format json`` -> {check: its summary} of the checks in
-    :data:`DEGRADING_CHECKS`; {} when the text is not that JSON."""
+    """``ceph health [detail] --format json`` -> {check: its summary, and with ``detail`` the
+    first lines that name what it is about ("pool 'vmbench' is full (running out of quota)")}
+    of the checks in :data:`DEGRADING_CHECKS`; {} when the text is not that JSON."""
     try:
         checks = (json.loads(health_json or "{}") or {}).get("checks") or {}
     except (ValueError, AttributeError):
         return {}
-    return {name: str((c.get("summary") or {}).get("message") or "") for name, c in sorted(checks.items())
-            if name in DEGRADING_CHECKS}
+    out = {}
+    for name, c in sorted(checks.items()):
+        if name in DEGRADING_CHECKS:
+            detail = [str(d.get("message")) for d in (c.get("detail") or [])[:2] if isinstance(d, dict) and d.get("message")]
+            summary = str((c.get("summary") or {}).get("message") or "")
+            out[name] = summary + (f" ({'; '.join(detail)})" if detail else "")
+    return out
 
 
 def ask_degrading(transport: Transport, pool: CephPool) -> dict[str, str] | None:
-    """The degrading checks ``ceph health`` reports now; None when Ceph did not answer."""
+    """The degrading checks ``ceph health detail`` reports now; None when Ceph did not answer."""
     try:
-        got = transport.run([*pool.command, "health", "--format", "json"], timeout=20, check=False)
+        got = transport.run([*pool.command, "health", "detail", "--format", "json"], timeout=20, check=False)
     except CommandError as exc:
         log.warning("%s: ceph health did not answer: %s", transport.name, exc)
         return None
@@ -185,24 +192,35 @@ def ask_degrading(transport: Transport, pool: CephPool) -> dict[str, str] | None
 
 
 class CephWatch:
-    """:meth:`check` while fio runs (asks Ceph at most every ``interval`` seconds): raises
+    """:meth:`check` while fio runs: asks Ceph at most every ``interval`` seconds, or at once
+    (then at most every ``stalled_interval``) while fio is stalled; raises
     :class:`HypervisorError` when a degrading check appears that the run did not begin with
-    (``pool.known``).  A question Ceph does not answer is skipped, never an error."""
+    (``pool.known``), a full pool or OSD (:data:`FULL_CHECKS`) only once fio stalls on it.
+    :attr:`said` is what Ceph answered last, for a stall's progress line."""
 
     def __init__(self, transport: Transport, pool: CephPool, *, interval: float = WATCH_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 stalled_interval: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.transport = transport
         self.pool = pool
         self.interval = interval
+        self.stalled_interval = stalled_interval
         self.clock = clock
         self.asked = clock()
+        self.said = ""
 
-    def check(self) -> None:
-        if self.clock() - self.asked < self.interval:
+    def check(self, stalled: bool = False) -> None:
+        wait = self.stalled_interval if stalled else self.interval
+        if self.clock() - self.asked < wait:
             return
         self.asked = self.clock()
-        new = {k: v for k, v in (ask_degrading(self.transport, self.pool) or {}).items() if k not in self.pool.known}
-        if new:
+        got = ask_degrading(self.transport, self.pool)
+        if got is None:
+            self.said = f"Ceph did not answer ceph health on {self.transport.name}"
+            return
+        new = {k: v for k, v in got.items() if k not in self.pool.known}
+        self.said = ("Ceph: " + "; ".join(f"{k}: {v}" if v else k for k, v in got.items()) if got
+                     else "ceph health names no check that stops I/O (the monitors' view)")
+        if new and (stalled or not new.keys() <= FULL_CHECKS):
             said = "; ".join(f"{k}: {v}" if v else k for k, v in new.items())
             raise HypervisorError(f"Ceph reported {said} while fio ran on pool {self.pool.pool}: the run stopped "
                                   "rather than wait out fio's deadline or measure a degraded cluster")

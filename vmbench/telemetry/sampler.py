@@ -27,8 +27,13 @@ line and ``zfs_txg_timeout`` at the start and at the end: the "zpool" and "arc" 
 The sampler is a fixed shell script (:data:`SAMPLER_SCRIPT`, never built from data; the pool
 name, checked against :data:`vmbench.telemetry.zfs.POOL_NAME`, is one of its arguments) that
 stops by itself after ``max_s`` seconds, and so does ``zpool iostat`` (its count), so nothing
-is left running even if the kill is lost.  Telemetry never fails a measurement: any error
-is a warning and no series.
+is left running even if the kill is lost.  It stays out of the measured work's way: it runs at
+a low priority (``renice 10`` of itself, which ``zpool iostat`` inherits) and starts two
+processes a second (``cat``, ``sleep``; the CPU line is read by the shell itself).  Where even
+that would take the measured vCPUs' time (fio in a guest: its own sampler, and the host's
+beside it unless a ZFS pool is sampled) it runs as two samples only, one just before fio and
+one just after (``loop=False``): the series is then one interval, its means the same.
+Telemetry never fails a measurement: any error is a warning and no series.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ SECTOR = 512
 #: its errors into "<output file>.zerr", stopped with the loop.
 #: Arguments: output file, interval seconds, max seconds (0: one sample)[, pool].
 SAMPLER_SCRIPT = r"""out=$1; iv=$2; max=$3; pool=$4
+renice -n 10 -p $$ >/dev/null 2>&1
 read start _ < /proc/uptime
 start=${start%.*}
 zp=
@@ -73,7 +79,8 @@ fi
 rc=0
 while :; do
   read up _ < /proc/uptime
-  { echo; echo "@ $up"; cat /proc/diskstats; head -n 1 /proc/stat
+  read -r cpu < /proc/stat
+  { echo; echo "@ $up"; cat /proc/diskstats; echo "$cpu"
     [ -n "$pool" ] && [ -r "$arc" ] && grep -E '^(hits|misses|size|c|c_min|c_max) ' "$arc"
     echo .; } >> "$out" || { rc=1; break; }
   [ $(( ${up%.*} - start )) -ge "$max" ] && break
@@ -241,14 +248,20 @@ def target_devices(transport: Transport, target: str) -> tuple[list[str], str | 
     return names, (disks[0] if len(disks) == 1 else top)
 
 
+_SNAPSHOT = object()  # the handle of a sampler that takes two samples only (loop=False)
+
+
 class Sampler:
     """One sampler on a side: :meth:`start` before fio, :meth:`stop` after (both never raise).
     With ``zfs_pool`` it also records that pool and the ARC (:mod:`vmbench.telemetry.zfs`).
     ``target`` None: every whole disk (the side's device of interest is not known)."""
 
     def __init__(self, transport: Transport, target: str | None, workdir: str, token: str, max_s: float,
-                 zfs_pool: str | None = None) -> None:
+                 zfs_pool: str | None = None, loop: bool = True) -> None:
         self.transport = transport
+        #: False: one sample at the start and one at the end, nothing running between them
+        #: (where a loop would take the measured vCPUs' time: fio in a TCG guest)
+        self.loop = loop
         self.target = target
         self.path = f"{workdir}/telemetry-{token}.txt"
         self.max_s = max_s
@@ -276,7 +289,11 @@ class Sampler:
                 log.info("%s: no local device under %s; recording every whole disk", self.transport.name, self.target or "the target")
             elif self.devices is None:
                 log.warning("%s: cannot tell the devices under %s; recording every whole disk", self.transport.name, self.target)
-            self.handle = self.transport.spawn(sampler_argv(self.path, self.max_s, pool=self.pool))
+            if self.loop:
+                self.handle = self.transport.spawn(sampler_argv(self.path, self.max_s, pool=self.pool))
+            else:  # the first of two samples, taken now; the second by stop()
+                self.transport.run(sampler_argv(self.path, 0, pool=self.pool), timeout=60 if self.pool else 30)
+                self.handle = _SNAPSHOT
         except Exception as exc:  # telemetry never fails a measurement
             self.failed = True
             log.warning("%s: telemetry not recorded (the sampler did not start): %s", self.transport.name, exc)
@@ -287,7 +304,8 @@ class Sampler:
             return {}
         out: dict[str, dict] = {}
         try:
-            self.transport.kill(self.handle)
+            if self.handle is not _SNAPSHOT:
+                self.transport.kill(self.handle)
             self.handle = None
             self.transport.run(sampler_argv(self.path, 0, pool=self.pool), timeout=60 if self.pool else 30)
             text = self.transport.read_file(self.path).decode("ascii", errors="replace")
@@ -309,7 +327,7 @@ class Sampler:
             out = {}
         finally:
             try:
-                if self.handle is not None:
+                if self.handle is not None and self.handle is not _SNAPSHOT:
                     self.transport.kill(self.handle)
             except Exception as exc:
                 log.warning("%s: could not stop the telemetry sampler: %s", self.transport.name, exc)

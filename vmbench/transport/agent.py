@@ -25,6 +25,9 @@ READ_CHUNK = 1 << 20  # bytes per guest-file-read; libvirt caps a reply at a few
 #: (libvirt's 30 s timeout, then "agent not available") when 16 threads wrote 300 KB files and
 #: ran commands at once; with 32 KiB the same took 7 s without an error (tests/stress.py)
 WRITE_CHUNK = 1 << 15
+#: a guest command running this long is polled every LONG_POLL_S seconds (was every 0.25 s)
+LONG_AFTER_S = 5.0
+LONG_POLL_S = 2.0
 
 
 class AgentChannel(Protocol):
@@ -154,6 +157,18 @@ class GuestAgentTransport:
             self.channel({"execute": "guest-file-close", "arguments": {"handle": handle}}, 10)
         return b"".join(chunks)
 
+    def read_tail(self, path: str, size: int) -> bytes:
+        """The file's last ``size`` bytes (one seek from its end: fio's growing output read while it runs)."""
+        handle = self.channel({"execute": "guest-file-open", "arguments": {"path": path, "mode": "r"}}, 10)
+        try:
+            at = self.channel({"execute": "guest-file-seek", "arguments": {"handle": handle, "offset": 0, "whence": "end"}}, 10)
+            start = max(0, int(at.get("position") or 0) - size)
+            self.channel({"execute": "guest-file-seek", "arguments": {"handle": handle, "offset": start, "whence": "set"}}, 10)
+            part = self.channel({"execute": "guest-file-read", "arguments": {"handle": handle, "count": max(1, size)}}, 30)
+            return _b64bytes(part.get("buf-b64"))
+        finally:
+            self.channel({"execute": "guest-file-close", "arguments": {"handle": handle}}, 10)
+
     def write_file(self, path: str, data: bytes, mode: int | None = 0o600) -> None:
         """Write ``data`` to ``path``; ``mode=None`` leaves the file's mode alone (for /proc, /sys)."""
         if mode is not None:
@@ -183,7 +198,9 @@ def wait_exited(name: str, argv: Sequence[str], status: Callable[[], dict], kill
                 timeout: float | None, on_wait: Callable[[float], None] | None) -> dict:
     """Poll a guest command's status (QGA guest-exec-status, or Proxmox's agent/exec-status)
     with a growing interval until it exited, and return that status; past ``timeout``,
-    ``kill`` it and raise CommandTimeout.  Both guest transports wait through this."""
+    ``kill`` it and raise CommandTimeout.  Both guest transports wait through this.  A command
+    that has run :data:`LONG_AFTER_S` seconds (fio) is asked about every :data:`LONG_POLL_S`
+    seconds: each question wakes the agent in the guest, on the vCPUs being measured."""
     interval = min(poll_interval, 0.05)
     while True:
         st = status()
@@ -201,7 +218,7 @@ def wait_exited(name: str, argv: Sequence[str], status: Callable[[], dict], kill
                 _kill_quietly(name, kill)
                 raise
         sleep(interval)
-        interval = min(interval * 2, poll_interval)
+        interval = min(interval * 2, poll_interval if elapsed < LONG_AFTER_S else max(poll_interval, LONG_POLL_S))
 
 
 def _kill_quietly(name: str, kill: Callable[[], None]) -> None:

@@ -40,6 +40,13 @@ class LocalTransport:
     def read_file(self, path: str) -> bytes:
         return Path(path).read_bytes()
 
+    def read_tail(self, path: str, size: int) -> bytes:
+        """The file's last ``size`` bytes."""
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - size))
+            return f.read()
+
     def write_file(self, path: str, data: bytes, mode: int | None = 0o600) -> None:
         if mode is None:
             with open(path, "wb") as f:

@@ -33,8 +33,8 @@ from typing import Callable, Sequence
 
 from ..advice.model import Advice, Goal, Recommendation, RISKS
 from ..advice.table import delta_text as effect  # how a recommendation's change reads (CPU per I/O in µs/IO)
-from ..scenario.hosts import storage_problems
-from ..scenario.model import Cell, Hypervisor, Storage, VmConfig
+from ..scenario.backend import Storage, storage_problems
+from ..scenario.model import Cell, Hypervisor, VmConfig
 from ..scenario.spec import Scenario
 from ..scenario.tune import Candidate, TuneBudget, TuneSpec, vary
 from ..scenario.vm import vm_problems

@@ -1,6 +1,7 @@
 """``vmbench doctor``'s checks of a libvirt host: QEMU and libvirt answer, the template image
-is built (and on a remote host, or room to upload it), /dev/kvm, the storage, and whether
-KVM works (a tiny probe guest, cached)."""
+is built (and on a remote host, or room to upload it), /dev/kvm, the storage (vmbench's own
+dir pool looked at, never created: the run creates it), and whether KVM works (a tiny probe
+guest, cached)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from ...storage import VolumeStorage
 from ...transport import ops
 from ...transport.base import HostTransport
 from ..base import Check, HostChecks, version_check
+from ...units import human_size
+from .storage import DirPoolStorage
 from .accel import KvmProbe
 
 
@@ -73,15 +76,19 @@ def libvirt_checks(driver: CheckedHost, *, template: str, reprobe: bool, progres
             free = ops.free_bytes(host, parent)
             ok = free > size * 1.2
             out.append(Check("image on host", "ok" if ok else "FAIL",
-                             f"not there yet; the first run uploads {size >> 20} MiB to {dest} ({free >> 30} GiB free)",
+                             f"not there yet; the first run uploads {size >> 20} MiB to {dest}"
+                             + ("" if ok else f", with {human_size(free)} free there"),
                              "" if ok else f"free space on {where} under {driver.paths.root}"))
 
     kvm_dev = ops.exists(host, "/dev/kvm")
     out.append(Check("/dev/kvm", "ok" if kvm_dev else "warn", "present" if kvm_dev else "absent: guests will run under TCG (slow)"))
     if libvirt_ok:
         try:
-            driver.storage.prepare(progress)
-            out.append(Check("storage", "ok", f"{driver.storage.label}: {driver.storage.free_bytes() >> 30} GiB free"))
+            if isinstance(driver.storage, DirPoolStorage):  # looked at, not created: the run does that
+                out.append(Check("storage", *driver.storage.survey()))
+            else:
+                driver.storage.prepare(progress)
+                out.append(Check("storage", "ok", f"{driver.storage.label}: {human_size(driver.storage.free_bytes())} free"))
         except VmbenchError as exc:
             out.append(Check("storage", "FAIL", exc.message, exc.hint or ""))
         if image is not None and image_there:

@@ -24,10 +24,11 @@ from ...errors import GuestError, HypervisorError, PreflightError, VmbenchError
 from ...images import Image
 from ...images.placement import HostImage, place_image
 from ...paths import HostPaths, StatePaths
-from ...progress import NullProgress, Progress
+from ...progress import NullProgress, Progress, Silence
 from ...guest.needs import GuestNeeds
-from ...scenario.model import Hypervisor, Storage, VmConfig
-from ...settings import Accel, CpuMode, ImageFormat, StorageType
+from ...scenario.backend import Storage
+from ...scenario.model import Hypervisor, VmConfig
+from ...settings import Accel, CpuMode, ImageFormat
 from ...storage import VOLUME_RE, VolumeRole, VolumeStorage, make_volume_storage, volume_name
 from ...storage.rbd import rbd_host_target, read_key
 from ...transport import ops
@@ -81,7 +82,7 @@ class LibvirtDriver:
         self.accelerator: Accelerator | None = None
         #: root disks (linked clones of the template) always live in a libvirt dir pool
         self.pool_storage = DirPoolStorage(lambda: self.conn, storage.pool, host, paths.pool)
-        self.ceph = storage.ceph if storage.type is StorageType.RBD else None
+        self.ceph = storage.ceph if storage.backend.ceph else None
         #: scratch disks and the host reference: that pool, ZFS (zvols, datasets) or RBD images
         self.storage: VolumeStorage = scratch_storage or (
             make_volume_storage(storage, host) or self.pool_storage)
@@ -302,6 +303,10 @@ class LibvirtDriver:
     def wait_for_agent(self, dom: "libvirt.virDomain", name: str, timeout: float, progress: Progress) -> float:
         """Ping the agent until it answers; a boot with an empty console after
         :data:`STALLED_BOOT_SECONDS` is restarted once (the deadline starts again)."""
+        with Silence(progress, f"host {self.hv.host_label}", f"{name} booting: libvirt and its guest agent") as silence:
+            return self._wait_for_agent(dom, name, timeout, progress, silence)
+
+    def _wait_for_agent(self, dom: "libvirt.virDomain", name: str, timeout: float, progress: Progress, silence: Silence) -> float:
         accel = self.accelerator.name if self.accelerator else "tcg"
         stalled_after = min(STALLED_BOOT_SECONDS[accel], timeout / 2)
         started = time.monotonic()
@@ -311,8 +316,13 @@ class LibvirtDriver:
             elapsed = time.monotonic() - started
             try:
                 active = dom.isActive()
-            except libvirt.libvirtError:
+            except libvirt.libvirtError as exc:
+                if not self._connection_alive():  # the host, not the guest, went away
+                    raise HypervisorError(f"lost the libvirt connection to host {self.hv.host_label} ({self.uri}) while "
+                                              f"{name} booted: {exc.get_error_message()}",
+                                              "`vmbench cleanup SCENARIO` once the host answers, then `vmbench run --resume`") from None
                 active = False
+            silence.answered()
             if not active:
                 raise GuestError(f"{name} stopped while booting", self._console_hint(name))
             try:
@@ -320,6 +330,7 @@ class LibvirtDriver:
                 return time.monotonic() - started
             except GuestError as exc:
                 last = str(exc)
+            silence.answered()
             if not restarted and elapsed > stalled_after and self._console_empty(name):
                 progress.warn(self._restart_stalled(dom, name, elapsed))
                 restarted, started = True, time.monotonic()
@@ -328,6 +339,12 @@ class LibvirtDriver:
                 raise GuestError(f"{name}: the guest agent did not answer within {timeout:g}s ({last})", self._console_hint(name))
             progress.status(f"booting {name}: {elapsed:.0f}s, waiting for the guest agent")
             time.sleep(1.0)
+
+    def _connection_alive(self) -> bool:
+        try:
+            return self._conn is not None and self._conn.isAlive() == 1
+        except libvirt.libvirtError:
+            return False
 
     def _console_empty(self, name: str) -> bool:
         text = ops.read_text(self.host, self.console_path(name))
@@ -477,8 +494,6 @@ class LibvirtDriver:
                 _undefine(dom)
         elif item.kind == "volume":
             self.pool_storage.delete_path(item.name)
-        elif item.kind in ("zvol", "dataset", "rbd image"):
-            self.storage.delete_path(item.name)
         elif item.kind == "secret":
             remove_ceph_secret(self.conn, item.name)
         elif item.kind == "file":
@@ -487,6 +502,8 @@ class LibvirtDriver:
                 ops.remove_file(self.host, item.name)
         elif item.kind == "directory":
             remove_work_leftover(self.host, self.paths.work, item)
+        elif self.storage is not self.pool_storage:  # what the scratch storage listed: zvols, datasets, RBD images...
+            self.storage.delete_path(item.name)
 
 
 def _is_ours(dom: "libvirt.virDomain") -> bool:

@@ -17,6 +17,7 @@ from ...settings import ImageFormat
 from ...storage import VOLUME_RE, Volume
 from ...transport import ops
 from ...transport.base import Transport
+from ...units import human_size
 from ...storage.leftover import Leftover
 from .connection import hypervisor_errors, libvirt
 from .xml import pool_xml, volume_xml
@@ -68,8 +69,39 @@ class DirPoolStorage:
             pool.refresh(0)
 
     def free_bytes(self) -> int:
-        with hypervisor_errors(f"reading pool {self.pool_name}"):
-            return int(self._pool().info()[3])
+        """What root may still write on the filesystem under the pool (``df``, as every other
+        free space vmbench reports; libvirt's pool figure counts the blocks reserved for root)."""
+        with hypervisor_errors(f"reading the storage pool {self.pool_name}"):
+            path = ET.fromstring(self._pool().XMLDesc(0)).findtext("./target/path")
+        return ops.free_bytes(self.host, path or self.default_path)
+
+    def survey(self) -> tuple[str, str, str]:
+        """``vmbench doctor``'s look at the pool, creating nothing: (status, what it found,
+        hint).  A missing vmbench pool is fine: the run creates it, and says where."""
+        try:
+            pool = self._conn().storagePoolLookupByName(self.pool_name)
+        except libvirt.libvirtError:
+            if not is_vmbench_pool(self.pool_name):
+                return ("FAIL", f"libvirt on {self.host.name} has no storage pool named {self.pool_name!r}",
+                        "create it, or use storage.pool: vmbench (vmbench creates its own)")
+            parent = self.default_path
+            while parent not in ("", "/") and not ops.exists(self.host, parent):
+                parent = parent.rsplit("/", 1)[0] or "/"
+            free = ops.free_bytes(self.host, parent or "/")
+            return ("ok", f"{self.label}: not there yet; `vmbench run` creates it at {self.default_path} "
+                          f"({human_size(free)} free)", "")
+        with hypervisor_errors(f"reading the storage pool {self.pool_name}"):
+            root = ET.fromstring(pool.XMLDesc(0))
+        if root.get("type") != "dir":
+            return ("FAIL", f"storage pool {self.pool_name} is of type {root.get('type')}, not dir",
+                    "storage.type: dir needs a directory pool")
+        path = root.findtext("./target/path") or self.default_path
+        if not ops.is_dir(self.host, path):
+            return ("ok" if is_vmbench_pool(self.pool_name) else "FAIL",
+                    f"{self.label}: its directory {path} is missing" + ("; `vmbench run` makes it again" if is_vmbench_pool(self.pool_name) else ""),
+                    "" if is_vmbench_pool(self.pool_name) else f"create {path}, or point the pool elsewhere")
+        return ("ok", f"{self.label} at {path}: {human_size(ops.free_bytes(self.host, path))} free"
+                      + ("" if pool.isActive() else " (inactive: `vmbench run` starts it)"), "")
 
     def create_volume(self, name: str, size: int, fmt: ImageFormat, backing: str | None = None,
                       zfs: object = None) -> Volume:

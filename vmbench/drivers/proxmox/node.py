@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Callable
 from ...errors import HypervisorError
 from ...paths import HostPaths, StatePaths
 from ...progress import NullProgress, Progress
-from ...scenario.model import CephConfig, Hypervisor, Storage
-from ...settings import StorageType
+from ...scenario.backend import Storage
+from ...scenario.model import CephConfig, Hypervisor
 from ...storage import make_zfs_storage
 from ...storage.zfs import ZfsStorage
 from ...transport.base import HostTransport
@@ -66,12 +66,14 @@ class PveNode:
         self._api = api
         self.zfs: ZfsStorage | None = None
         self.entries: ZfsEntries | None = None
-        if storage.type is StorageType.ZFS and storage.dataset:
+        #: the PVE storage type the scenario's storage backend puts the scratch disks on, when not hypervisor.storage as it is
+        pve_type = storage.backend.proxmox_type
+        if pve_type == "zfspool" and storage.dataset:  # zvols through temporary zfspool entries on the dataset
             self.zfs = make_zfs_storage(storage, host)
             self.entries = ZfsEntries(self.api, host, self.node, storage.dataset, storage.sparse, per_node=bool(hv.name))
         #: storage.type rbd: hypervisor.storage is an rbd storage; its Ceph client (``ceph``) is read at preflight
         self.rbd: PveRbd | None = None
-        if storage.type is StorageType.RBD:
+        if pve_type == "rbd":
             self.rbd = PveRbd(self.api, host, self.node, self.cfg.storage, per_node=bool(hv.name))
         self.ceph: CephConfig | None = None
         self.storage = PveStorage(self.api, self.node, self.cfg.storage, self.zfs, self.rbd)

@@ -12,7 +12,7 @@ from ...errors import PreflightError
 from ...progress import Progress
 from ...guest.needs import GuestNeeds
 from ...scenario.model import VmConfig
-from ...settings import Accel, CpuMode, StorageType
+from ...settings import Accel, CpuMode, DriverName
 from ...transport import ops
 from ..base import Accelerator
 from .config import (NO_LINKED_CLONE, agent_enabled, aio_axis_problem, disk_volumes, storage_block_driver, storage_of,
@@ -46,10 +46,9 @@ class Preflight(PveNode):
     def _prepare(self, accel: Accel, cpu_models: set[str], cpu_modes: set[CpuMode], progress: Progress,
                  vms: Sequence[VmConfig]) -> Accelerator:
         cfg = self.cfg
-        if self.scenario_storage.type is StorageType.ZFS_DATASET:
-            raise PreflightError("storage.type zfs-dataset is not supported with driver proxmox",
-                                 "use storage.type zfs (zvols, volblocksize through temporary zfspool storages) or leave "
-                                 "storage out (scratch disks on hypervisor.storage)")
+        refused = self.scenario_storage.backend.driver_problem(DriverName.PROXMOX, qualified=True)
+        if refused is not None:
+            raise PreflightError(*refused)
         progress.step(f"connecting to the Proxmox API at {cfg.url} (TLS {cfg.tls_mode})")
         if not cfg.tls_verify and not cfg.tls_fingerprint and not cfg.tls_ca_file:
             progress.warn(f"TLS certificate verification is OFF for {cfg.url} (tls.verify: false)")

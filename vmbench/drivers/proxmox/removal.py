@@ -12,6 +12,7 @@ from ...errors import HypervisorError, VmbenchError
 
 from ..base import Leftover, VmResources
 from ...storage.leftover import remove_work_leftover, work_leftovers
+from ...storage.radosbench import BENCH_KIND
 from .errors import PveApiError, PveLockedError
 from .node import PveNode
 from .entries import ENTRY_RE, ENTRY_TYPES, delete_entry
@@ -154,7 +155,7 @@ class Removal(PveNode):
             if any(int(r.get("vmid", -1)) == vmid for r in self.api().get("/cluster/resources", {"type": "vm"}) or []):
                 raise HypervisorError(f"{item.name} belongs to VM {vmid}, which exists; left alone")
             self.entries.destroy_zvol(item.name, item.run_tag)
-        elif item.kind == "rbd image":
+        elif item.kind in ("rbd image", BENCH_KIND):
             ceph = self.storage.ceph()
             if ceph is not None:
                 ceph.delete_path(item.name)  # checked there: vmbench's name and metadata, or its bench namespace

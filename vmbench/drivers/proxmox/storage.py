@@ -19,7 +19,7 @@ from typing import Callable
 from ...errors import CommandError, HypervisorError, PreflightError
 from ...progress import Progress
 from ...scenario.model import ZfsSettings
-from ...settings import StorageType
+from ...scenario.backend import StorageType
 from ...storage.rbd import RbdStorage
 from ...storage.zfs import PROPERTY, ZfsStorage, destroy_owned, get_argv, parse_get, readback_problems, requested
 from ...transport.base import Transport
