@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from ..errors import VmbenchError
 from .histogram import PERCENTILES, Histogram
@@ -126,3 +127,45 @@ def parse_fio_json(text: str | bytes) -> FioResult:
 def _snippet(text: str) -> str:
     text = text.strip()
     return text[:300] + ("..." if len(text) > 300 else "")
+
+
+# ---- fio's output as a results database stored it (a measurement's ``fio_json``) -------------
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def stored_direction(fio: Mapping[str, Any], direction: str, what: str) -> float | None:
+    """``what`` ("iops", "bw_bytes") in one direction from fio's stored output, every job clone
+    summed and a load run's tail left out; None when the output has no jobs (not stored)."""
+    jobs = fio.get("jobs")
+    if not jobs:
+        return None
+    return sum(float((j.get(direction) or {}).get(what) or 0.0) for j in jobs if j.get("jobname") != TAIL_NAME)
+
+
+def stored_steadystate(fio: Mapping[str, Any]) -> tuple[bool, float] | None:
+    """What fio's steady-state detection found in its stored output: (attained, the job's runtime
+    in s) of its first job; None when the job did not ask for it."""
+    first = (fio.get("jobs") or [{}])[0]
+    ss = first.get("steadystate")
+    return (bool(ss.get("attained")), float(first.get("job_runtime") or 0) / 1000) if ss else None
+
+
+def fio_cpu_us_per_io(fio: Any) -> float | None:
+    """fio's own CPU per I/O in µs, from its json output: per job (each clone; a load run's tail
+    left out) usr_cpu + sys_cpu (% of one CPU over job_runtime, ms), over every direction's
+    total_ios.  None when fio's output does not say."""
+    if not isinstance(fio, Mapping) or not isinstance(fio.get("jobs"), list):
+        return None
+    cpu_s = ios = 0.0
+    for j in fio["jobs"]:
+        if not isinstance(j, Mapping) or j.get("jobname") == TAIL_NAME:
+            continue
+        usr, sys_, runtime = _num(j.get("usr_cpu")), _num(j.get("sys_cpu")), _num(j.get("job_runtime"))
+        if usr is None or sys_ is None or runtime is None:
+            return None
+        cpu_s += (usr + sys_) / 100.0 * runtime / 1000.0
+        ios += sum(_num((j.get(d) or {}).get("total_ios")) or 0.0 for d in ("read", "write", "trim"))
+    return cpu_s * 1e6 / ios if ios > 0 else None

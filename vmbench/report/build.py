@@ -12,7 +12,7 @@ section a printed report ends with is added above this package, by
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..results.environment import Environment
 from ..results.kind import RunKind
@@ -72,28 +72,30 @@ def _known(value: object, default: object = "?") -> object:
     return default if value is None else value
 
 
-def ssh_target(env: dict, *, keys: bool = False) -> str:
+def ssh_target(env: Mapping[str, Any], *, keys: bool = False) -> str:
     """How a host was reached (``user@host:port``, with its host key), or "this machine"."""
-    if not env.get("ssh_host"):
+    env = Environment.from_row(env)
+    if not env.ssh_host:
         return "this machine"
-    return (f"{env.get('ssh_user', '?')}@{env['ssh_host']}:{env.get('ssh_port', 22)}"
-            + (f", host key {env.get('ssh_host_key', '?')}" if keys else ""))
+    return (f"{_known(env.ssh_user)}@{env.ssh_host}:{_known(env.ssh_port, 22)}"
+            + (f", host key {_known(env.ssh_host_key)}" if keys else ""))
 
 
-def run_hosts(env: dict, *, keys: bool = False) -> list[tuple[str, str]]:
+def run_hosts(env: Mapping[str, Any], *, keys: bool = False) -> list[tuple[str, str]]:
     """Every host of a run, in order: (its name, how it was reached); one for a one-host run
     (named by its SSH host, else "localhost")."""
-    hosts = env.get("hosts") or {}
-    if hosts:
-        return [(str(label), ssh_target(facts or {}, keys=keys)) for label, facts in hosts.items()]
-    return [(str(env.get("ssh_host") or "localhost"), ssh_target(env, keys=keys))]
+    env = Environment.from_row(env)
+    if env.hosts:
+        return [(str(label), ssh_target(facts or {}, keys=keys)) for label, facts in env.hosts.items()]
+    return [(str(env.ssh_host or "localhost"), ssh_target(env, keys=keys))]
 
 
-def hosts_line(env: dict) -> str:
+def hosts_line(env: Mapping[str, Any]) -> str:
     """A run's hosts in a few words (``vmbench runs``): "localhost", "root@pve1:22", or each
     host of a run across several by name with its SSH target."""
+    env = Environment.from_row(env)
     hosts = run_hosts(env)
-    if len(hosts) == 1 and not env.get("hosts"):
+    if len(hosts) == 1 and not env.hosts:
         return hosts[0][0] if hosts[0][1] == "this machine" else hosts[0][1]
     return ", ".join(f"{label} ({target})" for label, target in hosts)
 

@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..fio.job import TAIL_NAME
+from ..fio.result import fio_cpu_us_per_io
 from ..results.key import MeasurementKey
 from ..results.records import CellRecord, JobParams, Measurement
 from . import stats
@@ -136,24 +136,6 @@ def _cost(v: float | None) -> float | None:
     almost nothing can dip under zero by the idle measurement's noise; a cost is never
     negative, so it is shown as 0."""
     return None if v is None else max(0.0, v)
-
-
-def fio_cpu_us_per_io(fio: Any) -> float | None:
-    """fio's own CPU per I/O in µs, from its json output: per job (each clone; a load run's tail
-    left out) usr_cpu + sys_cpu (% of one CPU over job_runtime, ms), over every direction's
-    total_ios.  None when fio's output does not say."""
-    if not isinstance(fio, Mapping) or not isinstance(fio.get("jobs"), list):
-        return None
-    cpu_s = ios = 0.0
-    for j in fio["jobs"]:
-        if not isinstance(j, Mapping) or j.get("jobname") == TAIL_NAME:
-            continue
-        usr, sys_, runtime = _num(j.get("usr_cpu")), _num(j.get("sys_cpu")), _num(j.get("job_runtime"))
-        if usr is None or sys_ is None or runtime is None:
-            return None
-        cpu_s += (usr + sys_) / 100.0 * runtime / 1000.0
-        ios += sum(_num((j.get(d) or {}).get("total_ios")) or 0.0 for d in ("read", "write", "trim"))
-    return cpu_s * 1e6 / ios if ios > 0 else None
 
 
 def _switches_per_io(d: Mapping) -> float | None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import statistics
 from typing import Iterable, Mapping, Sequence
 
-from ..fio.job import MIXED_MODES, TAIL_NAME
+from ..fio.job import MIXED_MODES
+from ..fio.result import stored_direction, stored_steadystate
 from ..results.environment import Environment
 from ..results.key import MeasurementKey
 from ..results.records import CellRecord, JobParams, Measurement
@@ -173,10 +174,9 @@ def steady_attained(measurements: Sequence[Measurement], jobs: Mapping[str, JobP
     for m in measurements:
         if m.job not in asked:
             continue
-        fio_jobs = m.fio.get("jobs") or [{}]  # fio's own output
-        ss = fio_jobs[0].get("steadystate")
-        if ss:
-            runs.setdefault(m.job, []).append((bool(ss.get("attained")), float(fio_jobs[0].get("job_runtime") or 0) / 1000))
+        found = stored_steadystate(m.fio)  # fio's own output
+        if found:
+            runs.setdefault(m.job, []).append(found)
     parts = []
     for job in asked:
         got, criterion = runs.get(job, []), jobs[job].steadystate
@@ -230,10 +230,7 @@ def _directions(params: JobParams) -> list[str]:
 def _achieved(row: Measurement, direction: str, what: str) -> float | None:
     """A repeat's ``what`` ("iops", "bw_bytes") in one direction, from fio's stored output
     (every job clone summed, a load run's tail left out); None when it was not stored."""
-    fio = row.fio
-    if not fio.get("jobs"):
-        return None
-    return sum(float((j.get(direction) or {}).get(what) or 0.0) for j in fio["jobs"] if j.get("jobname") != TAIL_NAME)
+    return stored_direction(row.fio, direction, what)
 
 
 def saturation(rows: Sequence[Measurement]) -> str | None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from ..fio.histogram import P50, P99, P999, Histogram
-from ..fio.job import TAIL_NAME
+from ..fio.result import stored_direction
 from ..results.key import MeasurementKey
 from ..results.plan import LoadPlan, LoadStepPlan
 from ..results.records import CellRecord, JobParams, Measurement
@@ -321,10 +321,9 @@ def latency_verdict(d: Delta | None) -> str | None:
 def _direction(row: Measurement, direction: str, what: str) -> float | None:
     """A row's ``what`` ("iops", "bw_bytes") in one direction: from fio's stored output, else the
     row's total when its job only goes that way."""
-    fio = row.fio
-    if fio.get("jobs"):
-        # the tail that kept the load on after the measured window is not a figure
-        return sum(float((j.get(direction) or {}).get(what) or 0.0) for j in fio["jobs"] if j.get("jobname") != TAIL_NAME)
+    got = stored_direction(row.fio, direction, what)  # the tail that kept the load on after the window left out
+    if got is not None:
+        return got
     if row.job_params.rw in (READ_MODES if direction == "read" else WRITE_MODES):
         return float(getattr(row, what))
     return None
