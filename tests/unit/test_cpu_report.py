@@ -330,16 +330,21 @@ def test_a_host_whose_counters_lost_ticks_has_no_rest():
     """A host /proc/stat that counted less busy CPU than QEMU's own threads (a VM's counters
     lose ticks): its rest is not known, never a negative µs/IO."""
     from vmbench.report.cpurows import rest_undercounted
+    from vmbench.results.cpu import QemuCpuRecord
+
+    def undercounted(row: dict) -> bool:
+        return rest_undercounted(QemuCpuRecord.from_row(row))
 
     short = {"host": {"rest_s": -6.8, "rest_us_per_io": -759.0}}
-    assert rest_undercounted(short) and not rest_undercounted({"host": {"rest_s": -0.01}})
-    assert not rest_undercounted({"host": {"rest_s": 2.3}}) and not rest_undercounted({})
+    assert undercounted(short) and not undercounted({"host": {"rest_s": -0.01}})
+    assert not undercounted({"host": {"rest_s": 2.3}}) and not undercounted({})
 
 
 def test_a_cost_with_the_idle_share_taken_off_never_prints_negative():
     """Issue 26: "other+exited -0.49 µs/IO" (a class that did almost nothing, less the idle
     VM's share) is a cost, never negative: shown as 0."""
-    from vmbench.report.cpurows import SOURCE, repeat_figures
+    from vmbench.report.cpurows import repeat_figures
+    from vmbench.report.load import QEMU_CPU as SOURCE
 
     m = {"qemu_cpu": {"kind": SOURCE, "ios": 100, "process": {"us_per_io": 6.0},
                       "classes": {"vcpu": {"us_per_io": 5.0}, "main": {"us_per_io": -0.2},
@@ -351,7 +356,8 @@ def test_a_cost_with_the_idle_share_taken_off_never_prints_negative():
 def test_the_rest_of_the_host_a_tick_under_its_idle_figure_is_0_as_the_notes_say():
     """Issue 41: `--wide` printed "host rest -1.4" µs/IO (and the HTML's CPU table) while the
     notes say every host figure is never below 0: a rest a tick under the idle VM's is 0."""
-    from vmbench.report.cpurows import SOURCE, repeat_figures
+    from vmbench.report.cpurows import repeat_figures
+    from vmbench.report.load import QEMU_CPU as SOURCE
 
     m = {"qemu_cpu": {"kind": SOURCE, "ios": 12_000, "process": {"us_per_io": 6.0},
                       "host": {"rest_s": -0.017, "rest_us_per_io": -1.4, "zfs": {"us_per_io": -0.1}},

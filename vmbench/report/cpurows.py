@@ -24,16 +24,16 @@ import math
 import statistics
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..fio.result import fio_cpu_us_per_io
+from ..results.cpu import QemuCpuRecord
 from ..results.key import MeasurementKey
 from ..results.records import CellRecord, JobParams, Measurement
 from . import stats
 from .facts import saturation
-from .load import QEMU_CPU as SOURCE
 from .rows import group, host_group, host_key
 from .stats import Delta
 
@@ -112,19 +112,14 @@ class CpuRow:
 # ---- reading one stored row --------------------------------------------------------------------
 
 
-def qemu_cpu(m: Measurement) -> Mapping | None:
+def qemu_cpu(m: Measurement) -> QemuCpuRecord | None:
     """A measurement's qemu-cpu row (as :func:`~vmbench.report.load.with_telemetry` attaches it)."""
-    d = m.qemu_cpu
-    return d if d is not None and d.get("kind") == SOURCE else None
+    return QemuCpuRecord.of(m.qemu_cpu)
 
 
 def has_qemu_cpu(measurements: Sequence[Measurement]) -> bool:
     """Some single-VM guest measurement carries a qemu-cpu row."""
     return any(m.side == "guest" and not m.load_step and qemu_cpu(m) is not None for m in measurements)
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def _sum(*values: float | None) -> float | None:
@@ -138,21 +133,6 @@ def _cost(v: float | None) -> float | None:
     return None if v is None else max(0.0, v)
 
 
-def _switches_per_io(d: Mapping) -> float | None:
-    """Context switches per I/O, voluntary and involuntary, every class (the exited threads'
-    are not kept anywhere), the idle VM's taken off."""
-    ios = _num(d.get("ios")) or 0.0
-    if ios <= 0:
-        return None
-    total = 0.0
-    for c in (d.get("classes") or {}).values():
-        v, n = _num(c.get("voluntary")), _num(c.get("involuntary"))
-        if v is None or n is None:
-            continue
-        total += v + n - (_num(c.get("idle_voluntary")) or 0.0) - (_num(c.get("idle_involuntary")) or 0.0)
-    return total / ios
-
-
 #: a host whose /proc/stat counted this much less busy CPU than the QEMU process's own threads
 #: (more than a few clock ticks): its rest cannot be told (a virtual machine's tick-sampled
 #: counters lose ticks under load; the threads' runtime is measured, not sampled)
@@ -161,9 +141,9 @@ UNDERCOUNT_NOTE = ("host rest not known: in {n} of {m} repeats the host's /proc/
                    "process's own threads (a virtual machine's tick-sampled counters lose ticks under load)")
 
 
-def rest_undercounted(d: Mapping) -> bool:
+def rest_undercounted(d: QemuCpuRecord) -> bool:
     """The row's host busy CPU fell short of the QEMU process's (beyond :data:`UNDERCOUNT_S`)."""
-    rest = _num((d.get("host") or {}).get("rest_s"))
+    rest = d.host_rest_s
     return rest is not None and rest < -UNDERCOUNT_S
 
 
@@ -173,42 +153,20 @@ def repeat_figures(m: Measurement) -> dict[str, float | None]:
     d = qemu_cpu(m)
     out: dict[str, float | None] = {k: None for k in FIGURES}
     out["guest_fio"] = fio_cpu_us_per_io(m.fio)
-    if d is None or not (_num(d.get("ios")) or 0) > 0:
+    if d is None or not d.ios > 0:
         return out
-    classes = d.get("classes") or {}
-
-    def cls(name: str) -> float | None:
-        return _num((classes.get(name) or {}).get("us_per_io"))
+    cls = d.us_per_io
 
     out.update({c: _cost(cls(c)) for c in CLASSES[:-1]})
     out["other"] = _cost(_sum(cls("other"), cls("exited")))
-    out["qemu"] = _cost(_num((d.get("process") or {}).get("us_per_io")))
+    out["qemu"] = _cost(d.process_us_per_io)
     # the rest of the host, less than its idle figure by a tick or so: 0 (a few ticks more, rest_undercounted: not known)
-    out["host_rest"] = None if rest_undercounted(d) else _cost(_num((d.get("host") or {}).get("rest_us_per_io")))
-    out["zfs"] = _cost(_num(((d.get("host") or {}).get("zfs") or {}).get("us_per_io")))
-    out["cgroup"] = _cost(_num((d.get("cgroup") or {}).get("us_per_io")))
-    out["switches"] = _switches_per_io(d)
-    out["guest"] = _num((d.get("guest") or {}).get("us_per_io"))
+    out["host_rest"] = None if rest_undercounted(d) else _cost(d.host_rest_us_per_io)
+    out["zfs"] = _cost(d.zfs_us_per_io)
+    out["cgroup"] = _cost(d.cgroup_us_per_io)
+    out["switches"] = d.switches_per_io
+    out["guest"] = d.guest_us_per_io
     return out
-
-
-def _per_io(d: Mapping, seconds: float | None) -> float | None:
-    ios = _num(d.get("ios")) or 0.0
-    return None if seconds is None or ios <= 0 else seconds * 1e6 / ios
-
-
-def _perf(d: Mapping) -> tuple[float | None, str | None]:
-    """(cycles per I/O, why not) from the row's ``perf`` entry (:class:`~vmbench.telemetry.perf.PerfCycles`:
-    its cycles_per_io, else its cycles less idle_cycles over the row's I/Os; or its why)."""
-    perf = d.get("perf")
-    if not isinstance(perf, Mapping):
-        return None, None
-    per, cycles, ios = _num(perf.get("cycles_per_io")), _num(perf.get("cycles")), _num(d.get("ios")) or 0.0
-    if per is None and cycles is not None and ios > 0:
-        per = (cycles - (_num(perf.get("idle_cycles")) or 0.0)) / ios
-    if per is not None:
-        return per, None
-    return None, str(perf["why"]) if perf.get("why") else None
 
 
 def fixed_rate(params: JobParams) -> str | None:
@@ -280,7 +238,7 @@ def _median(values: Sequence[float]) -> float | None:
 
 
 def _accel(rows: Sequence[Measurement]) -> str:
-    named = sorted({str(d["accel"]) for r in rows if (d := qemu_cpu(r)) is not None and d.get("accel")})
+    named = sorted({d.accel for r in rows if (d := qemu_cpu(r)) is not None and d.accel})
     if named:
         return "/".join(named)
     stored = sorted({str(r.accelerator) for r in rows if r.accelerator})
@@ -288,14 +246,14 @@ def _accel(rows: Sequence[Measurement]) -> str:
 
 
 def _group_row(key: MeasurementKey, rows: Sequence[Measurement], host_rows: Sequence[Measurement] | None) -> CpuRow:
-    sampled = [r for r in rows if (d := qemu_cpu(r)) is not None and (_num(d.get("ios")) or 0) > 0]
+    sampled = [r for r in rows if (d := qemu_cpu(r)) is not None and d.ios > 0]
     per = [repeat_figures(r) for r in rows]
     cpu = [d for r in sampled if (d := qemu_cpu(r)) is not None]
     undercounted = sum(rest_undercounted(d) for d in cpu)
     # one repeat whose host counters lost ticks makes the others' rest suspect too: none is shown
     figures = {k: Figure.of([] if k == "host_rest" and undercounted else [p[k] for p in per]) for k in FIGURES}
-    shares = [s for d in cpu if (s := _num(d.get("accounted_share"))) is not None]
-    perf = [_perf(d) for d in cpu]
+    shares = [s for d in cpu if (s := d.accounted_share) is not None]
+    perf = [(d.perf_cycles_per_io, d.perf_why) for d in cpu]
     host_fio = None
     if host_rows and host_rows[0].job_hash == rows[0].job_hash:
         host_fio = Figure.of([fio_cpu_us_per_io(r.fio) for r in host_rows])
@@ -304,11 +262,11 @@ def _group_row(key: MeasurementKey, rows: Sequence[Measurement], host_rows: Sequ
         job_hash=rows[0].job_hash, accel=_accel(rows),
         repeats=len(rows), sampled=len(sampled), figures=figures, host_fio=host_fio,
         accounted_share=min(shares) if shares else None,
-        idle_s=tuple(float(e) for d in cpu if (e := _num((d.get("idle") or {}).get("elapsed_s"))) is not None),
-        idle_qemu=Figure.of([_per_io(d, _num((d.get("process") or {}).get("idle_s"))) for d in cpu]),
-        idle_rest=Figure.of([_per_io(d, _num((d.get("host") or {}).get("idle_rest_s"))) for d in cpu]),
-        ios=Figure.of([_num(d.get("ios")) for d in cpu]),
-        fixed_rate=fixed_rate(rows[0].job_params), saturated=saturation(rows), named=all(d.get("named") for d in cpu),
+        idle_s=tuple(e for d in cpu if (e := d.idle_elapsed_s) is not None),
+        idle_qemu=Figure.of([d.per_io(d.process_idle_s) for d in cpu]),
+        idle_rest=Figure.of([d.per_io(d.host_idle_rest_s) for d in cpu]),
+        ios=Figure.of([d.ios for d in cpu]),
+        fixed_rate=fixed_rate(rows[0].job_params), saturated=saturation(rows), named=all(d.named for d in cpu),
         perf_cycles=Figure.of([c for c, _ in perf]), perf_why=tuple(dict.fromkeys(w for _, w in perf if w)),
         baseline=None, shared_from=rows[0].shared_from, rest_undercounted=undercounted)
 

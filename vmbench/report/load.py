@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
+from ..results.cpu import QEMU_CPU_KIND
 from ..results.db import ResultsDB, RunRow
 from ..results.environment import Environment
 from ..results.key import MeasurementKey
@@ -27,7 +28,7 @@ from ..telemetry import sampler as telemetry
 SAMPLED = ("disk", "cpu", "zpool", "arc", "host-disk", "host-cpu", "ceph", telemetry.VOLUME_SOURCE)
 #: a guest measurement's QEMU process sampled on the host: one row of CPU per I/O
 #: (:meth:`vmbench.telemetry.qemu_cpu.CpuPerIo.to_json`), not a time series
-QEMU_CPU = "qemu-cpu"
+QEMU_CPU = QEMU_CPU_KIND
 
 
 @dataclass(frozen=True)
