@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..fio.histogram import Histogram
 from ..results.key import MeasurementKey
 from ..results.plan import LoadPlan, PlannedLuks
-from ..results.records import CryptoRecord, Measurement
+from ..results.records import CryptoRecord, Measurement, has_points, line_points, line_unit, plain_lines
 from . import loadplots, plots
 from .load import SAMPLED, RunData
 from .rows import host_group, raw_group
@@ -302,36 +302,11 @@ def timeline_lines(data: RunData) -> list[dict]:
         where = "" if k is None else "host" if k.side == "host" else " ".join(str(x) for x in (k.cell, k.stack, k.layer) if x)
         repeat = k.repeat if k is not None else None
         label = (where or "?") + (f" #{repeat}" if repeat and repeats else "")
-        for flat_source, flat in _flatten(s.source, s.series):
-            if not isinstance(flat, dict) or not flat.get("t_s") or not flat.get("values"):
+        for flat_source, flat in plain_lines(s.source, s.series):
+            if not has_points(flat):
                 continue
             out.append({"source": flat_source, "series": flat, "job": (k.job if k else None) or "?", "repeat": repeat, "label": label})
     return out
-
-
-def _flatten(source: str, s: Any) -> list[tuple[str, dict]]:
-    """The sampler's series as plain (t_s, values) lines: the device under the target's MB/s
-    read and written, the CPUs' busy share, a ZFS pool's MB/s read and written and the ARC's
-    hit ratio; the host's own device and CPU under a guest run ("host-disk", "host-cpu") as
-    "host-dev-read", "host-dev-write", "host-cpu-busy"; fio's logs as they are."""
-    if not isinstance(s, dict):
-        return []
-    if source in ("host-disk", "host-cpu"):
-        return [("host-" + name, line) for name, line in _flatten(source[len("host-"):], s)]
-    if source == "zpool":
-        return [("pool-read", {"t_s": s.get("t_s"), "values": s.get("read_mb_s"), "unit": "MB/s"}),
-                ("pool-write", {"t_s": s.get("t_s"), "values": s.get("write_mb_s"), "unit": "MB/s"})]
-    if source == "arc":
-        ratio = s.get("hit_ratio") or []
-        return [("arc-hit", {"t_s": s.get("t_s"), "values": [None if v is None else 100.0 * v for v in ratio], "unit": "%"})]
-    if source == "disk":
-        dev = (s.get("devices") or {}).get(s.get("primary") or "") or {}
-        return [("dev-read", {"t_s": s.get("t_s"), "values": dev.get("read_mb_s"), "unit": "MB/s"}),
-                ("dev-write", {"t_s": s.get("t_s"), "values": dev.get("write_mb_s"), "unit": "MB/s"})]
-    if source == "cpu":
-        idle = s.get("idle") or []
-        return [("cpu-busy", {"t_s": s.get("t_s"), "values": [None if v is None else 100.0 - v for v in idle], "unit": "%"})]
-    return [(source, s)]
 
 
 def timelines(data: RunData) -> PlotSection:
@@ -359,7 +334,7 @@ def timelines(data: RunData) -> PlotSection:
                 notes.add(f"Where a panel would have more than {MAX_TIMELINE_LINES} lines, it shows the first repeat "
                           "of each measurement (#1); the tables combine all repeats.")
             lines = lines[:MAX_TIMELINE_LINES]
-            unit = str(lines[0]["series"].get("unit") or "")
+            unit = line_unit(lines[0]["series"])
             panels.append((source, unit, [(r["label"], r["series"]["t_s"], r["series"]["values"]) for r in lines]))
         made.append(plots.timeline(f"{job}: over the run", panels))
     return PlotSection(anchor, heading, _figures(made), notes=tuple(sorted(notes)),
@@ -440,12 +415,6 @@ def _series_by_key(data: RunData) -> dict[MeasurementKey, dict[str, Any]]:
     return out
 
 
-def _line(series: Any) -> loadplots.Line | None:
-    if not isinstance(series, dict) or not series.get("t_s") or not series.get("values"):
-        return None
-    return [float(t) for t in series["t_s"]], list(series["values"])
-
-
 def victim_timeline_section(data: RunData, lp: LoadPlan, accel: str) -> PlotSection:
     """Per (cell, layer): each phase's first repeat with an included victim row: the victim's
     fio-clat beside the aggressors' fio-iops summed, aligned by the windows' host-clock start
@@ -473,12 +442,12 @@ def victim_timeline_section(data: RunData, lp: LoadPlan, accel: str) -> PlotSect
             def offset(m: Measurement, start: Any) -> float:
                 return 0.0 if origin is None else (float(start) - origin) / 1000.0
 
-            vline = _line(series.get(v.key, {}).get("fio-clat"))
+            vline = line_points(series.get(v.key, {}).get("fio-clat"))
             if vline is not None:
                 off = offset(v, starts[0])
                 vline = [t + off for t in vline[0]], vline[1]
             parts = [(offset(m, s), line) for m, s in zip(aggr, starts[1:])
-                     if (line := _line(series.get(m.key, {}).get("fio-iops"))) is not None]
+                     if (line := line_points(series.get(m.key, {}).get("fio-iops"))) is not None]
             summed = loadplots.sum_lines(parts) if aggr else ([], [])  # no aggressor in this phase: an empty line
             phases.append((f"{sp.name} (repeat {v.repeat})", vline, summed))
         if phases:
