@@ -113,9 +113,10 @@ def differences(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Cha
 
 def short_environment(env: Mapping[str, Any]) -> str:
     """A run's host in a few words: "6.1.0-50, QEMU 7.2.22, tcg"."""
-    parts = [str(env.get("host_kernel") or env.get("pve_node_kernel") or "?")]
-    if env.get("qemu_version"):
-        parts.append(f"QEMU {env['qemu_version']}")
-    if env.get("accelerator"):
-        parts.append(str(env["accelerator"]))
+    env = Environment.from_row(env)
+    parts = [str(env.host_kernel or env.fact("pve_node_kernel") or "?")]
+    if env.qemu_version:
+        parts.append(f"QEMU {env.qemu_version}")
+    if env.accelerator:
+        parts.append(str(env.accelerator))
     return ", ".join(parts)
