@@ -30,7 +30,7 @@ from vmbench.report.build import build_report
 from vmbench.report.load import SAMPLED, load_run, with_telemetry
 from vmbench.report.rows import CPU_IDLE_MIN, Figures, aggregate, telemetry_notes
 from vmbench.report.html import render_html
-from vmbench.report.sections import _flatten
+from vmbench.results.records import plain_lines
 from vmbench.report.render import Format, render
 from vmbench.report.tables import HOST_TELEMETRY_NOTE, gap_table, layer_table
 from vmbench.results.db import ResultsDB
@@ -325,10 +325,10 @@ def test_host_sources_on_guest_rows_reach_the_report_and_the_timelines(db):
     p.feed(page)
     p.close()
     assert p.errors == [] and p.stack == []
-    assert [name for name, _ in _flatten("host-cpu", host_cpu)] == ["host-cpu-busy"]
-    assert _flatten("host-cpu", host_cpu)[0][1]["values"] == [90.0, 96.0]
-    assert [name for name, _ in _flatten("host-disk", host_disk)] == ["host-dev-read", "host-dev-write"]
-    assert _flatten("host-disk", "not a dict") == []
+    assert [name for name, _ in plain_lines("host-cpu", host_cpu)] == ["host-cpu-busy"]
+    assert plain_lines("host-cpu", host_cpu)[0][1]["values"] == [90.0, 96.0]
+    assert [name for name, _ in plain_lines("host-disk", host_disk)] == ["host-dev-read", "host-dev-write"]
+    assert plain_lines("host-disk", "not a dict") == []
 
 
 

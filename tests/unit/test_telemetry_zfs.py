@@ -26,7 +26,7 @@ from vmbench.report.build import build_report
 from vmbench.report.load import load_run, with_telemetry
 from vmbench.report.rows import (CACHE_SHARE, POOL_WRITE_SHARE, STEADY_TXGS, Figures, aggregate, telemetry_notes)
 from vmbench.report.html import render_html
-from vmbench.report.sections import _flatten
+from vmbench.results.records import plain_lines
 from vmbench.report.render import Format, render
 from vmbench.report.tables import gap_table, layer_table
 from vmbench.results.db import ResultsDB
@@ -535,8 +535,8 @@ def test_stored_zfs_series_reach_the_report_and_the_timelines(db):
     page = render_html(load_run(db, 1))
     timeline = re.search(r'<section id="plot-timeline">(.*?)</section>', page, re.S).group(1)
     assert "pool-write host: 2 points" in timeline and "arc-hit host: 2 points" in timeline
-    assert _flatten("zpool", {"t_s": [], "read_mb_s": [], "write_mb_s": []})[0][1]["values"] == []
-    assert _flatten("arc", {"t_s": [1], "hit_ratio": [None]}) == [("arc-hit", {"t_s": [1], "values": [None], "unit": "%"})]
+    assert plain_lines("zpool", {"t_s": [], "read_mb_s": [], "write_mb_s": []})[0][1]["values"] == []
+    assert plain_lines("arc", {"t_s": [1], "hit_ratio": [None]}) == [("arc-hit", {"t_s": [1], "values": [None], "unit": "%"})]
     assert json.loads(json.dumps(zpool)) == zpool  # stored as JSON as it is
 
 
