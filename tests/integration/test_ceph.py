@@ -450,8 +450,15 @@ def _killed_bench(cluster: CephCluster, tag: str) -> str:
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode() if proc.stderr else ""
             time.sleep(0.3)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the group this test started: vmbench and its rados
+        os.killpg(proc.pid, signal.SIGKILL)  # the group this test started: vmbench
         proc.wait(timeout=30)
+        # and its rados, which runs in a session of its own (vmbench.command): else it writes on
+        # after the kill and the cleanup below races it
+        subprocess.run(["pkill", "-KILL", "-f", f"run-name vmbench-{tag}-"], check=False)
+        for _ in range(100):
+            if subprocess.run(["pgrep", "-f", f"run-name vmbench-{tag}-"], capture_output=True).returncode != 0:
+                break
+            time.sleep(0.1)
     (marker,) = [o.split("/", 1)[1] for o in _bench_objects(cluster) if o.startswith("vmbench-bench/vmbench-" + tag)
                  and not o.endswith("-0badcafe")]
     return marker
@@ -498,14 +505,14 @@ def test_a_run_whose_rados_prefill_would_not_fit_is_refused_before_anything_exis
     big = write(tmp_path, "big.yaml", READ_SCENARIO.format(pool=cluster.pool, conf=cluster.conf_path, scratch="16G"))
     run = vmbench("run", str(big), "--db", str(tmp_path / "r.db"), timeout=300)
     assert run.returncode == 3 and "Traceback" not in run.stderr, run.stderr[-2000:]
-    assert f"Ceph pool {cluster.pool} has " in run.stderr and "free (ceph df: max_avail); this run writes up to 16.5G" in run.stderr
-    assert "the RADOS bench of job seq-read, 513.0M" in run.stderr
+    assert f"Ceph pool {cluster.pool} has " in flat(run.stderr) and "free (ceph df: max_avail); this run writes up to 16.5G" in flat(run.stderr)
+    assert "the RADOS bench of job seq-read, 513.0M" in flat(run.stderr)
     cluster.ceph("osd", "pool", "set-quota", cluster.pool, "max_bytes", str(768 << 20))
     try:
         quota = write(tmp_path, "quota.yaml", READ_SCENARIO.format(pool=cluster.pool, conf=cluster.conf_path, scratch="512M"))
         run = vmbench("run", str(quota), "--db", str(tmp_path / "r.db"), timeout=300)
-        assert run.returncode == 3 and f"Ceph pool {cluster.pool}'s quota leaves" in run.stderr, run.stderr[-2000:]
-        assert "of max_bytes 768.0M); this run writes up to 1.0G" in run.stderr
+        assert run.returncode == 3 and f"Ceph pool {cluster.pool}'s quota leaves" in flat(run.stderr), run.stderr[-2000:]
+        assert "of max_bytes 768.0M); this run writes up to 1.0G" in flat(run.stderr)
     finally:
         cluster.ceph("osd", "pool", "set-quota", cluster.pool, "max_bytes", "0")
     assert (cluster.rbd("ls", cluster.pool), _bench_objects(cluster)) == before and _secrets_of(None) == []

@@ -68,3 +68,14 @@ def test_every_stored_run_reports_and_advises_within_120_columns(path, tmp_path,
     assert "What to change next: " in report.split("\n\n")[0]
     assert main(["advise", "--db", str(db)]) == 0
     assert too_wide(capsys.readouterr().out) == []
+
+
+def test_a_table_cell_wraps_between_settings_never_inside_a_host_key():
+    from vmbench.cli.fit import fitted
+
+    fp = "SHA256:TsW0RB7jybitVTL9iu9jU49+ex6y5fpLC9UQkNiGpNU"  # base64 holds pluses
+    table = fitted([["ssh", "ok", f"root@127.0.0.1:2222: connected, host key ssh-ed25519 {fp} " + "x" * 80],
+                    ["cell", "ok", "+".join(f"setting{i}=value{i}" for i in range(12))]], ["check", "status", "detail"])
+    assert fp in table.split()
+    assert all(len(line) <= WIDTH for line in table.splitlines())
+    assert any(re.fullmatch(r"(setting\d+=value\d+\+)+", w) for w in table.split())  # a cell's name breaks after a plus

@@ -92,7 +92,9 @@ def _wrap_cell(text: str, width: int | None) -> str:
     return "\n".join(lines + [line.rstrip()])
 
 
-_BREAKS = re.compile(r"(?<=[ ,+])")
+#: after a space or a comma; after a plus only before a setting (``+cache=none``), so a host
+#: key's base64 fingerprint, which holds pluses, stays whole
+_BREAKS = re.compile(r"(?<=[ ,])|(?<=\+)(?=[a-z][a-z0-9_.-]*=)")
 
 
 def _longest_word(cells: Iterable[str]) -> int:
@@ -104,7 +106,7 @@ def _longest_word(cells: Iterable[str]) -> int:
     return longest
 
 
-_WORDS = re.compile(r"[^ ,+]+[,+]?")  # what _wrap_cell keeps on one line: a word and the comma or plus after it
+_WORDS = re.compile(r"(?:[^ ,+]|\+(?![a-z][a-z0-9_.-]*=))+[,+]?")  # what _wrap_cell keeps on one line
 
 
 #: an error's first line is shorter than this ("error: " included); the rest follows it
