@@ -53,3 +53,29 @@ def test_cleanup_lists_then_removes_only_tagged_things(machine):
                 pass
         foreign_vol.delete(0)
         driver.remove_vm(res)
+
+
+def test_a_domain_removed_between_listing_and_removal_counts_as_removed(machine):
+    """``vmbench cleanup`` lists, then removes: a domain its own run removed in between (a
+    transient probe, a run ending) is gone, not an error."""
+    driver = make_driver(Hypervisor(uri=URI))
+    driver.prepare(image=current_image("debian12"), accel=Accel.AUTO, cpu_models=set(),
+                   cpu_modes={CpuMode.MODEL}, progress=NullProgress())
+    tag = "r0dd0dd0d"
+    req = VmRequest(seq=1, vm=VmConfig(), scratch_size=64 << 20, cells=("x",))
+    res = driver.new_resources(tag, req)
+    driver.create_vm(tag, req, res)
+    try:
+        driver.conn.defineXML(domain_xml(driver.domain_spec(tag, req, res)))
+        (item,) = [l for l in driver.leftovers() if l.run_tag == tag and l.kind == "domain"]
+        dom = driver.conn.lookupByName(item.name)
+        driver.conn.lookupByName(item.name).undefine()  # its run removed it, after the listing
+        original = driver.conn.lookupByName
+        driver.conn.lookupByName = lambda name: dom if name == item.name else original(name)  # looked up before
+        try:
+            driver.remove_leftover(item)
+        finally:
+            del driver.conn.lookupByName
+    finally:
+        driver.remove_vm(res)
+    assert [l for l in driver.leftovers() if l.run_tag == tag and l.kind == "domain"] == []

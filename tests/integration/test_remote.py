@@ -95,7 +95,7 @@ def test_remote_run_end_to_end(machine, sshd, tmp_path):
     # the image is already there: doctor says so, and a second run would not upload it again
     doc = vmbench("doctor", str(path))
     assert doc.returncode == 0, doc.stdout + doc.stderr
-    assert "hash matches" in flat(doc.stdout) and sshd.host_key_fingerprint in doc.stdout
+    assert "hash matches" in flat(doc.stdout) and sshd.host_key_fingerprint in flat(doc.stdout)
     clean = vmbench("cleanup", "--dry-run", str(path), timeout=120)
     # this run left nothing (tests running beside this one on the same libvirtd may have VMs up now)
     assert clean.returncode == 0 and r.tag not in clean.stdout, clean.stdout + clean.stderr

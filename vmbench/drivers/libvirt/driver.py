@@ -488,10 +488,16 @@ class LibvirtDriver:
             except libvirt.libvirtError:
                 return
             if not (NAME_RE.match(item.name) and _is_ours(dom)):
+                if _gone(dom):
+                    return
                 raise HypervisorError(f"{item.name} is not a vmbench domain; left alone")
             with hypervisor_errors(f"removing {item.name}"):
-                _destroy(dom)
-                _undefine(dom)
+                try:
+                    _destroy(dom)
+                    _undefine(dom)
+                except libvirt.libvirtError as exc:
+                    if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
+                        raise  # else gone in between (a transient domain whose own run removed it): nothing left
         elif item.kind == "volume":
             self.pool_storage.delete_path(item.name)
         elif item.kind == "secret":
@@ -512,6 +518,15 @@ def _is_ours(dom: "libvirt.virDomain") -> bool:
         return True
     except libvirt.libvirtError:
         return False
+
+
+def _gone(dom: "libvirt.virDomain") -> bool:
+    """Whether the domain no longer exists (removed since it was looked up)."""
+    try:
+        dom.info()
+        return False
+    except libvirt.libvirtError as exc:
+        return exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN
 
 
 def _destroy(dom: "libvirt.virDomain") -> None:
