@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from tests.records import store
 from vmbench.advice.model import Goal, GoalMetric, Risk
 from vmbench.advice.rank import advise, default_goals
 from vmbench.advice.risks import change_risks, setting_risks, stack_flags
@@ -83,8 +84,8 @@ class RunBuilder:
                 settings = next((c.settings for c in self.cells if c.name == cell), {})
                 cell_id, boot = ids.get(cell, (None, None)) if cell else (None, None)
                 boot = boot if side == "guest" else None
-                mid = db.add_measurement(
-                    rid, MeasurementKey(side, cell, stack, layer, job["name"], r), cell_id=cell_id, boot_id=boot, depth=depth,
+                mid = store(
+                    db, rid, MeasurementKey(side, cell, stack, layer, job["name"], r), cell_id=cell_id, boot_id=boot, depth=depth,
                     job_params_json=job, job_hash="h-" + job["name"], sync=False, target="/dev/vdb", argv_json=["fio"],
                     settings_json=settings if side == "guest" or self.host_only else {},
                     accelerator=self.env["accelerator"] if side == "guest" else "host", started_at="2026-01-01T00:00:00",

@@ -15,6 +15,7 @@ import pytest
 
 from tests.fakes import FakeDriver, FakeGuest, FakeGuestTransport, FakePveNode, _cache_flags
 from tests.unit.test_axis_table import DEFAULT_SETTINGS, QueuesVm, parse, queues_axis  # noqa: F401 (a fixture)
+from tests.records import as_cells, as_environment, as_measurement, as_measurements
 from vmbench.drivers.base import VmRequest, VmResources
 from vmbench.drivers.qemu_cmdline import disk_readings, parse_cmdline
 from vmbench.report.across_runs import compare_runs
@@ -149,21 +150,21 @@ def cell(name: str, settings: dict, **kw) -> dict:
 
 
 def test_cells_table_columns_come_from_the_axis_table():
-    t = cells_table([cell("a", DEFAULT_SETTINGS), cell("b", {**DEFAULT_SETTINGS, "cache": "writeback"})])
+    t = cells_table(as_cells([cell("a", DEFAULT_SETTINGS), cell("b", {**DEFAULT_SETTINGS, "cache": "writeback"})]))
     assert [c.key for c in t.columns] == ["cell", *DEFAULT_SETTINGS, "changed", "stacks", "valid", "problems"]
     assert [c.header for c in t.columns][1:9] == ["bus", "cache", "iothread", "aio", "cpu", "format", "vcpus", "memory"]
     # a setting left to the hypervisor: a column once some cell gives it; the others read as its default
-    t = cells_table([cell("a", DEFAULT_SETTINGS), cell("b", {**DEFAULT_SETTINGS, "detect_zeroes": "unmap", "discard": "unmap"})])
+    t = cells_table(as_cells([cell("a", DEFAULT_SETTINGS), cell("b", {**DEFAULT_SETTINGS, "detect_zeroes": "unmap", "discard": "unmap"})]))
     assert [c.key for c in t.columns][9:11] == ["detect_zeroes", "discard"]
     assert [(r["detect_zeroes"], r["discard"]) for r in t.records] == [("hypervisor default", "hypervisor default"),
                                                                        ("unmap", "unmap")]
     # the host storage's settings are not VM columns
-    assert "compression" not in [c.key for c in cells_table([cell("a", {**DEFAULT_SETTINGS, "compression": "lz4"})]).columns]
+    assert "compression" not in [c.key for c in cells_table(as_cells([cell("a", {**DEFAULT_SETTINGS, "compression": "lz4"})])).columns]
 
 
 def test_cells_table_shows_a_new_axis(queues_axis):
     s = parse("vm:\n  queues: 4\nvary:\n  queues: [2, 8]\n")
-    t = cells_table([cell(c.name, settings_of(c.vm)) for c in s.cells] + [cell("old", DEFAULT_SETTINGS)])
+    t = cells_table(as_cells([cell(c.name, settings_of(c.vm)) for c in s.cells] + [cell("old", DEFAULT_SETTINGS)]))
     assert [r["queues"] for r in t.records] == [4, 2, 8, "hypervisor default"]
 
 
@@ -178,7 +179,7 @@ def stored_run(i: int, settings: dict) -> tuple:
             for side, layer in (("host", "host"), ("guest", "raw")) for r in (1, 2, 3)]
     run = RunRow(id=i, tag=f"r{i}", scenario_name="s", scenario_path="s.yaml", status="ok", started_at="", finished_at=None,
                  error=None, environment=ENV, plan_json={"repeats": 3})
-    return run, rows, [{"id": 1, "name": "base", "valid": True}]
+    return run, as_measurements(rows), as_cells([{"id": 1, "name": "base", "valid": True}])
 
 
 def note(a: dict, b: dict) -> str:
@@ -199,9 +200,9 @@ def test_comparison_reads_old_rows_through_the_axis_table():
                                           ("writethrough", True), ("unsafe", True), (None, False), ("bogus", False)])
 def test_cache_notes_follow_the_cache_enum(cache, noted):
     row = {"job_params": {"rw": "randread", "size": 1 << 20}, "settings": {} if cache is None else {"cache": cache}}
-    assert bool(cache_notes(row, 1 << 30)) is noted
+    assert bool(cache_notes(as_measurement(row), 1 << 30)) is noted
     if noted:
-        assert cache_notes(row, 1 << 30) == [f"reads may come from the host page cache (cache={cache})"]
+        assert cache_notes(as_measurement(row), 1 << 30) == [f"reads may come from the host page cache (cache={cache})"]
 
 
 def test_admissibility_counts_repeats_per_measurement_group():
@@ -211,5 +212,5 @@ def test_admissibility_counts_repeats_per_measurement_group():
 
     rows = [m("host", None, "host", r) for r in (1, 2, 3)] + [m("guest", "a", "raw", r) for r in (1, 2)]
     rows += [m("guest", "a", "xfs", 1, stack="s")]
-    facts, _ = admissibility(rows, [cell("a", DEFAULT_SETTINGS)], {"host_memory_mib": 4096}, RepeatPolicy(1, 3))
+    facts, _ = admissibility(as_measurements(rows), as_cells([cell("a", DEFAULT_SETTINGS)]), as_environment({"host_memory_mib": 4096}), RepeatPolicy(1, 3))
     assert facts["repeats"].startswith("1..3 per group")

@@ -8,9 +8,11 @@ import argparse
 import json
 import shutil
 import sqlite3
+from dataclasses import replace
 
 import pytest
 
+from tests.records import as_cells, as_measurements
 from vmbench.cli.compare import add_parser, split_ref
 from vmbench.errors import ResultsError, UsageError
 from vmbench.report.render import Format, render
@@ -29,14 +31,15 @@ def run(i: int, env: dict | None = None, plan: dict | None = None) -> RunRow:
 
 def meas(side, cell, layer, values, *, stack=None, job="4k-randwrite", params=None, job_hash="h1", accelerator="kvm", depth=0,
          settings=None):
-    return [{"side": side, "cell_id": None if cell is None else {"base": 1, "wb": 2}[cell], "stack": stack, "layer": layer,
-             "depth": depth, "job": job, "iops": v, "bw_bytes": v * 4096, "clat_bins": {"100000": 99, "900000": 1},
-             "job_hash": job_hash, "job_params": dict(params or PARAMS), "sync": False, "repeat": r,
-             "accelerator": "host" if side == "host" else accelerator, "settings": settings or {"cache": "none"}}
-            for r, v in enumerate(values, 1)]
+    return as_measurements(
+        {"side": side, "cell_id": None if cell is None else {"base": 1, "wb": 2}[cell], "stack": stack, "layer": layer,
+         "depth": depth, "job": job, "iops": v, "bw_bytes": v * 4096, "clat_bins": {"100000": 99, "900000": 1},
+         "job_hash": job_hash, "job_params": dict(params or PARAMS), "sync": False, "repeat": r,
+         "accelerator": "host" if side == "host" else accelerator, "settings": settings or {"cache": "none"}}
+        for r, v in enumerate(values, 1))
 
 
-CELLS = [{"id": 1, "name": "base", "valid": True}, {"id": 2, "name": "wb", "valid": True}]
+CELLS = as_cells([{"id": 1, "name": "base", "valid": True}, {"id": 2, "name": "wb", "valid": True}])
 
 
 def runset(host, guest, **kw):
@@ -108,7 +111,7 @@ def test_vm_settings_that_differ_are_named_and_invalid_cells_left_out():
     b = (run(2), runset([1.0] * 3, [8000.0] * 3, settings={"cache": "writeback"}), CELLS)
     (table,), _ = compare_runs([a, b], 0)
     assert table.records[1]["note"] == "VM settings differ: cache writeback (B) vs none (A)"
-    invalid = [dict(CELLS[0], valid=False), CELLS[1]]
+    invalid = [replace(CELLS[0], valid=False), CELLS[1]]
     (table,), _ = compare_runs([a, (run(2), b[1], invalid)], 0)
     assert table.records[1]["B_iops"] is None and table.records[1]["note"] == "not in B"
 

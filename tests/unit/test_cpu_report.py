@@ -15,6 +15,7 @@ import pytest
 
 from tests.unit.test_html import Balance, section
 from tests.unit.test_qemu_cpu import TCG_0, TCG_1, TCG_2, snap
+from tests.records import as_measurement, store
 from vmbench.report.build import build_report
 from vmbench.report.cpurows import cpu_rows, difference, fio_cpu_us_per_io
 from vmbench.report.cputables import cpu_table
@@ -81,14 +82,14 @@ def new_run(db: ResultsDB, cells: dict[str, list[tuple[float, dict | None]]], *,
     common = dict(depth=0, job_params_json=job, job_hash="h1", sync=False, target="/dev/vdb", argv_json=["fio"],
                   started_at="2026-01-01T00:00:00", clat_bins_json={"100000": 99, "2000000": 1})
     for r in range(1, 4):
-        db.add_measurement(rid, MeasurementKey("host", None, None, "host", job["name"], r), cell_id=None, settings_json={},
+        store(db, rid, MeasurementKey("host", None, None, "host", job["name"], r), cell_id=None, settings_json={},
                            accelerator="host", iops=1000.0, bw_bytes=1000.0 * 4096, fio_json=fio(1000.0, *host_fio), **common)
     for seq, name in enumerate(names, 1):
         boot = db.add_boot(rid, seq=seq, vm_key=name, settings_json={"cache": "none"}, domain_name=f"d{seq}", accelerator=accel)
         cell = db.add_cell(rid, boot_id=boot, seq=seq, name=name, settings_json={"cache": "none", "memory_mib": 1024},
                            changed_json=[], stacks_json=[], valid=True)
         for r, (iops, row) in enumerate(cells[name], 1):
-            mid = db.add_measurement(rid, MeasurementKey("guest", name, None, "raw", job["name"], r), cell_id=cell, boot_id=boot,
+            mid = store(db, rid, MeasurementKey("guest", name, None, "raw", job["name"], r), cell_id=cell, boot_id=boot,
                                      settings_json={"cache": "none"}, accelerator=accel, iops=iops, bw_bytes=iops * 4096,
                                      fio_json=fio(iops, 10.0, 20.0), **common)
             if row is not None:
@@ -329,31 +330,37 @@ def test_a_host_whose_counters_lost_ticks_has_no_rest():
     """A host /proc/stat that counted less busy CPU than QEMU's own threads (a VM's counters
     lose ticks): its rest is not known, never a negative µs/IO."""
     from vmbench.report.cpurows import rest_undercounted
+    from vmbench.results.cpu import QemuCpuRecord
+
+    def undercounted(row: dict) -> bool:
+        return rest_undercounted(QemuCpuRecord.from_row(row))
 
     short = {"host": {"rest_s": -6.8, "rest_us_per_io": -759.0}}
-    assert rest_undercounted(short) and not rest_undercounted({"host": {"rest_s": -0.01}})
-    assert not rest_undercounted({"host": {"rest_s": 2.3}}) and not rest_undercounted({})
+    assert undercounted(short) and not undercounted({"host": {"rest_s": -0.01}})
+    assert not undercounted({"host": {"rest_s": 2.3}}) and not undercounted({})
 
 
 def test_a_cost_with_the_idle_share_taken_off_never_prints_negative():
     """Issue 26: "other+exited -0.49 µs/IO" (a class that did almost nothing, less the idle
     VM's share) is a cost, never negative: shown as 0."""
-    from vmbench.report.cpurows import SOURCE, repeat_figures
+    from vmbench.report.cpurows import repeat_figures
+    from vmbench.report.load import QEMU_CPU as SOURCE
 
     m = {"qemu_cpu": {"kind": SOURCE, "ios": 100, "process": {"us_per_io": 6.0},
                       "classes": {"vcpu": {"us_per_io": 5.0}, "main": {"us_per_io": -0.2},
                                   "other": {"us_per_io": -0.7}, "exited": {"us_per_io": 0.21}}}}
-    got = repeat_figures(m)
+    got = repeat_figures(as_measurement(m))
     assert (got["vcpu"], got["main"], got["other"], got["qemu"]) == (5.0, 0.0, 0.0, 6.0)
 
 
 def test_the_rest_of_the_host_a_tick_under_its_idle_figure_is_0_as_the_notes_say():
     """Issue 41: `--wide` printed "host rest -1.4" µs/IO (and the HTML's CPU table) while the
     notes say every host figure is never below 0: a rest a tick under the idle VM's is 0."""
-    from vmbench.report.cpurows import SOURCE, repeat_figures
+    from vmbench.report.cpurows import repeat_figures
+    from vmbench.report.load import QEMU_CPU as SOURCE
 
     m = {"qemu_cpu": {"kind": SOURCE, "ios": 12_000, "process": {"us_per_io": 6.0},
                       "host": {"rest_s": -0.017, "rest_us_per_io": -1.4, "zfs": {"us_per_io": -0.1}},
                       "cgroup": {"us_per_io": -0.2}, "classes": {"vcpu": {"us_per_io": 5.0}}}}
-    got = repeat_figures(m)
+    got = repeat_figures(as_measurement(m))
     assert (got["host_rest"], got["zfs"], got["cgroup"], got["qemu"]) == (0.0, 0.0, 0.0, 6.0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.records import as_cells, as_measurement
 from vmbench.errors import ScenarioError
 from vmbench.fio import jobfile
 from vmbench.fio.engines import FILE_ENGINES, Reason, engine_refusal, layer_refusal
@@ -150,13 +151,14 @@ def test_a_job_file_with_a_file_engine_is_a_file_job_rewritten_to_a_directory():
 
 
 def _m(side, layer, job, iops, stack=None, params=None, target="/mnt/vmbench/vmbench-files", cell="baseline"):
-    return {"side": side, "cell": None if side == "host" else cell, "stack": stack, "layer": layer, "job": job, "iops": iops,
-            "bw_bytes": iops * 4096, "clat_bins": {"20000": 90, "90000": 10}, "job_hash": "m1", "sync": False, "repeat": 1,
-            "settings": {}, "target": target, "job_params": params or {"ioengine": "filecreate", "nrfiles": 64}}
+    return as_measurement({"side": side, "cell": None if side == "host" else cell, "stack": stack, "layer": layer, "job": job,
+                           "iops": iops, "bw_bytes": iops * 4096, "clat_bins": {"20000": 90, "90000": 10}, "job_hash": "m1",
+                           "sync": False, "repeat": 1, "settings": {}, "target": target,
+                           "job_params": params or {"ioengine": "filecreate", "nrfiles": 64}})
 
 
 def test_the_report_names_files_a_second_and_the_host_row_of_the_same_filesystem():
-    cells = [{"name": "baseline", "stacks": ["lvm-ext4", "btrfs"], "settings": {}, "valid": True}]
+    cells = as_cells([{"name": "baseline", "stacks": ["lvm-ext4", "btrfs"], "settings": {}, "valid": True}])
     meas = [_m("host", "host+ext4", "meta-create", 20000.0, target="/w/mnt-ext4/vmbench-files"),
             _m("guest", "partition+lvm+ext4", "meta-create", 5000.0, stack="lvm-ext4"),
             _m("guest", "btrfs", "meta-create", 4000.0, stack="btrfs")]

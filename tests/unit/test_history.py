@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from tests.unit.test_compare_runs import CELLS, run, runset
+from tests.records import as_boots, as_environment
 from vmbench.cli.history import add_parser, scenario_name
 from vmbench.cli.main import main
 from vmbench.errors import UsageError
@@ -91,14 +92,14 @@ def test_median_interval():
 
 
 def test_environment_differences_name_what_changed_and_skip_what_moves_by_itself():
-    a = run_environment({"host_kernel": "6.1.0-50", "qemu_version": "7.2.22", "pool_free_bytes": 10, "run_tag": "a",
+    a = run_environment(as_environment({"host_kernel": "6.1.0-50", "qemu_version": "7.2.22", "pool_free_bytes": 10, "run_tag": "a",
                          "image": {"name": "debian12", "hash": "aa" * 32, "manifest": {"fio": "3.33"}}, "host_microcode": "0x1",
-                         "pool_path": "/srv/a", "zfs_dataset_properties": {"sync": "standard"}},
-                        [{"guest": {"kernel": "6.1.0-18", "fio_version": "fio-3.33"}}])
-    b = run_environment({"host_kernel": "6.1.0-51", "qemu_version": "7.2.22", "pool_free_bytes": 99, "run_tag": "b",
+                         "pool_path": "/srv/a", "zfs_dataset_properties": {"sync": "standard"}}),
+                        as_boots([{"guest": {"kernel": "6.1.0-18", "fio_version": "fio-3.33"}}]))
+    b = run_environment(as_environment({"host_kernel": "6.1.0-51", "qemu_version": "7.2.22", "pool_free_bytes": 99, "run_tag": "b",
                          "image": {"name": "debian12", "hash": "bb" * 32, "manifest": {"fio": "3.35"}}, "host_microcode": "0x2",
-                         "pool_path": "/srv/a", "zfs_dataset_properties": {"sync": "disabled"}},
-                        [{"guest": {"kernel": "6.1.0-18", "fio_version": "fio-3.35"}}])
+                         "pool_path": "/srv/a", "zfs_dataset_properties": {"sync": "disabled"}}),
+                        as_boots([{"guest": {"kernel": "6.1.0-18", "fio_version": "fio-3.35"}}]))
     got = [c.describe() for c in differences(a, b)]
     assert got == ["kernel: 6.1.0-50 -> 6.1.0-51", "fio (guest): fio-3.33 -> fio-3.35", "guest image: aaaaaaaaaaaa -> bbbbbbbbbbbb",
                    "CPU microcode: 0x1 -> 0x2", "zfs_dataset_properties.sync: standard -> disabled"]
@@ -106,16 +107,16 @@ def test_environment_differences_name_what_changed_and_skip_what_moves_by_itself
 
 
 def test_a_fact_a_newer_vmbench_records_is_no_change():
-    old = run_environment({"vmbench_version": "0.9", "host_kernel": "6.1"})
-    new = run_environment({"vmbench_version": "1.0", "host_kernel": "6.1", "host_microcode": "0x1"})
+    old = run_environment(as_environment({"vmbench_version": "0.9", "host_kernel": "6.1"}))
+    new = run_environment(as_environment({"vmbench_version": "1.0", "host_kernel": "6.1", "host_microcode": "0x1"}))
     assert [c.describe() for c in differences(old, new)] == ["vmbench: 0.9 -> 1.0"]
-    gone = run_environment({"vmbench_version": "1.0", "host_kernel": "6.1"})
+    gone = run_environment(as_environment({"vmbench_version": "1.0", "host_kernel": "6.1"}))
     assert [c.describe() for c in differences(new, gone)] == ["CPU microcode: 0x1 -> -"]
 
 
 def test_proxmox_packages_are_compared_one_by_one():
-    a = run_environment({"pveversion": "proxmox-ve: 8.4.0\npve-qemu-kvm: 9.2.0-5\nzfsutils-linux: 2.2.7-pve2"})
-    b = run_environment({"pveversion": "proxmox-ve: 8.4.0\npve-qemu-kvm: 9.2.0-7\nzfsutils-linux: 2.2.7-pve2"})
+    a = run_environment(as_environment({"pveversion": "proxmox-ve: 8.4.0\npve-qemu-kvm: 9.2.0-5\nzfsutils-linux: 2.2.7-pve2"}))
+    b = run_environment(as_environment({"pveversion": "proxmox-ve: 8.4.0\npve-qemu-kvm: 9.2.0-7\nzfsutils-linux: 2.2.7-pve2"}))
     assert [c.describe() for c in differences(a, b)] == ["package pve-qemu-kvm: 9.2.0-5 -> 9.2.0-7"]
 
 

@@ -10,11 +10,12 @@ from collections import Counter
 
 import pytest
 
+from tests.records import store
 from vmbench.report.across_runs import compare_runs
 from vmbench.report.build import build_report
 from vmbench.report.html import render_html
 from vmbench.report.load import load_run
-from vmbench.report.loadrows import jain, knee_index, scaling_rows
+from vmbench.report.loadrows import jain, scaling_knee_index, scaling_rows
 from vmbench.report.render import Format, render
 from vmbench.results.db import ResultsDB
 from vmbench.results.key import MeasurementKey
@@ -46,8 +47,8 @@ def load_json(step: str, rnd: int, *, excluded: str | None = None, loaded: bool 
 def add(db: ResultsDB, rid: int, cell_id: int | None, side: str, job: dict, step: int, name: str, vm: int, repeat: int, role: str,
         iops: float, bins: dict, **load) -> int:
     key = MeasurementKey(side, None, None, "host" if side == "host" else "raw", job["name"], repeat, vm=vm, load_step=step)
-    return db.add_measurement(
-        rid, key, cell_id=cell_id if side == "guest" else None, depth=0, job_params_json=job, job_hash="h-" + job["name"],
+    return store(
+        db, rid, key, cell_id=cell_id if side == "guest" else None, depth=0, job_params_json=job, job_hash="h-" + job["name"],
         sync=False, target="/dev/vdb", argv_json=["fio"], settings_json={"cache": "none"},
         accelerator="host" if side == "host" else "kvm", started_at="2026-01-01T00:00:00", iops=iops, bw_bytes=iops * 4096,
         clat_bins_json={str(k): v for k, v in bins.items()}, fio_json="{}", role=role, load_json=load_json(name, repeat, **load))
@@ -157,11 +158,11 @@ def test_jain_and_knee_rules():
     # (VMs, aggregate IOPS, p99 ms): 2 VMs gain 800 of a linear 1000 (not the knee); 4 VMs gain 300 of a linear 1800
     # (< 450) but p99 grows only 1.1x (not); 8 VMs gain 100 (< 0.25 * 2100) with p99 1.5x: the knee
     series = [(1, 1000.0, 1.0), (2, 1800.0, 1.1), (4, 2100.0, 1.21), (8, 2200.0, 1.815)]
-    assert knee_index(series) == 3
-    assert knee_index(series[:3]) is None
-    assert knee_index([(1, 1000.0, 1.0), (2, 1249.0, 1.2)]) == 1  # just under the quarter, p99 exactly 1.2x
-    assert knee_index([(1, 1000.0, 1.0), (2, 1250.0, 5.0)]) is None  # exactly a quarter: not under it
-    assert knee_index([(1, 1000.0, None), (2, 1000.0, 3.0)]) is None
+    assert scaling_knee_index(series) == 3
+    assert scaling_knee_index(series[:3]) is None
+    assert scaling_knee_index([(1, 1000.0, 1.0), (2, 1249.0, 1.2)]) == 1  # just under the quarter, p99 exactly 1.2x
+    assert scaling_knee_index([(1, 1000.0, 1.0), (2, 1250.0, 5.0)]) is None  # exactly a quarter: not under it
+    assert scaling_knee_index([(1, 1000.0, None), (2, 1000.0, 3.0)]) is None
 
 
 def test_scaling_json_and_html(scaling):
@@ -269,7 +270,7 @@ def test_an_ordinary_run_has_no_load_tables(scaling):
     db.set_environment(rid, ENV)
     cell = db.add_cell(rid, seq=1, name="baseline", settings_json={}, changed_json=[], stacks_json=[], valid=True)
     for side in ("host", "guest"):
-        db.add_measurement(rid, MeasurementKey(side, None, None, "host" if side == "host" else "raw", "4k-randwrite", 1),
+        store(db, rid, MeasurementKey(side, None, None, "host" if side == "host" else "raw", "4k-randwrite", 1),
                            cell_id=cell if side == "guest" else None, depth=0, job_params_json=WRITE, job_hash="h", sync=False, target="t",
                            argv_json=[], settings_json={}, accelerator="kvm", started_at="x", iops=100.0, bw_bytes=1.0,
                            clat_bins_json={"1000": 1}, fio_json="{}")
@@ -295,7 +296,7 @@ def test_compare_two_load_runs_by_step_aggregate(scaling):
 def test_compare_refuses_steps_of_different_sizes(scaling):
     db, rid = scaling
     data = load_run(db, rid)
-    other = [dict(m) for m in data.measured if not (m["load_step"] == 3 and m["vm"] == 2)]
+    other = [m for m in data.measured if not (m.load_step == 3 and m.vm == 2)]
     plan = json.loads(json.dumps(data.run.plan_json))
     plan["load"]["steps"][2]["vms"] = plan["load"]["steps"][2]["vms"][:2]
     plan["load"]["steps"][2]["name"] = "2 VMs again"

@@ -31,6 +31,7 @@ import vmbench.advice.measured  # noqa: F401
 import vmbench.run.evidence  # noqa: F401
 import vmbench.scenario.reference  # noqa: F401
 import vmbench.scenario.tune  # noqa: F401
+from tests.records import as_cell, as_cells
 from vmbench.advice.apply import snippets
 from vmbench.advice.measured import cell_changes
 from vmbench.advice.model import Change, Goal, GoalMetric, Recommendation
@@ -332,7 +333,7 @@ def _stored_cells() -> list[dict]:
 def test_the_reports_cells_table_shows_it(made_up):
     cells = _stored_cells()
     old = {"name": "old", "settings": DEFAULT_SETTINGS, "changed": [], "stacks": [], "valid": True, "problems": []}
-    t = cells_table(cells + [old])
+    t = cells_table(as_cells(cells + [old]))
     assert [c.key for c in t.columns][9] == "made_up"  # after the settings every VM states, in table order
     assert [(r["cell"], r["made_up"], r["changed"]) for r in t.records] == [
         ("baseline", HYPERVISOR_DEFAULT, "-"), ("made_up=a", "a", "made_up"), ("made_up=b", "b", "made_up"),
@@ -341,8 +342,8 @@ def test_the_reports_cells_table_shows_it(made_up):
 
 
 def test_the_advice_changes_and_applies_it(made_up):
-    by_name = {c["name"]: c for c in _stored_cells()}
-    both = {"name": "both", "settings": {**DEFAULT_SETTINGS, "cache": "writeback", "made_up": "b", "compression": "lz4"}}
+    by_name = {c.name: c for c in as_cells(_stored_cells())}
+    both = as_cell({"name": "both", "settings": {**DEFAULT_SETTINGS, "cache": "writeback", "made_up": "b", "compression": "lz4"}})
     assert cell_changes(by_name["made_up=b"], by_name["baseline"]) == [Change("made_up", None, "b")]
     # in table order: the VM's settings (cache before made_up), then the host storage's
     assert cell_changes(both, by_name["baseline"]) == [Change("cache", "none", "writeback"), Change("made_up", None, "b"),

@@ -10,11 +10,12 @@ import pytest
 
 from tests.fakes import FakeDriver
 from tests.unit.test_load_runner import env  # noqa: F401  (a fixture: the state directory and a results database)
+from tests.records import as_measurements
 from vmbench.errors import GuestError, PreflightError, ScenarioError
 from vmbench.drivers.base import Accelerator
 from vmbench.progress import RecordingProgress
 from vmbench.report.hostrows import f_nic, host_steps, per_host_table
-from vmbench.report.stored_plan import read_plan
+from vmbench.results.plan import read_plan
 from vmbench.run.capacity import HostCapacity, check_capacity
 from vmbench.run.plan import make_plan, place_vms, placement_text
 from vmbench.run.runner import Runner
@@ -173,7 +174,7 @@ def test_4_hosts_x_32_vms_each_on_its_own_host_booted_bounded_per_host(env):
     # the report: a per-host table naming the slowest host
     lp = read_plan(db.resolve_run(out.run_id).plan_json).load
     assert lp is not None
-    steps = host_steps(rows, lp)
+    steps = host_steps(as_measurements(rows), lp)
     guest2 = next(s for s in steps if s.hosts[0].fig.side == "guest" and s.hosts[0].fig.step == 2)
     assert [h.host for h in guest2.hosts] == list(HOSTS) and guest2.slowest == "h4"
     table = per_host_table(steps, lp, ["tcg"])
@@ -260,7 +261,7 @@ def test_a_round_near_its_link_is_flagged_in_the_per_host_table(env):
     assert lp is not None
     hot = [dict(m, load=dict(m["load"], nic={"iface": "eth0", "mb_s": 120.0, "speed_mbit": 1000, "share": 0.96}))
            if m["load"]["host"] == "h2" else m for m in rows]
-    table = per_host_table(host_steps(hot, lp), lp, ["tcg"])
+    table = per_host_table(host_steps(as_measurements(hot), lp), lp, ["tcg"])
     assert any(n.startswith("WARNING: a round came near its link's speed on h2 (eth0, step 4 VMs)") for n in table.notes), table.notes
 
 

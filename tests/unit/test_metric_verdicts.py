@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.records import as_cells, as_measurement, as_measurements, as_targets, store as store_row
 from vmbench.fio.job import Metric
 from vmbench.fio.result import Histogram
 from vmbench.report import stats
@@ -46,7 +47,7 @@ def store(db: ResultsDB, plan_jobs: list[dict], groups: list[tuple], tag: str = 
         for n, (iops, p99) in enumerate(repeats, 1):
             hist = bins(p99)
             h = Histogram.from_json(hist)
-            db.add_measurement(rid, MeasurementKey(side, None if side == "host" else cell, None, side if side == "host" else "raw",
+            store_row(db, rid, MeasurementKey(side, None if side == "host" else cell, None, side if side == "host" else "raw",
                                                    params["name"], n),
                                cell_id=None if side == "host" else ids[cell], depth=0, job_params_json=params, job_hash=params["name"],
                                sync=0, target="/dev/vdb", argv_json=[], settings_json={"cache": "none"},
@@ -145,13 +146,13 @@ def test_saturated_fixed_rate_cell_is_flagged_and_left_out(db):
     assert wb.vs_baseline is None and "vs_baseline" in wb.deltas and wb.deltas["vs_baseline"].verdict is None
     assert "baseline saturated: not compared" in wb.note and wb.deltas["gap"].verdict == "gap"
     # the targets table keeps its figures and shows the flag
-    tt = targets_table(list(data.measurements), [{"job": "4k-at-500", "cell": "slow", "max_p99_ms": 5}], data.plan.job_metrics)
+    tt = targets_table(list(data.measurements), as_targets([{"job": "4k-at-500", "cell": "slow", "max_p99_ms": 5}]), data.plan.job_metrics)
     assert tt is not None and tt.records[0]["note"].startswith("saturated") and tt.records[0]["result"] == "FAIL"
 
 
 def test_saturation_per_clone_and_per_direction():
     def row(iops, bw=0.0, fio=None, **params):
-        return {"job_params": dict(BASE, **params), "iops": iops, "bw_bytes": bw, "fio": fio or {}}
+        return as_measurement({"job_params": dict(BASE, **params), "iops": iops, "bw_bytes": bw, "fio": fio or {}})
 
     assert saturation([row(490.0, rate_iops=500)]) is None  # 98%
     assert saturation([row(480.0, rate_iops=500)]) == "saturated (achieved 480 of 500 IOPS)"
@@ -185,15 +186,15 @@ def test_layer_and_journey_and_targets_on_p99():
             + m("s1", "ext4", "ext4", 1, [(500.0, 3.0), (500.0, 3.3), (500.0, 2.9)])
             + m("s2", "raw", None, 0, [(500.0, 1.0)] * 3) + m("s2", "ext4", "ext4", 1, [(500.0, 1.5), (500.0, 1.6), (500.0, 1.4)]))
     metrics = {"4k-at-500": Metric.P99}
-    lt = layer_table(meas, cells, ["4k-at-500"], repeats=3, metrics=metrics)
+    lt = layer_table(as_measurements(meas), as_cells(cells), ["4k-at-500"], repeats=3, metrics=metrics)
     assert lt is not None and "vs layer below (p99)" in [c.header for c in lt.columns]
     ext4 = [r for r in lt.records if r["layer"] == "+ext4" and r["cell"] == "s1"][0]
     assert ext4["vs_below"] == pytest.approx(3.0 / 1.0 - 1) and ext4["vs_below_verdict"] == "higher p99, worse"
-    jt = journey_table(meas, cells, ["4k-at-500"], repeats=3, metrics=metrics)
+    jt = journey_table(as_measurements(meas), as_cells(cells), ["4k-at-500"], repeats=3, metrics=metrics)
     assert jt.records[1]["vs_previous"] == pytest.approx(1.5 / 3.0 - 1) and jt.records[1]["vs_previous_verdict"] == "lower p99, better"
     assert "vs previous step (p99)" in [c.header for c in jt.columns]
     # targets keep working; a job judged by a latency shows it
-    tt = targets_table(meas, [{"job": "4k-at-500", "cell": "s1", "layer": "ext4", "max_p99_ms": 5, "min_iops": 400}],
+    tt = targets_table(as_measurements(meas), as_targets([{"job": "4k-at-500", "cell": "s1", "layer": "ext4", "max_p99_ms": 5, "min_iops": 400}]),
                        {"4k-at-500": Metric.P999})
     assert tt is not None and tt.records[0]["result"] == "PASS" and tt.records[0]["metric"] == "p99.9"
     assert "p99.9 3.30 ms" in render([tt], Format.TABLE, wide=True) and not tt.records[0].get("note")
@@ -235,7 +236,7 @@ def test_runs_without_a_metric_read_as_iops(db):
     b = store(db, old_jobs, groups, tag="b")
     data = load_run(db, a)
     assert data.plan.job_metrics == {"4k-randread": Metric.IOPS}
-    assert metric_of("4k-randread", None, None) is Metric.IOPS and metric_of("x", [{"job_params": RATED}], None) is Metric.P99
+    assert metric_of("4k-randread", None, None) is Metric.IOPS and metric_of("x", [as_measurement({"job_params": RATED})], None) is Metric.P99
     t = gap_table(list(data.measurements), data.valid_cells, data.jobs, 3, metrics=data.plan.job_metrics)
     assert t.records == gap_table(list(data.measurements), data.valid_cells, data.jobs, 3).records
     assert "vs baseline" in [c.header for c in t.columns] and stats.describe_method() in t.notes

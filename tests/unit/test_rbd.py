@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 
 import pytest
+from tests.records import as_measurement
 
 from vmbench.drivers.libvirt.evidence import applied_from_readings
 from vmbench.drivers.libvirt.secrets import USAGE_RE, secret_xml
@@ -364,7 +365,7 @@ def test_what_the_pool_did_beside_a_write_job_is_not_taken_for_the_jobs():
         "(the pool's counters hold one copy)"]
     fig = Figures(iops=1000.0, mb_s=4.0, p50_ms=1.0, p95_ms=1.0, p99_ms=1.0, p999_ms=1.0, repeats=1, cv=None, job_hash="h",
                   pool_read_mb_s=39.5, pool_write_mb_s=5.8, write_ampl=1.46, osd_commit_ms=2.0)
-    row = {"job_params": {"rw": "randwrite"}, "side": "host"}
+    row = as_measurement(job_params={"rw": "randwrite"}, side="host")
     assert any(n.startswith("pool also read 39.5") for n in telemetry_notes(row, fig))  # a Ceph row's notes
-    assert not any("pool also read" in n for n in telemetry_notes({"job_params": {"rw": "randread"}}, fig))
+    assert not any("pool also read" in n for n in telemetry_notes(as_measurement(job_params={"rw": "randread"}), fig))
     assert not any("pool also read" in n for n in telemetry_notes(row, replace(fig, osd_commit_ms=None)))  # not Ceph's

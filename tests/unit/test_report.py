@@ -4,10 +4,11 @@ import json
 
 import pytest
 
+from tests.records import as_cells, as_environment, as_measurement, as_measurements, as_targets
 from vmbench.report.rows import aggregate, gap_rows, target_results
 from vmbench.report.render import Format, render
 from vmbench.report.tables import gap_table, layer_table
-from vmbench.report.stored_plan import read_plan
+from vmbench.results.plan import read_plan
 
 
 def m(side, cell, layer, job, iops, bw, bins, stack=None, repeat=1, sync=False, job_hash="h1"):
@@ -24,7 +25,7 @@ MEAS = [
 
 
 def test_gap_is_host_over_guest_and_baseline_change():
-    rows = gap_rows(MEAS, CELLS, ["4k-randwrite"])
+    rows = gap_rows(as_measurements(MEAS), as_cells(CELLS), ["4k-randwrite"])
     assert [(r.side, r.cell) for r in rows] == [("host", None), ("guest", "baseline"), ("guest", "cache=writeback")]
     assert rows[1].gap == 40000.0 / 8000.0
     assert rows[2].gap == 4.0 and rows[2].vs_baseline == pytest.approx(0.25)
@@ -32,7 +33,7 @@ def test_gap_is_host_over_guest_and_baseline_change():
 
 
 def test_gap_table_text_exact():
-    t = gap_table(MEAS, CELLS, ["4k-randwrite"], repeats=1)
+    t = gap_table(as_measurements(MEAS), as_cells(CELLS), ["4k-randwrite"], repeats=1)
     assert render([t], Format.TABLE, wide=True) == """\
 Host vs guest, raw scratch disk
 ===============================
@@ -52,7 +53,7 @@ job           side    cell             IOPS    MB/s    p50 ms    p99 ms    p99.9
 
 
 def test_markdown_csv_json():
-    t = gap_table(MEAS[:2], CELLS[:1], ["4k-randwrite"], repeats=1)
+    t = gap_table(as_measurements(MEAS[:2]), as_cells(CELLS[:1]), ["4k-randwrite"], repeats=1)
     md = render([t], Format.MARKDOWN, {"run": "1"})
     assert md.startswith("- **run**: 1\n\n## Host vs guest, raw scratch disk\n| job ")
     assert "| 4k-randwrite | guest  | 8,000  | 32.8   | 0.400    | 2.00     | 9.00       | 5.00x (no verdict) |        |" in md
@@ -78,15 +79,15 @@ def test_markdown_csv_json():
 
 def test_guest_beating_host_is_flagged_and_different_jobs_not_compared():
     meas = [MEAS[0], m("guest", "baseline", "raw", "4k-randwrite", 50000.0, 1.0, {1: 1})]
-    assert gap_rows(meas, CELLS[:1], ["4k-randwrite"])[1].note == "beats host: cached?"
+    assert gap_rows(as_measurements(meas), as_cells(CELLS[:1]), ["4k-randwrite"])[1].note == "beats host: cached?"
     meas = [MEAS[0], m("guest", "baseline", "raw", "4k-randwrite", 5.0, 1.0, {1: 1}, job_hash="other")]
-    row = gap_rows(meas, CELLS[:1], ["4k-randwrite"])[1]
+    row = gap_rows(as_measurements(meas), as_cells(CELLS[:1]), ["4k-randwrite"])[1]
     assert row.gap is None and "not compared" in row.note
 
 
 def test_repeats_median_cv_and_merged_percentiles():
     rows = [m("guest", "b", "raw", "j", v, v * 4096, {100: 99, 5000: 1}, repeat=i) for i, v in enumerate([900.0, 1000.0, 1300.0])]
-    f = aggregate(rows)
+    f = aggregate(as_measurements(rows))
     assert f.iops == 1000.0 and f.repeats == 3
     assert f.cv == pytest.approx(0.1952, abs=1e-3)
     assert f.p99_ms == 0.0001 and f.p999_ms == 0.005
@@ -99,7 +100,7 @@ def test_layer_table_costs():
         m("guest", "baseline", "luks2", "4k-randwrite", 4000.0, 1.0, {1: 1}, stack="luks-xfs"),
         m("guest", "baseline", "luks2+xfs", "4k-randwrite", 3000.0, 1.0, {1: 1}, stack="luks-xfs"),
     ]
-    t = layer_table(meas, cells, ["4k-randwrite"])
+    t = layer_table(as_measurements(meas), as_cells(cells), ["4k-randwrite"])
     got = [(r["layer"], r["iops"], r["vs_below"], r["gap"]) for r in t.records]
     assert got == [("host", 40000.0, None, 1.0), ("raw", 8000.0, -0.8, 5.0), ("+luks2", 4000.0, -0.5, 10.0),
                    ("+xfs", 3000.0, -0.25, pytest.approx(13.333, abs=1e-3))]
@@ -109,8 +110,8 @@ def test_layer_table_costs():
 
 def test_targets_pass_fail():
     meas = [m("guest", "baseline", "luks2+xfs", "1m-write", 100.0, 104857600.0, {4000000: 1}, stack="s")]
-    res = target_results(meas, [{"job": "1m-write", "layer": "luks2+xfs", "min_mb_s": 118.0, "stack": None, "cell": None,
-                                  "min_iops": None, "max_p99_ms": 5.0}])
+    res = target_results(as_measurements(meas), as_targets([{"job": "1m-write", "layer": "luks2+xfs", "min_mb_s": 118.0, "stack": None, "cell": None,
+                                  "min_iops": None, "max_p99_ms": 5.0}]))
     assert len(res) == 1 and not res[0].passed and res[0].failures == ("104.9 MB/s < 118",)
 
 
@@ -123,7 +124,7 @@ def test_journey_compares_each_steps_top_layer_with_the_step_before():
         meas.append(dict(m("guest", cell, "partition", "4k-randwrite", 9e9, 1.0, {1: 1}, stack="lvm-ext4"), depth=1))
         meas.append(dict(m("guest", cell, "partition+lvm+ext4", "4k-randwrite", iops, 1.0, {1: 1}, stack="lvm-ext4"), depth=3))
     meas.append(dict(m("guest", "s3", "raw", "4k-randwrite", 3000.0, 1.0, {1: 1}), depth=0))
-    t = journey_table(meas, cells, ["4k-randwrite"])
+    t = journey_table(as_measurements(meas), as_cells(cells), ["4k-randwrite"])
     assert [(r["step"], r["layer"], r["iops"], r["gap"], r["vs_previous"]) for r in t.records] == [
         ("s1", "partition+lvm+ext4", 1000.0, 40.0, None),
         ("s2", "partition+lvm+ext4", 1500.0, pytest.approx(26.667, abs=1e-3), pytest.approx(0.5)),
@@ -137,9 +138,9 @@ def test_cells_of_one_boot_share_the_raw_measurement():
     from vmbench.report.load import shared_raw_rows
 
     cells = [{"name": "a", "id": 1, "evidence": {"raw_measured_in": "a"}}, {"name": "b", "id": 2, "evidence": {"raw_measured_in": "a"}}]
-    shared = shared_raw_rows(cells, [MEAS[0], dict(MEAS[1], cell="a")])
-    assert len(shared) == 1 and shared[0]["cell"] == "b" and shared[0]["shared_from"] == "a"
-    rows = gap_rows([MEAS[0], dict(MEAS[1], cell="a")] + shared, [{"name": "a"}, {"name": "b"}], ["4k-randwrite"])
+    shared = shared_raw_rows(as_cells(cells), as_measurements([MEAS[0], dict(MEAS[1], cell="a")]))
+    assert len(shared) == 1 and shared[0].cell == "b" and shared[0].shared_from == "a"
+    rows = gap_rows(as_measurements([MEAS[0], dict(MEAS[1], cell="a")] + shared), as_cells([{"name": "a"}, {"name": "b"}]), ["4k-randwrite"])
     assert rows[2].note == "raw disk shared with a (same VM)" and rows[2].vs_baseline == 0.0
 
 
@@ -147,19 +148,19 @@ def test_unmatched_target_is_shown_as_not_measured():
     from vmbench.report.tables import targets_table
 
     target = {"job": "1m-write", "layer": "luks2+xfs", "min_mb_s": 118.0, "stack": None, "cell": None, "min_iops": None, "max_p99_ms": 5.0}
-    t = targets_table([], [target])
+    t = targets_table(as_measurements([]), as_targets([target]))
     assert [(r["result"], r["job"], r["target"]) for r in t.records] == [("NOT MEASURED", "1m-write", "MB/s >= 118, p99 <= 5 ms")]
     meas = [m("guest", "baseline", "luks2+xfs", "1m-write", 200.0, 209715200.0, {}, stack="s")]
-    assert target_results(meas, [target])[0].failures == ("no latency histogram to judge p99",)
+    assert target_results(as_measurements(meas), as_targets([target]))[0].failures == ("no latency histogram to judge p99",)
 
 
 def test_cache_honesty_notes():
     from vmbench.report.rows import cache_notes
 
     row = {"job_params": {"rw": "randread", "size": 256 << 20, "direct": True}, "settings": {"cache": "writeback", "memory_mib": 1024}}
-    assert cache_notes(row, 24 << 30) == ["reads may come from the host page cache (cache=writeback)"]
-    assert cache_notes(dict(row, settings={"cache": "none", "memory_mib": 1024}), 24 << 30) == []
-    assert cache_notes({"job_params": {"rw": "write", "size": 1 << 20, "direct": False}, "settings": {"cache": "none", "memory_mib": 1024}}, None) == [
+    assert cache_notes(as_measurement(row), 24 << 30) == ["reads may come from the host page cache (cache=writeback)"]
+    assert cache_notes(as_measurement(dict(row, settings={"cache": "none", "memory_mib": 1024})), 24 << 30) == []
+    assert cache_notes(as_measurement({"job_params": {"rw": "write", "size": 1 << 20, "direct": False}, "settings": {"cache": "none", "memory_mib": 1024}}), None) == [
         "buffered I/O within the guest's RAM"]
 
 
@@ -190,7 +191,7 @@ RMEAS = (repeats("host", None, [40000.0, 41000.0, 39500.0])
 
 
 def test_gap_table_with_intervals_verdicts_and_repeat_policy_exact():
-    t = gap_table(RMEAS, RCELLS, ["4k-randwrite"], RepeatPolicy(3, 10, 0.05), env={"host_memory_mib": 16384})
+    t = gap_table(as_measurements(RMEAS), as_cells(RCELLS), ["4k-randwrite"], RepeatPolicy(3, 10, 0.05), env=as_environment({"host_memory_mib": 16384}))
     assert render([t], Format.TABLE, wide=True) == """\
 Host vs guest, raw scratch disk
 ===============================
@@ -225,13 +226,13 @@ def test_layer_and_journey_deltas_carry_intervals():
     meas = (repeats("host", None, [40000.0, 41000.0, 39500.0])
             + repeats("guest", "s1", [8000.0, 8200.0, 7900.0]) + repeats("guest", "s1", [6000.0, 6100.0, 5900.0], "ext4", "ext4", depth=1)
             + repeats("guest", "s2", [8000.0, 8200.0, 7900.0]) + repeats("guest", "s2", [6050.0, 6000.0, 6150.0], "ext4", "ext4", depth=1))
-    lt = layer_table(meas, cells, ["4k-randwrite"], repeats=3)
+    lt = layer_table(as_measurements(meas), as_cells(cells), ["4k-randwrite"], repeats=3)
     ext4 = [r for r in lt.records if r["layer"] == "+ext4"][0]
     assert ext4["vs_below"] == pytest.approx(6000 / 8000 - 1) and ext4["vs_below_verdict"] == "slower"
     assert ext4["vs_below_high"] == pytest.approx(6100 / 7900 - 1) and ext4["gap_verdict"] == "gap"
     text = render([lt], Format.TABLE, wide=True)
     assert "-25.0% [-28.0, -22.8] slower" in text and "repeats:      3 per group (fixed 3 repeats)" in text
-    jt = journey_table(meas, cells, ["4k-randwrite"], repeats=3)
+    jt = journey_table(as_measurements(meas), as_cells(cells), ["4k-randwrite"], repeats=3)
     step2 = jt.records[1]
     assert step2["vs_previous"] == pytest.approx(6050 / 6000 - 1) and step2["vs_previous_verdict"] == "within noise"
     assert "+0.8% [-1.6, +4.2] within noise" in render([jt], Format.TABLE, wide=True)
@@ -259,7 +260,7 @@ def test_admissibility_facts_and_what_is_not_stated():
             + [dict(r, sync=True) for r in repeats("guest", "c", [1.0, 2.0, 3.0], params=synced, job="seq-sync")]
             + repeats("guest", "c", [1.0], params=jobfile, job="mine"))
     cells = [{"name": "c", "settings": {"cache": "writeback", "memory_mib": 1024}}]
-    facts, missing = admissibility(meas, cells, {}, RepeatPolicy(3, 3))
+    facts, missing = admissibility(as_measurements(meas), as_cells(cells), as_environment({}), RepeatPolicy(3, 3))
     assert facts == {
         "cache": "QEMU cache=writeback; buffered cache-buster (vmbench drops the page cache before each buffered run), O_DIRECT seq-sync; "
                  "host page cache in use with cache=writeback, not dropped before guest runs",
@@ -271,6 +272,6 @@ def test_admissibility_facts_and_what_is_not_stated():
     }
     assert missing == ["O_DIRECT or buffered for mine", "working set of mine", "host RAM (host_memory_mib not recorded)",
                        "runtime and ramp of mine"]
-    facts, missing = admissibility(meas[:2], [{"name": "c", "settings": {}}], {"host_memory_mib": 1024}, RepeatPolicy())
+    facts, missing = admissibility(as_measurements(meas[:2]), as_cells([{"name": "c", "settings": {}}]), as_environment({"host_memory_mib": 1024}), RepeatPolicy())
     assert "does not fit in host RAM 1,024 MiB" in facts["working set"]
     assert missing == ["QEMU cache mode of c", "guest RAM of the cells"]

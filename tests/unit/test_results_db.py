@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.records import as_measurement, store
 from vmbench.cli.main import main
 from vmbench.errors import ResultsError
 from vmbench.advice.table import report_with_advice
@@ -162,10 +163,10 @@ def test_a_v4_database_gets_every_measurements_host(tmp_path):
                         version="x")
     remote = db.start_run(tag="r00000002", scenario_name="s", scenario_path="s.yaml", scenario_text="", plan={}, version="x")
     db.set_environment(remote, {"ssh_host": "pve1.example"})
-    db.add_measurement(many, MeasurementKey("guest", "c", None, "raw", "j", 1, vm=1, load_step=1), **base, load_json={"host": "b"})
-    db.add_measurement(many, MeasurementKey("host", "c", None, "host", "j", 1), **base)
-    db.add_measurement(remote, MeasurementKey("host", None, None, "host", "j", 1), **base, host="kept")
-    db.add_measurement(remote, MeasurementKey("host", None, None, "host", "j", 2), **base)
+    store(db, many, MeasurementKey("guest", "c", None, "raw", "j", 1, vm=1, load_step=1), **base, load_json={"host": "b"})
+    store(db, many, MeasurementKey("host", "c", None, "host", "j", 1), **base)
+    store(db, remote, MeasurementKey("host", None, None, "host", "j", 1), **base, host="kept")
+    store(db, remote, MeasurementKey("host", None, None, "host", "j", 2), **base)
     db.close()
     conn = sqlite3.connect(path)
     conn.execute("UPDATE measurements SET host = '' WHERE host != 'kept'")
@@ -268,7 +269,7 @@ def _measure(db: ResultsDB, run_id: int, **values) -> int:
                started_at="2026-01-01T00:00:00", iops=1.0, bw_bytes=4096.0, p50_ns=1, p95_ns=2, p99_ns=3, p999_ns=4,
                clat_bins_json={}, fio_json="{}")
     row.update(values)
-    return db.add_measurement(run_id, **row)
+    return db.add_measurements(run_id, [(as_measurement(row), {})])[0]
 
 
 def test_queries_for_resumable_runs(tmp_path):
@@ -345,18 +346,18 @@ def test_measurement_key_is_one_value_for_plan_database_and_report(tmp_path):
     row = dict(cell_id=cell, depth=1, job_params_json={}, job_hash="h", sync=False, target="/t", argv_json=["fio"],
                settings_json={}, accelerator="tcg", started_at="2026-01-01T00:00:00", iops=5.0, bw_bytes=1.0,
                clat_bins_json={}, fio_json="{}")
-    db.add_measurement(rid, key, **row)
+    store(db, rid, key, **row)
     assert db.measurement_keys(rid) == {key} and db.repeat_iops(rid) == {step.group(): {2: 5.0}}
     # a VM of a load step is its own measurement, with its VM and step stored
     vm1 = MeasurementKey("guest", "baseline", None, "raw", "4k", 1, vm=1, load_step=2)
-    db.add_measurement(rid, vm1, **row)
+    store(db, rid, vm1, **row)
     assert db.measurement_keys(rid) == {key, vm1}
     with pytest.raises(ValueError, match="one repeat"):
-        db.add_measurement(rid, vm1.group(), **row)
+        store(db, rid, vm1.group(), **row)
     # the report groups stored rows by the same key, without the repeat
-    stored = [dict(m, cell="baseline") for m in db.rows("measurements", rid)]
+    stored = db.measurements(rid)
     assert list(group(stored)) == [key.group(), vm1.group()]
-    assert MeasurementKey.of(stored[0]) == key
+    assert MeasurementKey.of(dict(db.rows("measurements", rid)[0], cell="baseline")) == key == stored[0].key
     assert key.describe() == "4k ext4 (baseline, stack ext4)" and MeasurementKey("host", None, None, "host", "4k").describe() == "4k host"
 
 
@@ -375,11 +376,11 @@ def test_the_report_loads_the_run_once_into_plain_values(tmp_path):
     text = db.conn.execute("SELECT scenario_text FROM runs WHERE id = 1").fetchone()[0]
     db.close()  # nothing below reads the database
     assert isinstance(data, RunData) and data.run.id == 1 and data.scenario_text == text
-    assert [c["seq"] for c in data.cells] == sorted(c["seq"] for c in data.cells) and all("host_cell" in c for c in data.cells)
-    assert all(m["cell"] == next((c["name"] for c in data.cells if c["id"] == m["cell_id"]), None) for m in data.measured)
+    assert [c.seq for c in data.cells] == sorted(c.seq for c in data.cells) and all(hasattr(c, "host_cell") for c in data.cells)
+    assert all(m.cell == next((c.name for c in data.cells if c.id == m.cell_id), None) for m in data.measured)
     assert [s.source for s in data.series] == ["fio-iops", "cpu"]
     assert data.series[0].key == MeasurementKey.of(dict(first, cell=None))
-    assert data.measurements[0]["telemetry"]["cpu_idle"] == 40.0
+    assert data.measurements[0].telemetry.cpu_idle == 40.0
     header, tables = report_with_advice(data)
     assert header["run"].startswith("1 (") and tables[0].name == "gaps"
     assert "fio-iops host: 1 point" in render_html(data)

@@ -3,6 +3,8 @@ argv, and the report's fact from fio's own JSON (each run steady or not, and whe
 
 import pytest
 
+from tests.records import as_measurement
+from vmbench.results.records import JobParams
 from vmbench.errors import ScenarioError
 from vmbench.fio.job import fio_argv
 from vmbench.report.facts import steady_attained
@@ -50,15 +52,15 @@ def test_a_load_step_refuses_a_job_that_ends_when_steady():
 
 def _m(job, attained, runtime_ms):
     # the shape of fio 3.33's JSON (a real run: fio --steadystate=iops_slope:20% --steadystate_duration=3 ...)
-    return {"job": job, "fio": {"jobs": [{"job_runtime": runtime_ms, "steadystate": {
+    return as_measurement({"job": job, "fio": {"jobs": [{"job_runtime": runtime_ms, "steadystate": {
         "ss": "iops_slope:20.000000%", "duration": 3, "attained": attained, "criterion": "-9.863311%",
-        "max_deviation": 0.0, "slope": -1320.5}}]}}
+        "max_deviation": 0.0, "slope": -1320.5}}]}})
 
 
 def test_the_report_says_whether_and_when_each_run_was_steady():
-    jobs = {"rr": {"steadystate": "iops_slope:0.3%"}, "other": {}}
+    jobs = {"rr": JobParams.from_row({"steadystate": "iops_slope:0.3%"}), "other": JobParams()}
     assert steady_attained([_m("rr", 1, 4771), _m("rr", 1, 6000)], jobs) == \
         "rr steady (iops_slope:0.3%) in every run, after 5 s on average"
     assert steady_attained([_m("rr", 1, 4771), _m("rr", 0, 8000)], jobs) == \
         "WARNING: rr never steady (iops_slope:0.3%) in 1 of 2 runs, which ran their whole runtime"
-    assert steady_attained([{"job": "other", "fio": {"jobs": [{}]}}], jobs) == ""
+    assert steady_attained([as_measurement({"job": "other", "fio": {"jobs": [{}]}})], jobs) == ""

@@ -3,10 +3,11 @@ in the plan; the report gathers the points into curves with the knee by a stated
 
 import pytest
 
+from tests.records import as_environment
 from vmbench.errors import ScenarioError
-from vmbench.report.curves import Curve, CurvePoint, curve_summary, curve_table, curves, knee_index
+from vmbench.report.curves import Curve, CurvePoint, curve_summary, curve_table, curves, sweep_knee_index
 from vmbench.report.rows import Figures, Row
-from vmbench.report.stored_plan import read_plan
+from vmbench.results.plan import read_plan
 from vmbench.run.plan import make_plan
 from vmbench.scenario.loader import parse_scenario
 
@@ -57,12 +58,12 @@ def test_a_swept_setting_set_beside_its_sweep_and_a_job_file_sweep_are_refused()
 
 
 def test_the_knee_is_the_first_point_no_later_point_beats_by_ten_percent():
-    assert knee_index([1000, 1900, 3500, 3700, 3750]) == 2
-    assert knee_index([1000, 1050]) == 0  # the first step already adds too little
-    assert knee_index([1000, 2000, 4000]) is None  # still rising: no knee within the sweep
-    assert knee_index([872, 753, 1890]) is None  # a dip (noise) before a gain is not a knee
-    assert knee_index([11940, 33502, 29648]) == 1
-    assert knee_index([1000]) is None
+    assert sweep_knee_index([1000, 1900, 3500, 3700, 3750]) == 2
+    assert sweep_knee_index([1000, 1050]) == 0  # the first step already adds too little
+    assert sweep_knee_index([1000, 2000, 4000]) is None  # still rising: no knee within the sweep
+    assert sweep_knee_index([872, 753, 1890]) is None  # a dip (noise) before a gain is not a knee
+    assert sweep_knee_index([11940, 33502, 29648]) == 1
+    assert sweep_knee_index([1000]) is None
 
 
 def _row(job, side, cell, iops, p99, gap=None):
@@ -84,7 +85,7 @@ def test_curves_per_cell_and_side_with_the_gap_at_each_point_and_the_knee_said()
     host, guest = got
     assert host.knee == 1 and guest.knee == 1 and [p.gap for p in guest.points] == [2.0, 3.8, 3.81]
     assert curve_summary(guest) == "rr baseline guest: knee at QD 4 (1,000 IOPS, p99 4.00 ms); QD 4 -> 16: +5% IOPS, p99 x4.0"
-    table = curve_table(got, env={"accelerator": "tcg"})
+    table = curve_table(got, env=as_environment({"accelerator": "tcg"}))
     assert table is not None and table.name == "curves"
     assert [r["knee"] for r in table.records] == ["", "knee", "", "", "knee", ""]
     assert any("knee = the first point that no later point beats by 10% of IOPS or more" in n for n in table.notes)

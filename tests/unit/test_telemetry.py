@@ -12,6 +12,7 @@ import pytest
 
 from tests.fakes import FakeAgent, FakeDriver, FakeHost, ScriptedTransport
 from tests.unit.test_repeats import STACK, env, scenario  # noqa: F401 (fixtures; template comes from conftest)
+from tests.records import as_cells, as_measurements
 from vmbench.report.build import build_report
 from vmbench.report.load import load_run
 from vmbench.report.render import Format, render
@@ -188,7 +189,7 @@ def test_flags_and_columns_from_synthetic_telemetry():
     cells = [{"name": "baseline", "stacks": [], "settings": {}, "valid": True}]
     meas = [m("host", None, "r", "read", 500.0, {"read_mb_s": 480.0, "write_mb_s": 0.0, "cpu_busy": 95.0, "cpu_idle": 5.0}),
             m("guest", "baseline", "r", "read", 900.0, {"read_mb_s": 20.0, "write_mb_s": 0.0, "cpu_busy": 30.0, "cpu_idle": 70.0})]
-    t = gap_table(meas, cells, ["r"], repeats=1)
+    t = gap_table(as_measurements(meas), as_cells(cells), ["r"], repeats=1)
     host, guest = t.records
     assert host["note"] == "CPU-bound? (5% idle)"
     assert guest["note"].startswith("beats host: cached?") and "served from cache? (device reads 20.00 MB/s)" in guest["note"]
@@ -196,5 +197,5 @@ def test_flags_and_columns_from_synthetic_telemetry():
     text = render([t], Format.TABLE, wide=True)
     assert "480.0/0.00" in text and "dev MB/s r/w" in text
     # a run without telemetry: neither the columns nor the flags
-    plain = gap_table([dict(x, telemetry=None) for x in meas], cells, ["r"], repeats=1)
+    plain = gap_table(as_measurements([dict(x, telemetry=None) for x in meas]), as_cells(cells), ["r"], repeats=1)
     assert "dev MB/s r/w" not in render([plain], Format.TABLE, wide=True) and "dev_read_mb_s" not in plain.records[0]

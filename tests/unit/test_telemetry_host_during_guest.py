@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import shutil
 import textwrap
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from tests.fakezfs import FakeZfsHost
 from tests.unit.test_host_only_run import SCENARIO as HOST_ONLY
 from tests.unit.test_html import Balance, section
 from tests.unit.test_telemetry_zfs import IOSTAT, ZfsHost
+from tests.records import as_cells, as_measurement, as_measurements
 from vmbench.run import measure
 from vmbench.drivers.hostonly import HostOnlyDriver
 from vmbench.fio.runner import FioRequest, Sampling, run_fio
@@ -25,10 +27,10 @@ from vmbench.paths import HostPaths, StatePaths
 from vmbench.run.plan import Step
 from vmbench.progress import RecordingProgress
 from vmbench.report.build import build_report
-from vmbench.report.load import SAMPLED, attach_telemetry, load_run
+from vmbench.report.load import SAMPLED, load_run, with_telemetry
 from vmbench.report.rows import CPU_IDLE_MIN, Figures, aggregate, telemetry_notes
 from vmbench.report.html import render_html
-from vmbench.report.sections import _flatten
+from vmbench.results.records import plain_lines
 from vmbench.report.render import Format, render
 from vmbench.report.tables import HOST_TELEMETRY_NOTE, gap_table, layer_table
 from vmbench.results.db import ResultsDB
@@ -196,8 +198,7 @@ def test_the_stored_series_summarized(tmp_path, sides):
     s, host, guest = sides
     db, run_id, measurements = measure_once(tmp_path, s, guest_where(s, host, guest))
     assert {"host-disk", "host-cpu"} <= set(SAMPLED) and HOST_SOURCES == {"disk": "host-disk", "cpu": "host-cpu"}
-    attach_telemetry(db, run_id, measurements)
-    tel = measurements[0]["telemetry"]
+    tel = asdict(with_telemetry(db.measurements(run_id), db.series(run_id))[0].telemetry)
     # the guest's vdb and CPUs; the host's sda and CPUs (the fake: 1 MB/s written each second, 40% idle); the pool's
     assert tel["write_mb_s"] == pytest.approx(1.048576, abs=1e-3) and tel["cpu_busy"] == 60.0
     assert tel["host_dev_write_mb_s"] == pytest.approx(1.048576, abs=1e-3) and tel["host_dev_read_mb_s"] == pytest.approx(0.0041, abs=1e-4)
@@ -232,22 +233,22 @@ def test_figures_and_flags_of_a_guest_row():
     rows = [row("guest", "c", "w", "randwrite", 90.0, dict(GUEST, **HOST_UNDER), runtime=10.0),
             row("guest", "c", "w", "randwrite", 90.0, {**GUEST, **HOST_UNDER, "host_cpu_busy": 92.0, "host_cpu_idle": 8.0},
                 runtime=10.0, repeat=2)]
-    f = aggregate(rows)
+    f = aggregate(as_measurements(rows))
     assert (f.host_cpu_busy, f.host_cpu_idle, f.host_dev_write_mb_s, f.host_dev_read_mb_s) == (94.0, 6.0, 95.0, 0.0)
     assert (f.cpu_busy, f.pool_write_mb_s, f.scan) == (30.0, 20.0, "scrub")
     # the side fio ran on (the guest) was not CPU-bound, the host was; the pool flags hold for the guest row
-    assert telemetry_notes(rows[0], f) == [
+    assert telemetry_notes(as_measurement(rows[0]), f) == [
         "pool wrote 20.0 MB/s of fio's 90.0: compressed or not yet flushed?",
         "host CPU-bound? (6% idle)",
         "shorter than steady state (runtime 10 s < 3 x zfs_txg_timeout of 5 s)",
         "scrub running during the run",
     ]
-    assert telemetry_notes(rows[0], fig(cpu_idle=5.0, host_cpu_idle=50.0)) == ["CPU-bound? (5% idle)"]
-    assert telemetry_notes(rows[0], fig(host_cpu_idle=CPU_IDLE_MIN)) == []
+    assert telemetry_notes(as_measurement(rows[0]), fig(cpu_idle=5.0, host_cpu_idle=50.0)) == ["CPU-bound? (5% idle)"]
+    assert telemetry_notes(as_measurement(rows[0]), fig(host_cpu_idle=CPU_IDLE_MIN)) == []
     read = row("guest", "c", "r", "randread", 100.0)
-    assert telemetry_notes(read, fig(dev_read_mb_s=100.0, pool_read_mb_s=1.0, host_cpu_idle=50.0, txg_timeout_s=5)) == [
+    assert telemetry_notes(as_measurement(read), fig(dev_read_mb_s=100.0, pool_read_mb_s=1.0, host_cpu_idle=50.0, txg_timeout_s=5)) == [
         "served from cache? (pool reads 1.00 MB/s of fio's 100.0)"]
-    plain = aggregate([row("guest", "c", "w", "randwrite", 90.0, GUEST)])
+    plain = aggregate(as_measurements([row("guest", "c", "w", "randwrite", 90.0, GUEST)]))
     assert plain.host_cpu_busy is None and plain.host_dev_write_mb_s is None
 
 
@@ -257,7 +258,7 @@ def test_the_host_cpu_column_and_its_note():
                                                          "pool_read_mb_s": 0.0, "pool_write_mb_s": 110.0, "scan": "none",
                                                          "txg_timeout_s": 5}),
             row("guest", "c", "w", "randwrite", 90.0, dict(GUEST, **HOST_UNDER))]
-    t = gap_table(meas, cells, ["w"], repeats=1)
+    t = gap_table(as_measurements(meas), as_cells(cells), ["w"], repeats=1)
     headers = [c.header for c in t.columns]
     assert headers[headers.index("dev MB/s r/w"):headers.index("dev MB/s r/w") + 4] == ["dev MB/s r/w", "CPU %", "host CPU %",
                                                                                         "pool MB/s r/w"]
@@ -271,11 +272,11 @@ def test_the_host_cpu_column_and_its_note():
     line = next(x for x in text.splitlines() if x.lstrip().startswith("w") and "guest" in x)
     assert " 30 " in line and " 96 " in line and "0.00/20.0" in line
     # no host sampled: no column, no note
-    plain = gap_table([dict(x, telemetry=GUEST) for x in meas], cells, ["w"], repeats=1)
+    plain = gap_table(as_measurements([dict(x, telemetry=GUEST) for x in meas]), as_cells(cells), ["w"], repeats=1)
     assert "host CPU %" not in [c.header for c in plain.columns] and HOST_TELEMETRY_NOTE not in plain.notes
     # the layer table shows it for the layers above the raw disk too
     stacked = [dict(cells[0], stacks=["s"])]
-    lt = layer_table(meas + [dict(meas[1], stack="s", layer="partition", depth=1)], stacked, ["w"], repeats=1)
+    lt = layer_table(as_measurements(meas + [dict(meas[1], stack="s", layer="partition", depth=1)]), as_cells(stacked), ["w"], repeats=1)
     assert lt is not None and "host CPU %" in [c.header for c in lt.columns]
     assert [r.get("host_cpu_pct") for r in lt.records] == [None, 96.0, 96.0]
 
@@ -324,10 +325,10 @@ def test_host_sources_on_guest_rows_reach_the_report_and_the_timelines(db):
     p.feed(page)
     p.close()
     assert p.errors == [] and p.stack == []
-    assert [name for name, _ in _flatten("host-cpu", host_cpu)] == ["host-cpu-busy"]
-    assert _flatten("host-cpu", host_cpu)[0][1]["values"] == [90.0, 96.0]
-    assert [name for name, _ in _flatten("host-disk", host_disk)] == ["host-dev-read", "host-dev-write"]
-    assert _flatten("host-disk", "not a dict") == []
+    assert [name for name, _ in plain_lines("host-cpu", host_cpu)] == ["host-cpu-busy"]
+    assert plain_lines("host-cpu", host_cpu)[0][1]["values"] == [90.0, 96.0]
+    assert [name for name, _ in plain_lines("host-disk", host_disk)] == ["host-dev-read", "host-dev-write"]
+    assert plain_lines("host-disk", "not a dict") == []
 
 
 

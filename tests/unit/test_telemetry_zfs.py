@@ -10,21 +10,23 @@ import re
 import shutil
 import subprocess
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from tests.fakes import FakeHost
 from tests.unit.test_telemetry import _live_in_group
+from tests.records import as_cells, as_environment, as_measurement, as_measurements
 from vmbench.run import measure
 from vmbench.run.measure import Measurer, Where
 from vmbench.run.plan import Step
 from vmbench.progress import RecordingProgress
 from vmbench.report.build import build_report
-from vmbench.report.load import attach_telemetry, load_run
+from vmbench.report.load import load_run, with_telemetry
 from vmbench.report.rows import (CACHE_SHARE, POOL_WRITE_SHARE, STEADY_TXGS, Figures, aggregate, telemetry_notes)
 from vmbench.report.html import render_html
-from vmbench.report.sections import _flatten
+from vmbench.results.records import plain_lines
 from vmbench.report.render import Format, render
 from vmbench.report.tables import gap_table, layer_table
 from vmbench.results.db import ResultsDB
@@ -424,11 +426,11 @@ def test_figures_average_the_repeats():
     rows = [m("host", None, "w", "write", 100.0, dict(ZFS_HOST, pool_write_mb_s=40.0, arc_hit_ratio=0.5), repeat=1),
             m("host", None, "w", "write", 100.0, dict(ZFS_HOST, pool_write_mb_s=60.0, arc_hit_ratio=None, scan="scrub",
                                                       txg_timeout_s=10), repeat=2)]
-    f = aggregate(rows)
+    f = aggregate(as_measurements(rows))
     assert (f.pool_write_mb_s, f.pool_read_mb_s, f.arc_hit_ratio, f.arc_size_mb) == (50.0, 480.0, 0.5, 4000.0)
     assert (f.scan, f.txg_timeout_s, f.write_ampl) == ("scrub", 10, 0.5)
-    assert aggregate([m("host", None, "r", "read", 100.0, ZFS_HOST)]).write_ampl is None  # reads: no amplification
-    plain = aggregate([m("host", None, "r", "read", 100.0)])
+    assert aggregate(as_measurements([m("host", None, "r", "read", 100.0, ZFS_HOST)])).write_ampl is None  # reads: no amplification
+    plain = aggregate(as_measurements([m("host", None, "r", "read", 100.0)]))
     assert plain.pool_read_mb_s is None and plain.scan is None and plain.write_ampl is None
 
 
@@ -441,40 +443,40 @@ def test_read_served_from_cache_judged_by_the_pool_on_zfs():
     read = m("host", None, "r", "read", 100.0)
     # a zvol's device "read" 100 MB/s (ARC hits included), the pool 2: cached
     f = fig(dev_read_mb_s=100.0, pool_read_mb_s=2.0, arc_hit_ratio=0.98, txg_timeout_s=5)
-    assert telemetry_notes(read, f) == ["served from cache? (pool reads 2.00 MB/s of fio's 100.0, ARC hit 98%)"]
+    assert telemetry_notes(as_measurement(read), f) == ["served from cache? (pool reads 2.00 MB/s of fio's 100.0, ARC hit 98%)"]
     # the device read nothing but the pool read it all: not from a cache
-    assert telemetry_notes(read, fig(dev_read_mb_s=0.0, pool_read_mb_s=95.0, txg_timeout_s=5)) == []
+    assert telemetry_notes(as_measurement(read), fig(dev_read_mb_s=0.0, pool_read_mb_s=95.0, txg_timeout_s=5)) == []
     # no pool series: the device decides, as before; ARC named when known
-    assert telemetry_notes(read, fig(dev_read_mb_s=1.0)) == ["served from cache? (device reads 1.00 MB/s)"]
-    assert telemetry_notes(read, fig(dev_read_mb_s=1.0, arc_hit_ratio=0.5)) == ["served from cache? (device reads 1.00 MB/s, ARC hit 50%)"]
-    assert telemetry_notes(read, fig(dev_read_mb_s=CACHE_SHARE * 100 + 0.1)) == []
+    assert telemetry_notes(as_measurement(read), fig(dev_read_mb_s=1.0)) == ["served from cache? (device reads 1.00 MB/s)"]
+    assert telemetry_notes(as_measurement(read), fig(dev_read_mb_s=1.0, arc_hit_ratio=0.5)) == ["served from cache? (device reads 1.00 MB/s, ARC hit 50%)"]
+    assert telemetry_notes(as_measurement(read), fig(dev_read_mb_s=CACHE_SHARE * 100 + 0.1)) == []
 
 
 def test_write_flag_steady_state_and_scrub():
     write = m("host", None, "w", "randwrite", 100.0, runtime=10.0)
     f = fig(pool_write_mb_s=20.0, pool_read_mb_s=0.0, txg_timeout_s=5, scan="scrub", cpu_idle=5.0)
-    assert telemetry_notes(write, f) == [
+    assert telemetry_notes(as_measurement(write), f) == [
         "pool wrote 20.0 MB/s of fio's 100.0: compressed or not yet flushed?",
         "CPU-bound? (5% idle)",
         "shorter than steady state (runtime 10 s < 3 x zfs_txg_timeout of 5 s)",
         "scrub running during the run",
     ]
     ok = fig(pool_write_mb_s=POOL_WRITE_SHARE * 100 + 1, txg_timeout_s=5, scan="none")
-    assert telemetry_notes(m("host", None, "w", "write", 100.0, runtime=STEADY_TXGS * 5), ok) == []
-    assert telemetry_notes(write, fig(pool_write_mb_s=1.0, scan="resilver"))[-2:] == [
+    assert telemetry_notes(as_measurement(m("host", None, "w", "write", 100.0, runtime=STEADY_TXGS * 5)), ok) == []
+    assert telemetry_notes(as_measurement(write), fig(pool_write_mb_s=1.0, scan="resilver"))[-2:] == [
         "shorter than steady state (runtime 10 s < 3 x zfs_txg_timeout of 5 s, OpenZFS's default)",
         "resilver running during the run"]
     # not ZFS: no pool or steady-state flags; a job file: no rw, no runtime to judge
-    assert telemetry_notes(write, fig()) == []
+    assert telemetry_notes(as_measurement(write), fig()) == []
     jobfile = dict(write, job_params={"rw": "randread", "runtime": 10.0, "jobfile": {"path": "x.fio", "sha256": "0"}})
-    assert telemetry_notes(jobfile, fig(pool_write_mb_s=1.0, pool_read_mb_s=0.0, txg_timeout_s=5)) == []
+    assert telemetry_notes(as_measurement(jobfile), fig(pool_write_mb_s=1.0, pool_read_mb_s=0.0, txg_timeout_s=5)) == []
 
 
 def test_columns_and_notes_in_the_tables():
     cells = [{"name": "baseline", "stacks": [], "settings": {}, "valid": True}]
     meas = [m("host", None, "w", "write", 100.0, dict(ZFS_HOST, pool_read_mb_s=0.0, pool_write_mb_s=130.0, arc_hit_ratio=0.9)),
             m("guest", "baseline", "w", "write", 90.0, {"read_mb_s": 0.0, "write_mb_s": 90.0, "cpu_busy": 30.0, "cpu_idle": 70.0})]
-    t = gap_table(meas, cells, ["w"], repeats=1)
+    t = gap_table(as_measurements(meas), as_cells(cells), ["w"], repeats=1)
     headers = [c.header for c in t.columns]
     assert headers[headers.index("dev MB/s r/w"):headers.index("dev MB/s r/w") + 5] == [
         "dev MB/s r/w", "CPU %", "pool MB/s r/w", "write ampl.", "ARC hit %"]
@@ -486,15 +488,15 @@ def test_columns_and_notes_in_the_tables():
     assert any("write ampl. = pool MB/s written" in n for n in t.notes)
     assert not host["note"]  # 130 of 100 written; 60 s >= 3 x 5 s; no scrub
     # no ZFS anywhere: none of the three columns, nor their note
-    plain = gap_table([dict(x, telemetry={"read_mb_s": 1.0, "write_mb_s": 1.0, "cpu_busy": 1.0, "cpu_idle": 99.0}) for x in meas],
-                      cells, ["w"], repeats=1)
+    plain = gap_table(as_measurements([dict(x, telemetry={"read_mb_s": 1.0, "write_mb_s": 1.0, "cpu_busy": 1.0, "cpu_idle": 99.0}) for x in meas]),
+                      as_cells(cells), ["w"], repeats=1)
     assert not {"pool MB/s r/w", "write ampl.", "ARC hit %"} & {c.header for c in plain.columns}
     assert not any("write ampl." in n for n in plain.notes) and any("dev MB/s r/w" in n for n in plain.notes)
     # a read job: pool column and ARC, no amplification
-    r = gap_table([m("host", None, "r", "read", 100.0, ZFS_HOST)], cells, ["r"], repeats=1)
+    r = gap_table(as_measurements([m("host", None, "r", "read", 100.0, ZFS_HOST)]), as_cells(cells), ["r"], repeats=1)
     assert {"pool MB/s r/w", "ARC hit %"} <= {c.header for c in r.columns} and "write ampl." not in {c.header for c in r.columns}
     stacked = [dict(cells[0], stacks=["s"])]
-    lt = layer_table(meas + [dict(meas[1], stack="s", layer="partition", depth=1)], stacked, ["w"], repeats=1)
+    lt = layer_table(as_measurements(meas + [dict(meas[1], stack="s", layer="partition", depth=1)]), as_cells(stacked), ["w"], repeats=1)
     assert lt is not None and "pool MB/s r/w" in [c.header for c in lt.columns]
 
 
@@ -521,9 +523,8 @@ def test_stored_zfs_series_reach_the_report_and_the_timelines(db):
     for row in host:
         for source, s in (("zpool", zpool), ("arc", arc)):
             db.add_telemetry(1, measurement_id=row["id"], source=source, series=s)
-    measurements = db.rows("measurements", 1)
-    attach_telemetry(db, 1, measurements)
-    tel = next(x for x in measurements if x["side"] == "host")["telemetry"]
+    measurements = with_telemetry(db.measurements(1), db.series(1))
+    tel = {k: v for k, v in asdict(next(x for x in measurements if x.side == "host").telemetry).items() if v is not None}
     assert tel == {"pool_read_mb_s": 2.0, "pool_write_mb_s": 150.0, "scan": "scrub", "txg_timeout_s": 5,
                    "arc_hit_ratio": pytest.approx(100 / 110), "arc_size_mb": 4000.0,
                    "vdev_write_mb_s": {"mirror-0": 150.0, "sda": 75.0, "sdb": 75.0, "nvme0n1": 0.0123, "nvme1n1": 0.0}}
@@ -534,8 +535,8 @@ def test_stored_zfs_series_reach_the_report_and_the_timelines(db):
     page = render_html(load_run(db, 1))
     timeline = re.search(r'<section id="plot-timeline">(.*?)</section>', page, re.S).group(1)
     assert "pool-write host: 2 points" in timeline and "arc-hit host: 2 points" in timeline
-    assert _flatten("zpool", {"t_s": [], "read_mb_s": [], "write_mb_s": []})[0][1]["values"] == []
-    assert _flatten("arc", {"t_s": [1], "hit_ratio": [None]}) == [("arc-hit", {"t_s": [1], "values": [None], "unit": "%"})]
+    assert plain_lines("zpool", {"t_s": [], "read_mb_s": [], "write_mb_s": []})[0][1]["values"] == []
+    assert plain_lines("arc", {"t_s": [1], "hit_ratio": [None]}) == [("arc-hit", {"t_s": [1], "values": [None], "unit": "%"})]
     assert json.loads(json.dumps(zpool)) == zpool  # stored as JSON as it is
 
 
@@ -551,7 +552,7 @@ def test_a_guest_gap_table_on_zfs_states_the_zfs_facts_and_json_carries_them():
             m("guest", "baseline", "w", "write", 90.0, dict(ZFS_HOST, pool_write_mb_s=95.0, arc_hit_ratio=0.8))]
     env = {"zfs_pool": "tank", "zpool_list": captured("zpool-list-vHp.txt"), "host_memory_mib": 2048,
            "arc": {"size_bytes": 64 << 20, "c_max_bytes": 1 << 30}}
-    t = gap_table(meas, cells, ["w"], repeats=1, env=env)
+    t = gap_table(as_measurements(meas), as_cells(cells), ["w"], repeats=1, env=as_environment(env))
     assert t.facts["ZFS ARC"] == "64 MiB of max 1,024 MiB, host RAM 2,048 MiB; hit 80..90% while fio ran"
     assert t.facts["ZFS pool"].startswith("tank 0% full, 0% fragmented, ONLINE; log /var/tmp/slog.img")
     assert t.facts["ZFS volume"] == ("compression=lz4, sync=disabled (from tank/parent); "

@@ -85,14 +85,14 @@ def judge(data, goals, allow, current) -> Advice:
     goal = goals[0]
     recs, others = [], []
     for cell in data.cells:
-        if cell["name"] == "baseline":
+        if cell.name == "baseline":
             continue
-        pct = EFFECTS.get(cell["name"], 0.0)
+        pct = EFFECTS.get(cell.name, 0.0)
         improves = pct > 0.05
-        risks = (RISKY[cell["name"]],) if cell["name"] in RISKY else ()
+        risks = (RISKY[cell.name],) if cell.name in RISKY else ()
         delta = Delta(pct, pct - 0.04, pct + 0.04, "faster" if improves else "within noise", None) if improves else \
             Delta(pct, pct - 0.1, pct + 0.1, "within noise", None)
-        r = Recommendation(goal, goal.job, cell["name"], "baseline", (), 1000.0 * (1 + pct), 1000.0, delta, 3, improves,
+        r = Recommendation(goal, goal.job, cell.name, "baseline", (), 1000.0 * (1 + pct), 1000.0, delta, 3, improves,
                            risks=risks, allowed=set(risks) <= set(allow))
         (recs if improves else others).append(r)
     recs.sort(key=lambda r: (not r.allowed, -(r.delta.value or 0)))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.records import as_cells, as_environment, as_measurements, as_params, as_telemetry
 from vmbench.report.zfsfacts import (compression_fact, data_of, effective_properties, log_fact, write_share, pool_fact,
                                      volume_fact, zfs_facts)
 from vmbench.storage.zfs import EFFECTIVE, parse_get
@@ -72,19 +73,19 @@ def _iostat_summary() -> dict:
 def test_the_swrite_share_of_a_sync_write_from_the_per_vdev_series():
     tel = _iostat_summary()
     pool = parse_zpool_list(text("zpool-list-vHp.txt"))
-    assert write_share(tel, pool.vdevs("log")) == pytest.approx(4.10582 / 4.19622)
+    assert write_share(as_telemetry(tel), pool.vdevs("log")) == pytest.approx(4.10582 / 4.19622)
     m = {"job": "64k-sync", "sync": True, "job_params": {"rw": "write"}, "telemetry": tel}
-    assert log_fact([m], pool) == "SLOG: took 98% of writes (64k-sync)"
+    assert log_fact(as_measurements([m]), pool) == "SLOG: took 98% of writes (64k-sync)"
     filling = dict(m, telemetry=dict(tel, vdev_write_mb_s={**tel["vdev_write_mb_s"], "/var/tmp/l2arc.img": 1.25}))
-    assert log_fact([filling], pool) == "SLOG: took 98% of writes (64k-sync); L2ARC written 1.2 MB/s at most"
+    assert log_fact(as_measurements([filling]), pool) == "SLOG: took 98% of writes (64k-sync); L2ARC written 1.2 MB/s at most"
     idle = dict(m, telemetry=dict(tel, vdev_write_mb_s={"virtio-ZFSPOOL": 4.2, "/var/tmp/slog.img": 0.0}))
-    assert log_fact([idle], pool).startswith("SLOG: idle (64k-sync)")
+    assert log_fact(as_measurements([idle]), pool).startswith("SLOG: idle (64k-sync)")
     special = parse_zpool_list(text("zpool-list-vHp.txt").replace("logs ", "special ", 1))
     assert special.vdevs("special") == ["/var/tmp/slog.img"]
-    assert log_fact([dict(m, sync=False)], special) == "special vdevs took 98% of writes at most"
+    assert log_fact(as_measurements([dict(m, sync=False)]), special) == "special vdevs took 98% of writes at most"
     bare = parse_zpool_list(text("zpool-list-vHp.txt").split("logs")[0])
-    assert log_fact([m], bare) == "no log device"
-    assert log_fact([dict(m, sync=False)], bare) == ""
+    assert log_fact(as_measurements([m]), bare) == "no log device"
+    assert log_fact(as_measurements([dict(m, sync=False)]), bare) == ""
 
 
 def _cell(sources: dict[str, str], values: dict[str, str]) -> dict:
@@ -95,14 +96,14 @@ def _cell(sources: dict[str, str], values: dict[str, str]) -> dict:
 def test_an_inherited_sync_disabled_is_stated_and_flagged():
     got = parse_get(text("zfs-get-vol.txt"))
     cell = _cell({k: v["source"] for k, v in got.items()}, {k: v["value"] for k, v in got.items()})
-    vols = effective_properties([cell])
+    vols = effective_properties(as_cells([cell]))
     missing: list[str] = []
     fact = volume_fact(vols, missing)
     assert fact.startswith("compression=lz4 (from tank/parent), sync=disabled (from tank/parent), checksum=on, dedup=off")
     assert "WARNING: sync=disabled inherited from tank/parent: sync writes are acknowledged before they are safe" in fact
     assert not missing
     risky = _cell({"checksum": "local", "dedup": "inherited from tank"}, {"checksum": "off", "dedup": "on"})
-    fact = volume_fact(effective_properties([risky]), [])
+    fact = volume_fact(effective_properties(as_cells([risky])), [])
     assert "WARNING: checksum=off set: data is not checksummed" in fact
     assert "WARNING: dedup=on inherited from tank" in fact
     volume_fact({}, missing)
@@ -111,31 +112,31 @@ def test_an_inherited_sync_disabled_is_stated_and_flagged():
 
 def test_pool_state_flags_a_full_or_degraded_pool():
     pool = parse_zpool_list(text("zpool-list-vHp.txt"))
-    assert pool_fact(pool, {}, []) == "tank 0% full, 0% fragmented, ONLINE; log /var/tmp/slog.img; cache /var/tmp/l2arc.img"
-    degraded = pool_fact(parse_zpool_list(text("zpool-list-degraded.txt")), {}, [])
+    assert pool_fact(pool, as_environment({}), []) == "tank 0% full, 0% fragmented, ONLINE; log /var/tmp/slog.img; cache /var/tmp/l2arc.img"
+    degraded = pool_fact(parse_zpool_list(text("zpool-list-degraded.txt")), as_environment({}), [])
     assert degraded.endswith("WARNING: pool DEGRADED, not ONLINE")
     full = parse_zpool_list(text("zpool-list-vHp.txt").replace("\t0\t0\t1.00\tONLINE", "\t31\t85\t1.00\tONLINE", 1))
-    assert "tank 85% full, 31% fragmented" in pool_fact(full, {}, [])
-    assert "WARNING: over 80% full" in pool_fact(full, {}, [])
+    assert "tank 85% full, 31% fragmented" in pool_fact(full, as_environment({}), [])
+    assert "WARNING: over 80% full" in pool_fact(full, as_environment({}), [])
     missing: list[str] = []
-    assert pool_fact(None, {}, missing) == "" and missing
+    assert pool_fact(None, as_environment({}), missing) == "" and missing
 
 
 def test_compressible_writes_are_flagged_with_the_volume_compressratio():
     def m(job, ratio, **params):
         return {"job": job, "job_params": {"rw": "write", **params},
                 "telemetry": {"compression": "lz4", "compressratio": ratio, "logicalused_bytes": 200 << 20, "used_bytes": 100 << 20}}
-    fact = compression_fact([m("rand", 1.0, refill_buffers=True), m("comp", 2.0, buffer_compress_percentage=90)], {})
+    fact = compression_fact(as_measurements([m("rand", 1.0, refill_buffers=True), m("comp", 2.0, buffer_compress_percentage=90)]), {})
     assert fact == ("rand incompressible (refilled), then 1.00x (200 MiB logical, 100 MiB used); "
                     "comp 90% compressible, then 2.00x (200 MiB logical, 100 MiB used); "
                     "WARNING: compressible data: the pool wrote less than fio (comp)")
     # random 4k writes into 16k blocks, as measured on the OpenZFS guest: 2.32x from the blocks' zeros, not flagged
-    partial = compression_fact([m("4k", 2.32, refill_buffers=True)], {})
+    partial = compression_fact(as_measurements([m("4k", 2.32, refill_buffers=True)]), {})
     assert partial == "4k incompressible (refilled), then 2.32x (200 MiB logical, 100 MiB used), not from fio's data"
     off = m("comp", 1.0)
     off["telemetry"]["compression"] = "off"
-    assert compression_fact([off], {}) == ""
-    assert data_of({}) == "incompressible (fio's default)" and data_of({"jobfile": {"path": "x"}}) == "as its job file says"
+    assert compression_fact(as_measurements([off]), {}) == ""
+    assert data_of(as_params({})) == "incompressible (fio's default)" and data_of(as_params({"jobfile": {"path": "x"}})) == "as its job file says"
 
 
 def test_the_arc_fact_flags_reads_that_fit_unless_the_volume_caches_metadata_only():
@@ -143,14 +144,14 @@ def test_the_arc_fact_flags_reads_that_fit_unless_the_volume_caches_metadata_onl
            "zpool_list": text("zpool-list-vHp.txt")}
     reads = [{"job": "r", "job_params": {"rw": "read", "size": 8 << 20}, "telemetry": {"arc_hit_ratio": 0.99}},
              {"job": "w", "job_params": {"rw": "write", "size": 8 << 20}, "telemetry": {"arc_hit_ratio": 0.5}}]
-    facts, missing = zfs_facts(reads, [], env)
+    facts, missing = zfs_facts(as_measurements(reads), as_cells([]), as_environment(env))
     assert facts["ZFS ARC"] == ("100 MiB of max 740 MiB, host RAM 1,536 MiB; hit 50..99% while fio ran; "
                                 "WARNING: reads of r fit in the ARC: may be served from memory")
     meta = _cell({"primarycache": "local"}, {"primarycache": "metadata"})
-    facts, _ = zfs_facts(reads, [meta], env)
+    facts, _ = zfs_facts(as_measurements(reads), as_cells([meta]), as_environment(env))
     assert "WARNING" not in facts["ZFS ARC"]
     assert "the scratch volume's effective properties (not read back)" in missing
-    assert zfs_facts(reads, [], {}) == ({}, [])
+    assert zfs_facts(as_measurements(reads), as_cells([]), as_environment({})) == ({}, [])
 
 
 def test_the_advice_labels_checksum_off_dedup_and_an_inherited_sync_disabled():
@@ -162,9 +163,9 @@ def test_the_advice_labels_checksum_off_dedup_and_an_inherited_sync_disabled():
     assert setting_risks({"compression": "lz4", "dedup": "on", "checksum": "off"}) == (Risk.ZFS_CHECKSUM_OFF, Risk.ZFS_DEDUP)
     got = parse_get(text("zfs-get-vol.txt"))
     cell = _cell({k: v["source"] for k, v in got.items()}, {k: v["value"] for k, v in got.items()})
-    (note,) = volume_risk_notes([cell, cell])
+    (note,) = volume_risk_notes(as_cells([cell, cell]))
     assert note.startswith("zfs-sync-disabled: the volumes had sync=disabled inherited from tank/parent; sync=disabled makes ZFS")
-    assert volume_risk_notes([]) == []
+    assert volume_risk_notes(as_cells([])) == []
 
 
 def test_the_pool_waits_of_zpool_iostat_l_and_which_dominates():
@@ -179,8 +180,8 @@ def test_the_pool_waits_of_zpool_iostat_l_and_which_dominates():
     assert tel["pool_wait_ms"]["disk_write"] == pytest.approx((0.5862 + 1.2445 + 1.7459 + 1.3173 + 4.6948) / 5)
     assert "total_read" not in tel["pool_wait_ms"]  # no reads: "-" in every interval
     m = {"job": "64k-sync", "job_params": {"rw": "write"}, "telemetry": tel}
-    assert waits_fact([m]) == "64k-sync write 1.96 ms (disk 1.92, syncq 0.02, asyncq 0.09): disk dominates"
-    assert waits_fact([dict(m, telemetry=summary(zpool_series(*parse_zpool_iostat(text("zpool-iostat-Hpv.txt"))), None))]) == ""
+    assert waits_fact(as_measurements([m])) == "64k-sync write 1.96 ms (disk 1.92, syncq 0.02, asyncq 0.09): disk dominates"
+    assert waits_fact(as_measurements([dict(m, telemetry=summary(zpool_series(*parse_zpool_iostat(text("zpool-iostat-Hpv.txt"))), None))])) == ""
 
 
 def test_device_busy_and_time_per_io_from_diskstats():
@@ -199,5 +200,5 @@ def test_device_busy_and_time_per_io_from_diskstats():
     assert (tel["dev_util_pct"], tel["host_dev_util_pct"]) == (98.4, 98.4) and tel["dev_await_ms"] == pytest.approx(1.3007)
     m = {"job": "w", "side": "guest", "job_params": {"rw": "write"},
          "telemetry": dict(tel, pool_wait_ms={"total_write": 2.0, "disk_write": 1.5})}
-    assert waits_fact([m]) == ("w write 2.00 ms (disk 1.50): disk dominates, guest device 98% busy at 1.30 ms/IO, "
+    assert waits_fact(as_measurements([m])) == ("w write 2.00 ms (disk 1.50): disk dominates, guest device 98% busy at 1.30 ms/IO, "
                                "host under guest device 98% busy at 1.30 ms/IO")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..fio.job import Metric
 from ..report import stats
 from ..report.loadrows import PhaseRow, neighbour_rows, scaling_rows
-from ..report.stored_plan import LoadPlan
+from ..results.plan import LoadPlan
 from ..scenario.model import LIMIT_RATES
 from ..report.stats import Delta
 from .measured import Ctx, make

@@ -25,12 +25,13 @@ from typing import Callable, Mapping, Sequence
 from ..fio.job import Metric
 from ..report import cpurows
 from ..report.cpurows import CpuRow
-from ..report.facts import host_memory_bytes, suspect_flags
+from ..report.facts import suspect_flags
 from ..report.hostonly import host_only_rows
 from ..report.load import RunData
 from ..report.rows import CPU_IDLE_MIN, SATURATED, Row, aggregate, gap_rows, group, journey_rows, judge_change, layer_rows, raw_group
 from ..report.stats import Delta, change_words
-from ..report.stored_plan import StoredPlan
+from ..results.plan import StoredPlan
+from ..results.records import CellRecord, CryptoRecord, Measurement
 from ..scenario.axes import STORAGE_AXES, VM_SETTING_KEYS
 from .model import Change, Goal, GoalMetric, Recommendation, Risk
 from .risks import allowed, change_risks
@@ -44,7 +45,7 @@ class Ctx:
     data: RunData
     allow: frozenset[Risk]
     flags: Mapping[str, tuple[str, ...]]
-    cells: list[dict] = field(default_factory=list)
+    cells: list[CellRecord] = field(default_factory=list)
     _cpu: list[CpuRow] | None = None
     _made: dict[tuple, list[Row]] = field(default_factory=dict)
 
@@ -53,8 +54,8 @@ class Ctx:
             self.cells = list(self.data.valid_cells)
 
     @functools.cached_property
-    def by_name(self) -> dict[str, dict]:
-        return {c["name"]: c for c in self.cells}
+    def by_name(self) -> dict[str, CellRecord]:
+        return {c.name: c for c in self.cells}
 
     @functools.cached_property
     def cpu_by_group(self) -> dict[tuple, CpuRow]:
@@ -64,16 +65,16 @@ class Ctx:
     @functools.cached_property
     def sampled_qemu(self) -> bool:
         """Some measurement carries its QEMU process's CPU row (asked once, not for each row)."""
-        return any(m.get("qemu_cpu") for m in self.data.measured)
+        return any(m.qemu_cpu for m in self.data.measured)
 
     @property
-    def measurements(self) -> list[dict]:
+    def measurements(self) -> list[Measurement]:
         return list(self.data.measurements)
 
     @property
     def host_memory(self) -> int | None:
-        """The host's RAM a read may be served from (:func:`~vmbench.report.facts.host_memory_bytes`)."""
-        return host_memory_bytes(self.data.environment)
+        """The host's RAM a read may be served from (:attr:`~vmbench.results.environment.Environment.host_memory_bytes`)."""
+        return self.data.environment.host_memory_bytes
 
     def cpu_rows(self) -> list[CpuRow]:
         if self._cpu is None:
@@ -102,15 +103,15 @@ class Ctx:
 # ---- what changed between two cells ---------------------------------------------------------
 
 
-def cell_changes(cell: Mapping, ref: Mapping, *, stacks: bool = False) -> list[Change]:
+def cell_changes(cell: CellRecord, ref: CellRecord, *, stacks: bool = False) -> list[Change]:
     """The stored settings that differ between ``ref`` and ``cell`` (axis order, then any other
     key), and, with ``stacks``, their stacks."""
-    a, b = ref.get("settings") or {}, cell.get("settings") or {}
+    a, b = ref.settings, cell.settings
     order = VM_SETTING_KEYS + STORAGE_AXES
     keys = [k for k in order if k in a or k in b] + sorted((set(a) | set(b)) - set(order))
-    out = [Change(k, a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)]
-    if stacks and list(ref.get("stacks") or []) != list(cell.get("stacks") or []):
-        out.append(Change("stacks", ", ".join(ref.get("stacks") or []) or None, ", ".join(cell.get("stacks") or []) or None))
+    out = [Change(k, a.value(k), b.value(k)) for k in keys if a.value(k) != b.value(k)]
+    if stacks and ref.stacks != cell.stacks:
+        out.append(Change("stacks", ", ".join(ref.stacks) or None, ", ".join(cell.stacks) or None))
     return out
 
 
@@ -158,7 +159,7 @@ def make(ctx: Ctx, goal: Goal, job: str, cell: str, reference: str, changes: Seq
                           reference_value=reference_value, delta=delta, repeats=repeats,
                           improves=improving(goal.metric, delta), evidence=tuple(dict.fromkeys(e for e in evidence if e)),
                           risks=risks, allowed=allowed(risks, ctx.allow),
-                          settings=dict(settings if settings is not None else (ctx.by_name.get(cell) or {}).get("settings") or {}),
+                          settings=dict(settings if settings is not None else ctx.by_name[cell].settings if cell in ctx.by_name else {}),
                           unit=unit(goal.metric), suspect="; ".join(flags) or None)
 
 
@@ -205,28 +206,31 @@ def luks_ciphers(plan: StoredPlan) -> list[tuple[str, int]]:
     return list(dict.fromkeys((st.luks.cipher, st.luks.key_bits) for st in plan.stacks if st.luks is not None))
 
 
-def ceiling(crypto: Sequence[Mapping], cpu: object, cipher: str, key_bits: int) -> Mapping | None:
+def ceiling(crypto: Sequence[CryptoRecord], cpu: object, cipher: str, key_bits: int) -> CryptoRecord | None:
     """The guest's cryptsetup benchmark row for ``cpu`` (a cell's cpu label) and the cipher."""
-    return next((c for c in crypto if c.get("side") == "guest" and c.get("cpu") == cpu and c.get("cipher") == cipher
-                 and c.get("key_bits") == key_bits), None)
+    return next((c for c in crypto if c.side == "guest" and c.cpu == cpu and c.cipher == cipher and c.key_bits == key_bits), None)
 
 
-def ceiling_text(row: Mapping | None) -> str:
+def ceiling_text(row: CryptoRecord | None) -> str:
     if row is None:
         return "not measured"
-    if row.get("encrypt_mib_s") is None:
-        return f"n/a ({row.get('error') or 'failed'})"
-    aes = "" if row.get("aes_flag") is None else (", aes flag" if row["aes_flag"] else ", no aes flag")
-    return f"{row['encrypt_mib_s']:,.0f}/{row['decrypt_mib_s']:,.0f} MiB/s encrypt/decrypt{aes}"
+    if row.encrypt_mib_s is None:
+        return f"n/a ({row.error or 'failed'})"
+    aes = "" if row.aes_flag is None else (", aes flag" if row.aes_flag else ", no aes flag")
+    return f"{row.encrypt_mib_s:,.0f}/{row.decrypt_mib_s:,.0f} MiB/s encrypt/decrypt{aes}"
+
+
+def _cpu(ctx: Ctx, cell: str) -> str | None:
+    """A cell's CPU label (None: not a cell of the run, or no CPU stored)."""
+    found = ctx.by_name.get(cell)
+    return found.settings.cpu if found is not None else None
 
 
 def crypto_evidence(ctx: Ctx, ref_cell: str, cell: str) -> list[str]:
     """The crypto ceiling (cryptsetup benchmark, one CPU) of the two cells' CPU models."""
     if not ctx.data.crypto:
         return []
-    by = ctx.by_name
-    a = (by.get(ref_cell) or {}).get("settings", {}).get("cpu")
-    b = (by.get(cell) or {}).get("settings", {}).get("cpu")
+    a, b = _cpu(ctx, ref_cell), _cpu(ctx, cell)
     out = []
     for cipher, bits in luks_ciphers(ctx.data.plan):
         ra, rb = ceiling(ctx.data.crypto, a, cipher, bits), ceiling(ctx.data.crypto, b, cipher, bits)
@@ -262,7 +266,7 @@ def from_gaps(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
     """Each cell's raw disk against the baseline cell's (the gap table's vs baseline)."""
     metric = fio_metric(goal)
     rows = [r for r in ctx.gap_rows(job, metric) if r.side == "guest"]
-    base_name = ctx.cells[0]["name"] if ctx.cells else None
+    base_name = ctx.cells[0].name if ctx.cells else None
     base = next((r for r in rows if r.cell == base_name), None)
     out = []
     for r in rows:
@@ -302,7 +306,7 @@ def from_layers(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
     with the same layers (perf flags), and each layer against the one below (its cost)."""
     metric = fio_metric(goal)
     rows = [r for r in ctx.layer_rows(job, metric) if r.side == "guest"]
-    base_name = ctx.cells[0]["name"] if ctx.cells else None
+    base_name = ctx.cells[0].name if ctx.cells else None
     by_key = {(r.cell, r.stack, r.layer): r for r in rows}
     out: list[Recommendation] = []
     firsts: dict[tuple, Row] = {}
@@ -318,7 +322,7 @@ def from_layers(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
                             r.figures.value_of(metric),
                             below.figures.value_of(metric), d, min(r.figures.repeats, below.figures.repeats),
                             [f"stack {r.stack}: what the {r.layer.split('+')[-1]} layer costs or gains over {below.layer}"]
-                            + _ceiling_line(ctx, r), ctx.by_name[str(r.cell)].get("settings"), row=r))
+                            + _ceiling_line(ctx, r), ctx.by_name[str(r.cell)].settings, row=r))
         base = by_key.get((base_name, r.stack, r.layer))
         if base is not None and r.cell != base_name and base.figures.job_hash == r.figures.job_hash:
             changes = cell_changes(ctx.by_name[str(r.cell)], ctx.by_name[str(base_name)])
@@ -326,7 +330,7 @@ def from_layers(ctx: Ctx, goal: Goal, job: str) -> list[Recommendation]:
                 out.append(make(ctx, goal, job, f"{r.cell} ({label})", f"{base_name} ({label})", changes,
                                 r.figures.value_of(metric), base.figures.value_of(metric), judge_change(r.figures, base.figures, metric),
                                 min(r.figures.repeats, base.figures.repeats),
-                                row_evidence(ctx, r, base, changes) + _ceiling_line(ctx, r), ctx.by_name[str(r.cell)].get("settings"),
+                                row_evidence(ctx, r, base, changes) + _ceiling_line(ctx, r), ctx.by_name[str(r.cell)].settings,
                                 row=r))
         first = firsts.setdefault((r.cell, r.layer), r)
         if first is not r and first.figures.job_hash == r.figures.job_hash:
@@ -346,7 +350,7 @@ def _ceiling_line(ctx: Ctx, r: Row) -> list[str]:
     luks = ctx.data.plan.luks_of.get(str(r.stack))
     if luks is None:
         return []
-    cpu = (ctx.by_name.get(str(r.cell)) or {}).get("settings", {}).get("cpu")
+    cpu = _cpu(ctx, str(r.cell))
     row = ceiling(ctx.data.crypto, cpu, luks.cipher, luks.key_bits)
     return [f"crypto ceiling ({luks.cipher} {luks.key_bits} bits, {cpu}, one CPU): {ceiling_text(row)}"] if row else []
 

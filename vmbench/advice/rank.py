@@ -16,26 +16,26 @@ with what it risks.  The rest (within noise, worse, not judged) is ``unsupported
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import replace
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
-from ..drivers.existing import CurrentVm
-
-from ..report.load import RunData
-
-from ..report.loadtables import load_header
 from ..report.cpurows import has_qemu_cpu
+from ..report.load import RunData
+from ..report.loadtables import load_header
+from ..results.kind import RunKind
+from ..results.records import Settings
+from ..scenario.axes import AXIS_BY_SETTING, settings_of, settings_text
+from ..scenario.model import LIMIT_RATES
 from . import measured, untried
 from .loadadvice import from_neighbours, scaling_standing
 from .measured import Ctx, effect
 from .model import NOT_MEASURED, Advice, Goal, GoalMetric, Recommendation, Risk, Snippet
 from .risks import parse_allow, stack_flags, volume_risk_notes
 from .standing import cpu_standing, curve_standing, host_standing, luks_standing, measured_rw
-from ..scenario.axes import settings_of, settings_text
 from ..scenario.backend import advice_kind
-from ..scenario.model import LIMIT_RATES
-from ..report.kind import RunKind
+
+if TYPE_CHECKING:  # a user's VM as a driver read it; the drivers are not imported to make a report
+    from ..drivers.existing import CurrentVm
 
 TARGET_GOALS = (("min_mb_s", GoalMetric.MBPS), ("min_iops", GoalMetric.IOPS), ("max_p99_ms", GoalMetric.P99))
 
@@ -55,8 +55,9 @@ def default_goals(data: RunData) -> tuple[Goal, ...]:
         return tuple(dict.fromkeys(goals))
     for i, t in enumerate(data.targets, 1):
         for key, metric in TARGET_GOALS:
-            if t.get(key) is not None and t.get("job"):
-                goals.append(Goal(str(t["job"]), metric, f"target {i} ({key} {t[key]:g} on {t['job']})"))
+            value = getattr(t, key)
+            if value is not None and t.job:
+                goals.append(Goal(str(t.job), metric, f"target {i} ({key} {value:g} on {t.job})"))
     if goals:
         return tuple(dict.fromkeys(goals))
     metrics = data.plan.job_metrics
@@ -139,11 +140,11 @@ def driver_of(data: RunData) -> str:
     """The run's hypervisor driver (libvirt, proxmox, none), as recorded, or as an older run's
     facts tell it."""
     env = data.environment
-    if env.get("driver"):
-        return str(env["driver"])
+    if env.driver:
+        return str(env.driver)
     if data.kind is RunKind.HOST_ONLY:
         return "none"
-    return "proxmox" if env.get("pve_version") or env.get("pve_api") else "libvirt"
+    return "proxmox" if env.pve_version or env.pve_api else "libvirt"
 
 
 def _current_notes(current: CurrentVm, data: RunData) -> list[str]:
@@ -153,7 +154,7 @@ def _current_notes(current: CurrentVm, data: RunData) -> list[str]:
     shown = settings_text({k: v for k, v in mine.items() if k not in ("vcpus", "memory_mib")})
     notes = [f"your VM: {current.source}, disk {current.disk} (read only, not changed): {shown}"]
     cells = data.valid_cells
-    base = (cells[0].get("settings") or {}) if cells else {}
+    base = cells[0].settings if cells else Settings()
     differ = [f"{k} {mine[k]} (the run: {base[k]})" for k in mine
               if k in base and k not in ("vcpus", "memory_mib") and str(mine[k]) != str(base[k])]
     if differ:
@@ -224,7 +225,7 @@ FOR_JOB: dict[RunKind, Callable[[Ctx, Goal, str], Found]] = {
 
 
 def _storage_kind(data: RunData) -> str:
-    return advice_kind(data.plan.storage, data.environment.get("storage_type"))
+    return advice_kind(data.plan.storage, data.environment.storage_type)
 
 
 def _not_tried(ctx: Ctx, goal: Goal, job: str) -> tuple[list[str], list[untried.Candidate]]:
@@ -233,10 +234,10 @@ def _not_tried(ctx: Ctx, goal: Goal, job: str) -> tuple[list[str], list[untried.
     data, lp = ctx.data, ctx.data.load
     if data.kind.many_vms:
         if data.kind is RunKind.NEIGHBOURS and lp is not None and not any(
-                k in (v.get("overrides") or {}) for s in lp.steps for v in s.vms for k in LIMIT_RATES):
+                k in v.overrides for s in lp.steps for v in s.vms for k in LIMIT_RATES):
             return [f"{_goal_label(goal, job)}{NOT_MEASURED}an I/O limit on the aggressors (iops_wr, mbps_wr in a phase's overrides)"], []
         return [], []
-    settings = [c.get("settings") or {} for c in ctx.cells]
+    settings = [c.settings for c in ctx.cells]
     rw = measured_rw(ctx, job)
     luks = bool(data.plan.luks_of)
     found = untried.not_tried(goal.metric, settings, guest=data.kind is not RunKind.HOST_ONLY, storage=_storage_kind(data),
@@ -246,8 +247,8 @@ def _not_tried(ctx: Ctx, goal: Goal, job: str) -> tuple[list[str], list[untried.
 
 def _run_notes(data: RunData) -> list[str]:
     """The accelerator and the load every figure was measured under."""
-    accels = sorted({str(b.get("accelerator")) for b in data.boots if b.get("accelerator")}) \
-        or sorted({str(m.get("accelerator")) for m in data.measurements if m.get("side") == "guest" and m.get("accelerator")})
+    accels = sorted({str(b.accelerator) for b in data.boots if b.accelerator}) \
+        or sorted({str(m.accelerator) for m in data.measurements if m.side == "guest" and m.accelerator})
     out = []
     if data.kind is RunKind.HOST_ONLY:
         out.append("host only: fio ran on the host, no VM (no accelerator)")
@@ -262,8 +263,6 @@ def _run_notes(data: RunData) -> list[str]:
 def changed_settings(r: Recommendation) -> dict[str, object]:
     """The settings a recommendation changes that a VM or its storage has (not a layer, a
     stack or an aggressor's limit)."""
-    from ..scenario.axes import AXIS_BY_SETTING
-
     return {c.axis: c.after for c in r.changes if c.axis in AXIS_BY_SETTING and c.after is not None}
 
 
@@ -273,10 +272,10 @@ def apply_snippets(r: Recommendation, current: CurrentVm | None = None, vm: str 
     settings = changed_settings(r)
     if not settings:
         return (), "the recommendation changes no VM or storage setting: no command to apply"
-    try:  # the one place that imports the snippets' module (written beside this one)
-        snippets = importlib.import_module(f"{__package__}.apply").snippets
-    except (ImportError, AttributeError):
-        return (), "apply snippets are not available in this vmbench (vmbench.advice.apply)"
+    # imported here, when a recommendation is to be applied: the drivers' codec tables it reads
+    # would add a tenth of a second to every report that recommends nothing
+    from .apply import snippets
+
     ident = vm or (current.ident if current is not None else "") or "VMID"
     return tuple(snippets(settings, current, ident)), None
 

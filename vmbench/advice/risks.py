@@ -12,7 +12,8 @@ from typing import Iterable, Mapping, Sequence
 
 import yaml
 
-from ..report.stored_plan import PlannedStack
+from ..results.plan import PlannedStack
+from ..results.records import CellRecord
 from ..report.zfsfacts import effective_properties, risky, risky_properties
 from .model import RISKS, Change, Risk
 
@@ -66,7 +67,7 @@ def _names(value: object) -> list[str]:
     return [] if value is None else [str(value)]
 
 
-def volume_risk_notes(cells: Sequence[dict]) -> list[str]:
+def volume_risk_notes(cells: Sequence[CellRecord]) -> list[str]:
     """What the run's zvols or datasets carried that trades safety away, set on them or
     inherited from a parent dataset (``zfs-sync-disabled: ...``)."""
     return [f"{ZFS_RISKS[prop].value}: the volumes had {prop}={value} "

@@ -12,10 +12,7 @@ Pure, from the report's rows.
 
 from __future__ import annotations
 
-from typing import Mapping
-
 from ..report.curves import SWEPT, curves
-from ..report.facts import host_memory_bytes
 from ..report.load import RunData
 from ..report.rows import READ_MODES, WRITE_MODES, gap_rows
 from ..report.stats import Delta, label
@@ -57,7 +54,8 @@ def host_standing(ctx: Ctx, goal: Goal, job: str) -> list[str]:
     pick = max if goal.metric.higher_is_better else min
     best = pick(guests, key=lambda r: r.figures.value_of(metric) or 0.0)
     gap = best.deltas.get("gap")
-    host = next((r for r in rows if r.side == "host" and r.cell == (ctx.by_name.get(str(best.cell)) or {}).get("host_cell")), None)
+    best_cell = ctx.by_name.get(str(best.cell))
+    host = next((r for r in rows if r.side == "host" and r.cell == (best_cell.host_cell if best_cell is not None else None)), None)
     what = f"{job} {label(metric)}"
     cell = f"best cell {best.cell}"
     risks = setting_risks(best.settings)
@@ -87,18 +85,19 @@ def luks_standing(ctx: Ctx, goal: Goal, job: str) -> list[str]:
         luks = stacks.get(str(r.stack))
         if not luks:
             continue
-        cpu = (ctx.by_name.get(str(r.cell)) or {}).get("settings", {}).get("cpu")
+        cell = ctx.by_name.get(str(r.cell))
+        cpu = cell.settings.cpu if cell is not None else None
         c = ceiling(ctx.data.crypto, cpu, luks.cipher, luks.key_bits)
-        if c is None or c.get("encrypt_mib_s") is None:
+        if c is None or c.encrypt_mib_s is None:
             continue
         rw = measured_rw(ctx, job)
         side = "decrypt" if rw in READ_MODES else "encrypt"
         if rw not in READ_MODES + WRITE_MODES:
             side = "encrypt"
-        top = float(c[f"{side}_mib_s"] or 0.0)
+        top = float((c.decrypt_mib_s if side == "decrypt" else c.encrypt_mib_s) or 0.0)
         mib = r.figures.mb_s * 1e6 / MIB
         share = f"{mib / top * 100:.0f}%" if top else "-"
-        aes = "" if c.get("aes_flag") is None else (", aes flag" if c["aes_flag"] else ", no aes flag: software AES")
+        aes = "" if c.aes_flag is None else (", aes flag" if c.aes_flag else ", no aes flag: software AES")
         out.append(f"cell {r.cell} stack {r.stack} {r.layer}: {mib:,.1f} MiB/s ({job} MB/s) = {share} of the crypto ceiling "
                    f"({luks.cipher} {luks.key_bits} bits {side}, {top:,.0f} MiB/s on one CPU, cpu {cpu}{aes}); "
                    "dm-crypt spreads over the vCPUs, so above 100% is possible")
@@ -106,9 +105,8 @@ def luks_standing(ctx: Ctx, goal: Goal, job: str) -> list[str]:
 
 
 def measured_rw(ctx: Ctx, job: str) -> str | None:
-    m = next((m for m in ctx.data.measurements if m.get("job") == job), None)
-    params = (m or {}).get("job_params") or {}
-    return params.get("rw") if params.get("jobfile") is None else None
+    m = next((m for m in ctx.data.measurements if m.job == job), None)
+    return m.job_params.builtin_rw if m is not None else None
 
 
 def cpu_standing(ctx: Ctx, goal: Goal, job: str) -> list[str]:
@@ -129,7 +127,7 @@ def curve_standing(data: RunData) -> list[str]:
     sweep's end.  [] for a run without sweeps."""
     if not any(j.sweep_of for j in data.plan.jobs) or data.kind.many_vms:
         return []
-    rows = gap_rows(list(data.measurements), data.valid_cells, data.jobs, host_memory_bytes(data.environment),
+    rows = gap_rows(list(data.measurements), data.valid_cells, data.jobs, data.environment.host_memory_bytes,
                     data.plan.job_metrics)
     found = curves(rows, data.plan.jobs)
     host_knee = {c.job: c.points[c.knee].value for c in found if c.side == "host" and c.knee is not None}

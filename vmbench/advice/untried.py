@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from ..results.records import Settings
 from .model import GoalMetric
 
 VARIED = "*"  # a value that means "any value other than the baseline's": the axis was varied
@@ -78,14 +79,14 @@ def has_aes(cpu: object) -> bool:
     return "+aes" in label or label in ("host-passthrough", "host", "max")
 
 
-def measured(c: Candidate, cells: Sequence[Mapping[str, object]]) -> bool:
+def measured(c: Candidate, cells: Sequence[Settings]) -> bool:
     """Some cell (stored settings) has every setting of ``c``; a :data:`VARIED` setting is
     measured when the cells hold two values or more of it."""
     for key, want in c.settings.items():
-        if want is VARIED and len({repr(s.get(key)) for s in cells}) < 2:
+        if want is VARIED and len({repr(s.value(key)) for s in cells}) < 2:
             return False
     fixed = {k: v for k, v in c.settings.items() if v is not VARIED}
-    return any(all(_matches(s.get(k), k, v) for k, v in fixed.items()) for s in cells)
+    return any(all(_matches(s.value(k), k, v) for k, v in fixed.items()) for s in cells)
 
 
 def _matches(have: object, key: str, want: object) -> bool:
@@ -96,7 +97,7 @@ def _matches(have: object, key: str, want: object) -> bool:
     return str(have) == str(want)
 
 
-def not_tried(metric: GoalMetric, cells: Sequence[Mapping[str, object]], *, guest: bool, storage: str = "",
+def not_tried(metric: GoalMetric, cells: Sequence[Settings], *, guest: bool, storage: str = "",
               writes: bool = False, luks: bool = False) -> list[Candidate]:
     """The candidates for ``metric`` that apply to the run (``guest``: it ran VMs;
     ``storage``: "zvol", "dataset", "rbd" or ""; ``writes``: the goal's job writes; ``luks``: a stack

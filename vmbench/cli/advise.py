@@ -128,11 +128,11 @@ def cmd_advise(args: argparse.Namespace) -> int:
 
 def _header(data) -> dict:
     """The report header's lines that say what the figures are: the run, the accelerator, the load."""
-    from ..report.kind import RunKind
+    from ..results.kind import RunKind
     from ..report.loadtables import load_header
 
     env, boots = data.environment, data.boots
-    accels = sorted({b["accelerator"] for b in boots}) or [env.get("accelerator", "?")]
+    accels = sorted({str(b.accelerator) for b in boots}) or [env.accelerator if env.accelerator is not None else "?"]
     out = {"run": f"{data.run.id} ({data.run.tag})", "scenario": f"{data.run.scenario_name} ({data.run.scenario_path})",
            "status": data.run.status,
            "accelerator": "none (host only: no VM)" if data.kind is RunKind.HOST_ONLY else ", ".join(accels)}

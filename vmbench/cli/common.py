@@ -140,6 +140,6 @@ def stored_nodes(run: "RunRow") -> tuple[str, ...]:
 
     hosts = run.plan_json.get("hosts") if isinstance(run.plan_json, dict) else None
     names = [str(h) for h in hosts] if isinstance(hosts, list) else []
-    if not names and run.environment.get("pve_node"):
-        names = [str(run.environment["pve_node"])]
+    if not names and run.environment.pve_node:
+        names = [str(run.environment.pve_node)]
     return tuple(names) if names and all(PVE_NODE_RE.fullmatch(n) for n in names) else ()

@@ -148,7 +148,7 @@ def _accel_of_rounds(db, tune_id: str) -> str:
     """The accelerator the tune's rounds ran with (for the estimates asked again)."""
     from ..tune.engine import tune_runs
 
-    accel = tune_runs(db, tune_id)[-1].environment.get("accelerator")
+    accel = tune_runs(db, tune_id)[-1].environment.accelerator
     return accel if accel in ("kvm", "tcg") else "tcg"
 
 

@@ -1,8 +1,8 @@
 """fio ``--output-format=json+`` -> numbers, with exact percentiles from the histograms.
 
 fio's json+ keeps, per direction, the completion-latency histogram (``clat_ns.bins``:
-bucket value -> count).  Percentiles computed from merged bins are exact across jobs,
-directions and repeats, where averaging percentiles would be wrong (METHOD rule 5).
+bucket value -> count), read into a :class:`~vmbench.fio.histogram.Histogram` (fio's
+percentile rule and merging, written once there).
 The tail job of a load step (``vmbench-tail``, :data:`vmbench.fio.job.TAIL_NAME`) only keeps
 the load on: it is in no figure.
 """
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
-from typing import Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 from ..errors import VmbenchError
+from .histogram import PERCENTILES, Histogram
 from .job import TAIL_NAME
 
-PERCENTILES = (50.0, 95.0, 99.0, 99.9)
 DIRECTIONS = ("read", "write", "trim")
 
 
@@ -25,44 +25,6 @@ class FioOutputError(VmbenchError):
     """fio's output could not be read, or fio reported an error in it."""
 
     exit_code = 4
-
-
-@dataclass(frozen=True)
-class Histogram:
-    """Completion latency bins: {bucket value in ns: count}."""
-
-    bins: Mapping[int, int] = field(default_factory=dict)
-
-    @property
-    def count(self) -> int:
-        return sum(self.bins.values())
-
-    def merge(self, other: "Histogram") -> "Histogram":
-        out = dict(self.bins)
-        for value, n in other.bins.items():
-            out[value] = out.get(value, 0) + n
-        return Histogram(out)
-
-    def percentile(self, p: float) -> int | None:
-        """The value fio itself would report: the first bucket whose cumulative count
-        reaches p% of all samples (fio's stat.c calc_clat_percentiles)."""
-        total = self.count
-        if total == 0:
-            return None
-        threshold = p / 100.0 * total
-        running = 0
-        for value in sorted(self.bins):
-            running += self.bins[value]
-            if running >= threshold:
-                return value
-        return max(self.bins)
-
-    def to_json(self) -> dict[str, int]:
-        return {str(k): v for k, v in sorted(self.bins.items())}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, int]) -> "Histogram":
-        return cls({int(k): int(v) for k, v in data.items()})
 
 
 @dataclass(frozen=True)
@@ -98,14 +60,10 @@ class FioResult:
 
     @property
     def clat(self) -> Histogram:
-        h = Histogram()
-        for d in self.directions:
-            h = h.merge(d.clat)
-        return h
+        return Histogram.merged(d.clat for d in self.directions) if self.directions else Histogram()
 
     def percentiles(self) -> dict[float, int | None]:
-        h = self.clat
-        return {p: h.percentile(p) for p in PERCENTILES}
+        return dict(zip(PERCENTILES, self.clat.percentiles(PERCENTILES)))
 
 
 _DUMP = re.compile(r'\{\s*"fio version"')
@@ -149,9 +107,7 @@ def parse_fio_json(text: str | bytes) -> FioResult:
         parts = [job[name] for job in jobs if job.get(name, {}).get("total_ios", 0) > 0]
         if not parts:
             continue
-        hist = Histogram()
-        for part in parts:
-            hist = hist.merge(Histogram.from_json(part.get("clat_ns", {}).get("bins", {})))
+        hist = Histogram.merged(Histogram.from_json(part.get("clat_ns", {}).get("bins", {})) for part in parts)
         directions.append(
             Direction(
                 name=name,
@@ -171,3 +127,45 @@ def parse_fio_json(text: str | bytes) -> FioResult:
 def _snippet(text: str) -> str:
     text = text.strip()
     return text[:300] + ("..." if len(text) > 300 else "")
+
+
+# ---- fio's output as a results database stored it (a measurement's ``fio_json``) -------------
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def stored_direction(fio: Mapping[str, Any], direction: str, what: str) -> float | None:
+    """``what`` ("iops", "bw_bytes") in one direction from fio's stored output, every job clone
+    summed and a load run's tail left out; None when the output has no jobs (not stored)."""
+    jobs = fio.get("jobs")
+    if not jobs:
+        return None
+    return sum(float((j.get(direction) or {}).get(what) or 0.0) for j in jobs if j.get("jobname") != TAIL_NAME)
+
+
+def stored_steadystate(fio: Mapping[str, Any]) -> tuple[bool, float] | None:
+    """What fio's steady-state detection found in its stored output: (attained, the job's runtime
+    in s) of its first job; None when the job did not ask for it."""
+    first = (fio.get("jobs") or [{}])[0]
+    ss = first.get("steadystate")
+    return (bool(ss.get("attained")), float(first.get("job_runtime") or 0) / 1000) if ss else None
+
+
+def fio_cpu_us_per_io(fio: Any) -> float | None:
+    """fio's own CPU per I/O in µs, from its json output: per job (each clone; a load run's tail
+    left out) usr_cpu + sys_cpu (% of one CPU over job_runtime, ms), over every direction's
+    total_ios.  None when fio's output does not say."""
+    if not isinstance(fio, Mapping) or not isinstance(fio.get("jobs"), list):
+        return None
+    cpu_s = ios = 0.0
+    for j in fio["jobs"]:
+        if not isinstance(j, Mapping) or j.get("jobname") == TAIL_NAME:
+            continue
+        usr, sys_, runtime = _num(j.get("usr_cpu")), _num(j.get("sys_cpu")), _num(j.get("job_runtime"))
+        if usr is None or sys_ is None or runtime is None:
+            return None
+        cpu_s += (usr + sys_) / 100.0 * runtime / 1000.0
+        ios += sum(_num((j.get(d) or {}).get("total_ios")) or 0.0 for d in ("read", "write", "trim"))
+    return cpu_s * 1e6 / ios if ios > 0 else None

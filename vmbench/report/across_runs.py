@@ -18,40 +18,37 @@ whole unless ``allow_other_host``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any, Callable, Mapping, Sequence
 
-from ..run.environment import SAME_HOST_KEYS
-from ..results.db import RunRow
-from ..results.key import MeasurementKey
-from ..scenario.axes import stored_setting
+from ..fio.histogram import Histogram
 from ..fio.job import Metric
-from ..fio.result import Histogram
+from ..results.db import RunRow
+from ..results.environment import HOST_IDENTITY_KEYS, Environment
+from ..results.key import MeasurementKey
+from ..results.plan import LoadPlan
+from ..results.records import CellRecord, Measurement, Settings
+from ..scenario.axes import stored_setting
 from . import stats
-from .stats import Delta
-from .loadrows import excluded
 from .rows import Figures, aggregate, group, judge_change, metric_of
-from .stored_plan import LoadPlan, read_plan
+from .stats import Delta
 from .tables import Column, Table, by_iops, delta_pct, f_int, f_mb, f_ms, f_text, metric_header, metric_notes, saturation_notes
 
-#: What identifies the machine a measurement describes: the SAME_HOST_KEYS that are about
-#: the host and its software.  The rest of SAME_HOST_KEYS (driver, URI, state dir, pool, SSH
-#: host key) say how vmbench reached it and where it kept its files, which a resume needs
-#: equal but a comparison of results does not.
-HOST_IDENTITY_KEYS = tuple(k for k in SAME_HOST_KEYS if k in ("hostname", "host_kernel", "host_cpu", "qemu_version", "host_fio"))
+__all__ = ["HOST_IDENTITY_KEYS", "compare_header", "compare_runs", "groups_of", "host_differences", "job_metric",
+           "param_differences", "refusal_of"]
 
-RunInput = tuple[RunRow, Sequence[dict], Sequence[dict]]  # (run, its measurements, its cells)
+RunInput = tuple[RunRow, Sequence[Measurement], Sequence[CellRecord]]  # (run, its measurements, its cells)
 
 
 def label(i: int) -> str:
     return chr(ord("A") + i) if i < 26 else f"R{i + 1}"
 
 
-def host_differences(base: dict, other: dict) -> list[str]:
+def host_differences(base: Environment, other: Environment) -> list[str]:
     """``key 'a' vs 'b'`` for each host identity key that differs (other first, as "B vs A")."""
     out = []
     for k in HOST_IDENTITY_KEYS:
-        a, b = base.get(k), other.get(k)
+        a, b = base.fact(k), other.fact(k)
         if a != b:
             out.append(f"{k} {_v(b)} vs {_v(a)}")
     return out
@@ -65,13 +62,13 @@ def _v(value) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def param_differences(base: dict, other: dict) -> list[str]:
+def param_differences(base: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
     """``name other vs base`` for each stored fio parameter that differs."""
     out = []
     for k in sorted(set(base) | set(other)):
         if k == "name":
             continue
-        a, b = base.get(k, _MISSING), other.get(k, _MISSING)
+        a, b = (base[k] if k in base else _MISSING), (other[k] if k in other else _MISSING)
         if a != b:
             out.append(f"{k} {_p(b)} vs {_p(a)}")
     return out
@@ -88,59 +85,78 @@ def _p(value) -> str:
     return str(value)
 
 
-def groups_of(measurements: Sequence[dict], cells: Sequence[dict], load: LoadPlan | None = None) -> dict[MeasurementKey, list[dict]]:
+def groups_of(measurements: Sequence[Measurement], cells: Sequence[CellRecord],
+              load: LoadPlan | None = None) -> dict[MeasurementKey, list[Measurement]]:
     """The run's measurements by group; invalid cells left out; a load run's rows as step
     aggregates (:func:`load_aggregates`)."""
-    names = {c["id"]: c["name"] for c in cells if "id" in c}
-    valid = {c["name"] for c in cells if c.get("valid", True)}
+    names = {c.id: c.name for c in cells if c.id is not None}
+    valid = {c.name for c in cells if c.valid}
     rows = []
     for m in measurements:
-        cell = m.get("cell") if "cell" in m else names.get(m.get("cell_id"))
-        if m["side"] == "guest" and cell not in valid:
+        if m.cell is None and m.cell_id in names:  # a row read without its cell's name
+            m = replace(m, cell=names[m.cell_id])
+        if m.side == "guest" and m.cell not in valid:
             continue
-        rows.append(dict(m, cell=cell))
-    if any(int(m.get("load_step") or 0) > 0 for m in rows):
-        rows = [m for m in rows if not int(m.get("load_step") or 0)] + load_aggregates(rows, load)
+        rows.append(m)
+    if any(m.load_step > 0 for m in rows):
+        rows = [m for m in rows if not m.load_step] + load_aggregates(rows, load)
     return group(rows)
+
+
+@dataclass(frozen=True)
+class StepAggregate(Measurement):
+    """A load step's part in one repeat, as runs are compared: a new record of the part's
+    included rows, IOPS and bandwidth summed, histograms merged, the part as ``vm`` (0: every
+    peer, or the victim; 1: the aggressors); ``part_vms`` its size, ``step_name`` the step's
+    name and ``part_words`` the part in words."""
+
+    part_vms: int = 0
+    step_name: str = ""
+    part_words: str = ""
+
+
+def step_part(rows: Sequence[Measurement]) -> tuple[int | None, str | None]:
+    """(the part's size, the step's name) of a group's rows; (None, None) for a group that is
+    not a load step's."""
+    first = rows[0]
+    return (first.part_vms, first.step_name) if isinstance(first, StepAggregate) else (None, None)
 
 
 #: a load step's rows are compared as these parts: the VMs summed (scaling), or the victim
 #: and the aggressors summed apart (noisy neighbour); the part is the aggregate's ``vm``
 _PART = {"victim": 0, "aggressor": 1}
+_MEASUREMENT_FIELDS = tuple(f.name for f in fields(Measurement))
 
 
-def load_aggregates(rows: Sequence[dict], lp: LoadPlan | None) -> list[dict]:
-    """A load run's rows as one row per step part and repeat: IOPS and bandwidth summed over
-    the part's VMs, their histograms merged, the part as ``vm`` (0: every peer, or the victim;
-    1: the aggressors), its size as ``load_vms`` and the step's name as ``load_step_name``.
-    Excluded rows are left out, and so is a repeat missing one of the part's VMs (a sum
-    over some of the VMs is not the step's)."""
-    parts: dict[tuple, dict[int, list[dict]]] = {}
+def load_aggregates(rows: Sequence[Measurement], lp: LoadPlan | None) -> list[Measurement]:
+    """A load run's rows as one :class:`StepAggregate` per step part and repeat.  Excluded
+    rows are left out, and so is a repeat missing one of the part's VMs (a sum over some of
+    the VMs is not the step's)."""
+    parts: dict[tuple, dict[int, list[Measurement]]] = {}
     for m in rows:
-        step = int(m.get("load_step") or 0)
-        if step <= 0:
+        if m.load_step <= 0:
             continue
-        part = _PART.get(str(m.get("role")), 0)
-        key = (m["side"], m.get("cell"), m.get("stack"), m["layer"], m["job"], step, part)
-        parts.setdefault(key, {}).setdefault(int(m["repeat"]), []).append(m)
-    out = []
+        part = _PART.get(str(m.role), 0)
+        key = (m.side, m.cell, m.stack, m.layer, m.job, m.load_step, part)
+        parts.setdefault(key, {}).setdefault(m.repeat, []).append(m)
+    out: list[Measurement] = []
     for (side, cell, stack, layer, job, step, part), by_repeat in parts.items():
         sp = lp.step(step) if lp else None
-        role = next((r.get("role") for rs in by_repeat.values() for r in rs), None)
+        role = next((r.role for rs in by_repeat.values() for r in rs), None)
         if sp is not None:
-            want = sorted(int(v["vm"]) for v in sp.vms if _PART.get(str(v.get("role")), 0) == part)
+            want = sorted(v.vm for v in sp.vms if _PART.get(str(v.role), 0) == part)
         else:
-            want = sorted({int(r.get("vm") or 0) for rs in by_repeat.values() for r in rs})
+            want = sorted({r.vm for rs in by_repeat.values() for r in rs})
         for repeat, rs in sorted(by_repeat.items()):
-            inc = [r for r in rs if not excluded(r)]
-            if sorted(int(r.get("vm") or 0) for r in inc) != want:
+            inc = [r for r in rs if not r.excluded]
+            if sorted(r.vm for r in inc) != want:
                 continue
-            hist = Histogram()
-            for r in inc:
-                hist = hist.merge(Histogram.from_json(r.get("clat_bins") or {}))
-            out.append(dict(inc[0], vm=part, repeat=repeat, iops=sum(float(r["iops"]) for r in inc),
-                            bw_bytes=sum(float(r["bw_bytes"]) for r in inc), clat_bins=hist.to_json(), load_vms=len(want),
-                            load_step_name=sp.name if sp else str(step), load_part=_part_words(role, len(want))))
+            first = {name: getattr(inc[0], name) for name in _MEASUREMENT_FIELDS}
+            out.append(StepAggregate(**dict(first, vm=part, repeat=repeat, iops=sum(float(r.iops) for r in inc),
+                                            bw_bytes=sum(float(r.bw_bytes) for r in inc),
+                                            clat=Histogram.merged(r.clat for r in inc)),
+                                     part_vms=len(want), step_name=sp.name if sp else str(step),
+                                     part_words=_part_words(role, len(want))))
     return out
 
 
@@ -152,28 +168,29 @@ def _part_words(role: object, n: int) -> str:
     return f"{n} VM{'s' if n != 1 else ''} summed"
 
 
-def refusal_of(key: MeasurementKey, a_rows: list[dict], b_rows: list[dict], a_fig: Figures, b_fig: Figures, la: str, lb: str) -> str | None:
+def refusal_of(key: MeasurementKey, a_rows: Sequence[Measurement], b_rows: Sequence[Measurement], a_fig: Figures, b_fig: Figures,
+               la: str, lb: str) -> str | None:
     """Why two groups must not be compared (None when they may)."""
     what = f"{key.describe()}: run {lb} vs {la}"
-    if (a_rows[0].get("load_vms"), a_rows[0].get("load_step_name")) != (b_rows[0].get("load_vms"), b_rows[0].get("load_step_name")):
-        return (f"{what}: load step {key.load_step} differs: {b_rows[0].get('load_step_name')} ({b_rows[0].get('load_vms')} VMs) "
-                f"vs {a_rows[0].get('load_step_name')} ({a_rows[0].get('load_vms')} VMs)")
+    (a_vms, a_step), (b_vms, b_step) = step_part(a_rows), step_part(b_rows)
+    if (a_vms, a_step) != (b_vms, b_step):
+        return f"{what}: load step {key.load_step} differs: {b_step} ({b_vms} VMs) vs {a_step} ({a_vms} VMs)"
     for fig, lab in ((a_fig, la), (b_fig, lb)):
         if fig.job_hash == "mixed":
             return f"{what}: fio parameters differ between the repeats of run {lab}"
     if a_fig.job_hash != b_fig.job_hash:
-        diffs = param_differences(a_rows[0].get("job_params") or {}, b_rows[0].get("job_params") or {})
+        diffs = param_differences(a_rows[0].job_params.stored, b_rows[0].job_params.stored)
         if diffs:
             return f"{what}: fio parameters differ: {', '.join(diffs)}"
         return f"{what}: fio job hashes differ ({b_fig.job_hash} vs {a_fig.job_hash}) though the stored parameters are equal"
-    acc_a = sorted({str(m.get("accelerator")) for m in a_rows})
-    acc_b = sorted({str(m.get("accelerator")) for m in b_rows})
+    acc_a = sorted({str(m.accelerator) for m in a_rows})
+    acc_b = sorted({str(m.accelerator) for m in b_rows})
     if acc_a != acc_b:
         return f"{what}: accelerator {'/'.join(acc_b)} vs {'/'.join(acc_a)}"
     return None
 
 
-def _setting(settings: dict, key: str) -> object:
+def _setting(settings: Settings, key: str) -> object:
     """A stored setting as compared across runs: a row without it reads as its axis's
     ``unset`` (left to the hypervisor, or stored before the axis existed), so an old and a
     new run that both leave it to the hypervisor are equal; else the :data:`_MISSING` marker."""
@@ -181,14 +198,14 @@ def _setting(settings: dict, key: str) -> object:
     return _MISSING if value is None else value
 
 
-def _settings_note(a_rows: list[dict], b_rows: list[dict], la: str, lb: str) -> str:
-    a, b = a_rows[0].get("settings") or {}, b_rows[0].get("settings") or {}
+def _settings_note(a_rows: Sequence[Measurement], b_rows: Sequence[Measurement], la: str, lb: str) -> str:
+    a, b = a_rows[0].settings, b_rows[0].settings
     pairs = [(k, _setting(a, k), _setting(b, k)) for k in sorted(set(a) | set(b))]
     diffs = [f"{k} {_p(vb)} ({lb}) vs {_p(va)} ({la})" for k, va, vb in pairs if va != vb]
     return f"VM settings differ: {', '.join(diffs)}" if diffs else ""
 
 
-def _layer_refusals(groups: list[dict[MeasurementKey, list[dict]]], baseline_index: int, excluded: set[int], labels: list[str],
+def _layer_refusals(groups: list[dict[MeasurementKey, list[Measurement]]], baseline_index: int, excluded: set[int], labels: list[str],
                     refusals: list[str]) -> set[tuple[int, MeasurementKey]]:
     """A stack layer of the baseline that another run measured at the same depth of the same
     stack under another name (its stack was built differently) is refused, by name; returns
@@ -197,7 +214,7 @@ def _layer_refusals(groups: list[dict[MeasurementKey, list[dict]]], baseline_ind
     for i, g in enumerate(groups):
         for k, rows in g.items():
             if k.side == "guest" and k.stack is not None:  # the group's key but its layer, and the layer's depth
-                by_depth.setdefault((replace(k, layer=""), rows[0].get("depth")), {})[i] = k
+                by_depth.setdefault((replace(k, layer=""), rows[0].depth), {})[i] = k
     out: set[tuple[int, MeasurementKey]] = set()
     la = labels[baseline_index]
     for seen in by_depth.values():
@@ -211,13 +228,13 @@ def _layer_refusals(groups: list[dict[MeasurementKey, list[dict]]], baseline_ind
     return out
 
 
-def job_metric(job: str, runs: Sequence[RunInput], baseline_index: int, rows: Sequence[dict] | None) -> Metric:
+def job_metric(job: str, runs: Sequence[RunInput], baseline_index: int, rows: Sequence[Measurement] | None) -> Metric:
     """The metric ``job`` is compared on: the baseline run's plan's; else the first other
     run's plan that names one; else (a plan stored before jobs had one) as
     :func:`~vmbench.report.rows.metric_of` reads the stored fio parameters."""
     order = [baseline_index] + [i for i in range(len(runs)) if i != baseline_index]
     for i in order:
-        named = next((j.metric for j in read_plan(runs[i][0].plan_json).jobs if j.name == job and j.metric), None)
+        named = next((j.metric for j in runs[i][0].plan.jobs if j.name == job and j.metric), None)
         if named is not None:
             return named
     return metric_of(job, rows, None)
@@ -231,7 +248,7 @@ def compare_runs(runs: Sequence[RunInput], baseline_index: int = 0, *,
         raise ValueError("compare_runs needs at least two runs")
     labels = [label(i) for i in range(len(runs))]
     la = labels[baseline_index]
-    groups = [groups_of(meas, cells, read_plan(run.plan_json).load) for run, meas, cells in runs]
+    groups = [groups_of(meas, cells, run.plan.load) for run, meas, cells in runs]
     refusals: list[str] = []
     excluded = _other_hosts(runs, baseline_index, labels, allow_other_host, refusals)
     keys: list[MeasurementKey] = []
@@ -267,7 +284,7 @@ class _Comparison:
     runs: Sequence[RunInput]
     baseline_index: int
     labels: list[str]
-    groups: list[dict[MeasurementKey, list[dict]]]
+    groups: list[dict[MeasurementKey, list[Measurement]]]
     excluded: set[int]
     layer_refused: set[tuple[int, MeasurementKey]]
     refusals: list[str]
@@ -304,9 +321,10 @@ def _record(c: _Comparison, key: MeasurementKey) -> tuple[dict, Metric]:
     metric = job_metric(key.job, c.runs, c.baseline_index, base_rows or next(g[key] for g in c.groups if key in g))
     rec["metric"] = stats.label(metric)
     if key.load_step:
-        first = base_rows or next(g[key] for g in c.groups if key in g)
-        rec.update({"load_step": key.load_step, "step": f"{key.load_step}: {first[0].get('load_step_name')}",
-                    "vms": first[0].get("load_part")})
+        first = (base_rows or next(g[key] for g in c.groups if key in g))[0]
+        part = first if isinstance(first, StepAggregate) else None
+        rec.update({"load_step": key.load_step, "step": f"{key.load_step}: {part.step_name if part else None}",
+                    "vms": part.part_words if part else None})
     base_fig = aggregate(base_rows) if base_rows else None
     for i, lab in enumerate(c.labels):
         fig, delta = _judge_run(c, key, i, base_rows, base_fig, metric, notes)
@@ -323,7 +341,7 @@ def _record(c: _Comparison, key: MeasurementKey) -> tuple[dict, Metric]:
     return rec, metric
 
 
-def _judge_run(c: _Comparison, key: MeasurementKey, i: int, base_rows: list[dict] | None, base_fig: Figures | None,
+def _judge_run(c: _Comparison, key: MeasurementKey, i: int, base_rows: list[Measurement] | None, base_fig: Figures | None,
                metric: Metric, notes: list[str]) -> tuple[Figures | None, Delta | None]:
     """Run ``i``'s figures of ``key`` (None when it has none, or they were refused) and its
     change from the baseline's; what is said about them goes to ``notes``, a refusal also to
@@ -403,22 +421,22 @@ def _facts(runs: Sequence[RunInput], labels: list[str], baseline_index: int, exc
     base_env = runs[baseline_index][0].environment
     facts: dict[str, str] = {}
     missing: list[str] = []
-    ident = ", ".join(f"{k} {_v(base_env.get(k))}" for k in HOST_IDENTITY_KEYS)
+    ident = ", ".join(f"{k} {_v(base_env.fact(k))}" for k in HOST_IDENTITY_KEYS)
     others = []
     for i, (run, _, _) in enumerate(runs):
         diffs = host_differences(base_env, run.environment) if i != baseline_index else []
         if diffs:
             others.append(f"{labels[i]} differs: {'; '.join(diffs)}" + ("" if allow_other_host else " (not compared)"))
         for k in HOST_IDENTITY_KEYS:
-            if run.environment.get(k) is None:
+            if run.environment.fact(k) is None:
                 missing.append(f"{k} of run {labels[i]}")
     facts["hosts"] = (f"{labels[baseline_index]}: {ident}" + ("; " + "; ".join(others) if others else "; every run on this host")
                       + ("; other hosts allowed (--allow-other-host)" if allow_other_host and others else ""))
     accs = []
     for i, (_, meas, _) in enumerate(runs):
-        accs.append(f"{labels[i]} {'/'.join(sorted({str(m.get('accelerator')) for m in meas if m.get('side') == 'guest'})) or '-'}")
+        accs.append(f"{labels[i]} {'/'.join(sorted({str(m.accelerator) for m in meas if m.side == 'guest'})) or '-'}")
     facts["guest accelerator"] = ", ".join(accs)
-    facts["repeats"] = ", ".join(f"{labels[i]} {read_plan(run.plan_json).repeat_policy.label()}" for i, (run, _, _) in enumerate(runs))
+    facts["repeats"] = ", ".join(f"{labels[i]} {run.plan.repeat_policy.label()}" for i, (run, _, _) in enumerate(runs))
     return facts, missing
 
 
@@ -430,10 +448,14 @@ def compare_header(runs: Sequence[RunInput], baseline_index: int, allow_other_ho
     for i, (run, _, _) in enumerate(runs):
         env = run.environment
         header[labels[i]] = (f"run {run.id} ({run.tag}), {run.scenario_name}, {run.status}, started {run.started_at}; "
-                             f"host {env.get('hostname', '?')}, kernel {env.get('host_kernel', '?')}, QEMU {env.get('qemu_version', '?')}, "
-                             f"fio {env.get('host_fio', '?')}" + (" [baseline]" if i == baseline_index else ""))
+                             f"host {_known(env.hostname)}, kernel {_known(env.host_kernel)}, QEMU {_known(env.qemu_version)}, "
+                             f"fio {_known(env.host_fio)}" + (" [baseline]" if i == baseline_index else ""))
     other = [labels[i] for i, (run, _, _) in enumerate(runs) if i != baseline_index and host_differences(base_env, run.environment)]
     if other:
         header["hosts"] = (f"OTHER HOST in {', '.join(other)}: compared anyway (--allow-other-host)" if allow_other_host
                            else f"other host in {', '.join(other)}: not compared (see refusals)")
     return header
+
+
+def _known(value: object) -> object:
+    return "?" if value is None else value

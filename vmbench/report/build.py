@@ -12,82 +12,90 @@ section a printed report ends with is added above this package, by
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from ..results.environment import Environment
+from ..results.kind import RunKind
+from ..results.records import BootRecord
 from .cputables import cpu_table
 from .curves import curve_table, curves, load_curves
-from .loadrows import scaling_rows
-from .facts import host_memory_bytes, on_ceph
 from .hostonly import host_only_rows, host_only_table, storage_cells_table
 from .load import RunData
+from .loadrows import scaling_rows
 from .loadtables import load_header, load_tables
 from .rows import gap_rows
 from .tables import Table, cells_table, crypto_table, gap_table, journey_table, layer_table, targets_table
-from .kind import RunKind
 
 
 def build_report(data: RunData) -> tuple[dict, list[Table]]:
     """The header lines and the measurement tables of a loaded run (the advice section is
     added by :func:`vmbench.advice.table.report_with_advice`, which reads these rows)."""
     run, env, boots = data.run, data.environment, data.boots
-    accels = sorted({b["accelerator"] for b in boots}) or [env.get("accelerator", "?")]
+    accels = sorted({str(b.accelerator) for b in boots}) or [str(_known(env.accelerator))]
     header = {
         "run": f"{run.id} ({run.tag_label})",
         "scenario": f"{run.scenario_name} ({run.scenario_path})",
         "status": run.status + (f": {run.error}" if run.error else ""),
         "started": run.started_at,
         "finished": run.finished_at or "-",
-        "accelerator": ", ".join(accels) + (f" ({env['accelerator_reason']})" if env.get("accelerator_reason") else ""),
-        "host": f"{env.get('hostname', '?')}, kernel {env.get('host_kernel', '?')}, {env.get('host_cpu', '?')}",
-        "versions": f"QEMU {env.get('qemu_version', '?')}, libvirt {env.get('libvirt_version', '?')}, fio {env.get('host_fio', '?')} (host) / {_guest_fio(boots)} (guest)",
+        "accelerator": ", ".join(map(str, accels)) + (f" ({env.accelerator_reason})" if env.accelerator_reason else ""),
+        "host": f"{_known(env.hostname)}, kernel {_known(env.host_kernel)}, {_known(env.host_cpu)}",
+        "versions": f"QEMU {_known(env.qemu_version)}, libvirt {_known(env.libvirt_version)}, fio {_known(env.host_fio)} (host) / {_guest_fio(boots)} (guest)",
         "boots": str(len(boots)),
     }
-    if env.get("pve_version") or env.get("pve_api"):  # the facts a Proxmox host recorded
-        header["versions"] = (f"Proxmox VE {env.get('pve_version', '?')} ({env.get('pve_node', '?')}), QEMU {_pve_qemu(env, boots)}, "
-                              f"fio {env.get('host_fio', '?')} (host) / {_guest_fio(boots)} (guest)")
-        header["proxmox"] = f"{env.get('pve_api', '?')}, token {env.get('pve_token_id', '?')}, TLS {env.get('pve_tls', '?')}"
-        if env.get("tls_verify_off"):
+    if env.pve_version or env.pve_api:  # the facts a Proxmox host recorded
+        header["versions"] = (f"Proxmox VE {_known(env.pve_version)} ({_known(env.pve_node)}), QEMU {_pve_qemu(env, boots)}, "
+                              f"fio {_known(env.host_fio)} (host) / {_guest_fio(boots)} (guest)")
+        header["proxmox"] = f"{_known(env.pve_api)}, token {_known(env.pve_token_id)}, TLS {_known(env.pve_tls)}"
+        if env.tls_verify_off:
             header["warning"] = "TLS verification of the Proxmox API was turned off for this run (tls: {verify: false})"
-    if len(env.get("hosts") or {}) > 1:  # a run across several hosts: each, and how it was reached, a line each
+    if len(env.hosts or {}) > 1:  # a run across several hosts: each, and how it was reached, a line each
         header.update({f"host {label}": target for label, target in run_hosts(env, keys=True)})
-    elif env.get("ssh_host"):
+    elif env.ssh_host:
         header["ssh"] = ssh_target(env, keys=True)
-    if getattr(run, "attempts", 1) > 1:
+    if run.attempts > 1:
         header["attempts"] = f"{run.attempts} (resumed; every measurement kept once)"
-    if on_ceph(env):
+    if env.on_ceph:
         header["ceph"] = ceph_header(env)
-        if env.get("ceph_health") not in (None, "HEALTH_OK"):
-            header["warning"] = (f"the Ceph cluster was in {env['ceph_health']} when the run started "
-                                 f"({'; '.join(env.get('ceph_health_checks') or []) or 'no details'}): results are suspect")
-    if env.get("zfs_pool"):
+        if env.ceph_health not in (None, "HEALTH_OK"):
+            header["warning"] = (f"the Ceph cluster was in {env.ceph_health} when the run started "
+                                 f"({'; '.join(env.ceph_health_checks or []) or 'no details'}): results are suspect")
+    if env.zfs_pool:
         header["zfs"] = zfs_header(env)
-        if env.get("zfs_scan"):
-            header["warning"] = f"a {env['zfs_scan']} was running on pool {env['zfs_pool']} when the run started: results are suspect"
+        if env.zfs_scan:
+            header["warning"] = f"a {env.zfs_scan} was running on pool {env.zfs_pool} when the run started: results are suspect"
     return header, TABLES[data.kind](data, header)
 
 
-def ssh_target(env: dict, *, keys: bool = False) -> str:
+def _known(value: object, default: object = "?") -> object:
+    """A recorded fact as the header says it: ``default`` where the run did not record it."""
+    return default if value is None else value
+
+
+def ssh_target(env: Mapping[str, Any], *, keys: bool = False) -> str:
     """How a host was reached (``user@host:port``, with its host key), or "this machine"."""
-    if not env.get("ssh_host"):
+    env = Environment.from_row(env)
+    if not env.ssh_host:
         return "this machine"
-    return (f"{env.get('ssh_user', '?')}@{env['ssh_host']}:{env.get('ssh_port', 22)}"
-            + (f", host key {env.get('ssh_host_key', '?')}" if keys else ""))
+    return (f"{_known(env.ssh_user)}@{env.ssh_host}:{_known(env.ssh_port, 22)}"
+            + (f", host key {_known(env.ssh_host_key)}" if keys else ""))
 
 
-def run_hosts(env: dict, *, keys: bool = False) -> list[tuple[str, str]]:
+def run_hosts(env: Mapping[str, Any], *, keys: bool = False) -> list[tuple[str, str]]:
     """Every host of a run, in order: (its name, how it was reached); one for a one-host run
     (named by its SSH host, else "localhost")."""
-    hosts = env.get("hosts") or {}
-    if hosts:
-        return [(str(label), ssh_target(facts or {}, keys=keys)) for label, facts in hosts.items()]
-    return [(str(env.get("ssh_host") or "localhost"), ssh_target(env, keys=keys))]
+    env = Environment.from_row(env)
+    if env.hosts:
+        return [(str(label), ssh_target(facts or {}, keys=keys)) for label, facts in env.hosts.items()]
+    return [(str(env.ssh_host or "localhost"), ssh_target(env, keys=keys))]
 
 
-def hosts_line(env: dict) -> str:
+def hosts_line(env: Mapping[str, Any]) -> str:
     """A run's hosts in a few words (``vmbench runs``): "localhost", "root@pve1:22", or each
     host of a run across several by name with its SSH target."""
+    env = Environment.from_row(env)
     hosts = run_hosts(env)
-    if len(hosts) == 1 and not env.get("hosts"):
+    if len(hosts) == 1 and not env.hosts:
         return hosts[0][0] if hosts[0][1] == "this machine" else hosts[0][1]
     return ", ".join(f"{label} ({target})" for label, target in hosts)
 
@@ -96,14 +104,14 @@ def host_only_tables(data: RunData, header: dict) -> list[Table]:
     """Storage variants measured on the host: no VM, so no accelerator and no guest fio."""
     env, cells = data.environment, list(data.cells)
     header["accelerator"] = "none (host only: no VM)"
-    header["versions"] = f"fio {env.get('host_fio', '?')} (host)"
+    header["versions"] = f"fio {_known(env.host_fio)} (host)"
     del header["boots"]
     tables = [host_only_table(list(data.measurements), data.valid_cells, data.jobs, data.plan.repeat_policy, env=env,
                               storage=data.plan.storage)]
     if any(j.sweep_of for j in data.plan.jobs):
         ct = curve_table(curves(host_only_rows(list(data.measurements), data.valid_cells, data.jobs), data.plan.jobs), env=env)
         tables += [ct] if ct else []
-    if len(cells) > 1 or any(not c["valid"] for c in cells):
+    if len(cells) > 1 or any(not c.valid for c in cells):
         tables.append(storage_cells_table(cells))
     return tables
 
@@ -123,7 +131,7 @@ def many_vm_tables(data: RunData, header: dict) -> list[Table]:
     ct = crypto_table(data.crypto)
     if ct:
         tables.append(ct)
-    if len(cells) > 1 or any(not c["valid"] for c in cells):
+    if len(cells) > 1 or any(not c.valid for c in cells):
         tables.append(cells_table(cells))
     return tables
 
@@ -133,10 +141,10 @@ def one_vm_tables(data: RunData, header: dict) -> list[Table]:
     crypto ceiling, the targets and the cells."""
     env, cells, measurements, jobs = data.environment, list(data.cells), list(data.measurements), data.jobs
     valid_cells, policy, metrics = data.valid_cells, data.plan.repeat_policy, data.plan.job_metrics
-    tables = [gap_table(measurements, valid_cells, jobs, policy, host_memory_bytes=host_memory_bytes(env), env=env,
+    tables = [gap_table(measurements, valid_cells, jobs, policy, host_memory_bytes=env.host_memory_bytes, env=env,
                         metrics=metrics)]
     if any(j.sweep_of for j in data.plan.jobs):
-        rows = gap_rows(measurements, valid_cells, jobs, host_memory_bytes(env), metrics)
+        rows = gap_rows(measurements, valid_cells, jobs, env.host_memory_bytes, metrics)
         swept = curve_table(curves(rows, data.plan.jobs), env=env)
         tables += [swept] if swept else []
     cpu = cpu_table(measurements, valid_cells, jobs, repeats=policy, env=env)  # None: no QEMU process was sampled
@@ -153,7 +161,7 @@ def one_vm_tables(data: RunData, header: dict) -> list[Table]:
     tt = targets_table(measurements, data.targets, metrics)
     if tt:
         tables.append(tt)
-    if len(cells) > 1 or any(not c["valid"] for c in cells):
+    if len(cells) > 1 or any(not c.valid for c in cells):
         tables.append(cells_table(cells))
     return tables
 
@@ -165,40 +173,38 @@ TABLES: dict[RunKind, Callable[[RunData, dict], list[Table]]] = {
 }
 
 
-def zfs_header(env: dict) -> str:
+def zfs_header(env: Environment) -> str:
     """The recorded ZFS facts in one line: versions, pool, ashift, ARC, txg timeout, scan."""
-    arc = env.get("arc") or {}
-    parts = [f"{env.get('storage_type', 'zfs')} on {env.get('zfs_dataset', '?')}",
-             f"OpenZFS {env.get('zfs_userland', '?')} / {env.get('zfs_kmod') or '?'}",
-             f"ashift {env.get('zpool_ashift', '?')}" + (f" (vdevs {','.join(map(str, env['vdev_ashift']))})" if env.get("vdev_ashift") else "")]
-    if arc.get("c_max_bytes"):
-        parts.append(f"ARC max {arc['c_max_bytes'] / 2**30:.1f} GiB")
-    if env.get("zfs_txg_timeout_s") is not None:
-        parts.append(f"zfs_txg_timeout {env['zfs_txg_timeout_s']} s")
-    parts.append(f"scan: {env.get('zfs_scan') or 'none running'}")
+    parts = [f"{_known(env.storage_type, 'zfs')} on {_known(env.zfs_dataset)}",
+             f"OpenZFS {_known(env.zfs_userland)} / {env.zfs_kmod or '?'}",
+             f"ashift {_known(env.zpool_ashift)}" + (f" (vdevs {','.join(map(str, env.vdev_ashift))})" if env.vdev_ashift else "")]
+    if env.arc_c_max_bytes:
+        parts.append(f"ARC max {env.arc_c_max_bytes / 2**30:.1f} GiB")
+    if env.zfs_txg_timeout_s is not None:
+        parts.append(f"zfs_txg_timeout {env.zfs_txg_timeout_s} s")
+    parts.append(f"scan: {env.zfs_scan or 'none running'}")
     return ", ".join(parts)
 
 
-def ceph_header(env: dict) -> str:
+def ceph_header(env: Environment) -> str:
     """The recorded Ceph facts in one line: versions, health, the pool, its OSDs, the client cache."""
-    pool = env.get("ceph_pool_facts") or {}
-    cache = env.get("rbd_client_cache") or {}
-    parts = [f"RBD pool {env.get('ceph_pool', '?')} as client.{env.get('ceph_user', '?')}",
-             f"Ceph {', '.join(env.get('ceph_versions') or ['?'])}", str(env.get("ceph_health") or "health ?"),
-             f"size {pool.get('size', '?')}/min_size {pool.get('min_size', '?')}, {pool.get('pg_num', '?')} PGs",
-             f"{env.get('ceph_osds_up', '?')}/{env.get('ceph_osds', '?')} OSDs up ({', '.join(env.get('ceph_objectstores') or ['?'])})",
-             f"client rbd_cache {cache.get('rbd_cache', '?')} (QEMU's cache=writeback turns it on per disk, none turns it off)"]
+    pool, cache = env.ceph_pool_facts or {}, env.rbd_client_cache or {}  # as ceph and the client's config told them
+    parts = [f"RBD pool {_known(env.ceph_pool)} as client.{_known(env.ceph_user)}",
+             f"Ceph {', '.join(env.ceph_versions or ['?'])}", str(env.ceph_health or "health ?"),
+             f"size {_known(pool.get('size'))}/min_size {_known(pool.get('min_size'))}, {_known(pool.get('pg_num'))} PGs",
+             f"{_known(env.ceph_osds_up)}/{_known(env.ceph_osds)} OSDs up ({', '.join(env.ceph_objectstores or ['?'])})",
+             f"client rbd_cache {_known(cache.get('rbd_cache'))} (QEMU's cache=writeback turns it on per disk, none turns it off)"]
     return ", ".join(parts)
 
 
-def _pve_qemu(env: dict, boots: Sequence[dict]) -> str:
+def _pve_qemu(env: Environment, boots: Sequence[BootRecord]) -> str:
     """The QEMU a Proxmox run's VMs ran: each boot's evidence (``running-qemu`` of
     status/current), else the node's pve-qemu-kvm package (``pveversion -v``), else ?."""
-    running = sorted({str(v) for b in boots if (v := ((b.get("guest") or {}).get("pve_status") or {}).get("running-qemu"))})
-    return ", ".join(running) or env.get("qemu_version") or "?"
+    running = sorted({v for b in boots if (v := b.running_qemu)})
+    return ", ".join(running) or env.qemu_version or "?"
 
 
-def _guest_fio(boots: Sequence[dict]) -> str:
-    versions = sorted({(b.get("guest") or {}).get("fio_version", "?") for b in boots})
-    return ", ".join(versions) or "?"
+def _guest_fio(boots: Sequence[BootRecord]) -> str:
+    versions = sorted({_known(b.guest_fio) for b in boots}, key=str)
+    return ", ".join(map(str, versions)) or "?"
 

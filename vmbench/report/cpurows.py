@@ -1,7 +1,7 @@
 """What each VM setting costs the host CPU per I/O (issue 17): the rows of the "CPU per I/O"
 table, from the guest measurements that carry a ``qemu-cpu`` row (the QEMU process sampled on
 the host, :meth:`vmbench.telemetry.qemu_cpu.CpuPerIo.to_json`, attached by
-:func:`vmbench.report.load.summarize_telemetry` as ``m["qemu_cpu"]``).
+:func:`vmbench.report.load.with_telemetry` as ``qemu_cpu``).
 
 Pure: measurements in, :class:`CpuRow` out; :mod:`vmbench.report.cputables` lays them out.
 Per (cell, stack, layer, job) group: the median over repeats of µs of CPU per I/O of each
@@ -24,15 +24,16 @@ import math
 import statistics
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..fio.job import TAIL_NAME
+from ..fio.result import fio_cpu_us_per_io
+from ..results.cpu import QemuCpuRecord
 from ..results.key import MeasurementKey
+from ..results.records import CellRecord, JobParams, Measurement
 from . import stats
 from .facts import saturation
-from .load import QEMU_CPU as SOURCE
 from .rows import group, host_group, host_key
 from .stats import Delta
 
@@ -111,19 +112,14 @@ class CpuRow:
 # ---- reading one stored row --------------------------------------------------------------------
 
 
-def qemu_cpu(m: Mapping) -> Mapping | None:
-    """A measurement's qemu-cpu row (as :func:`~vmbench.report.load.summarize_telemetry` attaches it)."""
-    d = m.get("qemu_cpu")
-    return d if isinstance(d, Mapping) and d.get("kind") == SOURCE else None
+def qemu_cpu(m: Measurement) -> QemuCpuRecord | None:
+    """A measurement's qemu-cpu row (as :func:`~vmbench.report.load.with_telemetry` attaches it)."""
+    return QemuCpuRecord.of(m.qemu_cpu)
 
 
-def has_qemu_cpu(measurements: Sequence[Mapping]) -> bool:
+def has_qemu_cpu(measurements: Sequence[Measurement]) -> bool:
     """Some single-VM guest measurement carries a qemu-cpu row."""
-    return any(m.get("side") == "guest" and not m.get("load_step") and qemu_cpu(m) is not None for m in measurements)
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return any(m.side == "guest" and not m.load_step and qemu_cpu(m) is not None for m in measurements)
 
 
 def _sum(*values: float | None) -> float | None:
@@ -137,39 +133,6 @@ def _cost(v: float | None) -> float | None:
     return None if v is None else max(0.0, v)
 
 
-def fio_cpu_us_per_io(fio: Any) -> float | None:
-    """fio's own CPU per I/O in µs, from its json output: per job (each clone; a load run's tail
-    left out) usr_cpu + sys_cpu (% of one CPU over job_runtime, ms), over every direction's
-    total_ios.  None when fio's output does not say."""
-    if not isinstance(fio, Mapping) or not isinstance(fio.get("jobs"), list):
-        return None
-    cpu_s = ios = 0.0
-    for j in fio["jobs"]:
-        if not isinstance(j, Mapping) or j.get("jobname") == TAIL_NAME:
-            continue
-        usr, sys_, runtime = _num(j.get("usr_cpu")), _num(j.get("sys_cpu")), _num(j.get("job_runtime"))
-        if usr is None or sys_ is None or runtime is None:
-            return None
-        cpu_s += (usr + sys_) / 100.0 * runtime / 1000.0
-        ios += sum(_num((j.get(d) or {}).get("total_ios")) or 0.0 for d in ("read", "write", "trim"))
-    return cpu_s * 1e6 / ios if ios > 0 else None
-
-
-def _switches_per_io(d: Mapping) -> float | None:
-    """Context switches per I/O, voluntary and involuntary, every class (the exited threads'
-    are not kept anywhere), the idle VM's taken off."""
-    ios = _num(d.get("ios")) or 0.0
-    if ios <= 0:
-        return None
-    total = 0.0
-    for c in (d.get("classes") or {}).values():
-        v, n = _num(c.get("voluntary")), _num(c.get("involuntary"))
-        if v is None or n is None:
-            continue
-        total += v + n - (_num(c.get("idle_voluntary")) or 0.0) - (_num(c.get("idle_involuntary")) or 0.0)
-    return total / ios
-
-
 #: a host whose /proc/stat counted this much less busy CPU than the QEMU process's own threads
 #: (more than a few clock ticks): its rest cannot be told (a virtual machine's tick-sampled
 #: counters lose ticks under load; the threads' runtime is measured, not sampled)
@@ -178,65 +141,43 @@ UNDERCOUNT_NOTE = ("host rest not known: in {n} of {m} repeats the host's /proc/
                    "process's own threads (a virtual machine's tick-sampled counters lose ticks under load)")
 
 
-def rest_undercounted(d: Mapping) -> bool:
+def rest_undercounted(d: QemuCpuRecord) -> bool:
     """The row's host busy CPU fell short of the QEMU process's (beyond :data:`UNDERCOUNT_S`)."""
-    rest = _num((d.get("host") or {}).get("rest_s"))
+    rest = d.host_rest_s
     return rest is not None and rest < -UNDERCOUNT_S
 
 
-def repeat_figures(m: Mapping) -> dict[str, float | None]:
+def repeat_figures(m: Measurement) -> dict[str, float | None]:
     """One measurement's figures (:data:`FIGURES`) from its qemu-cpu row and its fio output; all
     None but guest_fio when it has no qemu-cpu row or counted no I/O."""
     d = qemu_cpu(m)
     out: dict[str, float | None] = {k: None for k in FIGURES}
-    out["guest_fio"] = fio_cpu_us_per_io(m.get("fio"))
-    if d is None or not (_num(d.get("ios")) or 0) > 0:
+    out["guest_fio"] = fio_cpu_us_per_io(m.fio)
+    if d is None or not d.ios > 0:
         return out
-    classes = d.get("classes") or {}
-
-    def cls(name: str) -> float | None:
-        return _num((classes.get(name) or {}).get("us_per_io"))
+    cls = d.us_per_io
 
     out.update({c: _cost(cls(c)) for c in CLASSES[:-1]})
     out["other"] = _cost(_sum(cls("other"), cls("exited")))
-    out["qemu"] = _cost(_num((d.get("process") or {}).get("us_per_io")))
+    out["qemu"] = _cost(d.process_us_per_io)
     # the rest of the host, less than its idle figure by a tick or so: 0 (a few ticks more, rest_undercounted: not known)
-    out["host_rest"] = None if rest_undercounted(d) else _cost(_num((d.get("host") or {}).get("rest_us_per_io")))
-    out["zfs"] = _cost(_num(((d.get("host") or {}).get("zfs") or {}).get("us_per_io")))
-    out["cgroup"] = _cost(_num((d.get("cgroup") or {}).get("us_per_io")))
-    out["switches"] = _switches_per_io(d)
-    out["guest"] = _num((d.get("guest") or {}).get("us_per_io"))
+    out["host_rest"] = None if rest_undercounted(d) else _cost(d.host_rest_us_per_io)
+    out["zfs"] = _cost(d.zfs_us_per_io)
+    out["cgroup"] = _cost(d.cgroup_us_per_io)
+    out["switches"] = d.switches_per_io
+    out["guest"] = d.guest_us_per_io
     return out
 
 
-def _per_io(d: Mapping, seconds: float | None) -> float | None:
-    ios = _num(d.get("ios")) or 0.0
-    return None if seconds is None or ios <= 0 else seconds * 1e6 / ios
-
-
-def _perf(d: Mapping) -> tuple[float | None, str | None]:
-    """(cycles per I/O, why not) from the row's ``perf`` entry (:class:`~vmbench.telemetry.perf.PerfCycles`:
-    its cycles_per_io, else its cycles less idle_cycles over the row's I/Os; or its why)."""
-    perf = d.get("perf")
-    if not isinstance(perf, Mapping):
-        return None, None
-    per, cycles, ios = _num(perf.get("cycles_per_io")), _num(perf.get("cycles")), _num(d.get("ios")) or 0.0
-    if per is None and cycles is not None and ios > 0:
-        per = (cycles - (_num(perf.get("idle_cycles")) or 0.0)) / ios
-    if per is not None:
-        return per, None
-    return None, str(perf["why"]) if perf.get("why") else None
-
-
-def fixed_rate(params: Mapping) -> str | None:
+def fixed_rate(params: JobParams) -> str | None:
     """A built-in job's fixed rate in words ("2,000 IOPS", "50.0 MB/s"), None when it has none
     (a job file's is not read here)."""
-    if params.get("jobfile") is not None:
+    if params.file_job:
         return None
-    if params.get("rate_iops") is not None:
-        return f"{float(params['rate_iops']):,.0f} IOPS"
-    if params.get("rate") is not None:
-        return f"{float(params['rate']) / 1e6:,.1f} MB/s"
+    if params.rate_iops is not None:
+        return f"{float(params.rate_iops):,.0f} IOPS"
+    if params.rate is not None:
+        return f"{float(params.rate) / 1e6:,.1f} MB/s"
     return None
 
 
@@ -296,49 +237,48 @@ def _median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _accel(rows: Sequence[Mapping]) -> str:
-    named = sorted({str(d["accel"]) for r in rows if (d := qemu_cpu(r)) is not None and d.get("accel")})
+def _accel(rows: Sequence[Measurement]) -> str:
+    named = sorted({d.accel for r in rows if (d := qemu_cpu(r)) is not None and d.accel})
     if named:
         return "/".join(named)
-    stored = sorted({str(r.get("accelerator")) for r in rows if r.get("accelerator")})
+    stored = sorted({str(r.accelerator) for r in rows if r.accelerator})
     return "/".join(stored) or "?"
 
 
-def _group_row(key: MeasurementKey, rows: Sequence[dict], host_rows: Sequence[dict] | None) -> CpuRow:
-    sampled = [r for r in rows if (d := qemu_cpu(r)) is not None and (_num(d.get("ios")) or 0) > 0]
+def _group_row(key: MeasurementKey, rows: Sequence[Measurement], host_rows: Sequence[Measurement] | None) -> CpuRow:
+    sampled = [r for r in rows if (d := qemu_cpu(r)) is not None and d.ios > 0]
     per = [repeat_figures(r) for r in rows]
     cpu = [d for r in sampled if (d := qemu_cpu(r)) is not None]
     undercounted = sum(rest_undercounted(d) for d in cpu)
     # one repeat whose host counters lost ticks makes the others' rest suspect too: none is shown
     figures = {k: Figure.of([] if k == "host_rest" and undercounted else [p[k] for p in per]) for k in FIGURES}
-    shares = [s for d in cpu if (s := _num(d.get("accounted_share"))) is not None]
-    perf = [_perf(d) for d in cpu]
+    shares = [s for d in cpu if (s := d.accounted_share) is not None]
+    perf = [(d.perf_cycles_per_io, d.perf_why) for d in cpu]
     host_fio = None
-    if host_rows and host_rows[0].get("job_hash") == rows[0].get("job_hash"):
-        host_fio = Figure.of([fio_cpu_us_per_io(r.get("fio")) for r in host_rows])
-    params = rows[0].get("job_params") or {}
+    if host_rows and host_rows[0].job_hash == rows[0].job_hash:
+        host_fio = Figure.of([fio_cpu_us_per_io(r.fio) for r in host_rows])
     return CpuRow(
-        job=key.job, sync=bool(rows[0].get("sync")), cell=str(key.cell), stack=key.stack, layer=key.layer,
-        job_hash=str(rows[0].get("job_hash")), accel=_accel(rows),
+        job=key.job, sync=rows[0].sync, cell=str(key.cell), stack=key.stack, layer=key.layer,
+        job_hash=rows[0].job_hash, accel=_accel(rows),
         repeats=len(rows), sampled=len(sampled), figures=figures, host_fio=host_fio,
         accounted_share=min(shares) if shares else None,
-        idle_s=tuple(float(e) for d in cpu if (e := _num((d.get("idle") or {}).get("elapsed_s"))) is not None),
-        idle_qemu=Figure.of([_per_io(d, _num((d.get("process") or {}).get("idle_s"))) for d in cpu]),
-        idle_rest=Figure.of([_per_io(d, _num((d.get("host") or {}).get("idle_rest_s"))) for d in cpu]),
-        ios=Figure.of([_num(d.get("ios")) for d in cpu]),
-        fixed_rate=fixed_rate(params), saturated=saturation(rows), named=all(d.get("named") for d in cpu),
+        idle_s=tuple(e for d in cpu if (e := d.idle_elapsed_s) is not None),
+        idle_qemu=Figure.of([d.per_io(d.process_idle_s) for d in cpu]),
+        idle_rest=Figure.of([d.per_io(d.host_idle_rest_s) for d in cpu]),
+        ios=Figure.of([d.ios for d in cpu]),
+        fixed_rate=fixed_rate(rows[0].job_params), saturated=saturation(rows), named=all(d.named for d in cpu),
         perf_cycles=Figure.of([c for c, _ in perf]), perf_why=tuple(dict.fromkeys(w for _, w in perf if w)),
-        baseline=None, shared_from=rows[0].get("shared_from"), rest_undercounted=undercounted)
+        baseline=None, shared_from=rows[0].shared_from, rest_undercounted=undercounted)
 
 
-def cpu_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str]) -> list[CpuRow]:
+def cpu_rows(measurements: Sequence[Measurement], cells: Sequence[CellRecord], jobs: Sequence[str]) -> list[CpuRow]:
     """Per job, per cell (``cells``: the valid ones, in scenario order), each group of guest
     measurements (raw disk first, then each stack's layers) that has a qemu-cpu row, with every
     figure's difference from the same group in the first cell (the baseline).  Load runs'
     measurements (several VMs at once) are not read here."""
-    groups = group(m for m in measurements if not m.get("load_step") and not m.get("vm"))
-    by_name = {c["name"]: c for c in cells}
-    order = [c["name"] for c in cells]
+    groups = group(m for m in measurements if not m.load_step and not m.vm)
+    by_name = {c.name: c for c in cells}
+    order = [c.name for c in cells]
     baseline = order[0] if order else None
     out: list[CpuRow] = []
     for job in list(jobs) + sorted({k.job for k in groups if k.job not in jobs}):

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..results.environment import Environment
+from ..results.records import CellRecord, Measurement
 from . import stats
 from .cpurows import CLASSES, FIGURES, CpuRow, cpu_rows, describe_delta, has_qemu_cpu
 from .facts import RepeatPolicy, admissibility
@@ -106,8 +108,8 @@ def record(row: CpuRow) -> dict:
     return rec
 
 
-def cpu_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], *,
-              repeats: int | RepeatPolicy | None = None, env: dict | None = None) -> Table | None:
+def cpu_table(measurements: Sequence[Measurement], cells: Sequence[CellRecord], jobs: Sequence[str], *,
+              repeats: int | RepeatPolicy | None = None, env: Environment | None = None) -> Table | None:
     """The "CPU per I/O" table of a single-VM run's guest measurements that carry a qemu-cpu row
     (``cells``: the valid ones, the first the baseline); None when none does."""
     if not has_qemu_cpu(measurements):
@@ -154,8 +156,8 @@ def cpu_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
         notes.append("(sync) jobs issue synchronous writes: compare them only with each other.")
     policy = as_policy(repeats)
     names = {r.cell for r in rows}
-    used = [m for m in measurements if (m.get("side") == "host" or m.get("cell") in names) and not m.get("load_step")]
-    facts, missing = admissibility(used, [c for c in cells if c["name"] in names], env, policy)
+    used = [m for m in measurements if (m.side == "host" or m.cell in names) and not m.load_step]
+    facts, missing = admissibility(used, [c for c in cells if c.name in names], env, policy)
     return Table("cpu-per-io", "CPU per I/O", cols, records, notes, facts, missing)
 
 
@@ -210,8 +212,8 @@ def rate_notes(rows: Sequence[CpuRow]) -> list[str]:
     return notes
 
 
-def delta_notes(rows: Sequence[CpuRow], cells: Sequence[dict]) -> list[str]:
-    notes = [f"QEMU vs baseline = the QEMU total's µs/IO minus the baseline's (the first cell, {cells[0]['name']}) for the "
+def delta_notes(rows: Sequence[CpuRow], cells: Sequence[CellRecord]) -> list[str]:
+    notes = [f"QEMU vs baseline = the QEMU total's µs/IO minus the baseline's (the first cell, {cells[0].name}) for the "
              "same job and layer: lower is cheaper. by figure vs baseline = the other figures whose difference is not "
              "within noise."]
     judged = [d for r in rows for d in r.deltas.values()]

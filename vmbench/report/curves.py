@@ -3,7 +3,8 @@ as one curve per cell and side, IOPS against p50 and p99, with the knee and the 
 point.  Pure: rows in (:func:`~vmbench.report.rows.gap_rows` or the host-only rows), a table
 and the curves for the HTML plot out.
 
-The knee, by a stated rule (:func:`knee_index`): the first point that no later point beats by
+The knee, by a stated rule (:func:`sweep_knee_index`; a load run's scaling knee is another
+rule, :func:`vmbench.report.loadrows.scaling_knee_index`): the first point that no later point beats by
 :data:`KNEE_GAIN` of IOPS or more; beyond it more queue adds latency, not throughput.  A curve
 still gaining at its last point has no knee within the sweep, and the report says so.
 """
@@ -11,11 +12,12 @@ still gaining at its last point has no knee within the sweep, and the report say
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Sequence
 
+from ..results.environment import Environment
 from .loadrows import ScalingRow
 from .rows import Row
-from .stored_plan import PlannedJob
+from ..results.plan import PlannedJob
 from .tables import Column, Table, f_int, f_ms, f_ratio, f_text
 
 KNEE_GAIN = 0.10  # a step that adds less than 10% IOPS is past the knee
@@ -42,14 +44,14 @@ class Curve:
 
     @property
     def knee(self) -> int | None:
-        return knee_index([p.iops for p in self.points])
+        return sweep_knee_index([p.iops for p in self.points])
 
     @property
     def label(self) -> str:
         return " ".join(x for x in (self.job, self.cell or "", self.side) if x)
 
 
-def knee_index(iops: Sequence[float], gain: float = KNEE_GAIN) -> int | None:
+def sweep_knee_index(iops: Sequence[float], gain: float = KNEE_GAIN) -> int | None:
     """The index of the knee: the first point that no later point beats by ``gain`` (a
     fraction) of IOPS or more; None when only the last is (still rising at the sweep's end).
     A dip between two points (noise) does not make a knee while a later point still gains."""
@@ -118,7 +120,7 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
-def curve_table(found: Sequence[Curve], *, env: Mapping | None = None) -> Table | None:
+def curve_table(found: Sequence[Curve], *, env: Environment | None = None) -> Table | None:
     """The curves point by point, the knee marked, each curve summed up in a note; None without sweeps."""
     if not found:
         return None
@@ -137,7 +139,7 @@ def curve_table(found: Sequence[Curve], *, env: Mapping | None = None) -> Table 
     notes = [curve_summary(c) for c in found]
     notes.append(f"knee = the first point that no later point beats by {KNEE_GAIN:.0%} of IOPS or more: beyond it more "
                  "queue (or jobs) adds latency, not throughput. Latency is fio's completion latency from its histograms.")
-    accel = (env or {}).get("accelerator")
+    accel = env.accelerator if env is not None else None
     if accel and accel != "kvm":
         notes.append(f"guests ran under {accel}: the guest curves' shape is the emulation's as much as the disk's")
     return Table("curves", "Queue-depth and numjobs sweeps: IOPS against latency", cols, records, notes)

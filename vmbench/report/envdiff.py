@@ -18,6 +18,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from ..results.environment import Environment
+from ..results.records import BootRecord
+
 #: the facts a step names first, in this order: stored key -> how it is named
 KNOWN = {
     "host_kernel": "kernel", "pve_node_kernel": "PVE node kernel", "host_os": "host OS",
@@ -56,17 +59,17 @@ class Change:
         return f"{self.name}: {self.before} -> {self.after}"
 
 
-def run_environment(environment: Mapping[str, Any], boots: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+def run_environment(environment: Environment, boots: Sequence[BootRecord] = ()) -> dict[str, Any]:
     """A run's stored environment, nested values flattened to dotted keys, with its guests'
     kernel and fio (``guest_kernel``, ``guest_fio``: each distinct value, joined) and the
     Proxmox packages of ``pveversion -v`` as ``pve_package.NAME``."""
     out: dict[str, Any] = {}
     _flatten(environment, "", out)
-    for key, fact in (("guest_kernel", "kernel"), ("guest_fio", "fio_version")):
-        values = sorted({str((b.get("guest") or {}).get(fact)) for b in boots if (b.get("guest") or {}).get(fact)})
-        if values:
-            out[key] = ", ".join(values)
-    for line in str(environment.get("pveversion") or "").splitlines():
+    for key, values in (("guest_kernel", {b.guest_kernel for b in boots}), ("guest_fio", {b.guest_fio for b in boots})):
+        shown = sorted(v for v in values if v)
+        if shown:
+            out[key] = ", ".join(shown)
+    for line in str(environment.pveversion or "").splitlines():
         name, sep, version = line.partition(":")
         if sep and name.strip() and version.strip():
             out[f"pve_package.{name.strip()}"] = version.strip()
@@ -110,9 +113,10 @@ def differences(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Cha
 
 def short_environment(env: Mapping[str, Any]) -> str:
     """A run's host in a few words: "6.1.0-50, QEMU 7.2.22, tcg"."""
-    parts = [str(env.get("host_kernel") or env.get("pve_node_kernel") or "?")]
-    if env.get("qemu_version"):
-        parts.append(f"QEMU {env['qemu_version']}")
-    if env.get("accelerator"):
-        parts.append(str(env["accelerator"]))
+    env = Environment.from_row(env)
+    parts = [str(env.host_kernel or env.fact("pve_node_kernel") or "?")]
+    if env.qemu_version:
+        parts.append(f"QEMU {env.qemu_version}")
+    if env.accelerator:
+        parts.append(str(env.accelerator))
     return ", ".join(parts)

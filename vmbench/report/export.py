@@ -27,9 +27,10 @@ from typing import Mapping, Sequence
 
 from ..fio.job import Metric
 from ..results.db import RunRow
+from ..results.environment import Environment
+from ..results.records import CellRecord, Measurement
 from .across_runs import groups_of, job_metric
 from .rows import Figures, aggregate, host_group, host_key
-from .stored_plan import read_plan
 
 MEASUREMENT = "vmbench"
 TAGS = ("host", "node", "scenario", "side", "cell", "stack", "layer", "job", "load_step")
@@ -42,6 +43,12 @@ class Point:
     tags: Mapping[str, str]
     fields: Mapping[str, float | int | str]
     time_s: int
+
+
+def _run_tags(run: RunRow) -> dict[str, str]:
+    """The tags every point of a run has: its host, node (Proxmox: the node, else the host) and scenario."""
+    env: Environment = run.environment
+    return {"host": str(env.hostname or ""), "node": str(env.pve_node or env.hostname or ""), "scenario": run.scenario_name}
 
 
 def run_time(run: RunRow) -> int:
@@ -63,13 +70,11 @@ def _gap(host: Figures | None, fig: Figures, metric: Metric) -> float | None:
     return a / b if b else None
 
 
-def run_points(run: RunRow, measurements: Sequence[dict], cells: Sequence[dict]) -> list[Point]:
+def run_points(run: RunRow, measurements: Sequence[Measurement], cells: Sequence[CellRecord]) -> list[Point]:
     """One point per group of the run (invalid cells left out, a load step as its aggregate)."""
-    groups = groups_of(measurements, cells, read_plan(run.plan_json).load)
-    by_name = {c["name"]: c for c in cells}
-    env = run.environment
-    base = {"host": str(env.get("hostname") or ""), "node": str(env.get("pve_node") or env.get("hostname") or ""),
-            "scenario": run.scenario_name}
+    groups = groups_of(measurements, cells, run.plan.load)
+    by_name = {c.name: c for c in cells}
+    base = _run_tags(run)
     t = run_time(run)
     figs = {k: aggregate(rows) for k, rows in groups.items()}
     out = []
@@ -176,12 +181,9 @@ def _run_families(runs: Sequence[RunRow], timestamps: bool) -> list[str]:
     chosen = sorted(runs, key=run_time) if timestamps else list(runs)[-1:]
     by_series: dict[str, list[str]] = {}
     for run in chosen:
-        env = run.environment
-        base = {"host": str(env.get("hostname") or ""), "node": str(env.get("pve_node") or env.get("hostname") or ""),
-                "scenario": run.scenario_name}
-        labels = _labels({k: v for k, v in base.items() if v})
+        labels = _labels({k: v for k, v in _run_tags(run).items() if v})
         t = f" {run_time(run)}" if timestamps else ""
         info.append(f'vmbench_run_info{{{labels},run_id="{run.id}",run_tag="{_label_value(run.tag)}",'
-                    f'vmbench_version="{_label_value(str(env.get("vmbench_version") or ""))}"}} 1{t}')
+                    f'vmbench_version="{_label_value(str(run.environment.vmbench_version or ""))}"}} 1{t}')
         by_series.setdefault(labels, []).append(f"vmbench_run_timestamp_seconds{{{labels}}} {run_time(run)}{t}")
     return info + stamp + [line for lines in by_series.values() for line in lines]

@@ -11,15 +11,17 @@ from __future__ import annotations
 import statistics
 from typing import Iterable, Mapping, Sequence
 
-from ..fio.job import MIXED_MODES, TAIL_NAME
+from ..fio.job import MIXED_MODES
+from ..fio.result import stored_direction, stored_steadystate
+from ..results.environment import Environment
 from ..results.key import MeasurementKey
-from ..scenario.backend import backend_named
+from ..results.records import CellRecord, JobParams, Measurement
 from ..scenario.model import RepeatPolicy
 from ..settings import Cache
 from .filejobs import file_params
 from .zfsfacts import zfs_facts
 
-__all__ = ["RepeatPolicy", "admissibility", "host_page_cache", "saturation"]
+__all__ = ["RepeatPolicy", "admissibility", "saturation"]
 
 STEADY_RUNTIME_S = 10.0  # below this a run is too short to span several ZFS transaction groups
 
@@ -37,28 +39,28 @@ def _names(names: Iterable[str]) -> str:
     return ", ".join(dict.fromkeys(names))
 
 
-def admissibility(measurements: Sequence[dict], cells: Sequence[dict], env: dict | None,
-                  policy: RepeatPolicy, *, storage_cells: Sequence[dict] | None = None) -> tuple[dict[str, str], list[str]]:
+def admissibility(measurements: Sequence[Measurement], cells: Sequence[CellRecord], env: Environment | None,
+                  policy: RepeatPolicy, *, storage_cells: Sequence[CellRecord] | None = None) -> tuple[dict[str, str], list[str]]:
     """Facts about the measurements of one table: cache state, sync mode, working set vs
     RAM, runtime vs steady state, repeats, and on ZFS storage the ARC, pool and volume
     (:func:`~vmbench.report.zfsfacts.zfs_facts`, over ``storage_cells``, else ``cells``);
     and what the stored run does not tell."""
-    env = env or {}
-    jobs: dict[str, dict] = {}
+    env = env if env is not None else Environment()
+    jobs: dict[str, JobParams] = {}
     sync: dict[str, bool] = {}
     counts: dict[MeasurementKey, int] = {}
     for m in measurements:
-        jobs.setdefault(m["job"], m.get("job_params") or {})
-        sync.setdefault(m["job"], bool(m.get("sync")))
-        key = MeasurementKey.of(m, repeat=False)  # the group whose repeats are counted
+        jobs.setdefault(m.job, m.job_params)
+        sync.setdefault(m.job, m.sync)
+        key = m.group  # the group whose repeats are counted
         counts[key] = counts.get(key, 0) + 1
     facts: dict[str, str] = {}
     missing: list[str] = []
     if not jobs:
         return facts, missing
-    jobfiles = [j for j, p in jobs.items() if p.get("jobfile")]
+    jobfiles = [j for j, p in jobs.items() if p.jobfile]
     plain = {j: p for j, p in jobs.items() if j not in jobfiles}
-    facts["cache"] = _cache(plain, cells, missing, jobfiles, librbd=on_librbd(env))
+    facts["cache"] = _cache(plain, cells, missing, jobfiles, librbd=env.on_librbd)
     synced = [j for j, s in sync.items() if s]
     facts["sync"] = (f"sync writes in {_names(synced)}: compare them only with each other" if synced
                      else "no sync writes (every job asynchronous)")
@@ -77,16 +79,17 @@ def admissibility(measurements: Sequence[dict], cells: Sequence[dict], env: dict
     return {k: v for k, v in facts.items() if v != "-"}, missing  # an unknown fact is in missing only
 
 
-def _cache(jobs: dict[str, dict], cells: Sequence[dict], missing: list[str], jobfiles: list[str], *, librbd: bool = False) -> str:
+def _cache(jobs: dict[str, JobParams], cells: Sequence[CellRecord], missing: list[str], jobfiles: list[str], *,
+           librbd: bool = False) -> str:
     parts = []
-    modes: dict[str, list[str]] = {}
+    modes: dict[object, list[str]] = {}  # a Cache mode, or a stored value that is none
     unknown = []
     for c in cells:
-        mode = (c.get("settings") or {}).get("cache")
+        mode = c.settings.cache or c.settings.value("cache")
         if mode is None:
-            unknown.append(c["name"])
+            unknown.append(c.name)
         else:
-            modes.setdefault(mode, []).append(c["name"])
+            modes.setdefault(mode, []).append(c.name)
     if modes:
         if len(modes) == 1 and not unknown:
             parts.append(f"QEMU cache={next(iter(modes))}")
@@ -94,9 +97,9 @@ def _cache(jobs: dict[str, dict], cells: Sequence[dict], missing: list[str], job
             parts.append("QEMU cache " + ", ".join(f"{m} ({_names(n)})" for m, n in modes.items()))
     if unknown:
         missing.append(f"QEMU cache mode of {_names(unknown)}")
-    direct = [j for j, p in jobs.items() if p.get("direct") is True]
-    buffered = [j for j, p in jobs.items() if p.get("direct") is False]
-    undecided = [j for j, p in jobs.items() if p.get("direct") is None] + jobfiles
+    direct = [j for j, p in jobs.items() if p.direct is True]
+    buffered = [j for j, p in jobs.items() if p.direct is False]
+    undecided = [j for j, p in jobs.items() if p.direct is None] + jobfiles
     if buffered:
         parts.append(f"buffered {_names(buffered)} (vmbench drops the page cache before each buffered run)"
                      + (f", O_DIRECT {_names(direct)}" if direct else ""))
@@ -104,48 +107,16 @@ def _cache(jobs: dict[str, dict], cells: Sequence[dict], missing: list[str], job
         parts.append("every job O_DIRECT (guest page cache bypassed)")
     if undecided:
         missing.append(f"O_DIRECT or buffered for {_names(undecided)}")
-    host_cached = [m for m in modes if host_page_cache(m)]
+    host_cached = [str(m) for m in modes if isinstance(m, Cache) and m.host_page_cache]
     if librbd and modes:  # QEMU opens RBD through librbd: no host page cache, librbd's own client cache instead
         parts.append(f"RBD through librbd: no host page cache; librbd's client cache (rbd_cache) "
                      + (f"on with cache={'/'.join(host_cached)}" if host_cached else "off in every cell")
-                     + (f", off with cache={'/'.join(m for m in modes if m not in host_cached)}" if host_cached and len(host_cached) < len(modes) else ""))
+                     + (f", off with cache={'/'.join(str(m) for m in modes if str(m) not in host_cached)}" if host_cached and len(host_cached) < len(modes) else ""))
     elif host_cached:
         parts.append(f"host page cache in use with cache={'/'.join(host_cached)}, not dropped before guest runs")
     elif modes:
         parts.append("host page cache bypassed")
     return "; ".join(parts) or "-"
-
-
-def _setting(cell: dict, key: str) -> str | None:
-    value = (cell.get("settings") or {}).get(key)
-    return None if value is None else str(value)
-
-
-def on_librbd(env: Mapping) -> bool:
-    """The run's disks are RBD images QEMU opens through librbd: no host page cache under them."""
-    backend = backend_named(env.get("storage_type"))
-    return backend is not None and not backend.host_page_cache
-
-
-def on_ceph(env: Mapping) -> bool:
-    """A Ceph pool is under the run's disks: the report states the cluster."""
-    backend = backend_named(env.get("storage_type"))
-    return backend is not None and backend.ceph
-
-
-def host_memory_bytes(env: Mapping) -> int | None:
-    """The host RAM a guest's reads may come from (its page cache under the disk); None where
-    there is none (RBD) or the run did not record it."""
-    return None if on_librbd(env) else (env.get("host_memory_mib") or 0) << 20 or None
-
-
-def host_page_cache(mode: object) -> bool:
-    """Whether QEMU's cache mode ``mode`` (as stored) goes through the host page cache
-    (:attr:`Cache.host_page_cache`); an unknown or missing mode does not say so."""
-    try:
-        return Cache.parse(mode).host_page_cache
-    except ValueError:
-        return False
 
 
 #: the pieces of a row's note (:mod:`vmbench.report.rows`) that say its figure may not be the I/O
@@ -159,8 +130,9 @@ def suspect_flags(note: str | None) -> list[str]:
     return [p.strip() for p in (note or "").split(";") if any(m in p for m in SUSPECT_MARKS)]
 
 
-def _working_set(jobs: dict[str, dict], cells: Sequence[dict], env: dict, missing: list[str], jobfiles: list[str]) -> str:
-    sizes = {j: p["size"] for j, p in jobs.items() if isinstance(p.get("size"), (int, float))}
+def _working_set(jobs: dict[str, JobParams], cells: Sequence[CellRecord], env: Environment, missing: list[str],
+                 jobfiles: list[str]) -> str:
+    sizes = {j: p.size for j, p in jobs.items() if isinstance(p.size, (int, float))}
     no_size = [j for j in jobs if j not in sizes] + jobfiles
     if no_size:
         missing.append(f"working set of {_names(no_size)}")
@@ -168,11 +140,11 @@ def _working_set(jobs: dict[str, dict], cells: Sequence[dict], env: dict, missin
         return "-"
     biggest = max(sizes.values())
     parts = [f"largest job {_mib(biggest)} ({_names(j for j, s in sizes.items() if s == biggest)})"]
-    reads = [p for p in jobs.values() if p.get("rw") not in ("write", "randwrite")]  # reads or mixed
-    buffered = any(p.get("direct") is False for p in reads)
-    host_cached = sorted(m for m in {_setting(c, "cache") for c in cells} if m is not None and host_page_cache(m)
-                         and not on_librbd(env))
-    mems = sorted({int(m) for m in (_setting(c, "memory_mib") for c in cells) if m is not None})
+    reads = [p for p in jobs.values() if p.rw not in ("write", "randwrite")]  # reads or mixed
+    buffered = any(p.direct is False for p in reads)
+    host_cached = sorted({str(mode) for c in cells if (mode := c.settings.cache) is not None and mode.host_page_cache
+                          and not env.on_librbd})
+    mems = sorted({mib for c in cells if (mib := c.settings.memory_mib) is not None})
     if mems:
         ram = _mib(mems[0] << 20) if len(mems) == 1 else f"{_mib(mems[0] << 20)}..{_mib(mems[-1] << 20)}"
         if biggest < mems[0] << 20:
@@ -181,7 +153,7 @@ def _working_set(jobs: dict[str, dict], cells: Sequence[dict], env: dict, missin
             parts.append(f"does not fit in guest RAM {ram}" if biggest >= mems[-1] << 20 else f"fits in some guest RAM {ram}")
     elif cells:
         missing.append("guest RAM of the cells")
-    host = env.get("host_memory_mib")
+    host = env.host_memory_mib
     if host:
         if biggest < host << 20:
             parts.append(f"fits in host RAM {_mib(host << 20)}"
@@ -193,22 +165,21 @@ def _working_set(jobs: dict[str, dict], cells: Sequence[dict], env: dict, missin
     return "; ".join(parts)
 
 
-def steady_attained(measurements: Sequence[dict], jobs: Mapping[str, Mapping]) -> str:
+def steady_attained(measurements: Sequence[Measurement], jobs: Mapping[str, JobParams]) -> str:
     """What fio's own steady-state detection found, for the jobs that asked for it
     (``steadystate``): steady in every run and after how long (fio ends the job there), or a
     WARNING naming the runs that never were (METHOD rule 6); "" when no job asked."""
-    asked = sorted(j for j, p in jobs.items() if p.get("steadystate"))
+    asked = sorted(j for j, p in jobs.items() if p.steadystate)
     runs: dict[str, list[tuple[bool, float]]] = {}
     for m in measurements:
-        if m["job"] not in asked:
+        if m.job not in asked:
             continue
-        fio_jobs = (m.get("fio") or {}).get("jobs") or [{}]
-        ss = fio_jobs[0].get("steadystate")
-        if ss:
-            runs.setdefault(m["job"], []).append((bool(ss.get("attained")), float(fio_jobs[0].get("job_runtime") or 0) / 1000))
+        found = stored_steadystate(m.fio)  # fio's own output
+        if found:
+            runs.setdefault(m.job, []).append(found)
     parts = []
     for job in asked:
-        got, criterion = runs.get(job, []), jobs[job]["steadystate"]
+        got, criterion = runs.get(job, []), jobs[job].steadystate
         reached = [t for ok, t in got if ok]
         if got and len(reached) == len(got):
             parts.append(f"{job} steady ({criterion}) in every run, after {sum(reached) / len(reached):.0f} s on average")
@@ -218,8 +189,8 @@ def steady_attained(measurements: Sequence[dict], jobs: Mapping[str, Mapping]) -
     return "; ".join(parts)
 
 
-def _steady(jobs: dict[str, dict], missing: list[str], jobfiles: list[str]) -> str:
-    times = {j: (p.get("runtime"), p.get("ramp")) for j, p in jobs.items()}
+def _steady(jobs: dict[str, JobParams], missing: list[str], jobfiles: list[str]) -> str:
+    times = {j: (p.runtime, p.ramp) for j, p in jobs.items()}
     unknown = [j for j, (rt, ramp) in times.items() if rt is None or ramp is None] + jobfiles
     if unknown:
         missing.append(f"runtime and ramp of {_names(unknown)}")
@@ -246,40 +217,37 @@ def _steady(jobs: dict[str, dict], missing: list[str], jobfiles: list[str]) -> s
 SATURATION_SHARE = 0.97  # a fixed-rate group achieving less than this share of its rate did not hold it
 
 
-def _directions(params: Mapping) -> list[str]:
+def _directions(params: JobParams) -> list[str]:
     """The directions a built-in job does I/O in (a mixed job's share of 0% is none)."""
-    rw = params.get("rw")
+    rw = params.rw
     if rw in MIXED_MODES:
-        mix = params.get("rwmixread")
+        mix = params.rwmixread
         mix = 50 if mix is None else int(mix)
         return [d for d, share in (("read", mix), ("write", 100 - mix)) if share > 0]
     return ["write"] if rw in ("write", "randwrite") else ["read"]
 
 
-def _achieved(row: Mapping, direction: str, what: str) -> float | None:
+def _achieved(row: Measurement, direction: str, what: str) -> float | None:
     """A repeat's ``what`` ("iops", "bw_bytes") in one direction, from fio's stored output
     (every job clone summed, a load run's tail left out); None when it was not stored."""
-    fio = row.get("fio")
-    if not isinstance(fio, dict) or not fio.get("jobs"):
-        return None
-    return sum(float((j.get(direction) or {}).get(what) or 0.0) for j in fio["jobs"] if j.get("jobname") != TAIL_NAME)
+    return stored_direction(row.fio, direction, what)
 
 
-def saturation(rows: Sequence[Mapping]) -> str | None:
+def saturation(rows: Sequence[Measurement]) -> str | None:
     """"saturated (achieved X of Y)" when a fixed-rate group's median achieved rate fell under
     :data:`SATURATION_SHARE` of the rate it was given, else None.  fio's rate_iops/rate hold
     for each job clone (numjobs) and, in a mixed job, for reads and writes each: a mixed job
     is judged per direction from fio's stored output (its total against the sum where that
     was not stored).  A job file's own rate is not read here."""
-    params = (rows[0].get("job_params") or {}) if rows else {}
-    if params.get("jobfile") is not None:
+    if not rows or rows[0].job_params.file_job:
         return None
-    rate_iops, rate = params.get("rate_iops"), params.get("rate")
+    params = rows[0].job_params
+    rate_iops, rate = params.rate_iops, params.rate
     per_job = rate_iops if rate_iops is not None else rate
     if per_job is None:
         return None
     what = "iops" if rate_iops is not None else "bw_bytes"
-    numjobs = int(params.get("numjobs") or 1)
+    numjobs = int(params.numjobs or 1)
     want = float(per_job) * numjobs
     dirs = _directions(params)
 
@@ -294,7 +262,7 @@ def saturation(rows: Sequence[Mapping]) -> str | None:
             return None
         parts = [f"{fmt(g)} of {fmt(want)} {d} {unit}" for d, g in zip(dirs, got)]
     else:
-        total = statistics.median(float(r[what]) for r in rows)
+        total = statistics.median(float(getattr(r, what)) for r in rows)
         if total >= SATURATION_SHARE * want * len(dirs):
             return None
         parts = [f"{fmt(total)} of {fmt(want * len(dirs))} {unit}"]

@@ -23,12 +23,12 @@ import numpy as np
 from ..fio.job import Metric
 from ..results.db import RunRow
 from ..results.key import MeasurementKey
+from ..results.records import BootRecord, CellRecord, Measurement
 from . import stats
 from .across_runs import groups_of, job_metric, refusal_of
 from .envdiff import Change, differences, run_environment, short_environment
 from .rows import Figures, aggregate, judge_change
 from .steps import MIN_CHANGE, find_steps
-from .stored_plan import read_plan
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,9 @@ class HistoryRun:
     """A stored run as history reads it: the run, its measurements as stored, its cells and boots."""
 
     run: RunRow
-    measurements: Sequence[dict]
-    cells: Sequence[dict]
-    boots: Sequence[dict] = ()
+    measurements: Sequence[Measurement]
+    cells: Sequence[CellRecord]
+    boots: Sequence[BootRecord] = ()
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def median_interval(samples: Sequence[float], confidence: float = 0.95) -> tuple
 
 def _machine(run: RunRow) -> tuple:
     env = run.environment
-    return (env.get("hostname"), env.get("pve_node"))
+    return (env.hostname, env.pve_node)
 
 
 def select_runs(runs: Sequence[HistoryRun]) -> tuple[list[HistoryRun], list[str]]:
@@ -159,8 +159,8 @@ def select_runs(runs: Sequence[HistoryRun]) -> tuple[list[HistoryRun], list[str]
     kept = []
     for r in done:
         if _machine(r.run) != here:
-            left.append(f"run {r.run.id} ({r.run.tag}): another machine: hostname {r.run.environment.get('hostname')!r}"
-                        + (f", node {r.run.environment.get('pve_node')!r}" if here[1] or r.run.environment.get("pve_node") else "")
+            left.append(f"run {r.run.id} ({r.run.tag}): another machine: hostname {r.run.environment.hostname!r}"
+                        + (f", node {r.run.environment.pve_node!r}" if here[1] or r.run.environment.pve_node else "")
                         + f", the latest run's is {here[0]!r}" + (f", node {here[1]!r}" if here[1] else ""))
         else:
             kept.append(r)
@@ -171,7 +171,7 @@ def build_history(scenario: str, runs: Sequence[HistoryRun], *, min_change: floa
     """The history of ``runs`` (oldest first), each series with its steps."""
     kept, left_out = select_runs(runs)
     infos = tuple(RunInfo(r.run.id, r.run.tag, r.run.started_at, run_environment(r.run.environment, r.boots)) for r in kept)
-    groups = [groups_of(r.measurements, r.cells, read_plan(r.run.plan_json).load) for r in kept]
+    groups = [groups_of(r.measurements, r.cells, r.run.plan.load) for r in kept]
     inputs = [(r.run, r.measurements, r.cells) for r in kept]
     keys: list[MeasurementKey] = []
     for g in groups:
@@ -185,10 +185,10 @@ def build_history(scenario: str, runs: Sequence[HistoryRun], *, min_change: floa
     return History(scenario, infos, tuple(series), tuple(left_out))
 
 
-def _series(key: MeasurementKey, metric: Metric, groups: Sequence[Mapping[MeasurementKey, list[dict]]], infos: Sequence[RunInfo],
-            min_change: float) -> Series:
+def _series(key: MeasurementKey, metric: Metric, groups: Sequence[Mapping[MeasurementKey, list[Measurement]]],
+            infos: Sequence[RunInfo], min_change: float) -> Series:
     points: list[Point] = []
-    prev: tuple[int, list[dict], Figures] | None = None
+    prev: tuple[int, list[Measurement], Figures] | None = None
     for i, g in enumerate(groups):
         rows = g.get(key)
         if not rows:

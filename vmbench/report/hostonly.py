@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..results.environment import Environment
+from ..results.records import CellRecord, Measurement, Settings
 from ..scenario.axes import STORAGE_AXES
 from .rows import Row, aggregate, group, host_group, judge_change, telemetry_notes
 from .facts import RepeatPolicy, admissibility
@@ -17,13 +19,13 @@ from .tables import (FIGURE_COLUMNS, Column, Table, as_policy, delta_fields, del
                      repeat_columns, telemetry_columns, telemetry_table_notes, verdict_notes)
 
 
-def host_only_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str]) -> list[Row]:
+def host_only_rows(measurements: Sequence[Measurement], cells: Sequence[CellRecord], jobs: Sequence[str]) -> list[Row]:
     groups = group(measurements)
     out = []
     for job in jobs:
         base = None
         for i, cell in enumerate(cells):
-            rows = groups.get(host_group(cell["name"], job))
+            rows = groups.get(host_group(cell.name, job))
             if not rows:
                 continue
             fig = aggregate(rows)
@@ -34,24 +36,24 @@ def host_only_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Se
             elif base is not None and base.job_hash == fig.job_hash:
                 vs_base = fig.iops / base.iops - 1.0 if base.iops else None
                 deltas["vs_baseline"] = judge_change(fig, base)
-            out.append(Row(job=job, sync=bool(rows[0]["sync"]), side="host", cell=cell["name"], stack=None, layer="host",
+            out.append(Row(job=job, sync=rows[0].sync, side="host", cell=cell.name, stack=None, layer="host",
                            figures=fig, vs_baseline=vs_base, note="; ".join(telemetry_notes(rows[0], fig)),
-                           settings=cell.get("settings") or {}, deltas=deltas))
+                           settings=cell.settings, deltas=deltas))
     return out
 
 
-def host_only_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str],
-                    repeats: int | RepeatPolicy, *, env: dict | None = None, storage: str = "") -> Table:
+def host_only_table(measurements: Sequence[Measurement], cells: Sequence[CellRecord], jobs: Sequence[str],
+                    repeats: int | RepeatPolicy, *, env: Environment | None = None, storage: str = "") -> Table:
     policy = as_policy(repeats)
     rows = host_only_rows(measurements, cells, jobs)
     keys = ("vs_baseline",)
     records = []
     order = {k: i for i, k in enumerate(STORAGE_AXES)}  # stored JSON sorts keys; show them in axis order
-    every = [c.get("settings") or {} for c in cells]
-    common = {k: v for k, v in (every[0] if every else {}).items() if all(s.get(k) == v for s in every)}
+    every = [c.settings for c in cells]
+    common = {k: v for k, v in (every[0] if every else {}).items() if all(s.value(k) == v for s in every)}
     varied = len(every) > 1 and len(common) < len(every[0])
 
-    def shown(settings: dict) -> str:  # what tells the variants apart; the rest is said once, in a note
+    def shown(settings: Settings) -> str:  # what tells the variants apart; the rest is said once, in a note
         items = [(k, v) for k, v in settings.items() if not (varied and common.get(k) == v)]
         return ", ".join(f"{k}={v}" for k, v in sorted(items, key=lambda kv: order.get(kv[0], 99)))
 
@@ -65,7 +67,7 @@ def host_only_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: S
     cols += [Column("vs_baseline", "vs baseline", row_fmt=delta_pct("vs_baseline")), Column("note", "note", f_text)]
     notes = [f"host only: no VM; fio on the host, on a new zvol or dataset per variant ({storage})." if storage
              else "host only: no VM; fio on the host, on a new zvol or dataset per variant.",
-             f"vs baseline = change in IOPS from the first variant ({cells[0]['name'] if cells else '-'})."]
+             f"vs baseline = change in IOPS from the first variant ({cells[0].name if cells else '-'})."]
     if varied and common:
         notes.append("every variant: " + ", ".join(f"{k}={v}" for k, v in sorted(common.items(), key=lambda kv: order.get(kv[0], 99))) + ".")
     if any(r.sync for r in rows):
@@ -77,13 +79,12 @@ def host_only_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: S
     return Table("host-only", "Host only: storage variants", cols, records, notes, facts, missing)
 
 
-def storage_cells_table(cells: Sequence[dict]) -> Table:
+def storage_cells_table(cells: Sequence[CellRecord]) -> Table:
     """Every variant: its storage settings, what changed, whether it was measured and why not."""
     order = {k: i for i, k in enumerate(STORAGE_AXES)}
-    records = [{"cell": c["name"],
-                "storage": ", ".join(f"{k}={v}" for k, v in sorted((c.get("settings") or {}).items(), key=lambda kv: order.get(kv[0], 99))),
-                "changed": ", ".join(c.get("changed") or []) or "-", "valid": c["valid"],
-                "problems": "; ".join(c.get("problems") or [])} for c in cells]
+    records = [{"cell": c.name,
+                "storage": ", ".join(f"{k}={v}" for k, v in sorted(c.settings.items(), key=lambda kv: order.get(kv[0], 99))),
+                "changed": ", ".join(c.changed) or "-", "valid": c.valid, "problems": "; ".join(c.problems)} for c in cells]
     cols = [Column("cell", "cell"), Column("storage", "storage settings"), Column("changed", "changed"),
             Column("valid", "measured", f_bool), Column("problems", "problems", f_text)]
     return Table("cells", "Storage variants (each a new zvol or dataset, read back with zfs get)", cols, records)

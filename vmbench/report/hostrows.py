@@ -16,11 +16,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from ..results.plan import LoadPlan
+from ..results.records import Measurement
+from ..telemetry.nic import NEAR_LINK, NEAR_LINK_RULE
 from . import stats
 from .loadrows import StepFigures, step_figures, step_groups
 from .stats import Delta
-from .stored_plan import LoadPlan
-from ..telemetry.nic import NEAR_LINK, NEAR_LINK_RULE
 from .tables import Column, Table, delta_pct, f_int, f_ms, f_text
 
 SLOWEST_RULE = ("per VM = each complete repeat's IOPS summed over the host's VMs, divided by their number; the slowest host has the "
@@ -28,21 +29,16 @@ SLOWEST_RULE = ("per VM = each complete repeat's IOPS summed over the host's VMs
                 f"interval where both have {stats.MIN_REPEATS} or more repeats.")
 
 
-def host_of(m: Mapping) -> str | None:
-    """The host a load row ran on (None: a one-host run's row)."""
-    return (m.get("load") or {}).get("host")
-
-
-def hosts_of(measurements: Sequence[Mapping]) -> list[str]:
-    """The hosts the rows name, in order of first appearance."""
-    return list(OrderedDict((h, None) for m in measurements if (h := host_of(m))))
+def hosts_of(measurements: Sequence[Measurement]) -> list[str]:
+    """The hosts the load rows name, in order of first appearance."""
+    return list(OrderedDict((h, None) for m in measurements if (h := m.load.host)))
 
 
 @dataclass(frozen=True)
 class HostFigures:
     host: str
     fig: StepFigures
-    nic: dict | None = None  # the busiest interface of the host's busiest round (telemetry.nic), as stored
+    nic: Mapping | None = None  # the busiest interface of the host's busiest round (telemetry.nic), as stored
 
     @property
     def per_vm_samples(self) -> tuple[float, ...]:
@@ -71,31 +67,31 @@ def _slowest(hosts: Sequence[HostFigures]) -> tuple[str | None, str | None, Delt
 
 
 
-def host_steps(measurements: Sequence[Mapping], plan: LoadPlan) -> list[HostStep]:
+def host_steps(measurements: Sequence[Measurement], plan: LoadPlan) -> list[HostStep]:
     """Each step group's figures per host, in the order stored; [] for a one-host run."""
     out = []
     for key, rows in step_groups(measurements).items():
-        by_host: "OrderedDict[str, list[dict]]" = OrderedDict()
+        by_host: "OrderedDict[str, list[Measurement]]" = OrderedDict()
         for r in rows:
-            if (h := host_of(r)) is not None:
+            if (h := r.load.host) is not None:
                 by_host.setdefault(h, []).append(r)
         if not by_host:
             continue
         sp = plan.step(key.load_step)
         name = sp.name if sp else str(key.load_step)
-        figs = tuple(HostFigures(h, step_figures(rs, name=name, vms=sorted({int(r.get("vm") or 0) for r in rs})), _peak_nic(rs))
+        figs = tuple(HostFigures(h, step_figures(rs, name=name, vms=sorted({r.vm for r in rs})), _peak_nic(rs))
                      for h, rs in by_host.items())
         out.append(HostStep(figs, *_slowest(figs)))
     return out
 
 
-def _peak_nic(rows: Sequence[Mapping]) -> dict | None:
+def _peak_nic(rows: Sequence[Measurement]) -> Mapping | None:
     """The busiest NIC reading of a host's rows (by its share of the link, else by its rate)."""
-    readings = [n for r in rows if isinstance(n := (r.get("load") or {}).get("nic"), dict)]
+    readings = [n for r in rows if (n := r.load.nic) is not None]
     return max(readings, key=lambda n: (n.get("share") or 0.0, n.get("mb_s") or 0.0), default=None)
 
 
-def f_nic(nic: dict | None) -> str:
+def f_nic(nic: Mapping | None) -> str:
     if not nic:
         return "-"
     if not nic.get("mb_s"):

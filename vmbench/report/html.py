@@ -242,11 +242,11 @@ def _flags(data: RunData, header: dict, tables: Sequence[Table]) -> list[tuple[s
     if run.status != "ok":
         out.append(("problem", f"run status {run.status}" + (f": {run.error}" if run.error else "")))
     for c in data.cells:
-        if not c["valid"]:
-            out.append(("problem", f"cell {c['name']} not measured: " + ("; ".join(c.get("problems") or []) or "a setting did not take effect")))
+        if not c.valid:
+            out.append(("problem", f"cell {c.name} not measured: " + ("; ".join(c.problems) or "a setting did not take effect")))
     if "tcg" in str(header.get("accelerator", "")).lower():
         out.append(("note", "guests ran under TCG (software emulation, no KVM): guest figures include the emulation's cost"))
-    if getattr(run, "attempts", 1) > 1:
+    if run.attempts > 1:
         out.append(("note", f"the run was resumed ({run.attempts} attempts); every measurement is kept once"))
     for t in tables:
         for r in t.records:

@@ -1,8 +1,8 @@
 """Load runs (many VMs at once): the figures of each load step, computed from the stored rows.
 
-Pure: measurement dicts (as :func:`vmbench.report.load.load_run` reads them: ``load``,
-``vm``, ``load_step``, ``role``, ``clat_bins``, ``telemetry``) and the plan's ``load``
-section in, frozen dataclasses out; :mod:`vmbench.report.loadtables` lays them out.
+Pure: measurement records (as :func:`vmbench.report.load.load_run` reads them: ``load``,
+``vm``, ``load_step``, ``role``, ``clat``, ``telemetry``) and the plan's ``load`` section in,
+frozen dataclasses out; :mod:`vmbench.report.loadtables` lays them out.
 
 The rules (each stated again in the tables' notes):
 
@@ -13,10 +13,10 @@ The rules (each stated again in the tables' notes):
   row in it (a sum over part of the VMs is not the step's aggregate); each counted repeat's
   sum is kept for intervals.
 * **Percentiles** come from the fio completion-latency histograms of every included VM and
-  repeat, merged (:meth:`~vmbench.fio.result.Histogram.merge`), never averaged.
+  repeat, merged (:meth:`~vmbench.fio.histogram.Histogram.merged`), never averaged.
 * A VM's IOPS is the mean over its included repeats; **Jain's fairness index** over the VMs'
   IOPS is ``(sum x)^2 / (n * sum x^2)`` (1.0: every VM got the same).
-* The **knee** (:func:`knee_index`): the first step k > 1 whose aggregate IOPS gained less than
+* The **knee** (:func:`scaling_knee_index`): the first step k > 1 whose aggregate IOPS gained less than
   a quarter of what linear scaling would add, ``agg_k - agg_(k-1) < 0.25 * agg_(k-1) *
   (n_k - n_(k-1)) / n_(k-1)``, while its merged p99 is at least 1.2 x the previous step's.
 * **Neighbours**: the victim's p99 in each phase against the "alone" phase (the first with 0
@@ -31,16 +31,17 @@ from __future__ import annotations
 import statistics
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Sequence
+from typing import Sequence
 
-from ..fio.job import TAIL_NAME
-from ..fio.result import Histogram
+from ..fio.histogram import P50, P99, P999, Histogram
+from ..fio.result import stored_direction
 from ..results.key import MeasurementKey
-from ..scenario.model import LIMIT_RATES
+from ..results.plan import LoadPlan, LoadStepPlan
+from ..results.records import CellRecord, JobParams, Measurement
+from ..scenario.model import LIMIT_RATES, Target
 from . import stats
 from .rows import READ_MODES, WRITE_MODES, host_key
 from .stats import Delta
-from .stored_plan import LoadPlan, LoadStepPlan
 
 KNEE_GAIN = 0.25  # a step gaining under this share of linear scaling's gain...
 KNEE_P99 = 1.2  # ...while its p99 grew at least this much is the knee
@@ -57,26 +58,8 @@ HELD_RULE = (f"The victim's p99 held in a phase when the interval of its change 
 # ---- one step's figures ---------------------------------------------------------------------
 
 
-def _load(m: Mapping) -> dict:
-    return m.get("load") or {}
-
-
-def excluded(m: Mapping) -> str | None:
-    """Why a row is left out of the merged figures (None: it is included)."""
-    why = _load(m).get("excluded")
-    return str(why) if why else None
-
-
-def _ms(h: Histogram, p: float) -> float | None:
-    v = h.percentile(p)
-    return None if v is None else v / 1e6
-
-
-def _merged(rows: Sequence[Mapping]) -> Histogram:
-    h = Histogram()
-    for r in rows:
-        h = h.merge(Histogram.from_json(r.get("clat_bins") or {}))
-    return h
+def _merged(rows: Sequence[Measurement]) -> Histogram:
+    return Histogram.merged(r.clat for r in rows) if rows else Histogram()
 
 
 @dataclass(frozen=True)
@@ -127,7 +110,7 @@ class StepFigures:
     incomplete: tuple[int, ...]  # repeats left out of the aggregate (a VM missing or excluded)
     job_hash: str
     accelerators: tuple[str, ...]
-    job_params: dict = field(default_factory=dict)
+    job_params: JobParams = field(default_factory=JobParams)
 
     @property
     def min_iops(self) -> float | None:
@@ -145,63 +128,61 @@ def jain(values: Sequence[float]) -> float | None:
     return None if not xs or sq == 0 else sum(xs) ** 2 / (len(xs) * sq)
 
 
-def _vm_figures(vm: int, rows: Sequence[Mapping]) -> VmFigures:
-    inc = [r for r in rows if not excluded(r)]
-    ex = tuple(f"repeat {r.get('repeat')}: {excluded(r)}" for r in rows if excluded(r))
-    short = tuple(f"repeat {r.get('repeat')}: short by {float(_load(r).get('short_ms') or 0):g} ms"
-                  + (f" (VM {_load(r)['short_of_vm']})" if _load(r).get("short_of_vm") is not None else "")
-                  for r in rows if _load(r).get("loaded") is False)
-    h = _merged(inc)
-    iops = [float(r["iops"]) for r in inc]
-    return VmFigures(vm, rows[0].get("role") if rows else None, statistics.mean(iops) if iops else None,
-                     statistics.mean(float(r["bw_bytes"]) for r in inc) / 1e6 if inc else None,
-                     _ms(h, 50.0), _ms(h, 99.0), len(inc), ex, short, tuple(iops),
-                     host=_load(rows[0]).get("host") if rows else None)
+def _vm_figures(vm: int, rows: Sequence[Measurement]) -> VmFigures:
+    inc = [r for r in rows if not r.excluded]
+    ex = tuple(f"repeat {r.repeat}: {r.excluded}" for r in rows if r.excluded)
+    short = tuple(f"repeat {r.repeat}: short by {float(r.load.short_ms or 0):g} ms"
+                  + (f" (VM {r.load.short_of_vm})" if r.load.short_of_vm is not None else "")
+                  for r in rows if r.load.loaded is False)
+    p50, p99 = _merged(inc).percentiles_ms((P50, P99))
+    iops = [float(r.iops) for r in inc]
+    return VmFigures(vm, rows[0].role if rows else None, statistics.mean(iops) if iops else None,
+                     statistics.mean(float(r.bw_bytes) for r in inc) / 1e6 if inc else None,
+                     p50, p99, len(inc), ex, short, tuple(iops), host=rows[0].load.host if rows else None)
 
 
-def step_figures(rows: Sequence[Mapping], *, name: str = "", vms: Sequence[int] | None = None) -> StepFigures:
+def step_figures(rows: Sequence[Measurement], *, name: str = "", vms: Sequence[int] | None = None) -> StepFigures:
     """The figures of one step from its rows (every VM and repeat of one side, cell, stack,
     layer and job); ``vms``: the VMs the aggregate needs in each repeat (default: those with rows)."""
     first = rows[0]
-    want = sorted(set(vms) if vms is not None else {int(r.get("vm") or 0) for r in rows})
-    by_vm: "OrderedDict[int, list[Mapping]]" = OrderedDict((v, []) for v in want)
+    want = sorted(set(vms) if vms is not None else {r.vm for r in rows})
+    by_vm: "OrderedDict[int, list[Measurement]]" = OrderedDict((v, []) for v in want)
     for r in rows:
-        by_vm.setdefault(int(r.get("vm") or 0), []).append(r)
+        by_vm.setdefault(r.vm, []).append(r)
     per_vm = tuple(_vm_figures(v, rs) for v, rs in by_vm.items() if rs)
-    inc = [r for r in rows if not excluded(r)]
-    repeats = sorted({int(r.get("repeat") or 0) for r in rows})
+    inc = [r for r in rows if not r.excluded]
+    repeats = sorted({r.repeat for r in rows})
     sums, mb_sums, incomplete = [], [], []
     for rep in repeats:
-        of = [r for r in inc if int(r.get("repeat") or 0) == rep]
-        if sorted({int(r.get("vm") or 0) for r in of}) != want or len(of) != len(want):
+        of = [r for r in inc if r.repeat == rep]
+        if sorted({r.vm for r in of}) != want or len(of) != len(want):
             incomplete.append(rep)
             continue
-        sums.append(sum(float(r["iops"]) for r in of))
-        mb_sums.append(sum(float(r["bw_bytes"]) for r in of) / 1e6)
-    h = _merged(inc)
-    cpu = [float(t["host_cpu_busy"]) for r in inc if isinstance(t := r.get("telemetry"), dict) and t.get("host_cpu_busy") is not None]
-    skews = [float(s) for r in rows if (s := _load(r).get("start_skew_ms")) is not None]
-    hashes = {r.get("job_hash") for r in rows}
+        sums.append(sum(float(r.iops) for r in of))
+        mb_sums.append(sum(float(r.bw_bytes) for r in of) / 1e6)
+    p50, p99, p999 = _merged(inc).percentiles_ms((P50, P99, P999))
+    cpu = [float(r.telemetry.host_cpu_busy) for r in inc if r.telemetry is not None and r.telemetry.host_cpu_busy is not None]
+    skews = [float(r.load.start_skew_ms) for r in rows if r.load.start_skew_ms is not None]
+    hashes = {r.job_hash for r in rows}
     return StepFigures(
-        side=first["side"], cell=first.get("cell"), stack=first.get("stack"), layer=first["layer"], job=first["job"],
-        step=int(first.get("load_step") or 0), name=name, vms=len(want),
+        side=first.side, cell=first.cell, stack=first.stack, layer=first.layer, job=first.job,
+        step=first.load_step, name=name, vms=len(want),
         iops=statistics.mean(sums) if sums else None, mb_s=statistics.mean(mb_sums) if mb_sums else None, samples=tuple(sums),
-        p50_ms=_ms(h, 50.0), p99_ms=_ms(h, 99.0), p999_ms=_ms(h, 99.9), per_vm=per_vm,
+        p50_ms=p50, p99_ms=p99, p999_ms=p999, per_vm=per_vm,
         fairness=jain([v.iops for v in per_vm if v.iops is not None]), host_cpu_pct=statistics.mean(cpu) if cpu else None,
         skew_ms=max(skews) if skews else None,
         excluded=tuple(f"VM {v.vm} {e}" for v in per_vm for e in v.excluded), incomplete=tuple(incomplete),
         job_hash=str(hashes.pop()) if len(hashes) == 1 else "mixed",
-        accelerators=tuple(sorted({str(r.get("accelerator")) for r in rows if r.get("accelerator")})),
-        job_params=dict(first.get("job_params") or {}))
+        accelerators=tuple(sorted({str(r.accelerator) for r in rows if r.accelerator})), job_params=first.job_params)
 
 
-def step_groups(measurements: Sequence[Mapping]) -> "OrderedDict[MeasurementKey, list[dict]]":
+def step_groups(measurements: Sequence[Measurement]) -> "OrderedDict[MeasurementKey, list[Measurement]]":
     """Load rows (load_step > 0) by (side, cell, stack, layer, job, step): every VM and repeat
     of one step together (the key's vm is 0), in the order stored."""
-    out: "OrderedDict[MeasurementKey, list[dict]]" = OrderedDict()
+    out: "OrderedDict[MeasurementKey, list[Measurement]]" = OrderedDict()
     for m in measurements:
-        if int(m.get("load_step") or 0) > 0:
-            out.setdefault(replace(MeasurementKey.of(m, repeat=False), vm=0), []).append(dict(m))
+        if m.load_step > 0:
+            out.setdefault(replace(m.group, vm=0), []).append(m)
     return out
 
 
@@ -217,7 +198,7 @@ class ScalingRow:
     target: tuple[str, ...] | None = None  # failures ("" none) of the targets on this job; None: no target
 
 
-def knee_index(points: Sequence[tuple[int, float | None, float | None]]) -> int | None:
+def scaling_knee_index(points: Sequence[tuple[int, float | None, float | None]]) -> int | None:
     """The knee of a scaling series ``[(VMs, aggregate IOPS, merged p99 ms)]`` in step order:
     the index of the first step k > 1 (one with a step before it) whose aggregate gained less
     than a quarter of what linear scaling would add, ``agg_k - agg_(k-1) < 0.25 * agg_(k-1) *
@@ -239,35 +220,35 @@ def _gap(guest: StepFigures, host: StepFigures | None) -> Delta | None:
     return stats.change(guest.samples, host.samples)
 
 
-def target_failures(targets: Sequence[Mapping], fig: StepFigures, *, iops: float | None, mb_s: float | None) -> tuple[str, ...] | None:
+def target_failures(targets: Sequence[Target], fig: StepFigures, *, iops: float | None, mb_s: float | None) -> tuple[str, ...] | None:
     """The failures of the targets on ``fig``'s job (and cell/stack/layer where a target names
     them), judged on ``iops`` and ``mb_s`` and the merged p99; None when no target applies."""
-    mine = [t for t in targets if t.get("job") == fig.job and (not t.get("cell") or t["cell"] == fig.cell)
-            and (not t.get("stack") or t["stack"] == fig.stack) and (not t.get("layer") or t["layer"] == fig.layer)]
+    mine = [t for t in targets if t.job == fig.job and (not t.cell or t.cell == fig.cell)
+            and (not t.stack or t.stack == fig.stack) and (not t.layer or t.layer == fig.layer)]
     if not mine:
         return None
     out: list[str] = []
     if iops is None and mb_s is None and fig.p99_ms is None:
         return None  # nothing measured to judge (every row excluded): not judged, not failed
     for t in mine:
-        if t.get("min_iops") is not None:
-            out += ["no IOPS to judge"] if iops is None else [f"{iops:,.0f} IOPS < {t['min_iops']:g}"] if iops < t["min_iops"] else []
-        if t.get("min_mb_s") is not None:
-            out += ["no MB/s to judge"] if mb_s is None else [f"{mb_s:.1f} MB/s < {t['min_mb_s']:g}"] if mb_s < t["min_mb_s"] else []
-        if t.get("max_p99_ms") is not None:
+        if t.min_iops is not None:
+            out += ["no IOPS to judge"] if iops is None else [f"{iops:,.0f} IOPS < {t.min_iops:g}"] if iops < t.min_iops else []
+        if t.min_mb_s is not None:
+            out += ["no MB/s to judge"] if mb_s is None else [f"{mb_s:.1f} MB/s < {t.min_mb_s:g}"] if mb_s < t.min_mb_s else []
+        if t.max_p99_ms is not None:
             p = fig.p99_ms
-            out += ["no latency histogram to judge p99"] if p is None else [f"p99 {p:.2f} ms > {t['max_p99_ms']:g}"] if p > t["max_p99_ms"] else []
+            out += ["no latency histogram to judge p99"] if p is None else [f"p99 {p:.2f} ms > {t.max_p99_ms:g}"] if p > t.max_p99_ms else []
     return tuple(out)
 
 
-def scaling_rows(measurements: Sequence[Mapping], cells: Sequence[Mapping], plan: LoadPlan,
-                 jobs: Sequence[str] = (), targets: Sequence[Mapping] = ()) -> list[ScalingRow]:
+def scaling_rows(measurements: Sequence[Measurement], cells: Sequence[CellRecord], plan: LoadPlan,
+                 jobs: Sequence[str] = (), targets: Sequence[Target] = ()) -> list[ScalingRow]:
     """Per valid cell, (stack, layer) and job, each step in order with its host reference,
     the gap and the knee.  A target is judged per step on its slowest VM (``min_iops``,
     ``min_mb_s``: every VM should reach it) and the step's merged p99 (``max_p99_ms``)."""
     groups = step_groups(measurements)
-    names = [c["name"] for c in cells]
-    by_name = {c["name"]: c for c in cells}
+    names = [c.name for c in cells]
+    by_name = {c.name: c for c in cells}
     order = {j: i for i, j in enumerate(jobs)}
     series: "OrderedDict[tuple, list[MeasurementKey]]" = OrderedDict()
     for k in groups:
@@ -280,14 +261,14 @@ def scaling_rows(measurements: Sequence[Mapping], cells: Sequence[Mapping], plan
         for k in keys:
             sp = plan.step(k.load_step)
             guest = step_figures(groups[k], name=sp.name if sp else str(k.load_step),
-                                 vms=[int(v["vm"]) for v in sp.vms] if sp else None)
-            hk = MeasurementKey("host", host_key(dict(by_name[str(k.cell)])), None, "host", k.job, load_step=k.load_step)
+                                 vms=[v.vm for v in sp.vms] if sp else None)
+            hk = MeasurementKey("host", host_key(by_name[str(k.cell)]), None, "host", k.job, load_step=k.load_step)
             hrows = groups.get(hk)
-            host = step_figures(hrows, name=guest.name, vms=[int(v["vm"]) for v in sp.vms] if sp else None) if hrows else None
+            host = step_figures(hrows, name=guest.name, vms=[v.vm for v in sp.vms] if sp else None) if hrows else None
             per_mb = [v.mb_s for v in guest.per_vm if v.mb_s is not None]
             tf = target_failures(targets, guest, iops=guest.min_iops, mb_s=min(per_mb) if per_mb else None)
             made.append(ScalingRow(guest, host, _gap(guest, host), target=tf))
-        knee = knee_index([(r.guest.vms, r.guest.iops, r.guest.p99_ms) for r in made])
+        knee = scaling_knee_index([(r.guest.vms, r.guest.iops, r.guest.p99_ms) for r in made])
         out += [replace(r, knee=i == knee) for i, r in enumerate(made)]
     return out
 
@@ -337,37 +318,34 @@ def latency_verdict(d: Delta | None) -> str | None:
     return {stats.FASTER: "higher", stats.SLOWER: "lower"}.get(d.verdict, d.verdict)
 
 
-def _direction(row: Mapping, direction: str, what: str) -> float | None:
+def _direction(row: Measurement, direction: str, what: str) -> float | None:
     """A row's ``what`` ("iops", "bw_bytes") in one direction: from fio's stored output, else the
     row's total when its job only goes that way."""
-    fio = row.get("fio")
-    if isinstance(fio, dict) and fio.get("jobs"):
-        # the tail that kept the load on after the measured window is not a figure
-        return sum(float((j.get(direction) or {}).get(what) or 0.0) for j in fio["jobs"] if j.get("jobname") != TAIL_NAME)
-    rw = (row.get("job_params") or {}).get("rw")
-    if rw in (READ_MODES if direction == "read" else WRITE_MODES):
-        return float(row[what])
+    got = stored_direction(row.fio, direction, what)  # the tail that kept the load on after the window left out
+    if got is not None:
+        return got
+    if row.job_params.rw in (READ_MODES if direction == "read" else WRITE_MODES):
+        return float(getattr(row, what))
     return None
 
 
-def limit_checks(rows: Sequence[Mapping], step: LoadStepPlan | None) -> tuple[LimitCheck, ...]:
+def limit_checks(rows: Sequence[Measurement], step: LoadStepPlan | None) -> tuple[LimitCheck, ...]:
     """Each aggressor's mean achieved rate (over its included repeats) against each rate limit
     its phase's overrides set (iops, iops_rd, iops_wr in IOPS; mbps, mbps_rd, mbps_wr in MiB/s)."""
     if step is None:
         return ()
     out = []
     for member in step.vms:
-        if member.get("role") != "aggressor":
+        if member.role != "aggressor":
             continue
-        vm = int(member["vm"])
-        over = member.get("overrides") or {}
-        inc = [r for r in rows if int(r.get("vm") or 0) == vm and not excluded(r)]
+        vm, over = member.vm, member.overrides
+        inc = [r for r in rows if r.vm == vm and not r.excluded]
         for key in LIMIT_RATES:  # the rates a phase's override may set
             if over.get(key) is None:
                 continue
             what = "iops" if key.startswith("iops") else "bw_bytes"
             direction = {"rd": "read", "wr": "write"}.get(key.rsplit("_", 1)[-1])
-            vals = [float(r[what]) if direction is None else _direction(r, direction, what) for r in inc]
+            vals = [float(getattr(r, what)) if direction is None else _direction(r, direction, what) for r in inc]
             known = [v for v in vals if v is not None]
             mean = statistics.mean(known) if known and len(known) == len(vals) else None
             if mean is not None and what == "bw_bytes":
@@ -376,12 +354,12 @@ def limit_checks(rows: Sequence[Mapping], step: LoadStepPlan | None) -> tuple[Li
     return tuple(out)
 
 
-def _p99_samples(rows: Sequence[Mapping]) -> tuple[float, ...]:
-    by_rep: "OrderedDict[int, list[Mapping]]" = OrderedDict()
+def _p99_samples(rows: Sequence[Measurement]) -> tuple[float, ...]:
+    by_rep: "OrderedDict[int, list[Measurement]]" = OrderedDict()
     for r in rows:
-        if not excluded(r):
-            by_rep.setdefault(int(r.get("repeat") or 0), []).append(r)
-    out = [_ms(_merged(rs), 99.0) for _, rs in sorted(by_rep.items())]
+        if not r.excluded:
+            by_rep.setdefault(r.repeat, []).append(r)
+    out = [_merged(rs).percentiles_ms((P99,))[0] for _, rs in sorted(by_rep.items())]
     return tuple(v for v in out if v is not None)
 
 
@@ -392,11 +370,11 @@ def held(d: Delta | None) -> bool | None:
     return (d.low is not None and d.low <= 0.0) or d.value <= HELD_WITHIN
 
 
-def neighbour_rows(measurements: Sequence[Mapping], cells: Sequence[Mapping], plan: LoadPlan,
-                   targets: Sequence[Mapping] = ()) -> list[PhaseRow]:
+def neighbour_rows(measurements: Sequence[Measurement], cells: Sequence[CellRecord], plan: LoadPlan,
+                   targets: Sequence[Target] = ()) -> list[PhaseRow]:
     """Per valid cell and (stack, layer) of the victim's job, each phase in order."""
     groups = step_groups(measurements)
-    valid = {c["name"] for c in cells}
+    valid = {c.name for c in cells}
     alone = plan.alone()
     where: "OrderedDict[tuple, None]" = OrderedDict()
     for k in groups:
@@ -404,24 +382,24 @@ def neighbour_rows(measurements: Sequence[Mapping], cells: Sequence[Mapping], pl
             where.setdefault((k.cell, k.stack, k.layer), None)
     out: list[PhaseRow] = []
     for cell, stack, layer in where:
-        def rows_of(step: int, role: str) -> list[dict]:
+        def rows_of(step: int, role: str) -> list[Measurement]:
             return [r for k, rs in groups.items() if (k.side, k.cell, k.stack, k.layer, k.load_step) == ("guest", cell, stack, layer, step)
-                    for r in rs if r.get("role") == role]
+                    for r in rs if r.role == role]
         ref_samples = _p99_samples(rows_of(alone.index, "victim")) if alone else ()
         before_held: list[bool] = []
         for sp in plan.steps:
             vrows, arows = rows_of(sp.index, "victim"), rows_of(sp.index, "aggressor")
             if not vrows and not arows:
                 continue
-            victim = step_figures(vrows, name=sp.name, vms=[int(v["vm"]) for v in sp.vms if v.get("role") == "victim"]) if vrows else None
-            aggr = step_figures(arows, name=sp.name, vms=[int(v["vm"]) for v in sp.vms if v.get("role") == "aggressor"]) if arows else None
+            victim = step_figures(vrows, name=sp.name, vms=[v.vm for v in sp.members("victim")]) if vrows else None
+            aggr = step_figures(arows, name=sp.name, vms=[v.vm for v in sp.members("aggressor")]) if arows else None
             samples = _p99_samples(vrows)
             is_ref = alone is not None and sp.index == alone.index
             change = None if is_ref or not samples or not ref_samples else stats.change(samples, ref_samples)
             h = None if is_ref else held(change)
-            first_aggr = next((v for v in sp.vms if v.get("role") == "aggressor"), None)
-            overrides = dict((first_aggr or {}).get("overrides") or {})
-            vover = next((dict(v.get("overrides") or {}) for v in sp.vms if v.get("role") == "victim"), {})
+            aggressors, victims = sp.members("aggressor"), sp.members("victim")
+            overrides = dict(aggressors[0].overrides) if aggressors else {}
+            vover = dict(victims[0].overrides) if victims else {}
             if vover:
                 overrides["victim"] = vover
             if is_ref:
@@ -444,7 +422,6 @@ def neighbour_rows(measurements: Sequence[Mapping], cells: Sequence[Mapping], pl
     return out
 
 
-def accelerators(measurements: Sequence[Mapping]) -> list[str]:
+def accelerators(measurements: Sequence[Measurement]) -> list[str]:
     """The guests' accelerators of the load rows."""
-    return sorted({str(m.get("accelerator")) for m in measurements
-                   if m.get("side") == "guest" and int(m.get("load_step") or 0) > 0 and m.get("accelerator")})
+    return sorted({str(m.accelerator) for m in measurements if m.side == "guest" and m.load_step > 0 and m.accelerator})

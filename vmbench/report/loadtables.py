@@ -12,14 +12,17 @@ from __future__ import annotations
 import statistics
 from typing import Any, Mapping, Sequence
 
+from ..results.environment import Environment
+from ..results.plan import LoadPlan
+from ..results.records import CellRecord, Measurement
+from ..scenario.axes import setting_text
+from ..scenario.model import Target
 from . import stats
 from .facts import RepeatPolicy, admissibility
 from .hostrows import host_steps, hosts_of, per_host_table
 from .loadrows import (HELD_RULE, KNEE_RULE, LimitCheck, PhaseRow, ScalingRow, StepFigures, accelerators, latency_verdict,
                        neighbour_rows, scaling_rows)
-from ..scenario.axes import setting_text
 from .stats import Delta
-from .stored_plan import LoadPlan
 from .tables import Column, Table, delta_pct, f_int, f_mb, f_ms, f_text, f_whole
 
 PERCENTILE_NOTE = ("p50/p99/p99.9 ms = fio's completion latency (clat), from the json+ histograms of every included VM and repeat "
@@ -58,11 +61,11 @@ def _load_words(plan: LoadPlan, accels: Sequence[str]) -> str:
     return f"Load: scaling, steps {steps} (clones of the cell's VM at once); guests ran under {acc}."
 
 
-def _facts(measurements: Sequence[Mapping], cells: Sequence[Mapping], env: Mapping | None,
+def _facts(measurements: Sequence[Measurement], cells: Sequence[CellRecord], env: Environment | None,
            policy: RepeatPolicy) -> tuple[dict[str, str], list[str]]:
-    names = {c["name"] for c in cells}
-    used = [dict(m) for m in measurements if int(m.get("load_step") or 0) > 0 and (m["side"] == "host" or m.get("cell") in names)]
-    return admissibility(used, [dict(c) for c in cells], dict(env or {}), policy)
+    names = {c.name for c in cells}
+    used = [m for m in measurements if m.load_step > 0 and (m.side == "host" or m.cell in names)]
+    return admissibility(used, cells, env, policy)
 
 
 def _excluded_text(fig: StepFigures | None) -> str:
@@ -74,8 +77,8 @@ def _excluded_text(fig: StepFigures | None) -> str:
     return "; ".join(parts)
 
 
-def scaling_table(rows: Sequence[ScalingRow], plan: LoadPlan, measurements: Sequence[Mapping], cells: Sequence[Mapping], *,
-                  env: Mapping | None = None, policy: RepeatPolicy = RepeatPolicy(1, 1)) -> Table:
+def scaling_table(rows: Sequence[ScalingRow], plan: LoadPlan, measurements: Sequence[Measurement], cells: Sequence[CellRecord],
+                  *, env: Environment | None = None, policy: RepeatPolicy = RepeatPolicy(1, 1)) -> Table:
     records = []
     for r in rows:
         g, h = r.guest, r.host
@@ -132,7 +135,7 @@ def _vm_records(figs: Sequence[StepFigures]) -> list[dict]:
     return out
 
 
-def per_vm_table(figs: Sequence[StepFigures], plan: LoadPlan, measurements: Sequence[Mapping]) -> Table:
+def per_vm_table(figs: Sequence[StepFigures], plan: LoadPlan, measurements: Sequence[Measurement]) -> Table:
     records = _vm_records(figs)
     cols = [Column("cell", "cell"), Column("layer", "layer"), Column("job", "job"), Column("step", "step"), Column("vm", "VM"),
             Column("role", "role"), Column("iops", "IOPS", f_int), Column("mb_s", "MB/s", f_mb), Column("p50_ms", "p50 ms", f_ms),
@@ -180,8 +183,8 @@ def _state(r: PhaseRow, rows: Sequence[PhaseRow]) -> str:
     return "recovered" if any(h is False for h in before) else "held"
 
 
-def neighbour_table(rows: Sequence[PhaseRow], plan: LoadPlan, measurements: Sequence[Mapping], cells: Sequence[Mapping], *,
-                    env: Mapping | None = None, policy: RepeatPolicy = RepeatPolicy(1, 1)) -> Table:
+def neighbour_table(rows: Sequence[PhaseRow], plan: LoadPlan, measurements: Sequence[Measurement], cells: Sequence[CellRecord],
+                    *, env: Environment | None = None, policy: RepeatPolicy = RepeatPolicy(1, 1)) -> Table:
     records = []
     for r in rows:
         v, a = r.victim, r.aggressors
@@ -237,8 +240,9 @@ def neighbour_table(rows: Sequence[PhaseRow], plan: LoadPlan, measurements: Sequ
     return Table("load-neighbours", "Noisy neighbour: the victim's latency per phase", cols, records, notes, facts, missing)
 
 
-def load_tables(measurements: Sequence[Mapping], cells: Sequence[Mapping], jobs: Sequence[str], lp: LoadPlan, *,
-                targets: Sequence[Mapping] = (), env: Mapping | None = None, policy: RepeatPolicy = RepeatPolicy(1, 1)) -> list[Table]:
+def load_tables(measurements: Sequence[Measurement], cells: Sequence[CellRecord], jobs: Sequence[str], lp: LoadPlan, *,
+                targets: Sequence[Target] = (), env: Environment | None = None,
+                policy: RepeatPolicy = RepeatPolicy(1, 1)) -> list[Table]:
     """The tables of a load run; a run across several hosts adds the per-host table."""
     by_host = [per_host_table(host_steps(measurements, lp), lp, accelerators(measurements))] if len(hosts_of(measurements)) > 1 else []
     if lp.kind == "neighbours":

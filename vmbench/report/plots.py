@@ -25,6 +25,8 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.textpath import TextToPath
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from ..fio.histogram import Histogram
+
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies
 COLOURS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#999999", "#000000"]
 HATCHES = ["", "//", "\\\\", "xx", "--", "||", "++", "/"]  # line hatches only: dot hatches make huge SVG
@@ -251,17 +253,12 @@ def waterfall(title: str, jobs: Sequence[tuple[str, Sequence[Mapping]]], rc: Map
 
 
 def percentile_curve(bins: Mapping[int, int], points: Sequence[float] | np.ndarray) -> np.ndarray | None:
-    """Latency (ms) at each percentile, exactly as Histogram.percentile (fio's rule: the
-    first bucket whose cumulative count reaches p% of all samples)."""
-    if not bins:
+    """Latency (ms) at each percentile of ``points``, by fio's rule
+    (:meth:`~vmbench.fio.histogram.Histogram.percentiles_ms`); None without samples."""
+    got = Histogram(bins).percentiles_ms([float(p) for p in points])
+    if not got or got[0] is None:
         return None
-    values = np.array(sorted(bins), dtype=float)
-    counts = np.array([bins[int(v)] for v in values], dtype=float)
-    cum = np.cumsum(counts)
-    if cum[-1] <= 0:
-        return None
-    idx = np.searchsorted(cum, np.asarray(points) / 100.0 * cum[-1], side="left")
-    return values[np.minimum(idx, len(values) - 1)] / 1e6
+    return np.array(got, dtype=float)
 
 
 def _nines(p: np.ndarray | float) -> Any:

@@ -9,7 +9,7 @@ Repeats are combined the honest way: the median of IOPS and bandwidth, with thei
 interval and a verdict from :mod:`vmbench.report.stats`, in ``Row.deltas``.
 
 Each delta is about the job's :class:`~vmbench.fio.job.Metric` (``metrics``: the plan's, by
-job name, :attr:`~vmbench.report.stored_plan.StoredPlan.job_metrics`; a job it does not name is judged by p99 when its stored fio
+job name, :attr:`~vmbench.results.plan.StoredPlan.job_metrics`; a job it does not name is judged by p99 when its stored fio
 parameters set a fixed rate, else by IOPS): IOPS and MB/s from each repeat's figure, a
 latency percentile from each repeat's own histogram (the stored p50_ns ... p999_ns).  A
 fixed-rate group that fell short of its rate (:func:`saturation`) is flagged and compared
@@ -23,12 +23,15 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from ..fio.engines import FILE_ENGINES
+from ..fio.histogram import P50, P95, P99, P999, PERCENTILES, Histogram
 from ..fio.job import Metric
 from ..results.key import MeasurementKey
+from ..results.records import CellRecord, Measurement, Settings
+from ..scenario.model import Target
 from ..storage.radosbench import RADOS_LAYER
 from .cephnotes import ceph_pool_notes
-from . import bins, stats
-from .facts import host_page_cache, saturation
+from . import stats
+from .facts import saturation
 from .filejobs import NO_HOST_ROW, first_layer, first_rows, host_fs_group, is_file_rows, unit_of
 from .stats import Delta
 
@@ -101,21 +104,25 @@ class Row:
     vs_previous: float | None = None  # this IOPS / the previous cell's IOPS - 1 (journeys)
     vs_below: float | None = None  # this IOPS / the layer below's IOPS - 1
     note: str = ""
-    settings: dict = field(default_factory=dict)
+    settings: Settings = field(default_factory=Settings)
     deltas: dict[str, Delta] = field(default_factory=dict)  # "gap", "vs_baseline"...: interval and verdict
     metric: Metric = Metric.IOPS  # what every delta of the row is about
     unit: str = "IOPS"  # what its IOPS count: a file engine's operations ("files/s")
 
 
-def aggregate(rows: Sequence[dict]) -> Figures:
-    """Combine the repeats of one group (:meth:`MeasurementKey.group`)."""
-    iops = [r["iops"] for r in rows]
-    bws = [r["bw_bytes"] for r in rows]
-    p50, p95, p99, p999 = (None if v is None else v / 1e6 for v in bins.percentiles(bins.merged(rows), (50.0, 95.0, 99.0, 99.9)))
+def aggregate(rows: Sequence[Measurement]) -> Figures:
+    """Combine the repeats of one group (:meth:`MeasurementKey.group`): the median IOPS and
+    MB/s, the percentiles of their histograms merged."""
+    iops = [r.iops for r in rows]
+    bws = [r.bw_bytes for r in rows]
+    if len(rows) == 1:
+        p50, p95, p99, p999 = (rows[0].percentile_ms(p) for p in PERCENTILES)
+    else:
+        p50, p95, p99, p999 = Histogram.merged(r.clat for r in rows).percentiles_ms(PERCENTILES)
     cv = None
     if len(iops) > 1 and statistics.mean(iops) > 0:
         cv = statistics.stdev(iops) / statistics.mean(iops)
-    hashes = {r["job_hash"] for r in rows}
+    hashes = {r.job_hash for r in rows}
     mb_s = statistics.median(bws) / 1e6
     return Figures(
         iops=statistics.median(iops),
@@ -129,19 +136,19 @@ def aggregate(rows: Sequence[dict]) -> Figures:
         job_hash=hashes.pop() if len(hashes) == 1 else "mixed",
         samples=tuple(iops),
         mb_s_samples=tuple(b / 1e6 for b in bws),
-        p50_samples=_repeat_ms(rows, 50.0),
-        p95_samples=_repeat_ms(rows, 95.0),
-        p99_samples=_repeat_ms(rows, 99.0),
-        p999_samples=_repeat_ms(rows, 99.9),
+        p50_samples=_repeat_ms(rows, P50),
+        p95_samples=_repeat_ms(rows, P95),
+        p99_samples=_repeat_ms(rows, P99),
+        p999_samples=_repeat_ms(rows, P999),
         saturated=saturation(rows),
         **_telemetry_figures(rows, mb_s),
     )
 
 
-def _telemetry_figures(rows: Sequence[dict], mb_s: float) -> dict:
+def _telemetry_figures(rows: Sequence[Measurement], mb_s: float) -> dict:
     """The samplers' figures of a group (the telemetry fields of :class:`Figures`); none
     (all None) when no repeat has telemetry."""
-    if not any(isinstance(r.get("telemetry"), dict) for r in rows):
+    if not any(r.telemetry is not None for r in rows):
         return {}
     pool_write = _tmean(rows, "pool_write_mb_s")
     return dict(
@@ -155,7 +162,7 @@ def _telemetry_figures(rows: Sequence[dict], mb_s: float) -> dict:
         arc_size_mb=_tmean(rows, "arc_size_mb"),
         scan=_tworst_scan(rows),
         txg_timeout_s=_tmax(rows, "txg_timeout_s"),
-        write_ampl=pool_write / mb_s if pool_write is not None and mb_s > 0 and _rw(rows[0]) in WRITE_MODES else None,
+        write_ampl=pool_write / mb_s if pool_write is not None and mb_s > 0 and rows[0].job_params.builtin_rw in WRITE_MODES else None,
         host_dev_read_mb_s=_tmean(rows, "host_dev_read_mb_s"),
         host_dev_write_mb_s=_tmean(rows, "host_dev_write_mb_s"),
         host_cpu_busy=_tmean(rows, "host_cpu_busy"),
@@ -164,54 +171,37 @@ def _telemetry_figures(rows: Sequence[dict], mb_s: float) -> dict:
     )
 
 
-#: the stored per-repeat percentile columns
-PERCENTILE_COLUMNS = {50.0: "p50_ns", 95.0: "p95_ns", 99.0: "p99_ns", 99.9: "p999_ns"}
+def _repeat_ms(rows: Sequence[Measurement], p: float) -> tuple[float, ...]:
+    """Each repeat's percentile ``p`` in ms, from its own histogram; a repeat without one is
+    left out."""
+    return tuple(ms for r in rows if (ms := r.percentile_ms(p)) is not None)
 
 
-def _repeat_ms(rows: Sequence[dict], p: float) -> tuple[float, ...]:
-    """Each repeat's percentile ``p`` in ms: its stored column, else from its own histogram;
-    a repeat without either is left out."""
-    out = []
-    for r in rows:
-        ns = r.get(PERCENTILE_COLUMNS[p])
-        if ns is None and r.get("clat_bins"):
-            ns = bins.histogram_of(r).percentile(p)
-        if ns is not None:
-            out.append(ns / 1e6)
-    return tuple(out)
-
-
-def metric_of(job: str, rows: Sequence[Mapping] | None, metrics: Mapping[str, Metric] | None) -> Metric:
+def metric_of(job: str, rows: Sequence[Measurement] | None, metrics: Mapping[str, Metric] | None) -> Metric:
     """The metric ``job`` is judged by: ``metrics``' when it names the job; else p99 when its
     stored fio parameters set a fixed rate (as :attr:`FioJob.judged_by`), else IOPS."""
     if metrics and job in metrics:
         return metrics[job]
-    params = (rows[0].get("job_params") or {}) if rows else {}
-    return Metric.P99 if params.get("rate_iops") is not None or params.get("rate") is not None else Metric.IOPS
+    params = rows[0].job_params if rows else None
+    return Metric.P99 if params is not None and (params.rate_iops is not None or params.rate is not None) else Metric.IOPS
 
 
-def _tvalues(rows: Sequence[dict], key: str) -> list:
-    return [t[key] for r in rows if isinstance(t := r.get("telemetry"), dict) and t.get(key) is not None]
+def _tvalues(rows: Sequence[Measurement], key: str) -> list:
+    return [v for r in rows if r.telemetry is not None and (v := getattr(r.telemetry, key)) is not None]
 
 
-def _tmean(rows: Sequence[dict], key: str) -> float | None:
+def _tmean(rows: Sequence[Measurement], key: str) -> float | None:
     values = _tvalues(rows, key)
     return statistics.mean(values) if values else None
 
 
-def _tmax(rows: Sequence[dict], key: str) -> float | None:
+def _tmax(rows: Sequence[Measurement], key: str) -> float | None:
     return max(_tvalues(rows, key), default=None)
 
 
-def _tworst_scan(rows: Sequence[dict]) -> str | None:
+def _tworst_scan(rows: Sequence[Measurement]) -> str | None:
     scans = [s for s in _tvalues(rows, "scan") if s in SCANS]
     return max(scans, key=SCANS.index) if scans else None
-
-
-def _rw(row: dict) -> str | None:
-    """A built-in job's rw (None for a job file's: it can do anything)."""
-    params = row.get("job_params") or {}
-    return params.get("rw") if params.get("jobfile") is None else None
 
 
 READ_MODES = ("read", "randread")
@@ -228,17 +218,17 @@ def _mb(v: float) -> str:
     return f"{v:,.1f}" if v >= 10 else f"{v:.2f}"
 
 
-def telemetry_notes(row: dict, fig: Figures) -> list[str]:
+def telemetry_notes(row: Measurement, fig: Figures) -> list[str]:
     """Flags from what the layers below did during the run (METHOD rules 3, 6, 8).  Reads
     judged by the pool's reads where it was sampled (a zvol's own /proc/diskstats counts ARC
     hits as reads), else by the device's.  The pool flags hold for guest rows too (the pool is
     the host's, sampled on the host while fio ran in the guest); "CPU-bound?" is the side fio
     ran on, "host CPU-bound?" the host under a guest run."""
-    params = row.get("job_params") or {}
-    rw = _rw(row)
+    params = row.job_params
+    rw = params.builtin_rw
     notes = []
     arc = f", ARC hit {fig.arc_hit_ratio * 100:.0f}%" if fig.arc_hit_ratio is not None else ""
-    if rw in READ_MODES and fig.mb_s > 0 and params.get("ioengine") not in FILE_ENGINES:  # a file engine reads no data
+    if rw in READ_MODES and fig.mb_s > 0 and params.ioengine not in FILE_ENGINES:  # a file engine reads no data
         if fig.pool_read_mb_s is not None:
             if fig.pool_read_mb_s < CACHE_SHARE * fig.mb_s:
                 notes.append(f"served from cache? (pool reads {_mb(fig.pool_read_mb_s)} MB/s of fio's {_mb(fig.mb_s)}{arc})")
@@ -253,7 +243,7 @@ def telemetry_notes(row: dict, fig: Figures) -> list[str]:
         notes.append(f"host CPU-bound? ({fig.host_cpu_idle:.0f}% idle)")
     zfs = fig.scan is not None or fig.txg_timeout_s is not None or (
         fig.osd_commit_ms is None and (fig.pool_read_mb_s is not None or fig.pool_write_mb_s is not None))  # not Ceph's pool
-    runtime = params.get("runtime") if rw is not None else None
+    runtime = params.runtime if rw is not None else None
     if zfs and isinstance(runtime, (int, float)):
         txg = fig.txg_timeout_s
         of = f"{txg:g} s" if txg is not None else f"{DEFAULT_TXG_TIMEOUT_S} s, OpenZFS's default"
@@ -264,16 +254,16 @@ def telemetry_notes(row: dict, fig: Figures) -> list[str]:
     return notes
 
 
-def group(measurements: Iterable[dict]) -> dict[MeasurementKey, list[dict]]:
+def group(measurements: Iterable[Measurement]) -> dict[MeasurementKey, list[Measurement]]:
     """Measurements by their group's key (every repeat of one job on one target), in the
     order they ran (a plain dict: iterating it never hashes a key again, as an OrderedDict's does)."""
-    out: dict[MeasurementKey, list[dict]] = {}
+    out: dict[MeasurementKey, list[Measurement]] = {}
     for m in measurements:
-        out.setdefault(MeasurementKey.of(m, repeat=False), []).append(m)
+        out.setdefault(m.group, []).append(m)
     return out
 
 
-def _once(made: dict[tuple, "Figures"], key: tuple, rows: Sequence[dict] | None) -> "Figures | None":
+def _once(made: dict[tuple, "Figures"], key: tuple, rows: Sequence[Measurement] | None) -> "Figures | None":
     """``rows`` aggregated, once per ``key`` in ``made`` (None without rows)."""
     if not rows:
         return None
@@ -287,13 +277,13 @@ def host_group(cell: str | None, job: str) -> MeasurementKey:
     return MeasurementKey("host", cell, None, "host", job)
 
 
-def rados_row(groups: Mapping[MeasurementKey, list[dict]], job: str, metric: Metric) -> Row | None:
+def rados_row(groups: Mapping[MeasurementKey, list[Measurement]], job: str, metric: Metric) -> Row | None:
     """The pool's RADOS ceiling under ``job`` (``rados bench``, on RBD storage), whichever cell
     stores it; None when the run measured none."""
     rows = next((g for k, g in groups.items() if k.side == "host" and k.layer == RADOS_LAYER and k.job == job), None)
     if not rows:
         return None
-    return Row(job=job, sync=bool(rows[0].get("sync")), side="RADOS", cell=rows[0].get("cell"), stack=None, layer=RADOS_LAYER,
+    return Row(job=job, sync=rows[0].sync, side="RADOS", cell=rows[0].cell, stack=None, layer=RADOS_LAYER,
                figures=aggregate(rows), metric=metric, note="rados bench: the pool's ceiling, not fio's I/O")
 
 
@@ -362,26 +352,25 @@ def _deltas(**judged: Delta | None) -> dict[str, Delta]:
     return {k: d for k, d in judged.items() if d is not None}
 
 
-def cache_notes(row: dict, host_memory_bytes: int | None) -> list[str]:
+def cache_notes(row: Measurement, host_memory_bytes: int | None) -> list[str]:
     """Where a guest figure may come from a cache rather than the disk (METHOD rule 3)."""
-    params = row.get("job_params") or {}
-    settings = row.get("settings") or {}
-    size = params.get("size") or 0
-    reads = params.get("jobfile") is not None or params.get("rw") not in ("write", "randwrite")
+    params, settings = row.job_params, row.settings
+    size = params.size or 0
+    reads = params.file_job or params.rw not in ("write", "randwrite")
     notes = []
-    cache = settings.get("cache")
-    if reads and host_page_cache(cache) and host_memory_bytes and size < host_memory_bytes:
+    cache = settings.cache
+    if reads and cache is not None and cache.host_page_cache and host_memory_bytes and size < host_memory_bytes:
         notes.append(f"reads may come from the host page cache (cache={cache})")
-    memory = settings.get("memory_mib")
-    if params.get("direct") is False and memory and size < memory << 20:
+    memory = settings.memory_mib
+    if params.direct is False and memory and size < memory << 20:
         notes.append("buffered I/O within the guest's RAM")
     return notes
 
 
-def host_key(cell: dict | None) -> str | None:
+def host_key(cell: CellRecord | None) -> str | None:
     """The cell name the host rows for ``cell``'s storage are stored under (None: the one
     host reference of a run with one storage setting; see Plan.host_references)."""
-    return (cell or {}).get("host_cell")
+    return cell.host_cell if cell is not None else None
 
 
 def _saturated_notes(fig: Figures, **references: Figures | None) -> list[str]:
@@ -394,15 +383,15 @@ def _saturated_notes(fig: Figures, **references: Figures | None) -> list[str]:
     return notes
 
 
-def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], host_memory_bytes: int | None = None,
+def gap_rows(measurements: Sequence[Measurement], cells: Sequence[CellRecord], jobs: Sequence[str], host_memory_bytes: int | None = None,
              metrics: Mapping[str, Metric] | None = None) -> list[Row]:
     """Per job: the host, then every valid cell's raw-disk figures, with the gap to the host
     and the change from the first cell (the baseline), on the job's metric (:func:`metric_of`).
     With several storage settings (ZFS axes) each cell is compared with the host on its own
     storage, shown before its first cell."""
     groups = group(measurements)
-    order = [c["name"] for c in cells]
-    by_name = {c["name"]: c for c in cells}
+    order = [c.name for c in cells]
+    by_name = {c.name: c for c in cells}
     baseline = order[0] if order else None
     out = []
     hosts: dict[tuple, Figures] = {}  # each host reference aggregated once, not once per cell
@@ -419,17 +408,17 @@ def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence
             if host_rows and host is not None and hkey not in shown:
                 shown.add(hkey)
                 of_rados = [f"librbd {host.iops / rados.figures.iops:.2f}x of RADOS"] if rados and rados.figures.iops else []
-                out.append(Row(job=job, sync=bool(host_rows[0].get("sync")), side="host", cell=hkey, stack=None, layer="host",
+                out.append(Row(job=job, sync=host_rows[0].sync, side="host", cell=hkey, stack=None, layer="host",
                                figures=host, gap=1.0, note="; ".join(of_rados + _saturated_notes(host) + telemetry_notes(host_rows[0], host)),
-                               settings=host_rows[0].get("settings") or {}, metric=metric))
+                               settings=host_rows[0].settings, metric=metric))
             rows = groups.get(raw_group(cell, job))
             if not rows:
                 continue
-            sync = bool(rows[0]["sync"])
+            sync = rows[0].sync
             fig = aggregate(rows)
             if cell == baseline:
                 base = fig
-            notes = [f"raw disk shared with {rows[0]['shared_from']} (same VM)"] if rows[0].get("shared_from") else []
+            notes = [f"raw disk shared with {rows[0].shared_from} (same VM)"] if rows[0].shared_from else []
             compared_base = base if base is not None and cell != baseline and base.job_hash == fig.job_hash else None
             compared_host = host if host is not None and host.job_hash == fig.job_hash else None
             notes += _saturated_notes(fig, host=compared_host, baseline=compared_base)
@@ -451,17 +440,17 @@ def gap_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence
                 deltas["vs_baseline"] = judge_change(fig, compared_base, metric)
                 vs_base = change_point(fig, compared_base, metric, deltas["vs_baseline"])
             out.append(Row(job=job, sync=sync, side="guest", cell=cell, stack=None, layer="raw", figures=fig, gap=gap,
-                           vs_baseline=vs_base, note=note, settings=rows[0].get("settings") or {}, deltas=deltas, metric=metric))
+                           vs_baseline=vs_base, note=note, settings=rows[0].settings, deltas=deltas, metric=metric))
     return out
 
 
-def layer_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str],
+def layer_rows(measurements: Sequence[Measurement], cells: Sequence[CellRecord], jobs: Sequence[str],
                metrics: Mapping[str, Metric] | None = None) -> list[Row]:
     """Per cell, stack and job: host -> raw -> each layer, with each layer's cost relative to
     the one below and to the host, on the job's metric."""
     groups = group(measurements)
-    first_of_job: dict[str, list[dict]] = {}
-    layers: dict[tuple, list[tuple[str, list[dict]]]] = {}  # (cell, stack, job) -> its layers' rows, in order
+    first_of_job: dict[str, list[Measurement]] = {}
+    layers: dict[tuple, list[tuple[str, list[Measurement]]]] = {}  # (cell, stack, job) -> its layers' rows, in order
     for k, rows in groups.items():
         first_of_job.setdefault(k.job, rows)
         if k.side == "guest":
@@ -469,19 +458,19 @@ def layer_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequen
     out = []
     hosts: dict[tuple, Figures] = {}
     for cell in cells:
-        for stack in cell.get("stacks") or []:
+        for stack in cell.stacks:
             for job in jobs:
                 metric = metric_of(job, first_of_job.get(job), metrics)
-                chain: list[tuple[str, list[dict] | None]] = [("raw", groups.get(raw_group(cell["name"], job)))]
-                chain += layers.get((cell["name"], stack, job), [])
+                chain: list[tuple[str, list[Measurement] | None]] = [("raw", groups.get(raw_group(cell.name, job)))]
+                chain += layers.get((cell.name, stack, job), [])
                 if all(rows is None for _, rows in chain):
                     continue
                 out += _chain_rows(groups, hosts, cell, stack, job, metric, chain)
     return out
 
 
-def _chain_rows(groups: Mapping[MeasurementKey, list[dict]], hosts: dict[tuple, Figures], cell: dict, stack: str, job: str,
-                metric: Metric, chain: list[tuple[str, list[dict] | None]]) -> list[Row]:
+def _chain_rows(groups: Mapping[MeasurementKey, list[Measurement]], hosts: dict[tuple, Figures], cell: CellRecord, stack: str,
+                job: str, metric: Metric, chain: list[tuple[str, list[Measurement] | None]]) -> list[Row]:
     """One stack's rows of one job: its host row, then each measured layer.  A file job's
     (:func:`~vmbench.report.filejobs.is_file_rows`) host row is the host's filesystem of the
     type of its layer; without one its rows say the host has no like-for-like row."""
@@ -492,7 +481,7 @@ def _chain_rows(groups: Mapping[MeasurementKey, list[dict]], hosts: dict[tuple, 
     unit = unit_of(first_rows(chain))
     out = []
     if host_rows and host is not None:
-        out.append(Row(job=job, sync=bool(host_rows[0]["sync"]), side="host", cell=cell["name"], stack=stack,
+        out.append(Row(job=job, sync=host_rows[0].sync, side="host", cell=cell.name, stack=stack,
                        layer=hkey.layer, figures=host, gap=1.0, metric=metric, unit=unit,
                        note="; ".join(_saturated_notes(host) + telemetry_notes(host_rows[0], host))))
     below = host if not files else None  # a file job's first layer has no layer below it measured
@@ -504,7 +493,7 @@ def _chain_rows(groups: Mapping[MeasurementKey, list[dict]], hosts: dict[tuple, 
         gap = judge_gap(host, fig, metric) if host is not None and same_as_host else None
         vs_below = judge_change(fig, below, metric) if below is not None else None
         out.append(Row(
-            job=job, sync=bool(lrows[0]["sync"]), side="guest", cell=cell["name"], stack=stack, layer=layer,
+            job=job, sync=lrows[0].sync, side="guest", cell=cell.name, stack=stack, layer=layer,
             figures=fig, unit=unit,
             gap=gap_point(host, fig, metric, gap) if host is not None and gap is not None else None,
             vs_below=change_point(fig, below, metric, vs_below) if below is not None and vs_below is not None else None,
@@ -517,7 +506,7 @@ def _chain_rows(groups: Mapping[MeasurementKey, list[dict]], hosts: dict[tuple, 
     return out
 
 
-def journey_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str],
+def journey_rows(measurements: Sequence[Measurement], cells: Sequence[CellRecord], jobs: Sequence[str],
                  metrics: Mapping[str, Metric] | None = None) -> list[Row]:
     """Per job, each step's headline: the top measured layer of its first stack (the raw disk
     when it has none), with the gap to the host and the change from the step before, on the
@@ -530,21 +519,20 @@ def journey_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequ
         for cell in cells:
             host_rows = groups.get(host_group(host_key(cell), job))
             host = aggregate(host_rows) if host_rows else None
-            stacks = cell.get("stacks") or []
-            first = stacks[0] if stacks else None
+            first = cell.stacks[0] if cell.stacks else None
             candidates = [(k, rows) for k, rows in groups.items()
-                          if k.side == "guest" and k.cell == cell["name"] and k.job == job and k.stack == first]
+                          if k.side == "guest" and k.cell == cell.name and k.job == job and k.stack == first]
             if not candidates:
                 prev = None
                 continue
-            key, rows = max(candidates, key=lambda kv: kv[1][0]["depth"])
+            key, rows = max(candidates, key=lambda kv: kv[1][0].depth)
             fig = aggregate(rows)
             same_host = host if host is not None and host.job_hash == fig.job_hash else None
             same_prev = prev if prev is not None and prev.job_hash == fig.job_hash else None
             gap = judge_gap(same_host, fig, metric) if same_host is not None else None
             change = judge_change(fig, same_prev, metric) if same_prev is not None else None
             out.append(Row(
-                job=job, sync=bool(rows[0]["sync"]), side="guest", cell=cell["name"], stack=key.stack, layer=key.layer, figures=fig,
+                job=job, sync=rows[0].sync, side="guest", cell=cell.name, stack=key.stack, layer=key.layer, figures=fig,
                 gap=gap_point(same_host, fig, metric, gap) if same_host is not None and gap is not None else None,
                 vs_previous=change_point(fig, same_prev, metric, change) if same_prev is not None and change is not None else None,
                 deltas=_deltas(gap=gap, vs_previous=change), metric=metric,
@@ -556,7 +544,7 @@ def journey_rows(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequ
 
 @dataclass(frozen=True)
 class TargetResult:
-    target: dict
+    target: Target
     cell: str | None
     stack: str | None
     layer: str
@@ -567,34 +555,34 @@ class TargetResult:
     metric: Metric = Metric.IOPS  # what the job is judged by (a latency one is shown beside the targets)
 
 
-def target_results(measurements: Sequence[dict], targets: Sequence[dict],
+def target_results(measurements: Sequence[Measurement], targets: Sequence[Target],
                    metrics: Mapping[str, Metric] | None = None) -> list[TargetResult]:
     groups = group(measurements)
     out = []
     for t in targets:
         for k, rows in groups.items():
-            if k.side != "guest" or k.job != t["job"]:
+            if k.side != "guest" or k.job != t.job:
                 continue
-            if t.get("cell") and k.cell != t["cell"]:
+            if t.cell and k.cell != t.cell:
                 continue
-            if t.get("stack") and k.stack != t["stack"]:
+            if t.stack and k.stack != t.stack:
                 continue
-            if t.get("layer"):
-                if k.layer != t["layer"]:
+            if t.layer:
+                if k.layer != t.layer:
                     continue
             elif k.stack is None and any(o.stack is not None for o in groups if o.cell == k.cell and o.job == k.job):
                 continue  # without a layer, targets judge the stacks' layers, not the raw disk
             fig = aggregate(rows)
             failures = []
-            if t.get("min_mb_s") is not None and fig.mb_s < t["min_mb_s"]:
-                failures.append(f"{fig.mb_s:.1f} MB/s < {t['min_mb_s']:g}")
-            if t.get("min_iops") is not None and fig.iops < t["min_iops"]:
-                failures.append(f"{fig.iops:.0f} IOPS < {t['min_iops']:g}")
-            if t.get("max_p99_ms") is not None:
+            if t.min_mb_s is not None and fig.mb_s < t.min_mb_s:
+                failures.append(f"{fig.mb_s:.1f} MB/s < {t.min_mb_s:g}")
+            if t.min_iops is not None and fig.iops < t.min_iops:
+                failures.append(f"{fig.iops:.0f} IOPS < {t.min_iops:g}")
+            if t.max_p99_ms is not None:
                 if fig.p99_ms is None:
                     failures.append("no latency histogram to judge p99")
-                elif fig.p99_ms > t["max_p99_ms"]:
-                    failures.append(f"p99 {fig.p99_ms:.2f} ms > {t['max_p99_ms']:g}")
+                elif fig.p99_ms > t.max_p99_ms:
+                    failures.append(f"p99 {fig.p99_ms:.2f} ms > {t.max_p99_ms:g}")
             out.append(TargetResult(t, k.cell, k.stack, k.layer, k.job, fig, not failures, tuple(failures),
                                     metric_of(k.job, rows, metrics)))
     return out

@@ -14,13 +14,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..fio.result import Histogram
+from ..fio.histogram import Histogram
 from ..results.key import MeasurementKey
-from .rows import host_group, raw_group
-from . import bins, loadplots, plots
+from ..results.plan import LoadPlan, PlannedLuks
+from ..results.records import CryptoRecord, Measurement, has_points, line_points, line_unit, plain_lines
+from . import loadplots, plots
 from .load import SAMPLED, RunData
-from .stored_plan import LoadPlan, PlannedLuks
-from .loadrows import excluded
+from .rows import host_group, raw_group
 from .tables import Table
 
 MAX_WATERFALLS = 4  # (cell, stack) figures, each with one panel per job
@@ -104,13 +104,13 @@ def waterfalls(layers: Table | None) -> PlotSection:
 def histograms(data: RunData) -> "OrderedDict[MeasurementKey, Histogram]":
     """Merged clat histograms per group, in run order, the host's under no cell (one host
     line per job); cells of one boot share their raw disk rows as in the tables."""
-    groups: dict[MeasurementKey, list[dict]] = {}
+    groups: dict[MeasurementKey, list[Measurement]] = {}
     for m in data.measurements:
-        key = MeasurementKey.of(m, repeat=False)
+        key = m.group
         if key.side == "host":
             key = replace(key, cell=None)
         groups.setdefault(key, []).append(m)
-    return OrderedDict((key, bins.merged(rows)) for key, rows in groups.items())
+    return OrderedDict((key, Histogram.merged(r.clat for r in rows)) for key, rows in groups.items())
 
 
 def latency(data: RunData) -> PlotSection:
@@ -119,7 +119,7 @@ def latency(data: RunData) -> PlotSection:
     if not any(h.count for h in hists.values()):
         return PlotSection(anchor, heading, empty="no latency histograms in this run")
     jobs = data.jobs or list(OrderedDict.fromkeys(k.job for k in hists))
-    valid = [c["name"] for c in data.valid_cells]
+    valid = [c.name for c in data.valid_cells]
     specs: list[tuple[str, list[tuple[str, Any]]]] = []
     with_stacks = any(k.stack for k in hists)
     by_cell: dict[Any, list[tuple[Any, Any]]] = {}  # each cell's histograms, in the stored order: one pass, not one per plot
@@ -239,19 +239,19 @@ def crypto(data: RunData, layers: Table | None) -> PlotSection:
     anchor, heading = "plot-crypto", "Crypto ceiling and LUKS throughput"
     benches = data.crypto
     luks_of = data.plan.luks_of
-    cpu_of = {c["name"]: (c.get("settings") or {}).get("cpu") for c in data.cells}
+    cpu_of = {c.name: c.settings.cpu for c in data.cells}
     luks_recs = [r for r in (layers.records if layers else [])
                  if r.get("stack") in luks_of and any(p.startswith("luks") for p in str(r.get("layer_path", "")).split("+"))]
     if not luks_recs and not benches:
         return PlotSection(anchor, heading, empty="no LUKS layer and no crypto benchmark in this run")
 
-    def measured(c: Mapping) -> list[tuple[str, float | None]]:
-        return [(f"ceiling {k}", c[f"{k}_mib_s"] * MIB_TO_MB) for k in ("encrypt", "decrypt") if c.get(f"{k}_mib_s") is not None]
+    def measured(c: CryptoRecord) -> list[tuple[str, float | None]]:
+        return [(f"ceiling {k}", v * MIB_TO_MB) for k, v in (("encrypt", c.encrypt_mib_s), ("decrypt", c.decrypt_mib_s)) if v is not None]
 
     def ceiling(side: str, cpu: Any, luks: PlannedLuks) -> list[tuple[str, float | None]]:
         for c in benches:
-            if c["side"] == side and (side == "host" or c["cpu"] == cpu) and c["cipher"] == luks.cipher \
-                    and c["key_bits"] == luks.key_bits and measured(c):
+            if c.side == side and (side == "host" or c.cpu == cpu) and c.cipher == luks.cipher \
+                    and c.key_bits == luks.key_bits and measured(c):
                 return measured(c)
         return []
 
@@ -270,10 +270,10 @@ def crypto(data: RunData, layers: Table | None) -> PlotSection:
         if host:
             out.append(("host (cryptsetup)", host))
         name = job.replace(" (sync)", "")
-        targets = [t["min_mb_s"] for t in data.targets if t.get("job") == name and t.get("min_mb_s") is not None]
+        targets = [t.min_mb_s for t in data.targets if t.job == name and t.min_mb_s is not None]
         specs.append((f"{job}: LUKS throughput and crypto ceiling", out[:12], targets[0] if targets else None))
     if not specs:  # crypto rows without a LUKS layer measured: the ceilings alone
-        alone = [(f"{c['side']} {c['cpu']} {c['cipher']}/{c['key_bits']}", measured(c)) for c in benches if measured(c)]
+        alone = [(f"{c.side} {c.cpu} {c.cipher}/{c.key_bits}", measured(c)) for c in benches if measured(c)]
         if alone:
             specs.append(("Crypto ceilings (no LUKS layer measured)", alone[:12], None))
     made = [plots.crypto(title, groups_, target) for title, groups_, target in specs[:MAX_CRYPTO]]
@@ -302,36 +302,11 @@ def timeline_lines(data: RunData) -> list[dict]:
         where = "" if k is None else "host" if k.side == "host" else " ".join(str(x) for x in (k.cell, k.stack, k.layer) if x)
         repeat = k.repeat if k is not None else None
         label = (where or "?") + (f" #{repeat}" if repeat and repeats else "")
-        for flat_source, flat in _flatten(s.source, s.series):
-            if not isinstance(flat, dict) or not flat.get("t_s") or not flat.get("values"):
+        for flat_source, flat in plain_lines(s.source, s.series):
+            if not has_points(flat):
                 continue
             out.append({"source": flat_source, "series": flat, "job": (k.job if k else None) or "?", "repeat": repeat, "label": label})
     return out
-
-
-def _flatten(source: str, s: Any) -> list[tuple[str, dict]]:
-    """The sampler's series as plain (t_s, values) lines: the device under the target's MB/s
-    read and written, the CPUs' busy share, a ZFS pool's MB/s read and written and the ARC's
-    hit ratio; the host's own device and CPU under a guest run ("host-disk", "host-cpu") as
-    "host-dev-read", "host-dev-write", "host-cpu-busy"; fio's logs as they are."""
-    if not isinstance(s, dict):
-        return []
-    if source in ("host-disk", "host-cpu"):
-        return [("host-" + name, line) for name, line in _flatten(source[len("host-"):], s)]
-    if source == "zpool":
-        return [("pool-read", {"t_s": s.get("t_s"), "values": s.get("read_mb_s"), "unit": "MB/s"}),
-                ("pool-write", {"t_s": s.get("t_s"), "values": s.get("write_mb_s"), "unit": "MB/s"})]
-    if source == "arc":
-        ratio = s.get("hit_ratio") or []
-        return [("arc-hit", {"t_s": s.get("t_s"), "values": [None if v is None else 100.0 * v for v in ratio], "unit": "%"})]
-    if source == "disk":
-        dev = (s.get("devices") or {}).get(s.get("primary") or "") or {}
-        return [("dev-read", {"t_s": s.get("t_s"), "values": dev.get("read_mb_s"), "unit": "MB/s"}),
-                ("dev-write", {"t_s": s.get("t_s"), "values": dev.get("write_mb_s"), "unit": "MB/s"})]
-    if source == "cpu":
-        idle = s.get("idle") or []
-        return [("cpu-busy", {"t_s": s.get("t_s"), "values": [None if v is None else 100.0 - v for v in idle], "unit": "%"})]
-    return [(source, s)]
 
 
 def timelines(data: RunData) -> PlotSection:
@@ -359,7 +334,7 @@ def timelines(data: RunData) -> PlotSection:
                 notes.add(f"Where a panel would have more than {MAX_TIMELINE_LINES} lines, it shows the first repeat "
                           "of each measurement (#1); the tables combine all repeats.")
             lines = lines[:MAX_TIMELINE_LINES]
-            unit = str(lines[0]["series"].get("unit") or "")
+            unit = line_unit(lines[0]["series"])
             panels.append((source, unit, [(r["label"], r["series"]["t_s"], r["series"]["values"]) for r in lines]))
         made.append(plots.timeline(f"{job}: over the run", panels))
     return PlotSection(anchor, heading, _figures(made), notes=tuple(sorted(notes)),
@@ -379,8 +354,8 @@ def _where(r: Mapping) -> str:
 def load_sections(data: RunData, lp: LoadPlan, by_name: Mapping[str, Table]) -> list[PlotSection]:
     """The plots of a load run: scaling (aggregate and p99 against VMs, per-VM bars) or
     noisy neighbour (the victim's percentiles per phase, its latency over time)."""
-    accel = "/".join(sorted({str(m.get("accelerator")) for m in data.measurements
-                             if m.get("side") == "guest" and m.get("load_step")})) or "accelerator not recorded"
+    accel = "/".join(sorted({str(m.accelerator) for m in data.measurements
+                             if m.side == "guest" and m.load_step})) or "accelerator not recorded"
     if lp.kind == "neighbours":
         return [victim_section(by_name.get("load-neighbours"), lp, accel), victim_timeline_section(data, lp, accel)]
     out = [scaling_section(by_name.get("load-scaling"), accel), per_vm_section(by_name.get("load-vms"), accel)]
@@ -440,47 +415,41 @@ def _series_by_key(data: RunData) -> dict[MeasurementKey, dict[str, Any]]:
     return out
 
 
-def _line(series: Any) -> loadplots.Line | None:
-    if not isinstance(series, dict) or not series.get("t_s") or not series.get("values"):
-        return None
-    return [float(t) for t in series["t_s"]], list(series["values"])
-
-
 def victim_timeline_section(data: RunData, lp: LoadPlan, accel: str) -> PlotSection:
     """Per (cell, layer): each phase's first repeat with an included victim row: the victim's
     fio-clat beside the aggressors' fio-iops summed, aligned by the windows' host-clock start
     (``load.window.measured_from_ms``) where recorded, else by fio's own t_s."""
     anchor, heading = "plot-load-timeline", "Noisy neighbour: the victim's latency over time beside the aggressors' IOPS"
     series = _series_by_key(data)
-    rows = [m for m in data.measurements if m.get("load_step") and m.get("side") == "guest"]
-    wheres: "OrderedDict[tuple, None]" = OrderedDict((( m.get("cell"), m.get("stack"), m.get("layer")), None) for m in rows)
+    rows = [m for m in data.measurements if m.load_step and m.side == "guest"]
+    wheres: "OrderedDict[tuple, None]" = OrderedDict(((m.cell, m.stack, m.layer), None) for m in rows)
     made = []
     aligned = False
     for where in list(wheres)[:MAX_LOAD_PLOTS]:
         phases = []
         for sp in lp.steps:
-            mine = [m for m in rows if (m.get("cell"), m.get("stack"), m.get("layer")) == where and m["load_step"] == sp.index]
-            victims = sorted((m for m in mine if m.get("role") == "victim" and not excluded(m)), key=lambda m: m["repeat"])
+            mine = [m for m in rows if (m.cell, m.stack, m.layer) == where and m.load_step == sp.index]
+            victims = sorted((m for m in mine if m.role == "victim" and not m.excluded), key=lambda m: m.repeat)
             if not victims:
                 continue
             v = victims[0]
-            aggr = [m for m in mine if m.get("role") == "aggressor" and m["repeat"] == v["repeat"] and not excluded(m)]
-            starts = [((m.get("load") or {}).get("window") or {}).get("measured_from_ms") for m in [v] + aggr]
+            aggr = [m for m in mine if m.role == "aggressor" and m.repeat == v.repeat and not m.excluded]
+            starts = [m.load.measured_from_ms for m in [v] + aggr]
             known = [float(s) for s in starts if s is not None]
             origin = min(known) if len(known) == len(starts) else None
             aligned = aligned or origin is not None
 
-            def offset(m: Mapping, start: Any) -> float:
+            def offset(m: Measurement, start: Any) -> float:
                 return 0.0 if origin is None else (float(start) - origin) / 1000.0
 
-            vline = _line(series.get(MeasurementKey.of(v), {}).get("fio-clat"))
+            vline = line_points(series.get(v.key, {}).get("fio-clat"))
             if vline is not None:
                 off = offset(v, starts[0])
                 vline = [t + off for t in vline[0]], vline[1]
             parts = [(offset(m, s), line) for m, s in zip(aggr, starts[1:])
-                     if (line := _line(series.get(MeasurementKey.of(m), {}).get("fio-iops"))) is not None]
+                     if (line := line_points(series.get(m.key, {}).get("fio-iops"))) is not None]
             summed = loadplots.sum_lines(parts) if aggr else ([], [])  # no aggressor in this phase: an empty line
-            phases.append((f"{sp.name} (repeat {v['repeat']})", vline, summed))
+            phases.append((f"{sp.name} (repeat {v.repeat})", vline, summed))
         if phases:
             label = " ".join(str(x) for x in where if x)
             made.append(loadplots.victim_timeline(f"Victim ({lp.victim_job}) clat over time and aggressors' IOPS (sum), {label} ({accel})",

@@ -8,7 +8,7 @@ there is none, why); its text reads "+12.3% [+4.1, +20.2] faster".  The measurem
 state their admissibility facts (``Table.facts``) and what the stored run does not tell
 (``Table.missing``).
 
-Deltas are about each job's metric (``metrics``: the plan's, :attr:`~vmbench.report.stored_plan.StoredPlan.job_metrics`).
+Deltas are about each job's metric (``metrics``: the plan's, :attr:`~vmbench.results.plan.StoredPlan.job_metrics`).
 A table whose jobs are all judged by IOPS reads as it always did; otherwise its delta
 headers name the metric ("vs baseline (p99)"), or, when its jobs differ, each record names
 its own (``metric``, the "judged by" column); a latency change reads "+20.0% [+8.1, +33.0]
@@ -21,13 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ..fio.job import Metric
+from ..results.environment import Environment
+from ..results.plan import PlannedLuks, PlannedStack
+from ..results.records import CellRecord, CryptoRecord, Measurement
 from ..scenario.axes import setting_columns, setting_text, stored_setting
+from ..scenario.model import Target
 from . import stats
-from .facts import SATURATION_SHARE
+from .facts import SATURATION_SHARE, RepeatPolicy, admissibility
 from .filejobs import FILE_JOBS_NOTE, NO_HOST_ROW, UNITS_NOTE
 from .rows import Row, TargetResult, gap_rows, journey_rows, layer_rows, target_results
-from .facts import RepeatPolicy, admissibility
-from .stored_plan import PlannedLuks, PlannedStack
 
 DELTA_SUFFIXES = ("_low", "_high", "_verdict", "_why")
 
@@ -229,10 +231,10 @@ def repeat_columns(records: list[dict], policy: RepeatPolicy) -> list[Column]:
     return [Column("cv", "CV", f_cv, detail=True), Column("repeat_stop", "repeats", f_text, detail=True)]
 
 
-def _table_facts(measurements: Sequence[dict], cells: Sequence[dict], env: dict | None, policy: RepeatPolicy,
-                 layers: Callable[[dict], bool] = lambda m: True) -> tuple[dict[str, str], list[str]]:
-    names = {c["name"] for c in cells}
-    used = [m for m in measurements if (m["side"] == "host" or m.get("cell") in names) and layers(m)]
+def _table_facts(measurements: Sequence[Measurement], cells: Sequence[CellRecord], env: Environment | None, policy: RepeatPolicy,
+                 layers: Callable[[Measurement], bool] = lambda m: True) -> tuple[dict[str, str], list[str]]:
+    names = {c.name for c in cells}
+    used = [m for m in measurements if (m.side == "host" or m.cell in names) and layers(m)]
     return admissibility(used, cells, env, policy)
 
 
@@ -367,8 +369,9 @@ def judged_by_column(metrics: Sequence[Metric]) -> list[Column]:
     return [Column("metric", "judged by", f_text)] if len(metrics) > 1 else []
 
 
-def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], repeats: int | RepeatPolicy,
-              host_memory_bytes: int | None = None, *, env: dict | None = None, metrics: Mapping[str, Metric] | None = None) -> Table:
+def gap_table(measurements: Sequence[Measurement], cells: Sequence[CellRecord], jobs: Sequence[str], repeats: int | RepeatPolicy,
+              host_memory_bytes: int | None = None, *, env: Environment | None = None,
+              metrics: Mapping[str, Metric] | None = None) -> Table:
     """``repeats``: the run's repeat policy (an int for a fixed count); ``env`` the run's
     recorded environment, for the admissibility facts; ``metrics`` each job's metric."""
     policy = as_policy(repeats)
@@ -410,21 +413,21 @@ def gap_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequenc
                      "what librbd on the host gets of it.")
     if multi_cell:
         of = "IOPS" if by_iops(used) else "the job's metric"
-        notes.append(f"vs baseline = change in {of} from the first cell ({cells[0]['name']}).")
+        notes.append(f"vs baseline = change in {of} from the first cell ({cells[0].name}).")
     notes += metric_notes(used, "gap and vs baseline")
     notes += saturation_notes(records)
     notes += telemetry_table_notes(records)
     notes += verdict_notes(records, keys, used)
-    env = dict(env or {})
-    if host_memory_bytes and not env.get("host_memory_mib"):
-        env["host_memory_mib"] = host_memory_bytes >> 20
-    facts, missing = _table_facts(measurements, cells, env, policy, lambda m: m["layer"] in ("host", "raw"))
+    env = Environment.from_row(env)
+    if host_memory_bytes and not env.host_memory_mib:
+        env = Environment(env, host_memory_mib=host_memory_bytes >> 20)
+    facts, missing = _table_facts(measurements, cells, env, policy, lambda m: m.layer in ("host", "raw"))
     return Table("gaps", "Host vs guest, raw scratch disk", cols, records, notes, facts, missing)
 
 
-def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str],
-                crypto: Sequence[dict] = (), stacks: Sequence[PlannedStack] = (), *,
-                repeats: int | RepeatPolicy | None = None, env: dict | None = None,
+def layer_table(measurements: Sequence[Measurement], cells: Sequence[CellRecord], jobs: Sequence[str],
+                crypto: Sequence[CryptoRecord] = (), stacks: Sequence[PlannedStack] = (), *,
+                repeats: int | RepeatPolicy | None = None, env: Environment | None = None,
                 metrics: Mapping[str, Metric] | None = None) -> Table | None:
     rows = layer_rows(measurements, cells, jobs, metrics)
     if not rows:
@@ -432,13 +435,13 @@ def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Seque
     used = table_metrics(rows)
     policy = as_policy(repeats)
     keys = ("vs_below", "gap")
-    cpu_of = {c["name"]: c["settings"].get("cpu") for c in cells}
+    cpu_of = {c.name: c.settings.cpu for c in cells}
     luks_of = {st.name: st.luks for st in stacks}
     records = []
     for r in rows:
         top = r.layer.split("+")[-1]
         luks = luks_of.get(r.stack or "")
-        ceiling = _ceiling(crypto, cpu_of.get(r.cell), luks) if top.startswith("luks") and luks else None
+        ceiling = _ceiling(crypto, cpu_of.get(r.cell or ""), luks) if top.startswith("luks") and luks else None
         records.append({"cell": r.cell, "stack": r.stack, "job": job_label(r), **metric_fields(r, used),
                         "layer": r.layer if r.layer == "raw" or r.layer.startswith("host") else "+" + top,
                         "layer_path": r.layer, **figure_fields(r), "vs_below": r.vs_below, "gap": r.gap, "crypto_ceiling": ceiling,
@@ -462,23 +465,23 @@ def layer_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Seque
     if any(r.get("note") for r in records):
         cols.append(Column("note", "note", f_text))
     notes += verdict_notes(records, keys, used)
-    stacked = [c for c in cells if c.get("stacks")]
+    stacked = [c for c in cells if c.stacks]
     facts, missing = _table_facts(measurements, stacked, env, policy)
     return Table("layers", "Layer by layer: host -> guest raw disk -> each layer of each stack", cols, records, notes, facts, missing)
 
 
-def _ceiling(crypto: Sequence[dict], cpu: str | None, luks: PlannedLuks) -> str | None:
+def _ceiling(crypto: Sequence[CryptoRecord], cpu: str | None, luks: PlannedLuks) -> str | None:
     for c in crypto:
-        if c["side"] == "guest" and c["cpu"] == cpu and c["cipher"] == luks.cipher and c["key_bits"] == luks.key_bits:
-            if c.get("encrypt_mib_s") is None:
-                return f"n/a ({c.get('error') or 'failed'})"
-            aes = "" if c.get("aes_flag") is None else (", aes" if c["aes_flag"] else ", no aes")
-            return f"{f_mb(c['encrypt_mib_s'])}/{f_mb(c['decrypt_mib_s'])} MiB/s{aes}"
+        if c.side == "guest" and c.cpu == cpu and c.cipher == luks.cipher and c.key_bits == luks.key_bits:
+            if c.encrypt_mib_s is None:
+                return f"n/a ({c.error or 'failed'})"
+            aes = "" if c.aes_flag is None else (", aes" if c.aes_flag else ", no aes")
+            return f"{f_mb(c.encrypt_mib_s)}/{f_mb(c.decrypt_mib_s)} MiB/s{aes}"
     return None
 
 
-def journey_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Sequence[str], *,
-                  repeats: int | RepeatPolicy | None = None, env: dict | None = None,
+def journey_table(measurements: Sequence[Measurement], cells: Sequence[CellRecord], jobs: Sequence[str], *,
+                  repeats: int | RepeatPolicy | None = None, env: Environment | None = None,
                   metrics: Mapping[str, Metric] | None = None) -> Table:
     policy = as_policy(repeats)
     keys = ("gap", "vs_previous")
@@ -503,14 +506,14 @@ def journey_table(measurements: Sequence[dict], cells: Sequence[dict], jobs: Seq
     return Table("journey", "Tuning journey: each step's top layer", cols, records, notes, facts, missing)
 
 
-def crypto_table(crypto: Sequence[dict]) -> Table | None:
+def crypto_table(crypto: Sequence[CryptoRecord]) -> Table | None:
     if not crypto:
         return None
     records = []
     for c in crypto:
         records.append({
-            "side": c["side"], "cpu": c["cpu"], "aes_flag": c["aes_flag"], "cipher": c["cipher"], "key_bits": c["key_bits"],
-            "encrypt_mib_s": c["encrypt_mib_s"], "decrypt_mib_s": c["decrypt_mib_s"], "error": c.get("error") or "",
+            "side": c.side, "cpu": c.cpu, "aes_flag": c.aes_flag, "cipher": c.cipher, "key_bits": c.key_bits,
+            "encrypt_mib_s": c.encrypt_mib_s, "decrypt_mib_s": c.decrypt_mib_s, "error": c.error or "",
         })
     cols = [Column("side", "side"), Column("cpu", "cpu model"), Column("aes_flag", "aes flag", lambda v: "-" if v is None else f_bool(v)),
             Column("cipher", "cipher"), Column("key_bits", "key bits"),
@@ -520,7 +523,8 @@ def crypto_table(crypto: Sequence[dict]) -> Table | None:
                   "guest's vCPUs, so LUKS on several vCPUs can go beyond it. Without the aes flag the guest encrypts in software."])
 
 
-def targets_table(measurements: Sequence[dict], targets: Sequence[dict], metrics: Mapping[str, Metric] | None = None) -> Table | None:
+def targets_table(measurements: Sequence[Measurement], targets: Sequence[Target],
+                  metrics: Mapping[str, Metric] | None = None) -> Table | None:
     """Each target's PASS/FAIL per matching group; a job judged by a latency also shows that
     figure ("judged by": "p99.9 2.31 ms"), and a saturated fixed-rate group says so."""
     if not targets:
@@ -529,9 +533,9 @@ def targets_table(measurements: Sequence[dict], targets: Sequence[dict], metrics
     records = []
     for target in targets:
         desc = ", ".join(filter(None, [
-            f"MB/s >= {target['min_mb_s']:g}" if target.get("min_mb_s") is not None else "",
-            f"IOPS >= {target['min_iops']:g}" if target.get("min_iops") is not None else "",
-            f"p99 <= {target['max_p99_ms']:g} ms" if target.get("max_p99_ms") is not None else "",
+            f"MB/s >= {target.min_mb_s:g}" if target.min_mb_s is not None else "",
+            f"IOPS >= {target.min_iops:g}" if target.min_iops is not None else "",
+            f"p99 <= {target.max_p99_ms:g} ms" if target.max_p99_ms is not None else "",
         ]))
         matched = [t for t in results if t.target is target]
         for t in matched:
@@ -544,8 +548,8 @@ def targets_table(measurements: Sequence[dict], targets: Sequence[dict], metrics
                 rec["note"] = t.figures.saturated
             records.append(rec)
         if not matched:  # its cell was invalid, or the run stopped before it: say so, never drop it
-            records.append({"target": desc, "cell": target.get("cell") or "", "stack": target.get("stack") or "",
-                            "layer": target.get("layer") or "", "job": target["job"], "result": "NOT MEASURED",
+            records.append({"target": desc, "cell": target.cell or "", "stack": target.stack or "",
+                            "layer": target.layer or "", "job": target.job, "result": "NOT MEASURED",
                             "why": "no valid measurement matches this target"})
     cols = [Column("target", "target"), Column("cell", "cell", f_text), Column("stack", "stack", f_text), Column("layer", "layer", f_text),
             Column("job", "job", f_text), Column("mb_s", "MB/s", f_mb), Column("iops", "IOPS", f_int), Column("p99_ms", "p99 ms", f_ms),
@@ -565,17 +569,16 @@ def _setting_fmt(key: str) -> Callable[[Any], str]:
     return lambda v: f_text(v) if v is None else setting_text(key, v)
 
 
-def cells_table(cells: Sequence[dict]) -> Table:
+def cells_table(cells: Sequence[CellRecord]) -> Table:
     """Every cell with its VM settings, one column per axis (:func:`setting_columns`): those
     every VM states, and those left to the hypervisor when some cell gives one (a cell that
     does not reads as the axis's ``unset``)."""
-    keys = list(setting_columns(c.get("settings") or {} for c in cells))
+    keys = list(setting_columns(c.settings for c in cells))
     records = []
     for c in cells:
-        rec = {"cell": c["name"], **{k: stored_setting(c.get("settings") or {}, k) for k in keys},
-               "changed": ", ".join(c.get("changed") or []) or "-",
-               "stacks": ", ".join(c.get("stacks") or []) or "-",
-               "valid": c["valid"], "problems": "; ".join(c.get("problems") or [])}
+        rec = {"cell": c.name, **{k: stored_setting(c.settings, k) for k in keys},
+               "changed": ", ".join(c.changed) or "-", "stacks": ", ".join(c.stacks) or "-",
+               "valid": c.valid, "problems": "; ".join(c.problems)}
         records.append(rec)
     cols = [Column("cell", "cell")] + [Column(k, k.removesuffix("_mib"), _setting_fmt(k)) for k in keys]
     cols += [Column("changed", "changed"), Column("stacks", "stacks"), Column("valid", "measured", f_bool), Column("problems", "problems", f_text)]

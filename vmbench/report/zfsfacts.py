@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
+from ..results.environment import Environment
+from ..results.records import CellRecord, JobParams, Measurement, Telemetry
 from ..telemetry.zfs import PoolState, parse_zpool_list, status_health
 
 FULL_PCT = 80  # a pool fuller than this is slower than the same pool emptier (allocation)
@@ -35,9 +37,9 @@ def _names(names: Iterable[str]) -> str:
     return ", ".join(dict.fromkeys(names))
 
 
-def zfs_facts(measurements: Sequence[dict], cells: Sequence[dict], env: Mapping) -> tuple[dict[str, str], list[str]]:
+def zfs_facts(measurements: Sequence[Measurement], cells: Sequence[CellRecord], env: Environment) -> tuple[dict[str, str], list[str]]:
     """The ZFS facts of one table ({} when the run's storage is not ZFS)."""
-    if not env.get("zfs_pool"):
+    if not env.zfs_pool:
         return {}, []
     facts: dict[str, str] = {}
     missing: list[str] = []
@@ -54,60 +56,54 @@ def zfs_facts(measurements: Sequence[dict], cells: Sequence[dict], env: Mapping)
     return facts, missing
 
 
-def pool_state(env: Mapping) -> PoolState | None:
+def pool_state(env: Environment) -> PoolState | None:
     """The pool as its stored ``zpool list -v -Hp`` says (None: not recorded or not read)."""
-    text = env.get("zpool_list")
+    text = env.zpool_list
     return parse_zpool_list(text) if isinstance(text, str) else None
 
 
-def effective_properties(cells: Sequence[dict]) -> dict[str, dict[str, tuple[str, str]]]:
+def effective_properties(cells: Sequence[CellRecord]) -> dict[str, dict[str, tuple[str, str]]]:
     """Each scratch or reference zvol/dataset of the cells: {property: (value, source)} of
     what was read back at creation (source "" where the run did not read it)."""
     out: dict[str, dict[str, tuple[str, str]]] = {}
     for c in cells:
-        vols = ((c.get("evidence") or {}).get("storage") or {}).get("volumes") or {}
-        for v in vols.values():
-            if not isinstance(v, dict) or not v.get("zfs_name"):
-                continue
-            readback, sources = v.get("readback") or {}, v.get("sources") or {}
-            out[v["zfs_name"]] = {p: (str(readback[p]), str(sources.get(p, ""))) for p in SHOWN if p in readback}
+        for v in c.volumes:  # as the run read them back (zfs get)
+            if v.zfs_name:
+                out[v.zfs_name] = {p: (str(v.readback[p]), str(v.sources[p]) if p in v.sources else "") for p in SHOWN if p in v.readback}
     return out
 
 
 def _arc_caches(volumes: Mapping[str, Mapping[str, tuple[str, str]]]) -> bool:
     """Whether the ARC may hold the volumes' data (primarycache=all, or not read back)."""
-    return not volumes or any(p.get("primarycache", ("all", ""))[0] == "all" for p in volumes.values())
+    return not volumes or any("primarycache" not in p or p["primarycache"][0] == "all" for p in volumes.values())
 
 
-def arc_fact(measurements: Sequence[dict], env: Mapping, volumes: Mapping, missing: list[str]) -> str:
-    arc = env.get("arc") or {}
-    c_max, size = arc.get("c_max_bytes"), arc.get("size_bytes")
+def arc_fact(measurements: Sequence[Measurement], env: Environment, volumes: Mapping, missing: list[str]) -> str:
+    c_max, size = env.arc_c_max_bytes, env.arc_size_bytes
     if not c_max:
         missing.append("the ARC's size and c_max (arcstats not read)")
         return ""
-    host = env.get("host_memory_mib")
+    host = env.host_memory_mib
     parts = [f"{_mib(size)} of max {_mib(c_max)}" if size else f"max {_mib(c_max)}"]
     if host:
         parts[0] += f", host RAM {_mib(host << 20)}"
-    hits = [m["telemetry"]["arc_hit_ratio"] for m in measurements
-            if isinstance(m.get("telemetry"), dict) and isinstance(m["telemetry"].get("arc_hit_ratio"), (int, float))]
+    hits = [h for m in measurements if m.telemetry is not None and isinstance(h := m.telemetry.arc_hit_ratio, (int, float))]
     if hits:
         lo, hi = min(hits) * 100, max(hits) * 100
         parts.append(f"hit {lo:.0f}%" if round(lo) == round(hi) else f"hit {lo:.0f}..{hi:.0f}%")
         parts[-1] += " while fio ran"
-    reads = {m["job"]: (m.get("job_params") or {}).get("size") for m in measurements
-             if (m.get("job_params") or {}).get("rw") not in WRITES[:2]}
+    reads = {m.job: m.job_params.size for m in measurements if m.job_params.rw not in WRITES[:2]}
     fits = [j for j, s in reads.items() if isinstance(s, (int, float)) and s < c_max]
     if fits and _arc_caches(volumes):
         parts.append(f"WARNING: reads of {_names(fits)} fit in the ARC: may be served from memory")
     return "; ".join(parts)
 
 
-def pool_fact(pool: PoolState | None, env: Mapping, missing: list[str]) -> str:
+def pool_fact(pool: PoolState | None, env: Environment, missing: list[str]) -> str:
     if pool is None:
         missing.append("the pool's capacity, fragmentation and health (zpool list not recorded)")
         return ""
-    health = pool.health or status_health(env.get("zpool_status") or "") or "?"
+    health = pool.health or status_health(env.zpool_status or "") or "?"
     frag = f"{pool.fragmentation_pct}% fragmented" if pool.fragmentation_pct is not None else "fragmentation -"
     text = f"{pool.name} {pool.capacity_pct if pool.capacity_pct is not None else '?'}% full, {frag}, {health}"
     extra = [f"{kind} {', '.join(pool.vdevs(kind))}" for kind in ("log", "cache", "special", "dedup") if pool.vdevs(kind)]
@@ -162,39 +158,38 @@ def risky_properties(volumes: Mapping[str, Mapping[str, tuple[str, str]]]) -> li
     return list(dict.fromkeys(out))
 
 
-def data_of(params: Mapping) -> str:
+def data_of(params: JobParams) -> str:
     """How compressible the data fio writes is, from the stored job."""
-    if params.get("jobfile"):
+    if params.jobfile:
         return "as its job file says"
-    pct = params.get("buffer_compress_percentage")
+    pct = params.buffer_compress_percentage
     if pct:
         return f"{pct}% compressible"
-    return "incompressible" + (" (refilled)" if params.get("refill_buffers") else " (fio's default)")
+    return "incompressible" + (" (refilled)" if params.refill_buffers else " (fio's default)")
 
 
-def compression_fact(measurements: Sequence[dict], volumes: Mapping[str, Mapping[str, tuple[str, str]]]) -> str:
+def compression_fact(measurements: Sequence[Measurement], volumes: Mapping[str, Mapping[str, tuple[str, str]]]) -> str:
     """For writes on a compressing volume: fio's data per job, the volume's compressratio,
     logicalused and used read after each; a job of compressible data whose volume then read
     above :data:`COMPRESSED` flagged.  Incompressible data is never flagged: a ratio above 1
     is then the volume's other blocks (partly written blocks' zeros, earlier jobs' data)."""
     parts, flagged = [], []
-    by_job: dict[str, list[dict]] = {}
+    by_job: dict[str, list[tuple[Measurement, Telemetry]]] = {}
     for m in measurements:
-        t = m["telemetry"] if isinstance(m.get("telemetry"), dict) else {}
-        compressing = t.get("compression") not in (None, "off")
-        if (m.get("job_params") or {}).get("rw") in WRITES and compressing:
-            by_job.setdefault(m["job"], []).append(m)
+        t = m.telemetry
+        if t is not None and t.compression not in (None, "off") and m.job_params.rw in WRITES:
+            by_job.setdefault(m.job, []).append((m, t))
     for job, ms in by_job.items():
-        ratios = [m["telemetry"]["compressratio"] for m in ms if isinstance(m["telemetry"].get("compressratio"), (int, float))]
-        last, params = ms[-1]["telemetry"], ms[0].get("job_params") or {}
+        ratios = [t.compressratio for _, t in ms if isinstance(t.compressratio, (int, float))]
+        last, params = ms[-1][1], ms[0][0].job_params
         text = f"{job} {data_of(params)}"
         if ratios:
             text += f", then {max(ratios):.2f}x"
-            if last.get("logicalused_bytes") and last.get("used_bytes"):
-                text += f" ({_mib(last['logicalused_bytes'])} logical, {_mib(last['used_bytes'])} used)"
-            if max(ratios) > COMPRESSED and params.get("buffer_compress_percentage"):
+            if last.logicalused_bytes and last.used_bytes:
+                text += f" ({_mib(last.logicalused_bytes)} logical, {_mib(last.used_bytes)} used)"
+            if max(ratios) > COMPRESSED and params.buffer_compress_percentage:
                 flagged.append(job)
-            elif max(ratios) > COMPRESSED and not params.get("jobfile"):
+            elif max(ratios) > COMPRESSED and not params.jobfile:
                 text += ", not from fio's data"
         parts.append(text)
     if not parts:
@@ -203,20 +198,22 @@ def compression_fact(measurements: Sequence[dict], volumes: Mapping[str, Mapping
     return "; ".join(parts) + flag
 
 
-def write_share(telemetry: Mapping, vdevs_of: Sequence[str]) -> float | None:
+def write_share(telemetry: Telemetry | None, vdevs_of: Sequence[str]) -> float | None:
     """Those vdevs' (the log's, the special class's) share of the pool's writes over one run
     (None: not sampled)."""
-    vdevs, pool = telemetry.get("vdev_write_mb_s"), telemetry.get("pool_write_mb_s")
+    if telemetry is None:
+        return None
+    vdevs, pool = telemetry.vdev_write_mb_s, telemetry.pool_write_mb_s
     if not isinstance(vdevs, dict) or not isinstance(pool, (int, float)) or pool <= 0:
         return None
     return min(1.0, sum(float(vdevs.get(n) or 0.0) for n in vdevs_of) / pool)
 
 
-def log_fact(measurements: Sequence[dict], pool: PoolState | None) -> str:
+def log_fact(measurements: Sequence[Measurement], pool: PoolState | None) -> str:
     """For sync writes: "SLOG: took 97% of writes", "SLOG: idle" or "no log device"; the
     special and dedup vdevs' share of the writes and the cache devices' traffic where there
     are some."""
-    synced = [m for m in measurements if m.get("sync") and (m.get("job_params") or {}).get("rw") in WRITES]
+    synced = [m for m in measurements if m.sync and m.job_params.rw in WRITES]
     logs = pool.vdevs("log") if pool is not None else []
     parts = []
     if synced and pool is not None and not logs:
@@ -224,20 +221,20 @@ def log_fact(measurements: Sequence[dict], pool: PoolState | None) -> str:
     elif synced and logs:
         shares: dict[str, list[float]] = {}
         for m in synced:
-            share = write_share(m.get("telemetry") or {}, logs)
+            share = write_share(m.telemetry, logs)
             if share is not None:
-                shares.setdefault(m["job"], []).append(share)
+                shares.setdefault(m.job, []).append(share)
         for job, s in shares.items():
             mean = sum(s) / len(s)
             parts.append(f"SLOG: idle ({job})" if mean < SLOG_IDLE else f"SLOG: took {mean * 100:.0f}% of writes ({job})")
     for kind in ("special", "dedup"):
-        got = [write_share(m.get("telemetry") or {}, pool.vdevs(kind)) for m in measurements] if pool is not None and pool.vdevs(kind) else []
+        got = [write_share(m.telemetry, pool.vdevs(kind)) for m in measurements] if pool is not None and pool.vdevs(kind) else []
         known = [v for v in got if v is not None]
         if known:
             parts.append(f"{kind} vdevs took {max(known) * 100:.0f}% of writes at most")
     caches = pool.vdevs("cache") if pool is not None else []
-    fills = [float((m.get("telemetry") or {}).get("vdev_write_mb_s", {}).get(n) or 0.0) for m in measurements for n in caches
-             if isinstance((m.get("telemetry") or {}).get("vdev_write_mb_s"), dict)]
+    fills = [float(vdevs.get(n) or 0.0) for m in measurements for n in caches
+             if m.telemetry is not None and isinstance(vdevs := m.telemetry.vdev_write_mb_s, dict)]
     if caches and fills and max(fills) >= 0.05:  # shown where there was some
         parts.append(f"L2ARC written {max(fills):.1f} MB/s at most")
     return "; ".join(parts)
@@ -249,20 +246,20 @@ def _directions(rw: object) -> tuple[str, ...]:
     return ("read", "write") if rw in WRITES else ("read",)
 
 
-def waits_fact(measurements: Sequence[dict]) -> str:
+def waits_fact(measurements: Sequence[Measurement]) -> str:
     """Per job and direction, the pool's mean waits while fio ran (``zpool iostat -l``):
     total, and where it went, the disks or ZFS's sync and async queues, the largest named;
     then the devices' % busy and ms per I/O (/proc/diskstats)."""
-    by_job: dict[str, list[dict]] = {}
+    by_job: dict[str, list[tuple[Measurement, Mapping[str, float]]]] = {}
     for m in measurements:
-        waits = (m.get("telemetry") or {}).get("pool_wait_ms") if isinstance(m.get("telemetry"), dict) else None
+        waits = m.telemetry.pool_wait_ms if m.telemetry is not None else None
         if isinstance(waits, dict):
-            by_job.setdefault(m["job"], []).append(m)
+            by_job.setdefault(m.job, []).append((m, waits))
     parts = []
     for job, ms in by_job.items():
         clauses = []
-        for d in _directions((ms[0].get("job_params") or {}).get("rw")):
-            got = {part: _mean_of([m["telemetry"]["pool_wait_ms"].get(f"{part}_{d}") for m in ms])
+        for d in _directions(ms[0][0].job_params.rw):
+            got = {part: _mean_of([waits.get(f"{part}_{d}") for _, waits in ms])
                    for part in ("total", "disk", "syncq", "asyncq")}
             total = got.pop("total")
             if total is None:
@@ -272,7 +269,7 @@ def waits_fact(measurements: Sequence[dict]) -> str:
             top = max(known, key=lambda k: known[k]) if known else None
             clauses.append(f"{d} {_ms(total)} ms" + (f" ({where}): {top} dominates" if top else ""))
         if clauses:
-            parts.append(f"{job} " + ", ".join(clauses + _device_busy(ms)))
+            parts.append(f"{job} " + ", ".join(clauses + _device_busy([m for m, _ in ms])))
     return "; ".join(parts)
 
 
@@ -280,14 +277,14 @@ def _ms(v: float) -> str:
     return f"{v:.1f}" if v >= 10 else f"{v:.2f}"
 
 
-def _device_busy(ms: Sequence[dict]) -> list[str]:
+def _device_busy(ms: Sequence[Measurement]) -> list[str]:
     """The devices under fio's target, from /proc/diskstats: % busy and ms per I/O (queue and
     service), on the host and, for guest rows, in the guest and on the host under it."""
     out = []
     for label, side, prefix in (("host", "host", "dev"), ("guest", "guest", "dev"), ("host under guest", "guest", "host_dev")):
-        rows = [m["telemetry"] for m in ms if m.get("side") == side]
-        util = _mean_of([t.get(f"{prefix}_util_pct") for t in rows])
-        wait = _mean_of([t.get(f"{prefix}_await_ms") for t in rows])
+        rows = [m.telemetry for m in ms if m.side == side and m.telemetry is not None]
+        util = _mean_of([getattr(t, f"{prefix}_util_pct") for t in rows])
+        wait = _mean_of([getattr(t, f"{prefix}_await_ms") for t in rows])
         if util is not None:
             out.append(f"{label} device {util:.0f}% busy" + (f" at {_ms(wait)} ms/IO" if wait is not None else ""))
     return out

@@ -12,17 +12,21 @@ misread.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping, SupportsIndex
+from typing import Any, Iterator, Mapping, Sequence
 
 from ..errors import ResultsError
 from . import migrate
+from .environment import Environment
 from .key import MeasurementKey
+from .plan import StoredPlan, read_plan
+from .records import BootRecord, CellRecord, CryptoRecord, Measurement, SeriesRecord
 
 SCHEMA_VERSION = 5
 #: how long a write waits for another process's transaction on the same file (ms)
@@ -148,6 +152,9 @@ def now() -> str:
 
 @dataclass(frozen=True)
 class RunRow:
+    """A stored run: what ran, when, its recorded environment (:class:`Environment`, the
+    stored mapping with its facts as attributes) and its plan as stored (``plan``: read)."""
+
     id: int
     tag: str
     scenario_name: str
@@ -156,17 +163,25 @@ class RunRow:
     started_at: str
     finished_at: str | None
     error: str | None
-    environment: dict
-    plan_json: dict  # the plan as stored: read it with vmbench.report.stored_plan.read_plan
+    environment: Environment
+    plan_json: Mapping[str, Any]  # the plan as stored: read as ``plan``
     attempts: int = 1
     resumed_at: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.environment, Environment):  # a stored mapping, as read
+            object.__setattr__(self, "environment", Environment.from_row(self.environment))
+
+    @functools.cached_property
+    def plan(self) -> StoredPlan:
+        """The run's plan as stored (every version), read once."""
+        return read_plan(self.plan_json)
 
     @property
     def tags(self) -> tuple[str, ...]:
         """The run tag of each attempt, first to last: a resumed attempt names what it makes
         with a tag of its own (recorded in its environment's ``attempts``)."""
-        later = [str(a["run_tag"]) for a in self.environment.get("attempts") or [] if a.get("run_tag")]
-        return (self.tag, *later)
+        return (self.tag, *self.environment.later_tags)
 
     @property
     def tag_label(self) -> str:
@@ -284,27 +299,16 @@ class ResultsDB:
     def update_cell(self, cell_id: int, **values: Any) -> None:
         self._update("cells", cell_id, values)
 
-    def add_measurement(self, run_id: int, key: MeasurementKey | None = None, **values: Any) -> int:
-        """One measurement row; ``key`` gives its side, stack, layer, job, repeat, VM and load
-        step (its cell is ``cell_id`` among ``values``, the host it ran on ``host``; ``role``
-        and ``load_json`` say, in a load step, what the VM did and how its window was covered)."""
-        if key is not None:
-            if key.repeat is None:
-                raise ValueError(f"cannot store {key}: a measurement is one repeat")
-            values = dict(values, side=key.side, stack=key.stack, layer=key.layer, job=key.job, repeat=key.repeat,
-                          vm=key.vm, load_step=key.load_step)
-        return self._insert("measurements", dict(run_id=run_id, **values))
-
-    def add_measurements(self, run_id: int, rows: list[tuple[MeasurementKey, dict[str, Any], dict[str, dict]]]) -> list[int]:
-        """Several measurements and their telemetry series in one transaction (a load step's,
-        stored when all of it finished): (key, columns as for add_measurement, {source: series})."""
+    def add_measurements(self, run_id: int, rows: Sequence[tuple[Measurement, Mapping[str, Any]]]) -> list[int]:
+        """Measurements and their telemetry series ({source: series}), in one transaction: a
+        fio step's one, or a load step's, stored when all of it finished (each row as
+        :meth:`Measurement.to_row` writes it, under ``run_id``)."""
         ids = []
         with self.conn:
-            for key, values, series in rows:
-                if key.repeat is None:
-                    raise ValueError(f"cannot store {key}: a measurement is one repeat")
-                row = dict(values, run_id=run_id, side=key.side, stack=key.stack, layer=key.layer, job=key.job,
-                           repeat=key.repeat, vm=key.vm, load_step=key.load_step)
+            for m, series in rows:
+                if not m.repeat:
+                    raise ValueError(f"cannot store {m.key}: a measurement is one repeat")
+                row = dict(m.to_row(), run_id=run_id)
                 cur = self.conn.execute(f"INSERT INTO measurements ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
                                         [_cell(v) for v in row.values()])
                 assert cur.lastrowid is not None
@@ -357,39 +361,53 @@ class ResultsDB:
     def runs(self) -> list[RunRow]:
         return [_run_row(r) for r in self.conn.execute("SELECT * FROM runs ORDER BY id")]
 
-    def rows(self, table: str, run_id: int, *, decoders: Mapping[str, Callable[[str], Any]] | None = None) -> list[dict]:
-        """A run's rows of ``table`` in the order stored, each ``X_json`` column decoded as ``X``
-        by :func:`json.loads`, or by its function in ``decoders`` (:func:`lazy_json`: decoded the
-        first time it is read, for a large column a reader may never look at)."""
+    def rows(self, table: str, run_id: int) -> list[dict]:
+        """A run's rows of ``table`` in the order stored, as dicts by column name, each
+        ``X_json`` column decoded as ``X`` (the typed readers below make records of them)."""
         if table not in ("boots", "cells", "measurements", "crypto", "telemetry"):
             raise ValueError(table)
-        # the collector paused while the rows are made: they form no cycles, and it walked the
-        # run's every decoded row again and again (a fifth of the time to read 1,000 cells)
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return self._read(f"SELECT * FROM {table} WHERE run_id = ? ORDER BY id", (run_id,), decoders or {})
-        finally:
-            if enabled:
-                gc.enable()
+        return [_decoded(r) for r in self._read(f"SELECT * FROM {table} WHERE run_id = ? ORDER BY id", (run_id,))]
 
-    def _read(self, sql: str, params: tuple, decoders: Mapping[str, Callable[[str], Any]]) -> list[dict]:
-        """The rows of a query as dicts by column name, each ``X_json`` column that holds text
-        decoded as ``X`` (moved after the other columns, in column order)."""
+    def _read(self, sql: str, params: tuple) -> Iterator[dict]:
+        """The rows of a query as dicts by column name, as stored (``X_json`` columns as text).
+        The collector is paused while they are made: they form no cycles, and it walked a run's
+        every row again and again (a fifth of the time to read 1,000 cells)."""
         cur = self.conn.cursor()
         cur.row_factory = None  # plain tuples: a dict from them is made faster than from sqlite3.Row
         cur.execute(sql, params)
         names = [d[0] for d in cur.description]
-        decode = [(i, name, name[:-5], decoders.get(name, json.loads)) for i, name in enumerate(names) if name.endswith("_json")]
-        out = []
-        for values in cur:
-            row = dict(zip(names, values))
-            for i, column, key, decoder in decode:
-                if isinstance(values[i], str):
-                    del row[column]
-                    row[key] = decoder(values[i])
-            out.append(row)
-        return out
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for values in cur:
+                yield dict(zip(names, values))
+        finally:
+            if enabled:
+                gc.enable()
+
+    def measurements(self, run_id: int) -> list[Measurement]:
+        """A run's measurements in the order stored, each with its cell's name."""
+        return [Measurement.from_row(r) for r in self._read(
+            "SELECT m.*, c.name AS cell FROM measurements m LEFT JOIN cells c ON c.id = m.cell_id "
+            "WHERE m.run_id = ? ORDER BY m.id", (run_id,))]
+
+    def cells(self, run_id: int, host_cells: Mapping[str, str | None] | None = None) -> list[CellRecord]:
+        """A run's cells in scenario order (not boot order), each with the cell its host
+        reference is stored under (``host_cells``, else the stored plan's)."""
+        if host_cells is None:
+            host_cells = {c.name: c.host_cell for c in self.resolve_run(run_id).plan.cells}
+        rows = self._read("SELECT * FROM cells WHERE run_id = ? ORDER BY seq, id", (run_id,))
+        return [CellRecord.from_row(r, host_cells.get(r["name"])) for r in rows]
+
+    def boots(self, run_id: int) -> list[BootRecord]:
+        return [BootRecord.from_row(r) for r in self._read("SELECT * FROM boots WHERE run_id = ? ORDER BY id", (run_id,))]
+
+    def crypto(self, run_id: int) -> list[CryptoRecord]:
+        return [CryptoRecord.from_row(r) for r in self._read("SELECT * FROM crypto WHERE run_id = ? ORDER BY id", (run_id,))]
+
+    def series(self, run_id: int) -> list[SeriesRecord]:
+        """A run's telemetry series in the order stored."""
+        return [SeriesRecord.from_row(r) for r in self._read("SELECT * FROM telemetry WHERE run_id = ? ORDER BY id", (run_id,))]
 
     def measurement_keys(self, run_id: int) -> set[MeasurementKey]:
         """What a run has measured: the key of every stored measurement."""
@@ -415,13 +433,12 @@ class ResultsDB:
         return str(row[0]) if row else ""
 
     def telemetry(self, run_id: int) -> list[dict]:
-        """A run's telemetry rows in the order stored: id, run_id, measurement_id, source and
-        the decoded ``series``."""
+        """A run's telemetry rows as stored (:meth:`rows`); :meth:`series` as records."""
         return self.rows("telemetry", run_id)
 
     def cell_by_name(self, run_id: int, name: str) -> dict | None:
         """A run's cell by name, decoded like rows() (the first stored, should there be two)."""
-        rows = self._read("SELECT * FROM cells WHERE run_id = ? AND name = ? ORDER BY id LIMIT 1", (run_id, name), {})
+        rows = [_decoded(r) for r in self._read("SELECT * FROM cells WHERE run_id = ? AND name = ? ORDER BY id LIMIT 1", (run_id, name))]
         return rows[0] if rows else None
 
     def crypto_cpus(self, run_id: int) -> set[str]:
@@ -440,60 +457,19 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def lazy_json(text: str) -> Any:
-    """A stored JSON object as a :class:`LazyJson` (any other JSON value decoded now)."""
-    return LazyJson(text) if text.startswith("{") else json.loads(text)
-
-
-class LazyJson(dict):
-    """A stored JSON object decoded the first time anything reads it (fio's whole output of a
-    measurement is most of a run's bytes; a report reads it for a few tables only).  A dict
-    in every way code reads it: every method, ``==``, copies, pickling, ``json.dumps``.
-    ``pending`` is the stored text until then (None after)."""
-
-    __slots__ = ("pending",)
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.pending: str | None = text
-        # json's C encoder writes an empty dict as {} without asking it for its items()
-        dict.__setitem__(self, _UNREAD, None)
-
-    def _decoded(self) -> None:
-        if self.pending is not None:
-            text, self.pending = self.pending, None
-            dict.clear(self)
-            dict.update(self, json.loads(text))
-
-    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple:  # copies and pickles are plain dicts
-        self._decoded()
-        return dict, (dict(self.items()),)
-
-
-_UNREAD = object()
-
-
-def _reading(name: str) -> Callable:
-    method = getattr(dict, name)
-
-    def call(self: LazyJson, *args: Any, **kwargs: Any) -> Any:
-        self._decoded()
-        return method(self, *args, **kwargs)
-
-    call.__name__ = name
-    return call
-
-
-for _name in ("__getitem__", "__contains__", "__iter__", "__reversed__", "__len__", "__eq__", "__ne__", "__repr__", "__or__",
-              "__ror__", "__ior__", "__setitem__", "__delitem__", "get", "keys", "values", "items", "copy", "update", "setdefault",
-              "pop", "popitem", "clear"):
-    setattr(LazyJson, _name, _reading(_name))
+def _decoded(row: dict) -> dict:
+    """A stored row with each ``X_json`` column that holds text decoded as ``X`` (moved after
+    the other columns, in column order)."""
+    for column in [c for c in row if c.endswith("_json")]:
+        if isinstance(row[column], str):
+            row[column[:-5]] = json.loads(row.pop(column))
+    return row
 
 
 def _run_row(row: sqlite3.Row) -> RunRow:
     return RunRow(
         id=row["id"], tag=row["tag"], scenario_name=row["scenario_name"], scenario_path=row["scenario_path"],
         status=row["status"], started_at=row["started_at"], finished_at=row["finished_at"], error=row["error"],
-        environment=json.loads(row["environment_json"] or "{}"), plan_json=json.loads(row["plan_json"] or "{}"),
+        environment=Environment.from_row(json.loads(row["environment_json"] or "{}")), plan_json=json.loads(row["plan_json"] or "{}"),
         attempts=row["attempts"], resumed_at=row["resumed_at"],
     )

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import platform
 import socket
+from typing import Any, Mapping
 
 from .. import __version__
 from ..guest.facts import cpu_flags, cpu_model_name
+from ..results.environment import SAME_HOST_KEYS
 from ..transport import ops
 from ..transport.base import Transport
 
-#: facts that must be equal for a run to be resumed on "the same host"
-SAME_HOST_KEYS = ("hostname", "host_kernel", "host_cpu", "qemu_version", "libvirt_version", "host_fio",
-                  "driver", "libvirt_uri", "host_state_dir", "pool", "ssh_host_key")
 
 
 def host_environment(host: Transport) -> dict:
@@ -48,7 +47,8 @@ def _microcode(cpuinfo: str) -> str | None:
     return None
 
 
-def host_differences(before: dict, now: dict) -> list[str]:
-    """What differs between two recorded environments on the keys that identify a host."""
+def host_differences(before: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """What differs between two recorded environments on the keys that identify a host
+    (:data:`~vmbench.results.environment.SAME_HOST_KEYS`)."""
     return [f"{k}: {before.get(k)!r} then, {now.get(k)!r} now" for k in SAME_HOST_KEYS
             if (before.get(k) is not None or now.get(k) is not None) and before.get(k) != now.get(k)]

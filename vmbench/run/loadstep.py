@@ -32,13 +32,13 @@ from ..fio.runner import FioRequest, FioRun, Sampling, Together, run_fio
 from ..guest.disk import ScratchDisk
 from ..guest.layers import StackBuilder
 from ..telemetry import nic
-from ..results.key import MeasurementKey
+from ..results.records import LoadRecord, Measurement
 from ..scenario.load import LoadMember, Role
 from ..scenario.model import Cell, Stack
 from ..settings import Telemetry
 from ..transport.base import Transport
 from .evidence import problems
-from .measure import Where, drop_caches, measurement_values, precondition_at
+from .measure import Where, drop_caches, measurement_of, precondition_at
 from .plan import LoadUnit, Step
 from .session import RunSession
 from ..scenario.axes import settings_of, vm_key
@@ -181,7 +181,7 @@ class LoadStepRun:
         assert self.s.load is not None
         self.load = self.s.load
         self.jobs = {j.name: j for j in self.s.jobs}
-        self.rows: list[tuple[MeasurementKey, dict, dict[str, dict]]] = []
+        self.rows: list[tuple[Measurement, dict[str, dict]]] = []
         self.members: list[Member] = []
         self.evidence: dict = {}  # VM 0's readings, stored with each cell
         self.link_speeds: dict[str, dict[str, int | None]] = {}  # host -> interface -> Mb/s (read once)
@@ -458,11 +458,10 @@ class LoadStepRun:
         step_name = self.unit.step.name
         for sd, st, job, run in zip(sides, steps, jobs, runs):
             load = placement.load_json(sd.vm, step_name, round_no)
-            values = measurement_values(sd.where, job, run, r.attempt)
             if sd.host:  # a run across several hosts: the row's host, and its busiest NIC over the round
                 load = dict(load, host=sd.host, nic=nic_rates.get(sd.host))
-            values.update(role=sd.role.value, load_json=load)
-            self.rows.append((st.key(), values, dict(getattr(run, "series", None) or {})))
+            m = replace(measurement_of(st.key(), sd.where, job, run, r.attempt), role=sd.role.value, load=LoadRecord.from_row(load))
+            self.rows.append((m, dict(getattr(run, "series", None) or {})))
         skew = placement.skew
         r.progress.status(f"{label}: {what} #{rep}: " + ", ".join(f"VM {sd.vm} {run.result.iops:,.0f} IOPS" for sd, run in zip(sides, runs))
                           + ("" if skew is None else f"; start skew {skew:.0f} ms"))

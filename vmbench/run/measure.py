@@ -12,6 +12,7 @@ with a ``host_side``, the host's too: "host-disk", "host-cpu", "zpool", "arc").
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -22,7 +23,7 @@ from ..fio.job import FioJob, files_dir, job_hash, to_precondition
 from ..fio.runner import FioRequest, FioRun, Sampling, precondition, run_fio
 from .cpucost import IDLE_SECONDS, CpuCost
 from .plan import Step, Stored
-from .rados import bench, rados_values
+from .rados import bench, rados_measurement
 from ..storage.radosbench import RADOS_LAYER, rados_mode, seconds
 from ..errors import HypervisorError, VmbenchError
 from ..storage.cephcli import client_args
@@ -31,6 +32,7 @@ from ..telemetry.ceph import LAG_S as CEPH_LAG_S, CephPool, ask_degrading
 from ..progress import Progress
 from ..results.db import ResultsDB
 from ..results.key import MeasurementKey
+from ..results.records import JobParams, Measurement, Settings
 from ..scenario.model import CephConfig, Cell, RepeatPolicy
 from ..scenario.spec import Scenario
 from ..settings import Telemetry
@@ -86,16 +88,15 @@ class Where:
         return "host" if self.cell is None else f"{self.cell.name}: {self.layer}"
 
 
-def measurement_values(where: Where, job: FioJob, run: FioRun, attempt: int) -> dict:
-    """A measurement row's columns but its key: what ran where, and fio's figures."""
-    pcts = run.result.percentiles()
-    return dict(
-        cell_id=where.cell_id, boot_id=where.boot_id, attempt=attempt, depth=where.depth,
-        job_params_json=job.params(), job_hash=job_hash(job), sync=job.is_sync, target=run.target, argv_json=list(run.argv),
-        settings_json=where.settings, accelerator=where.accelerator, started_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
-        iops=run.result.iops, bw_bytes=run.result.bw_bytes, p50_ns=pcts[50.0], p95_ns=pcts[95.0], p99_ns=pcts[99.0],
-        p999_ns=pcts[99.9], clat_bins_json=run.result.clat.to_json(), fio_json=run.raw_json, host=where.host,
-    )
+def measurement_of(key: MeasurementKey, where: Where, job: FioJob, run: FioRun, attempt: int) -> Measurement:
+    """The record of one fio run: what ran where, and fio's figures (stored as it writes them)."""
+    return Measurement(
+        side=key.side, layer=key.layer, job=key.job, repeat=key.repeat or 0, cell=key.cell, stack=key.stack, vm=key.vm,
+        load_step=key.load_step, host=where.host, cell_id=where.cell_id, boot_id=where.boot_id, attempt=attempt,
+        depth=where.depth, job_params=JobParams.from_row(job.params()), job_hash=job_hash(job), sync=job.is_sync,
+        target=run.target, argv_json=json.dumps(list(run.argv)), settings=Settings.of(where.settings),
+        accelerator=where.accelerator, started_at=time.strftime("%Y-%m-%dT%H:%M:%S"), iops=run.result.iops,
+        bw_bytes=run.result.bw_bytes, clat=run.result.clat, fio_json=run.raw_json)
 
 
 def drop_caches(side: Transport) -> None:
@@ -228,9 +229,9 @@ class Measurer:
         with self._ceph_state_on_failure(where):
             argv, result, raw = bench(where.side, cfg, job, self.run_tag,
                                       left=lambda name: self.left_benches.append((where.side, name)))
-        self.db.add_measurement(self.run_id, step.key(), **rados_values(
-            job, argv, result, raw, cell_id=where.cell_id, attempt=self.attempt, settings=where.settings, pool=cfg.pool),
-            host=where.host)
+        self.db.add_measurements(self.run_id, [(rados_measurement(
+            step.key(), job, argv, result, raw, cell_id=where.cell_id, attempt=self.attempt, settings=where.settings,
+            pool=cfg.pool, host=where.host), {})])
         self.iops.setdefault(step.group(), {})[step.repeat] = float(result.iops)
         self.progress.status(f"{label}: RADOS {result.iops:,.0f} ops/s, {result.bw_bytes / 1e6:,.1f} MB/s")
 
@@ -278,12 +279,9 @@ class Measurer:
         # (a file job's are its operations: each file once, not a rate over its runtime, which only caps it)
         ios = sum(d.total_ios for d in run.result.directions) if job.file_job else run.result.iops * (job.ramp + job.runtime)
         cost = where.cpu.end(cpu_start, ios=ios) if where.cpu is not None else None
-        measurement_id = self.db.add_measurement(self.run_id, step.key(), **measurement_values(where, job, run, self.attempt))
-        if cost is not None:
-            self.db.add_telemetry(self.run_id, measurement_id=measurement_id, source="qemu-cpu", series=cost)
+        series = {**({"qemu-cpu": cost} if cost is not None else {}), **(getattr(run, "series", None) or {})}
+        self.db.add_measurements(self.run_id, [(measurement_of(step.key(), where, job, run, self.attempt), series)])
         self.iops.setdefault(step.group(), {})[step.repeat] = float(run.result.iops)
-        for source, series in (getattr(run, "series", None) or {}).items():
-            self.db.add_telemetry(self.run_id, measurement_id=measurement_id, source=source, series=series)
         cv = RepeatPolicy.cv(self._values(step)) if self.policy.adaptive else None
         self.progress.status(f"{label}: {run.result.iops:,.0f} {job.unit}, {run.result.bw_bytes / 1e6:,.1f} MB/s"
                              + (f", CV {cv_label(cv)}" if cv is not None else ""))

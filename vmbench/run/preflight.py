@@ -10,6 +10,8 @@ c_max (:func:`cache_buster_refusal`).  A host-only run needs no image, and its s
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from ..drivers.base import Accelerator, HypervisorDriver
 from ..errors import CommandError, PreflightError
 from ..guest.needs import guest_needs
@@ -141,9 +143,9 @@ class RunPreflight:
     def _check_same_host(self) -> None:
         assert self.resume is not None
         now = {**host_environment(self.host), **self.driver.describe_host()}
-        before = self.resume.environment
+        before: Mapping[str, Any] = self.resume.environment
         if self.on is not None:  # a run across several hosts recorded each host's own
-            before = (before.get("hosts") or {}).get(self.on) or {}
+            before = (self.resume.environment.hosts or {}).get(self.on) or {}
         diff = host_differences(before, now)
         if diff:
             raise PreflightError(f"run {self.resume.id} ran on a different host or setup"

@@ -18,6 +18,8 @@ from typing import Callable
 
 from ..errors import VmbenchError
 from ..fio.job import FioJob, job_hash
+from ..results.key import MeasurementKey
+from ..results.records import JobParams, Measurement, Settings
 from ..scenario.model import CephConfig
 from ..storage.radosbench import (MARKER_TEXT, RadosResult, cleanup_argvs, marker_argv, parse_bench, rados_mode, read_argv,
                                   seconds, write_argv)
@@ -56,7 +58,6 @@ def bench(side: Transport, cfg: CephConfig, job: FioJob, run_tag: str,
     return argv, result, json.dumps(data)
 
 
-
 def remove_bench(side: Transport, cfg: CephConfig, run_name: str) -> bool:
     """Remove one bench's objects and its marker (:func:`~vmbench.storage.radosbench.cleanup_argvs`);
     False when something could not be (never raises: it runs on the way out of errors too)."""
@@ -72,12 +73,12 @@ def remove_bench(side: Transport, cfg: CephConfig, run_name: str) -> bool:
     return True
 
 
-def rados_values(job: FioJob, argv: list[str], result: RadosResult, raw: str, *, cell_id: int | None, attempt: int,
-                 settings: dict, pool: str) -> dict:
-    """A measurement row's columns but its key, for one ``rados bench``."""
-    return dict(
-        cell_id=cell_id, boot_id=None, attempt=attempt, depth=0, job_params_json=job.params(), job_hash=job_hash(job),
-        sync=job.is_sync, target=f"rados:{pool}", argv_json=argv, settings_json=settings, accelerator="host",
-        started_at=time.strftime("%Y-%m-%dT%H:%M:%S"), iops=result.iops, bw_bytes=result.bw_bytes,
-        p50_ns=None, p95_ns=None, p99_ns=None, p999_ns=None, clat_bins_json={}, fio_json=raw,
-    )
+def rados_measurement(key: MeasurementKey, job: FioJob, argv: list[str], result: RadosResult, raw: str, *, cell_id: int | None,
+                      attempt: int, settings: dict, pool: str, host: str) -> Measurement:
+    """The record of one ``rados bench``: no latency histogram, rados's output as fio's."""
+    return Measurement(
+        side=key.side, layer=key.layer, job=key.job, repeat=key.repeat or 0, cell=key.cell, stack=key.stack, vm=key.vm,
+        load_step=key.load_step, host=host, cell_id=cell_id, boot_id=None, attempt=attempt, depth=0,
+        job_params=JobParams.from_row(job.params()), job_hash=job_hash(job), sync=job.is_sync, target=f"rados:{pool}",
+        argv_json=json.dumps(argv), settings=Settings.of(settings), accelerator="host",
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%S"), iops=result.iops, bw_bytes=result.bw_bytes, fio_json=raw)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from ..advice.model import Advice, Goal, Risk
 from ..errors import UsageError, VmbenchError
 from ..progress import Progress
-from ..report.stored_plan import TuneRecord, read_plan
+from ..results.plan import TuneRecord, read_plan
 from ..results.db import ResultsDB, RunRow
 from ..run.plan import estimate, make_plan
 from ..scenario.loader import parse_scenario

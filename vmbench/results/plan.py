@@ -5,16 +5,16 @@ starts; every later reader (the report, the advice, ``compare``, ``tune --resume
 takes it from :func:`read_plan`, which reads every version stored so far: plans from before
 jobs named their metric, before adaptive repeats (``repeat_policy``), before ``load:``,
 ``advise:`` and ``tune:`` sections, and before the plan named the host of each boot.  The
-run's kind (:class:`~vmbench.report.kind.RunKind`) is decided here, once.
+run's kind (:class:`~vmbench.results.kind.RunKind`) is decided here, once.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from ..fio.job import Metric
-from ..scenario.model import RepeatPolicy
+from ..scenario.model import RepeatPolicy, Target
 from .kind import RunKind
 
 
@@ -62,20 +62,33 @@ class PlannedBoot:
 
 
 @dataclass(frozen=True)
+class PlannedMember:
+    """One VM of a load step: its number, its role ("peer", "victim", "aggressor") and the VM
+    settings its phase changed (as the scenario's overrides describe them)."""
+
+    vm: int
+    role: str | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class LoadStepPlan:
     index: int
     name: str
-    vms: tuple[dict, ...]  # {"vm", "role", "overrides"}
+    vms: tuple[PlannedMember, ...]
 
     @property
     def size(self) -> int:
         return len(self.vms)
 
     def count(self, role: str) -> int:
-        return sum(1 for v in self.vms if v.get("role") == role)
+        return sum(1 for v in self.vms if v.role == role)
+
+    def members(self, role: str) -> list[PlannedMember]:
+        return [v for v in self.vms if v.role == role]
 
     def overrides(self, vm: int) -> dict:
-        return next((dict(v.get("overrides") or {}) for v in self.vms if v.get("vm") == vm), {})
+        return next((dict(v.overrides) for v in self.vms if v.vm == vm), {})
 
 
 @dataclass(frozen=True)
@@ -138,7 +151,7 @@ class StoredPlan:
     jobs: tuple[PlannedJob, ...] = ()
     stacks: tuple[PlannedStack, ...] = ()
     repeat_policy: RepeatPolicy = RepeatPolicy(1, 1, None)
-    targets: tuple[Mapping[str, Any], ...] = ()
+    targets: tuple[Target, ...] = ()  # the scenario's, as the run stored them
     load: LoadPlan | None = None
     advise_goals: tuple[str, ...] = ()
     advise_allow: tuple[str, ...] = ()
@@ -176,7 +189,7 @@ def read_plan(plan: Mapping[str, Any] | None) -> StoredPlan:
         boots=tuple(_boot(b) for b in p.get("boots") or () if isinstance(b, Mapping)),
         jobs=tuple(_job(j) for j in p.get("jobs") or () if isinstance(j, Mapping) and "name" in j),
         stacks=tuple(_stack(s) for s in p.get("stacks") or () if isinstance(s, Mapping) and "name" in s),
-        repeat_policy=_repeat_policy(p), targets=tuple(t for t in p.get("targets") or () if isinstance(t, Mapping)),
+        repeat_policy=_repeat_policy(p), targets=tuple(_target(t) for t in p.get("targets") or () if isinstance(t, Mapping) and t.get("job")),
         load=load, advise_goals=tuple(str(g) for g in advise.get("goals") or ()),
         advise_allow=tuple(str(a) for a in advise.get("allow") or ()),
         tune=_tune(p["tune"]) if isinstance(p.get("tune"), Mapping) else None)
@@ -200,6 +213,13 @@ def _repeat_policy(p: Mapping[str, Any]) -> RepeatPolicy:
         return RepeatPolicy(lo, max(lo, int(policy.get("max") or lo)), policy.get("until_cv"))
     n = int(p.get("repeats") or 1)
     return RepeatPolicy(n, n, None)
+
+
+_TARGET_FIELDS = tuple(f.name for f in fields(Target))
+
+
+def _target(t: Mapping[str, Any]) -> Target:
+    return Target(str(t["job"]), **{k: t.get(k) for k in _TARGET_FIELDS if k != "job"})
 
 
 def _cell(c: Mapping[str, Any]) -> PlannedCell:
@@ -228,9 +248,14 @@ def _load(load: Any) -> LoadPlan | None:
     """The run's load section, or None for an ordinary run."""
     if not isinstance(load, Mapping) or not load.get("steps"):
         return None
-    steps = tuple(LoadStepPlan(int(s["index"]), str(s.get("name") or s["index"]), tuple(s.get("vms") or ()))
+    steps = tuple(LoadStepPlan(int(s["index"]), str(s.get("name") or s["index"]), tuple(_member(v) for v in s.get("vms") or ()))
                   for s in sorted(load["steps"], key=lambda s: int(s["index"])))
     return LoadPlan(str(load.get("kind") or "scaling"), steps, load.get("victim_job"), load.get("aggressor_job"), load.get("tail_seconds"))
+
+
+def _member(v: Mapping[str, Any]) -> PlannedMember:
+    role = v.get("role")
+    return PlannedMember(int(v["vm"]), None if role is None else str(role), dict(v.get("overrides") or {}))
 
 
 def _tune(t: Mapping[str, Any]) -> TuneRecord:

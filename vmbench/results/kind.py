@@ -1,5 +1,5 @@
 """What kind of run a stored run is, decided once from its plan (every schema version) by
-:func:`vmbench.report.stored_plan.read_plan`: the
+:func:`vmbench.results.plan.read_plan`: the
 report's tables and plots, the advice's comparisons and ``vmbench advise`` dispatch on it.
 CPU per I/O, crypto, targets and cells are extras any kind may have."""
 
