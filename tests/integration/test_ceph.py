@@ -469,7 +469,7 @@ def test_a_rados_read_bench_writes_its_jobs_size_and_leaves_the_pool_as_it_was(c
     from vmbench.run.rados import bench
 
     cfg = CephConfig(pool=cluster.pool, conf=str(cluster.conf_path), user="vmbench")
-    before = _pool_usage(cluster)
+    before = _settled_usage(cluster)  # an earlier test's removals may still be on their way into the manager's view
     argv, result, raw = bench(LocalTransport(), cfg, FioJob(name="seq", rw="read", bs=1 << 20, iodepth=2, size=24 << 20,
                                                             runtime=4), "r0b0a1f00")
     data = json.loads(raw)
@@ -479,6 +479,18 @@ def test_a_rados_read_bench_writes_its_jobs_size_and_leaves_the_pool_as_it_was(c
     while _pool_usage(cluster) != before:
         assert time.monotonic() < deadline, (before, _pool_usage(cluster))
         time.sleep(2)
+
+
+def _settled_usage(cluster: CephCluster, reads: int = 4, timeout: float = 120) -> tuple[int, int]:
+    """The pool's usage once the manager's view stops moving: the same over ``reads`` reads 2 s
+    apart (its stats come every 5 s)."""
+    deadline = time.monotonic() + timeout
+    seen = [_pool_usage(cluster)]
+    while len(seen) < reads or len(set(seen[-reads:])) > 1:
+        assert time.monotonic() < deadline, seen[-reads:]
+        time.sleep(2)
+        seen.append(_pool_usage(cluster))
+    return seen[-1]
 
 
 def _pool_usage(cluster: CephCluster) -> tuple[int, int]:
