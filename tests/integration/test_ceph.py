@@ -390,7 +390,7 @@ def test_one_factor_run_on_rbd_reads_rados_librbd_and_the_guest(cluster, tmp_pat
     assert "librbd" in by[("4k-randwrite", "host", "baseline")]["note"]
     assert by[("4k-randwrite", "guest", "baseline")]["gap"] > 0
     assert any(r.get("pool_write_mb_s") for r in gaps["records"] if r["job"] == "4k-randwrite")  # the pool saw the writes
-    assert "librbd's client cache (rbd_cache) on with cache=writeback" in text
+    assert "librbd's client cache (rbd_cache) on with cache=writeback" in flat(text)
     # the host reference ran through librbd with the cache QEMU gives each cell's disk
     with sqlite3.connect(db) as conn:
         argvs = " ".join(r[0] for r in conn.execute("select argv_json from measurements where side='host' and layer='host'"))
@@ -578,7 +578,7 @@ def test_a_pool_quota_hit_under_fio_is_said_as_a_stall_naming_the_full_pool(clus
         cluster.ceph("osd", "pool", "set-quota", cluster.pool, "max_bytes", "0")
         if proc.poll() is None:
             proc.kill()
-    text = "".join(lines) + rest
+    text = flat("".join(lines) + rest)
     assert full_at, text[-3000:]
     said_after = said_at - full_at[0]
     print(f"pool full {full_at[0] - quota_at:.0f}s after the quota was set; stall said {said_after:.0f}s after that: {stalled.strip()}")

@@ -67,7 +67,7 @@ def stored_keys(db_path) -> set:
 
 def finish(proc, lines: list[str], timeout: float = 600) -> str:
     _, rest = proc.communicate(timeout=timeout)
-    return "".join(lines) + rest
+    return flat("".join(lines) + rest)  # one line: what vmbench prints is wrapped to fit a terminal
 
 
 def test_sigkill_then_cleanup_then_resume(machine, tmp_path):
