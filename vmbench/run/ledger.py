@@ -19,7 +19,8 @@ class Ledger:
     def create(cls, runs_dir: Path, tag: str, **info: object) -> "Ledger":
         runs_dir.mkdir(parents=True, exist_ok=True)
         ledger = cls(runs_dir / f"{tag}.json", tag)
-        ledger._write({"tag": tag, "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "resources": [], **info})
+        ledger._write({"tag": tag, "pid": os.getpid(), "pid_start": process_start(os.getpid()),
+                       "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "resources": [], **info})
         return ledger
 
     def _read(self) -> dict:
@@ -54,7 +55,7 @@ def _live_ledgers(runs_dir: Path) -> list[dict]:
             pid = int(data["pid"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if _alive(pid) and pid != os.getpid():
+        if _alive(pid, data.get("pid_start")) and pid != os.getpid():
             out.append({**data, "tag": data.get("tag", f.stem), "pid": pid})
     return out
 
@@ -64,7 +65,22 @@ def live_runs(runs_dir: Path) -> dict[str, int]:
     return {d["tag"]: d["pid"] for d in _live_ledgers(runs_dir)}
 
 
-def _alive(pid: int) -> bool:
+def process_start(pid: int) -> int | None:
+    """When the process started (clock ticks since boot, /proc/PID/stat's 22nd field): with
+    its pid, what tells it from a later process given the same pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int, started: object = None) -> bool:
+    """Whether the run's process lives: the same pid started at the same tick (a program that
+    runs vmbench as a library is alive too); a ledger written before that was recorded, a
+    process whose command line names vmbench."""
+    if isinstance(started, int):
+        return process_start(pid) == started
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
