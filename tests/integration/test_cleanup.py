@@ -17,14 +17,20 @@ FOREIGN_XML = """<domain type='qemu'><name>{name}</name><memory unit='MiB'>64</m
 <os><type arch='x86_64' machine='pc'>hvm</type></os></domain>"""
 
 
-def test_cleanup_lists_then_removes_only_tagged_things(machine):
+def _created(tag: str):
+    """A libvirt driver and one VM of run ``tag`` created through it (never started): (driver, request, resources)."""
     driver = make_driver(Hypervisor(uri=URI))
     driver.prepare(image=current_image("debian12"), accel=Accel.AUTO, cpu_models=set(),
                    cpu_modes={CpuMode.MODEL}, progress=NullProgress())
-    tag = "r0c1ea0ff"
     req = VmRequest(seq=1, vm=VmConfig(), scratch_size=64 << 20, cells=("x",))
     res = driver.new_resources(tag, req)
     driver.create_vm(tag, req, res)
+    return driver, req, res
+
+
+def test_cleanup_lists_then_removes_only_tagged_things(machine):
+    tag = "r0c1ea0ff"
+    driver, req, res = _created(tag)
     driver.conn.defineXML(domain_xml(driver.domain_spec(tag, req, res)))  # defined, never started: a hard-killed run
     pool = driver.conn.storagePoolLookupByName("vmbench")
     foreign_vol = pool.createXML(volume_xml("user-disk.raw", 1 << 20, "raw"), 0)
@@ -58,13 +64,8 @@ def test_cleanup_lists_then_removes_only_tagged_things(machine):
 def test_a_domain_removed_between_listing_and_removal_counts_as_removed(machine):
     """``vmbench cleanup`` lists, then removes: a domain its own run removed in between (a
     transient probe, a run ending) is gone, not an error."""
-    driver = make_driver(Hypervisor(uri=URI))
-    driver.prepare(image=current_image("debian12"), accel=Accel.AUTO, cpu_models=set(),
-                   cpu_modes={CpuMode.MODEL}, progress=NullProgress())
     tag = "r0dd0dd0d"
-    req = VmRequest(seq=1, vm=VmConfig(), scratch_size=64 << 20, cells=("x",))
-    res = driver.new_resources(tag, req)
-    driver.create_vm(tag, req, res)
+    driver, req, res = _created(tag)
     try:
         driver.conn.defineXML(domain_xml(driver.domain_spec(tag, req, res)))
         (item,) = [l for l in driver.leftovers() if l.run_tag == tag and l.kind == "domain"]
