@@ -64,23 +64,30 @@ def _vary(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, all_st
                 cells.append(Cell(name=f"{axis}={label}", vm=vm, stacks=all_stacks, changed=(axis,)))
         return tuple(cells), mode.value, ()
 
-    for combo in itertools.product(*[values for _, values in axes]):
-        picked = list(zip((axis for axis, _ in axes), combo))
-        vm = baseline
-        # merged in table order (cpu replaces the whole CPU, so it goes before aes); named in vary order
-        for axis, (_, one, _, _) in sorted(picked, key=lambda p: VM_AXES.index(p[0])):
-            vm = AXIS_BY_NAME[axis].merge(vm, one)
-        name = ",".join(f"{axis}={label}" for axis, (label, _, _, _) in picked)
-        if vm_key(vm) in seen:
-            if seen[vm_key(vm)] != "baseline":  # the baseline's own combination is its cell: nothing is lost
-                raise top.fail("vary", f"cells {seen[vm_key(vm)]!r} and {name!r} are the same VM",
+    names = [axis for axis, _ in axes]
+    # merged in table order (cpu replaces the whole CPU, so it goes before aes); named in vary order
+    order = sorted(range(len(axes)), key=lambda i: VM_AXES.index(names[i]))
+    merged: dict[tuple[int, ...], VmConfig] = {(): baseline}  # a prefix of picks in table order: its VM, made once
+    for picks in itertools.product(*[range(len(values)) for _, values in axes]):
+        vm, prefix = baseline, ()
+        for i in order:
+            prefix += (picks[i],)
+            made = merged.get(prefix)
+            if made is None:
+                made = merged[prefix] = AXIS_BY_NAME[names[i]].merge(vm, axes[i][1][picks[i]][1])
+            vm = made
+        name = ",".join(f"{axis}={values[p][0]}" for (axis, values), p in zip(axes, picks))
+        key = vm_key(vm)
+        if key in seen:
+            if seen[key] != "baseline":  # the baseline's own combination is its cell: nothing is lost
+                raise top.fail("vary", f"cells {seen[key]!r} and {name!r} are the same VM",
                                "give each setting on one axis only (cpu: {model:, aes:} and an aes axis both set aes)")
             continue
         impossible = vm_problems(vm, hv)
         if impossible:  # a factorial may cross incompatible values: leave those out, and say so
             skipped.append((name, impossible[0][0]))
             continue
-        seen[vm_key(vm)] = name
+        seen[key] = name
         cells.append(Cell(name=name, vm=vm, stacks=all_stacks, changed=changed_axes(vm, baseline, [a for a, _ in axes])))
     if len(cells) == 1 and skipped:
         raise top.fail("vary", f"every combination is impossible, e.g. {skipped[0][0]}: {skipped[0][1]}")
