@@ -69,7 +69,8 @@ def _vary(ctx: Context, top: Section, baseline: VmConfig, hv: Hypervisor, all_st
     order = sorted(range(len(axes)), key=lambda i: VM_AXES.index(names[i]))
     merged: dict[tuple[int, ...], VmConfig] = {(): baseline}  # a prefix of picks in table order: its VM, made once
     for picks in itertools.product(*[range(len(values)) for _, values in axes]):
-        vm, prefix = baseline, ()
+        vm = baseline
+        prefix: tuple[int, ...] = ()
         for i in order:
             prefix += (picks[i],)
             made = merged.get(prefix)
