@@ -17,24 +17,30 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from .base import HostStorage, Volume, VolumeRole, VolumeStorage, volume_name, VOLUME_RE
-from .rbd import RbdStorage
-from .zfs import ZfsStorage
 
 if TYPE_CHECKING:
     from ..scenario.backend import Storage
     from ..transport.base import Transport
+    from .rbd import RbdStorage
+    from .zfs import ZfsStorage
 
 __all__ = ["HostStorage", "Volume", "VolumeRole", "VolumeStorage", "volume_name", "VOLUME_RE", "make_zfs_storage",
            "make_rbd_storage", "make_volume_storage", "VOLUME_STORAGES"]
 
 
-def make_zfs_storage(storage: "Storage", host: "Transport") -> ZfsStorage:
+def make_zfs_storage(storage: "Storage", host: "Transport") -> "ZfsStorage":
     """The ZFS storage of a scenario (``storage.type`` zfs or zfs-dataset) on ``host``."""
+    # each volume storage's module is imported when a run makes one: every report loads this
+    # package (report/rows.py reads storage.radosbench), and needs neither (start-up time)
+    from .zfs import ZfsStorage
+
     return ZfsStorage(storage, host)
 
 
-def make_rbd_storage(storage: "Storage", host: "Transport") -> RbdStorage:
+def make_rbd_storage(storage: "Storage", host: "Transport") -> "RbdStorage":
     """The RBD storage of a scenario (``storage.type`` rbd) on ``host``."""
+    from .rbd import RbdStorage  # when a run makes one, as make_zfs_storage's
+
     return RbdStorage(storage, host)
 
 
