@@ -6,6 +6,8 @@ decides how to show it.  ``NullProgress`` is used where nobody listens.
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Protocol
 
 
@@ -54,9 +56,6 @@ class Silence:
     host that stopped answering is said while it blocks, not only at its deadline."""
 
     def __init__(self, progress: Progress, who: str, doing: str, every: float = 15.0) -> None:
-        import threading
-        import time
-
         self.progress = progress
         self.who = who
         self.doing = doing

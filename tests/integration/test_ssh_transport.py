@@ -336,10 +336,10 @@ def test_an_sshd_restart_between_commands_is_waited_for(caplog):
 
 
 def _hosts_parser() -> argparse.ArgumentParser:
-    from vmbench.cli.hosts import add_parser
+    from vmbench.cli.parsers import add_hosts
 
     parser = argparse.ArgumentParser(prog="vmbench")
-    add_parser(parser.add_subparsers(dest="command"))
+    add_hosts(parser.add_subparsers(dest="command"))
     return parser
 
 

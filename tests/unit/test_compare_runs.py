@@ -13,7 +13,8 @@ from dataclasses import replace
 import pytest
 
 from tests.records import as_cells, as_measurements
-from vmbench.cli.compare import add_parser, split_ref
+from vmbench.cli.compare import split_ref
+from vmbench.cli.parsers import add_compare
 from vmbench.errors import ResultsError, UsageError
 from vmbench.report.render import Format, render
 from vmbench.report.across_runs import HOST_IDENTITY_KEYS, compare_runs, host_differences, param_differences
@@ -135,7 +136,7 @@ def test_other_host_is_refused_unless_allowed():
 
 def compare(*argv) -> int:
     p = argparse.ArgumentParser()
-    add_parser(p.add_subparsers())
+    add_compare(p.add_subparsers())
     args = p.parse_args(["compare", *argv])
     return args.func(args)
 

@@ -129,7 +129,7 @@ def test_plan_says_how_the_cache_buster_was_sized(tmp_path, capsys):
 def test_a_run_whose_cells_were_invalid_says_so_and_exits_6(invalid, last, tmp_path, capsys, monkeypatch):
     """(issue 39) every cell invalid (x86-64-v2-AES under TCG: no pclmulqdq for LUKS): the last
     line does not say "finished: ok"; either way the cells are named and the exit code is 6."""
-    import vmbench.run.runner as runner_mod
+    import vmbench.cli.run as runner_mod
     from vmbench.run.session import RunOutcome
 
     class Ran:

@@ -16,8 +16,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from vmbench.cli.export import TOKEN_ENV, add_parser, influx_target, post, write_atomic
+from vmbench.cli.export import influx_target, post, write_atomic
 from vmbench.cli.main import main
+from vmbench.cli.parsers import TOKEN_ENV, add_export
 from vmbench.errors import ExportError, UsageError
 from vmbench.report.export import Point, influx_line, openmetrics_text
 
@@ -30,7 +31,7 @@ def v1db(tmp_path, data_dir):
 
 
 def args(*argv: str) -> argparse.Namespace:
-    return add_parser(argparse.ArgumentParser().add_subparsers()).parse_args(["latest", *argv])
+    return add_export(argparse.ArgumentParser().add_subparsers()).parse_args(["latest", *argv])
 
 
 def test_line_protocol_escapes_tags_and_strings():

@@ -11,8 +11,9 @@ import pytest
 
 from tests.unit.test_compare_runs import CELLS, run, runset
 from tests.records import as_boots, as_environment
-from vmbench.cli.history import add_parser, scenario_name
+from vmbench.cli.history import scenario_name
 from vmbench.cli.main import main
+from vmbench.cli.parsers import add_history
 from vmbench.errors import UsageError
 from vmbench.fio.job import Metric
 from vmbench.report.envdiff import differences, run_environment
@@ -213,7 +214,7 @@ def test_history_of_a_stored_real_run(tmp_path, data_dir, capsys):
 
 def test_parser_has_the_options():
     sub = argparse.ArgumentParser().add_subparsers()
-    sp = add_parser(sub)
+    sp = add_history(sub)
     args = sp.parse_args(["quick", "--since", "2026-01-01", "--last", "3", "--format", "json"])
     assert (args.scenario, args.since, args.last, args.format) == ("quick", "2026-01-01", 3, "json")
 

@@ -276,9 +276,7 @@ def fake_cli(env, monkeypatch):
     """`vmbench tune` with the runner on the fake hypervisor and the scripted judge."""
     import importlib
 
-    cli_common = importlib.import_module("vmbench.cli.common")
     cli_tune = importlib.import_module("vmbench.cli.tune")
-    runner_mod = importlib.import_module("vmbench.run.runner")
 
     drivers: list[FakeDriver] = []
 
@@ -287,10 +285,10 @@ def fake_cli(env, monkeypatch):
             drivers.append(FakeDriver())
             super().__init__(scenario, db, progress, driver=drivers[-1], state=env.state, resume=resume)
 
-    monkeypatch.setattr(runner_mod, "Runner", FakeRunner)
+    monkeypatch.setattr(cli_tune, "Runner", FakeRunner)
     monkeypatch.setattr(cli_tune, "_judge", lambda: judge)
-    monkeypatch.setattr(cli_common, "cached_accelerator", lambda scenario: "tcg")
-    monkeypatch.setattr(cli_common, "log_to_file", lambda path: None)
+    monkeypatch.setattr(cli_tune, "cached_accelerator", lambda scenario: "tcg")
+    monkeypatch.setattr(cli_tune, "log_to_file", lambda path: None)
     return drivers
 
 
@@ -343,7 +341,7 @@ def test_a_tune_from_a_users_vm_starts_from_its_settings_read_once(env, fake_cli
     from vmbench.scenario.model import VmConfig as Vm
     from vmbench.settings import Bus
 
-    current_mod = importlib.import_module("vmbench.drivers")
+    current_mod = importlib.import_module("vmbench.cli.tune")
     reads = []
     read = CurrentVm(source="libvirt domain web1 (qemu:///system)", vm=Vm(bus=Bus.VIRTIO_SCSI, vcpus=8, memory_mib=8192),
                      disk="sda", disk_spec="<disk type='file' device='disk'><target dev='sda' bus='scsi'/></disk>",

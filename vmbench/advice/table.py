@@ -30,6 +30,8 @@ STATUS_TOP = "recommended"
 def report_with_advice(data: RunData) -> tuple[dict, list[Table]]:
     """A run's report (:func:`vmbench.report.build.build_report`) with its advice section last
     (the run's own goals and allowed risks, no VM read): what ``vmbench report`` prints."""
+    # the ranking is imported when advice is made: tune/search.py reads delta_text from here, and a
+    # tune's plan ranks nothing (start-up time)
     from .rank import advise
 
     header, tables = build_report(data)
@@ -144,7 +146,7 @@ def change_next(advice: Advice) -> str:
     if top is not None:
         how = apply_text(advice.apply, advice.driver)
         return (f"{top.label} ({top.job} {top.unit} {delta_text(top)})" + (f"; apply: {how}" if how else ""))
-    from .rank import changed_settings
+    from .rank import changed_settings  # here, as report_with_advice's advise
 
     # the changes of a VM or storage setting (a layer's cost is measured, but is not a setting to change)
     measured = [r for r in advice.recommendations + advice.unsupported if changed_settings(r)]

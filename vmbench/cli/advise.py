@@ -15,56 +15,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from pathlib import Path
 
+from ..advice import risks
+from ..advice.model import Goal, GoalMetric, Risk
+from ..advice.rank import advise
+from ..advice.table import advice_json, advice_tables
+from ..drivers import read_current
 from ..errors import ResultsError, UsageError
-from ..paths import default_db_path
-
-def epilog() -> str:
-    """The help's last paragraph: the goals and the risks vmbench accepts, from their own types."""
-    from ..scenario.goals import GoalMetric, Risk
-
-    return (f"Goals: JOB:METRIC or METRIC, METRIC one of {GoalMetric.allowed()}. Without --goal: the scenario's advise: "
-            "goals, else its targets, else each job on its own metric (and cpu-per-io where QEMU's CPU was sampled). "
-            f"Risks (--allow): {Risk.allowed()}; a change that carries a risk is never the recommendation unless that risk "
-            "is allowed. Exit status 0 when the advice is written, even when nothing could be judged (it says why); 2 for a "
-            "bad argument (--goal, --allow, --format, a run the database does not have).")
-
-
-def _fill(text: str) -> str:
-    """A help paragraph wrapped as argparse would, but never inside a hyphenated name (zfs-checksum-off)."""
-    import textwrap
-
-    return textwrap.fill(text, 79, break_on_hyphens=False, break_long_words=False)
-
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    sp = subparsers.add_parser("advise", help="which measured change to make for a goal, with its evidence",
-                               description=_fill("Rank the changes a stored run measured by their effect on a goal (a job and a "
-                                                 "metric), only where the verdict is significant, each with its evidence; say "
-                                                 "what the evidence does not support, what was not tried, where the best cell "
-                                                 "stands against the host, and the command or XML that applies the "
-                                                 "recommendation (never applied by vmbench)."),
-                               epilog=_fill(epilog()), formatter_class=argparse.RawDescriptionHelpFormatter)
-    sp.add_argument("run", nargs="?", default="latest", metavar="RUN", help="run id, tag or 'latest' (default)")
-    sp.add_argument("--db", default=str(default_db_path()), help=f"results database (default: {default_db_path()})")
-    sp.add_argument("--goal", action="append", default=[], metavar="JOB:METRIC", help="a goal (repeatable)")
-    sp.add_argument("--allow", action="append", default=[], metavar="RISK", help="a risk to allow by name (repeatable)")
-    sp.add_argument("--format", default="table", help="table, markdown or json")
-    sp.add_argument("--wide", action="store_true", help="every column (the text tables fit 120 columns by default)")
-    who = sp.add_mutually_exclusive_group()
-    who.add_argument("--vmid", metavar="N", help="the Proxmox VMID the apply commands name")
-    who.add_argument("--domain", metavar="NAME", help="the libvirt domain the apply snippets name")
-    sp.add_argument("--read-vm", action="store_true",
-                    help="read the --vmid/--domain VM (read only) through the run's stored scenario, so the snippets keep "
-                         "its disk's other options")
-    sp.set_defaults(func=cmd_advise)
-    return sp
+from ..report.load import load_run
+from ..report.loadtables import load_header
+from ..report.render import Format, render
+from ..results.db import ResultsDB
+from ..results.kind import RunKind
+from ..scenario import parse_scenario
+from .common import on_hosts
 
 
 def parse_goals(texts: list[str]):
-    from ..advice.model import Goal, GoalMetric
-
     goals = []
     for t in texts:
         try:
@@ -75,22 +43,13 @@ def parse_goals(texts: list[str]):
 
 
 def parse_allow(names: list[str]):
-    from ..advice.model import Risk
-    from ..advice.risks import parse_allow as parse
-
     try:
-        return parse(names, "--allow")
+        return risks.parse_allow(names, "--allow")
     except ValueError as exc:
         raise UsageError(str(exc), f"--allow takes one of: {Risk.allowed()}") from None
 
 
 def cmd_advise(args: argparse.Namespace) -> int:
-    from ..advice.rank import advise
-    from ..advice.table import advice_json, advice_tables
-    from ..report.load import load_run
-    from ..report.render import Format, render
-    from ..results.db import ResultsDB
-
     try:
         fmt = Format.parse(args.format)
     except ValueError as exc:
@@ -128,9 +87,6 @@ def cmd_advise(args: argparse.Namespace) -> int:
 
 def _header(data) -> dict:
     """The report header's lines that say what the figures are: the run, the accelerator, the load."""
-    from ..results.kind import RunKind
-    from ..report.loadtables import load_header
-
     env, boots = data.environment, data.boots
     accels = sorted({str(b.accelerator) for b in boots}) or [env.accelerator if env.accelerator is not None else "?"]
     out = {"run": f"{data.run.id} ({data.run.tag})", "scenario": f"{data.run.scenario_name} ({data.run.scenario_path})",
@@ -143,12 +99,7 @@ def _header(data) -> dict:
 def _read_vm(data, ident: str):
     """The user's VM, read only (:func:`vmbench.drivers.read_current`) through the run's
     stored scenario: its hypervisor, host and credentials as the run used them."""
-    from pathlib import Path
-
-    from ..drivers import read_current
-    from ..scenario import parse_scenario
-    from .common import on_hosts
-
     path = data.run.scenario_path
     scenario = parse_scenario(data.scenario_text, path, base_dir=Path(path).parent)
     return read_current(on_hosts(scenario, resume=data.run), ident)  # nodes: all: the nodes the run ran on
+

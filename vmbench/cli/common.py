@@ -1,8 +1,8 @@
 """What every subcommand of the ``vmbench`` command shares: progress on stderr, the log file of
 a run, the cached accelerator of a scenario's host, whether a stored run's process is alive,
 saying that the results database was migrated, and the hosts of a scenario that names them
-when the run starts (``nodes: all``).  :mod:`.main` and the other subcommands import from here
-(never from each other's private names)."""
+when the run starts (``nodes: all``).  Every command module imports from here
+(never from another command's private names)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..drivers import make_driver
 from ..errors import VmbenchError
 from ..paths import StatePaths
 from ..progress import NullProgress, Progress
+from ..run.ledger import live_runs
+from ..scenario.pvenodes import PVE_NODE_RE, every_node
+from ..transport.local import LocalTransport
 
 if TYPE_CHECKING:
     from ..results.db import RunRow
@@ -73,9 +77,6 @@ class ConsoleProgress:
 
 def cached_accelerator(scenario) -> str | None:
     """What the last KVM probe found for this hypervisor (no probe, no connection)."""
-    from ..drivers import make_driver
-    from ..transport.local import LocalTransport
-
     if scenario.hypervisor.accel.value != "auto":
         return scenario.hypervisor.accel.value
     # the probe cache is on this machine: no need to reach the host for it
@@ -95,8 +96,6 @@ def say_migrated(db, progress) -> None:
 def run_alive(run) -> bool:
     """Whether the run's vmbench process is alive, by its tag (run ids are per database: run 1
     of another database may be running)."""
-    from ..run.ledger import live_runs
-
     return bool(set(run.tags) & set(live_runs(StatePaths.default().runs)))  # its last attempt's ledger
 
 
@@ -119,8 +118,6 @@ def on_hosts(scenario: "Scenario", progress: Progress | None = None, resume: "Ru
     /nodes, before anything is created), or, for a stored run (``resume``; advise reading a VM of
     one) that recorded its nodes, those nodes (its finished steps ran there; one of them offline
     now fails the preflight, naming it).  Any other scenario as it is."""
-    from ..scenario.pvenodes import every_node
-
     if not scenario.hypervisor.all_nodes:
         return scenario
     progress = progress or NullProgress()
@@ -128,6 +125,8 @@ def on_hosts(scenario: "Scenario", progress: Progress | None = None, resume: "Ru
     if resume is not None and names:
         progress.step(f"nodes: all: resuming run {resume.id} on the nodes it started with: {', '.join(names)}")
         return replace(scenario, hypervisor=every_node(scenario.hypervisor, names))
+    # the Proxmox API client (requests, proxmoxer): imported for a scenario with nodes: all only, as the
+    # commands that share this module (images build under Debian's python3 among them) need none of it
     from ..drivers.proxmox.cluster import resolve_nodes
 
     return resolve_nodes(scenario, progress=progress)
@@ -136,8 +135,6 @@ def on_hosts(scenario: "Scenario", progress: Progress | None = None, resume: "Ru
 def stored_nodes(run: "RunRow") -> tuple[str, ...]:
     """The nodes a stored run ran on: its plan's hosts (a run across several), else its
     environment's node (one); () when it recorded none (it failed before measuring)."""
-    from ..scenario.pvenodes import PVE_NODE_RE
-
     hosts = run.plan_json.get("hosts") if isinstance(run.plan_json, dict) else None
     names = [str(h) for h in hosts] if isinstance(hosts, list) else []
     if not names and run.environment.pve_node:

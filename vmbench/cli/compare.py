@@ -15,28 +15,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from ..errors import UsageError
-from ..paths import default_db_path
+from ..report.across_runs import compare_header, compare_runs
+from ..report.load import load_run
+from ..report.render import Format, render
+from ..results.db import ResultsDB
 
 DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
-
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    sp = subparsers.add_parser("compare", help="compare stored runs side by side against a baseline run",
-                               description="Put the same side, cell, stack, layer and job of several runs side by side, "
-                                           "each with its change from the baseline run, its interval and verdict.")
-    sp.add_argument("runs", nargs="+", metavar="RUN",
-                    help="run id, tag, 'latest', or FILE.db:RUN; without --baseline the first is the baseline")
-    sp.add_argument("--baseline", metavar="RUN", help="the run the others are compared with")
-    sp.add_argument("--db", default=str(default_db_path()), help=f"results database (default: {default_db_path()})")
-    sp.add_argument("--format", default="table", help="table, markdown, csv or json")
-    sp.add_argument("--wide", action="store_true", help="every column (the text table fits 120 columns by default)")
-    sp.add_argument("--allow-other-host", action="store_true",
-                    help="compare runs from different hosts (kernel, CPU, QEMU, fio...) instead of refusing them")
-    sp.set_defaults(func=cmd_compare)
-    return sp
 
 
 def split_ref(ref: str, default_db: str) -> tuple[str, str]:
@@ -50,11 +36,6 @@ def split_ref(ref: str, default_db: str) -> tuple[str, str]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ..report.load import load_run
-    from ..report.render import Format, render
-    from ..report.across_runs import compare_header, compare_runs
-    from ..results.db import ResultsDB
-
     try:
         fmt = Format.parse(args.format)
     except ValueError as exc:

@@ -7,6 +7,7 @@ the host's crypto API."""
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import replace
 
@@ -18,14 +19,16 @@ from ..progress import NullProgress, Progress
 from ..run.fleet import host_storage
 from ..scenario.backend import Storage
 from ..scenario.model import Hypervisor
+from ..scenario import load_scenario
 from ..scenario.spec import Scenario
+from .cleanup import find_leftovers
+from .common import ConsoleProgress, on_hosts
+from .fit import fitted, say
 
-__all__ = ["Check", "run_checks"]
+__all__ = ["Check", "cmd_doctor", "run_checks"]
 
 
 def _leftovers_check(driver: HypervisorDriver, state: StatePaths, scenario_path: str | None) -> Check:
-    from .cleanup import find_leftovers
-
     try:
         left, _ = find_leftovers(driver, state)
     except VmbenchError as exc:
@@ -52,9 +55,6 @@ def run_checks(scenario_path: str | None = None, *, uri: str | None = None, temp
     progress = progress or NullProgress()
     state = StatePaths.default()
     if scenario_path:
-        from ..scenario import load_scenario
-        from .common import on_hosts
-
         s: Scenario = load_scenario(scenario_path)
         try:
             s = on_hosts(s, progress)  # nodes: all: the cluster's online nodes, each checked
@@ -100,3 +100,13 @@ def _host_checks(hv: Hypervisor, storage: Storage, state: StatePaths, *, templat
     out.append(_crypto_check(driver))
     driver.close()
     return out
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    checks = run_checks(args.scenario, uri=args.uri, template=args.template, reprobe=args.probe, progress=ConsoleProgress())
+    print(fitted([[c.name, c.status, c.detail] for c in checks], ["check", "status", "detail"], keep=["detail"]))
+    hints = [c for c in checks if c.hint and c.status != "ok"]
+    for c in hints:
+        say(f"hint ({c.name}): {c.hint}")
+    return 3 if any(c.status == "FAIL" for c in checks) else 0
+

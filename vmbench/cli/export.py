@@ -20,45 +20,18 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 from urllib.parse import urlsplit
 
+import requests
+
 from ..errors import ExportError, UsageError
-from ..paths import default_db_path
+from ..report.export import influx_lines, openmetrics_text, run_points
+from ..report.load import load_run
+from ..results.db import ResultsDB
+from .parsers import PASSWORD_ENV, TOKEN_ENV
 
-PASSWORD_ENV = "VMBENCH_INFLUX_PASSWORD"
-TOKEN_ENV = "VMBENCH_INFLUX_TOKEN"
 FORMATS = ("influx", "openmetrics")
-
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    sp = subparsers.add_parser("export", allow_abbrev=False, help="a run's figures as InfluxDB line protocol or OpenMetrics text (file, stdout, InfluxDB)",
-                               description="Export a stored run's figures (the report's medians, percentiles and gaps) to "
-                                           "InfluxDB or node_exporter's textfile collector.")
-    sp.add_argument("run", nargs="?", default="latest", help="run id, tag or 'latest' (default)")
-    sp.add_argument("--db", default=str(default_db_path()), help=f"results database (default: {default_db_path()})")
-    add_destination(sp)
-    sp.set_defaults(func=cmd_export)
-    return sp
-
-
-def add_destination(sp: argparse.ArgumentParser, extra_formats: Sequence[str] = ()) -> None:
-    """The options that say what format and where to: shared with ``vmbench history``."""
-    sp.add_argument("--format", default=None if extra_formats else "influx",
-                    help="influx (line protocol) or openmetrics" + (", or " + ", ".join(extra_formats) if extra_formats else ""))
-    sp.add_argument("-o", "--output", help="write to this file (replaced whole: written beside it, then renamed)")
-    g = sp.add_argument_group("sending to InfluxDB (--format influx)")
-    g.add_argument("--url", help="the InfluxDB server, e.g. https://influx.example:8086")
-    g.add_argument("--database", help="InfluxDB 1.x: the database (POST /write)")
-    g.add_argument("--user", help="InfluxDB 1.x: the user (its password from --password-file or $" + PASSWORD_ENV + ")")
-    g.add_argument("--password-file", help="InfluxDB 1.x: a file holding the password")
-    g.add_argument("--org", help="InfluxDB 2.x: the organization (POST /api/v2/write)")
-    g.add_argument("--bucket", help="InfluxDB 2.x: the bucket")
-    g.add_argument("--token-file", help="InfluxDB 2.x: a file holding the API token (or $" + TOKEN_ENV + ")")
-    g.add_argument("--ca-file", help="CA bundle to verify the server's TLS certificate with (it is always verified)")
-    g.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
-    # a secret on the command line shows in ps and the shell's history: refused, its value never repeated
-    g.add_argument("--token", "--password", dest="secret_on_argv", help=argparse.SUPPRESS)
 
 
 @dataclass(frozen=True)
@@ -145,8 +118,6 @@ def influx_target(args: argparse.Namespace) -> Influx | None:
 def post(target: Influx, body: str) -> None:
     """One write request, retried once when the server cannot be reached or answers 5xx; any
     other answer but 204 is an :class:`ExportError` naming the server and what it said."""
-    import requests
-
     headers = {"Content-Type": "text/plain; charset=utf-8"}
     if target.token:
         headers["Authorization"] = f"Token {target.token}"
@@ -230,10 +201,6 @@ def deliver(args: argparse.Namespace, per_run: Sequence[tuple[str, str]], whole:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ..report.export import influx_lines, openmetrics_text, run_points
-    from ..report.load import load_run
-    from ..results.db import ResultsDB
-
     if args.format not in FORMATS:
         raise UsageError(f"--format {args.format}: choose influx or openmetrics")
     target = influx_target(args)

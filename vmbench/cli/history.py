@@ -16,35 +16,23 @@ import json
 import sys
 from datetime import date
 from pathlib import Path
-from typing import Any
-
 from ..errors import ResultsError, UsageError
-from ..paths import default_db_path
-from .export import add_destination, deliver, influx_target, refuse_secret_on_argv
+from ..report.export import influx_lines, openmetrics_text, run_points
+from ..report.history import HistoryRun, build_history
+from ..report.historyview import render_text, to_json
+from ..report.load import load_run
+from ..results.db import ResultsDB
+from ..scenario import load_scenario
+from .common import ConsoleProgress, say_migrated
+from .export import deliver, influx_target, refuse_secret_on_argv
 
 FORMATS = ("table", "json", "html", "influx", "openmetrics")
-
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    sp = subparsers.add_parser("history", allow_abbrev=False, help="a scenario's runs over time: changes, steps beyond noise and what changed on the host",
-                               description="Follow one scenario across its stored runs: each figure per run with its interval, "
-                                           "the change from the previous comparable run, the steps where a figure moved beyond "
-                                           "noise, and what changed in the stored environment at each step.")
-    sp.add_argument("scenario", help="a scenario file, or the name of a scenario stored in the database")
-    sp.add_argument("--db", default=str(default_db_path()), help=f"results database (default: {default_db_path()})")
-    sp.add_argument("--since", metavar="DATE", help="only runs started on or after this day (YYYY-MM-DD)")
-    sp.add_argument("--last", metavar="N", type=int, help="only the last N runs of the scenario")
-    add_destination(sp, extra_formats=("table", "json", "html (with -o FILE)"))
-    sp.set_defaults(func=cmd_history)
-    return sp
 
 
 def scenario_name(ref: str, stored: list[str]) -> str:
     """The scenario a SCENARIO argument names: a file's ``name:``, or a stored name."""
     path = Path(ref)
     if path.is_file():
-        from ..scenario import load_scenario
-
         return load_scenario(str(path)).name
     if ref in stored:
         return ref
@@ -64,9 +52,6 @@ def _since(text: str | None) -> str | None:
 
 def load_history(db, name: str, since: str | None = None, last: int | None = None, min_change: float | None = None):
     """The :class:`~vmbench.report.history.History` of scenario ``name`` in ``db``."""
-    from ..report.history import HistoryRun, build_history
-    from ..report.load import load_run
-
     runs = [r for r in db.runs() if r.scenario_name == name and (since is None or r.started_at[:10] >= since)]
     if last is not None:
         runs = runs[-last:]
@@ -79,10 +64,6 @@ def load_history(db, name: str, since: str | None = None, last: int | None = Non
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from ..report.historyview import render_text, to_json
-    from ..results.db import ResultsDB
-    from .common import ConsoleProgress, say_migrated
-
     refuse_secret_on_argv(args)
     fmt = args.format or "table"
     if fmt not in FORMATS:
@@ -110,6 +91,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if fmt == "json":
         sys.stdout.write(json.dumps(to_json(history), indent=2, default=str) + "\n")
     elif fmt == "html":
+        # the page's template and plots (jinja2, matplotlib): imported for --format html only (start-up time)
         from ..report.historypage import write_history_html
 
         print(f"wrote {write_history_html(history, args.output)}")
@@ -125,8 +107,6 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace, fmt: str, history, loaded, target) -> int:
     """The runs the history follows, each as its export points (influx: one request per run)."""
-    from ..report.export import influx_lines, openmetrics_text, run_points
-
     followed = {r.id for r in history.runs}
     per_run = [(r, run_points(r.run, r.measurements, r.cells)) for r in loaded if r.run.id in followed]
     if fmt == "influx":

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
-
 from ..errors import UsageError
+from ..transport import hostkeys
 from ..transport.sshconfig import default_known_hosts
 
 
@@ -41,8 +40,6 @@ def _port(text: str, whole: str) -> int:
 
 
 def cmd_hosts_trust(args: argparse.Namespace) -> int:
-    from ..transport import hostkeys  # paramiko: loaded only by the commands that use it
-
     host, port = parse_target(args.host, args.port)
     path = args.known_hosts or default_known_hosts()
     key = hostkeys.scan(host, port, timeout=args.timeout)
@@ -70,8 +67,6 @@ def cmd_hosts_trust(args: argparse.Namespace) -> int:
 
 
 def cmd_hosts_check(args: argparse.Namespace) -> int:
-    from ..transport import hostkeys
-
     host, port = parse_target(args.host, args.port)
     path = args.known_hosts or default_known_hosts()
     key = hostkeys.scan(host, port, timeout=args.timeout)
@@ -80,19 +75,3 @@ def cmd_hosts_check(args: argparse.Namespace) -> int:
     return {"known": 0, "unknown": 1, "changed": 3}[status]
 
 
-def add_parser(subparsers: Any) -> None:
-    """Add ``hosts trust`` and ``hosts check`` to the vmbench command line."""
-    sp = subparsers.add_parser("hosts", help="SSH host keys of remote hypervisor hosts")
-    hsub = sp.add_subparsers(dest="hosts_command", metavar="ACTION")
-    hsub.required = True
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("host", metavar="HOST", help="HOST, HOST:PORT or USER@HOST:PORT (the user is ignored)")
-    common.add_argument("--port", type=int, help="SSH port (default 22, or the one in HOST)")
-    common.add_argument("--known-hosts", metavar="FILE", help=f"known_hosts file (default {default_known_hosts()})")
-    common.add_argument("--timeout", type=float, default=15.0, help="connect timeout in seconds (default 15)")
-    t = hsub.add_parser("trust", parents=[common], help="show a host's key and record it in known_hosts")
-    t.add_argument("--replace", action="store_true", help="replace a different key recorded for this host")
-    t.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    t.set_defaults(func=cmd_hosts_trust)
-    c = hsub.add_parser("check", parents=[common], help="is the host's key known, unknown or changed? (exit 0, 1, 3)")
-    c.set_defaults(func=cmd_hosts_check)

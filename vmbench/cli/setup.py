@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import argparse
 
+from ..drivers.proxmox.recipe import ALL_STEPS, DOCS_SETUP, DOCS_TOKEN, recipe
+from ..drivers.proxmox.rights import MAJORS, Setup, run_steps
 from ..errors import UsageError
+from ..scenario import load_scenario
 
 
 def cmd_setup_proxmox(args: argparse.Namespace) -> int:
-    from ..drivers.proxmox.recipe import ALL_STEPS, DOCS_SETUP, DOCS_TOKEN, recipe
-    from ..drivers.proxmox.rights import MAJORS, Setup, run_steps
-
     majors = (int(args.pve),) if args.pve else MAJORS
     if args.scenario is None:
         setup = DOCS_SETUP if args.import_storage is None else Setup(**{**DOCS_SETUP.__dict__, "import_storage": args.import_storage})
         print(recipe(setup, DOCS_TOKEN, majors=majors), end="")
         return 0
-    from ..scenario import load_scenario
-
     s = load_scenario(args.scenario)
     pve = s.hypervisor.proxmox
     if pve is None:
@@ -40,16 +38,3 @@ def cmd_setup_proxmox(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    sp = sub.add_parser("setup", help="print the commands that set a hypervisor up for vmbench (proxmox: the API token)")
-    ssub = sp.add_subparsers(dest="setup_command", metavar="HYPERVISOR")
-    ssub.required = True
-    pp = ssub.add_parser("proxmox", help="the pveum/pvesm commands for a Proxmox VE API token with only the rights "
-                                         "vmbench needs (run them as root on a node; nothing is read from it)")
-    pp.add_argument("scenario", nargs="?", help="a scenario with driver: proxmox (its token id, node, storage); "
-                                                "default: docs/proxmox.md's example")
-    pp.add_argument("--pve", choices=["8", "9"], help="the PVE major version (default: both; they differ in the guest "
-                                                      "agent's privilege)")
-    pp.add_argument("--import-storage", metavar="STORAGE", help="the storage vmbench images push uploads into "
-                                                                "(default: local)")
-    pp.set_defaults(func=cmd_setup_proxmox)

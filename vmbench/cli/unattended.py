@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import textwrap
 
+from ..advice.table import report_with_advice
+from ..report.load import load_run
+from ..report.regression import target_misses, targets_met, worse_steps
+from ..report.summary import summary_lines
 from ..results.db import ResultsDB
+from .history import load_history
 
 REGRESSION = 7
 
 
 def regression_report(db: ResultsDB, run_id: int, scenario: str) -> tuple[list[str], list[str]]:
     """(the summary lines, the regressions) of a finished run."""
-    from ..advice.table import report_with_advice
-    from ..report.load import load_run
-    from ..report.regression import target_misses, targets_met, worse_steps
-    from ..report.summary import summary_lines
-    from .history import load_history
-
     header, tables = report_with_advice(load_run(db, run_id))
     summary = summary_lines(header, tables)
     misses = target_misses(tables)

@@ -12,11 +12,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from ..errors import UsageError
 from ..paths import HostPaths, StatePaths
 from ..scenario.backend import Storage
 from ..scenario.model import Hypervisor
 from ..settings import DriverName
 from ..transport.base import HostTransport
+from ..transport.local import LocalTransport
 
 if TYPE_CHECKING:
     from ..scenario.spec import Scenario
@@ -45,10 +47,8 @@ READERS = {
 def make_host(hv: Hypervisor) -> HostTransport:
     """Where the hypervisor host's commands run: this machine, or SSH to the host."""
     if hv.ssh is None:
-        from ..transport.local import LocalTransport
-
         return LocalTransport()
-    from ..transport.ssh import SshTransport
+    from ..transport.ssh import SshTransport  # paramiko: imported only for a host reached over SSH (start-up time)
 
     return SshTransport(hv.ssh)
 
@@ -67,8 +67,6 @@ def make_driver(hv: Hypervisor, storage: Storage | None = None, *, host: HostTra
 def read_current(scenario: "Scenario", ident: str, disk: str | None = None) -> "CurrentVm":
     """The VM ``ident`` on the scenario's hypervisor, read only: a libvirt domain name or a
     Proxmox VMID.  ``disk``: the disk to read (``vda``, ``scsi0``...); default: the boot disk."""
-    from ..errors import UsageError
-
     hv = scenario.hypervisor
     if hv.driver not in READERS:
         raise UsageError(f"the scenario's hypervisor.driver is {hv.driver.value}: there is no VM to read {ident} from",

@@ -16,14 +16,15 @@ from ..progress import Progress
 from ..guest.needs import GuestNeeds
 from ..scenario import axes
 from ..scenario.model import CephConfig, VmConfig
-from ..settings import Accel, CpuMode
+from ..settings import Accel, CpuMode, ImageFormat
+from ..transport import ops
 from ..transport.base import HostTransport, Transport
+from ..storage import HostStorage, Volume, VolumeRole, VolumeStorage, volume_name
 from ..storage.leftover import Leftover
 
 if TYPE_CHECKING:
     from ..images import Image
     from ..paths import HostPaths
-    from ..storage import HostStorage, Volume, VolumeStorage
 
 __all__ = ["Accelerator", "Applied", "Check", "Guest", "HypervisorDriver", "Leftover", "VmRequest", "VmResources"]
 
@@ -144,8 +145,6 @@ class HostChecks:
 
 def version_check(host: HostTransport, where: str, name: str, argv: list[str], hint: str) -> Check:
     """A doctor line for a tool on the host: its version line, or FAIL with ``hint``."""
-    from ..transport import ops
-
     line = ops.first_line(host, argv)
     return Check(name, "ok", line) if line else Check(name, "FAIL", f"{argv[0]} not found or not working on {where}", hint)
 
@@ -281,9 +280,6 @@ def note_volume(res: VmResources, vol: "Volume") -> None:
 def create_host_reference(storage: "VolumeStorage", run_tag: str, request: VmRequest, res: VmResources) -> str:
     """A raw volume on the scratch disk's storage (with its ZFS settings) for host fio, when the
     scratch itself is not raw or there is no VM; recorded in ``res`` before and after it exists."""
-    from ..settings import ImageFormat
-    from ..storage import VolumeRole, volume_name
-
     name = volume_name(run_tag, request.seq, VolumeRole.HOSTREF, ImageFormat.RAW)
     res.expected_volumes.append(name)
     vol = storage.create_volume(name, request.scratch_size, ImageFormat.RAW, zfs=request.vm.zfs)

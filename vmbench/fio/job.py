@@ -25,6 +25,7 @@ from ..errors import VmbenchError
 from ..settings import Choice
 from ..units import format_size
 from .engines import ENGINE_UNITS, FILE_ENGINES
+from .jobparse import file_job_option, fio_true, is_file_job, parse
 from .rbd import ENGINE as RBD_ENGINE, TARGET_OPTIONS as RBD_TARGET_OPTIONS, parse_target
 
 RW_MODES = ("read", "write", "randread", "randwrite", "rw", "randrw", "readwrite")
@@ -133,8 +134,6 @@ class FioJob:
         layer's mount (fio's ``--directory``), size-based (each file once), never on a block
         layer, and takes no precondition."""
         if self.jobfile is not None:
-            from .jobparse import is_file_job, parse
-
             return is_file_job(parse(self.jobfile.text, self.jobfile.path))
         return self.ioengine in FILE_ENGINES or (self.nrfiles or 1) > 1
 
@@ -142,8 +141,6 @@ class FioJob:
     def file_what(self) -> str:
         """What makes this a file job, in words ("ioengine filecreate", "nrfiles")."""
         if self.jobfile is not None:
-            from .jobparse import file_job_option, parse
-
             found = file_job_option(parse(self.jobfile.text, self.jobfile.path))
             return f"job file {found[0]}:{found[1]}: {found[2]}" if found else f"job file {self.jobfile.path}"
         if self.ioengine in FILE_ENGINES:
@@ -163,8 +160,6 @@ class FioJob:
     def fixed_rate(self) -> bool:
         """The job runs at a fixed rate: rate_iops/rate, or a job file that sets one."""
         if self.jobfile is not None:
-            from .jobparse import parse
-
             parsed = parse(self.jobfile.text, self.jobfile.path)
             return any(o.name in ("rate", "rate_iops") and o.value is not None
                        for sec in parsed.sections for o in sec.options)
@@ -182,8 +177,6 @@ class FioJob:
     def is_sync(self) -> bool:
         """Sync writes are their own universe (METHOD rule 4)."""
         if self.jobfile is not None:
-            from .jobparse import fio_true, parse
-
             parsed = parse(self.jobfile.text, self.jobfile.path)
             return any(o.name in ("sync", "fsync", "fdatasync") and o.value is not None and fio_true(o)
                        for sec in parsed.sections for o in sec.options)

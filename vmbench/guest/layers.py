@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+import time
 from dataclasses import dataclass, field
 
 from ..errors import CommandError, GuestError
@@ -176,8 +177,6 @@ class StackBuilder:
         self.guest.run(argv, input=input, timeout=self.timeout)
 
     def build_next(self) -> BuiltLayer:
-        import time
-
         depth = len(self.built) + 1
         layer = self.stack.layers[depth - 1]
         below = self.device

@@ -12,7 +12,9 @@ The disk is kept next to the image (``boot-disk-<version>.qcow2``), made once pe
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,8 +117,6 @@ def disk_path(image: Image) -> Path:
 
 
 def check_tools() -> None:
-    import shutil
-
     missing = sorted({pkg for tool, pkg in TOOLS.items() if not (os.path.exists(tool) if tool.startswith("/") else shutil.which(tool))})
     if missing:
         raise PreflightError("making a disk that boots by itself needs " + ", ".join(missing) + " on this machine",
@@ -159,6 +159,4 @@ def ensure_boot_disk(image: Image, progress: Progress | None = None) -> Path:
 
 
 def _virtual_size(path: Path) -> int:
-    import json
-
     return int(json.loads(run(["qemu-img", "info", "--output=json", "-U", str(path)], timeout=60).stdout)["virtual-size"])

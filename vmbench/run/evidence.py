@@ -22,6 +22,7 @@ from typing import Callable
 
 from ..drivers.base import Applied
 from ..drivers.qemu_cmdline import CPU_READINGS, NOT_APPLICABLE
+from ..scenario.axes import AXES
 from ..scenario.model import VmConfig
 from ..settings import Bus, Feature
 
@@ -75,8 +76,6 @@ def _checks() -> tuple[Check, ...]:
     """Every (setting, source) pair compared: one per ``verify`` entry of each VM axis
     (vmbench.scenario.axes), then what follows from its setting (its ``derived`` entries:
     the guest's write cache after the cache mode's)."""
-    from ..scenario.axes import AXES
-
     return tuple(check for a in AXES for check in (
         *(Check(a.name, a.setting, key, source, required) for key, source, required in a.verify),
         *(Check(d.what, d.asked, d.key, d.source, d.required) for d in a.derived)))

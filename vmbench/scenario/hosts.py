@@ -10,7 +10,7 @@ from typing import Any
 
 from ..settings import Accel, DriverName
 from .backend import STORAGE_KEYS as STORAGE_KEYS, Storage, StorageType  # STORAGE_KEYS: the reference's
-from .model import Hypervisor, SshConfig, ZfsSettings
+from .model import Hypervisor, ProxmoxConfig, SshConfig, ZfsSettings
 from .parsers import MiB, choice_parser, duration_parser, pattern_parser, size_parser
 from .pvenodes import host_name as _hostname, node_members, read_node, read_nodes, read_ssh, wants_all
 from .reader import Section, as_bool, as_int, as_name, as_str, items
@@ -175,8 +175,6 @@ SECRET_HINT = ("put the secret in a file only you can read (secret_file: ~/.conf
 
 def _proxmox_hypervisor(sec: Section) -> Hypervisor:
     """``hypervisor: {driver: proxmox, host:, node:, template:, storage:, token:, tls:, ssh:, ...}``"""
-    from .model import ProxmoxConfig
-
     for key, why in LIBVIRT_ONLY_KEYS.items():
         if sec.has(key):
             raise sec.fail(key, f"applies to driver libvirt, not proxmox: {why}", "remove the key")

@@ -19,6 +19,7 @@ from ..fio.job import FioJob
 from .axes import AXES, AXIS_BY_NAME, settings_of
 from .model import VmConfig
 from .reader import Context, Section, as_float, as_int, as_name, items
+from .vm import read_vm_section
 
 #: VMs in one step, at most (a step's VMs all run at once on one host)
 MAX_VMS = 256
@@ -137,8 +138,6 @@ def _overrides(ctx: Context, sec: Section, key: str) -> Overrides:
     if not isinstance(data, dict) or not data:
         raise sec.fail(key, "is a mapping of VM settings (the same keys as vm:), e.g. {iops_wr: 200}")
     names = tuple(a.name for a in AXES if a.name in data)
-    from .vm import read_vm_section  # vm builds on axes, as this module does
-
     vm = read_vm_section(inner, VmConfig())
     return Overrides(names, vm)
 

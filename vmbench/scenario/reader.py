@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from typing import Any, Callable, Iterable, TypeVar
 
 import yaml
@@ -236,8 +237,6 @@ def as_str(value: Any) -> str:
 def as_name(value: Any) -> str:
     """A name used in reports and resource names: letters, digits, - _ . = + ,"""
     text = as_str(value)
-    import re
-
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._=+,-]{0,63}", text):
         raise ValueError(f"{text!r} is not a valid name (letters, digits and . _ = + , - ; at most 64)")
     return text

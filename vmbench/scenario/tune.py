@@ -25,22 +25,20 @@ same plan.  ``tune.round`` is vmbench's own; it is not meant to be written by ha
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 import yaml
 
 from ..fio.job import FioJob
 from ..settings import DriverName
 from ..units import format_duration, parse_duration
+from .goals import Goal, GoalMetric, Risk
 from .axes import AXIS_BY_NAME, STORAGE_AXES, VM_AXES, settings_of, vm_key, vm_yaml
 from .matrix import shown_value
 from .backend import Storage, storage_problems
 from .model import Cell, Hypervisor, Stack, VmConfig
 from .reader import Context, LineDict, LineList, Section, as_int, as_name, as_str, items, join, load_yaml
 from .vm import read_vm_section, vm_problems
-
-if TYPE_CHECKING:
-    from .goals import Goal, Risk
 
 TUNE_KEYS = ("goal", "axes", "allow", "budget", "from", "round")
 ADVISE_KEYS = ("goal", "allow")
@@ -65,16 +63,14 @@ NOT_READ = ("vcpus", "memory")
 class AdviseSpec:
     """The goals and allowed risks a scenario gives ``vmbench advise`` (``advise:``)."""
 
-    goals: tuple["Goal", ...] = ()
-    allow: frozenset["Risk"] = frozenset()
+    goals: tuple[Goal, ...] = ()
+    allow: frozenset[Risk] = frozenset()
 
     def to_json(self) -> dict:
         return {"goals": [str(g) for g in self.goals], "allow": sorted(r.value for r in self.allow)}
 
 
-def _goal(sec: Section, key: str, value: Any, jobs: list[FioJob], source: str) -> "Goal":
-    from .goals import Goal, GoalMetric
-
+def _goal(sec: Section, key: str, value: Any, jobs: list[FioJob], source: str) -> Goal:
     try:
         goal = Goal.parse(value, source) if isinstance(value, str) else None
     except ValueError as exc:
@@ -88,9 +84,7 @@ def _goal(sec: Section, key: str, value: Any, jobs: list[FioJob], source: str) -
     return goal
 
 
-def _allow(sec: Section) -> frozenset["Risk"]:
-    from .goals import Risk
-
+def _allow(sec: Section) -> frozenset[Risk]:
     if not sec.has("allow"):
         return frozenset()
     raw = sec.raw("allow")
@@ -203,9 +197,9 @@ class TuneSpec:
     order), the allowed risks, the budget, where to start; ``round`` when the scenario is one
     round of a tune."""
 
-    goal: "Goal"
+    goal: Goal
     axes: tuple[tuple[str, tuple[Candidate, ...]], ...]
-    allow: frozenset["Risk"] = frozenset()
+    allow: frozenset[Risk] = frozenset()
     budget: TuneBudget = TuneBudget()
     source: TuneFrom | None = None
     round: TuneRound | None = None

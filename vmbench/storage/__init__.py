@@ -30,6 +30,8 @@ __all__ = ["HostStorage", "Volume", "VolumeRole", "VolumeStorage", "volume_name"
 
 def make_zfs_storage(storage: "Storage", host: "Transport") -> "ZfsStorage":
     """The ZFS storage of a scenario (``storage.type`` zfs or zfs-dataset) on ``host``."""
+    # each volume storage's module is imported when a run makes one: every report loads this
+    # package (report/rows.py reads storage.radosbench), and needs neither (start-up time)
     from .zfs import ZfsStorage
 
     return ZfsStorage(storage, host)
@@ -37,7 +39,7 @@ def make_zfs_storage(storage: "Storage", host: "Transport") -> "ZfsStorage":
 
 def make_rbd_storage(storage: "Storage", host: "Transport") -> "RbdStorage":
     """The RBD storage of a scenario (``storage.type`` rbd) on ``host``."""
-    from .rbd import RbdStorage
+    from .rbd import RbdStorage  # when a run makes one, as make_zfs_storage's
 
     return RbdStorage(storage, host)
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ..transport.base import Transport
+from ..transport import ops
+from ..transport.base import Transport
 
 
 @dataclass(frozen=True)
@@ -22,10 +21,8 @@ class Leftover:
 WORKDIR_RE = re.compile(r"^vmbench-([rp][0-9a-f]{8})-\w{8}$")
 
 
-def work_leftovers(host: "Transport", work: str) -> list[Leftover]:
+def work_leftovers(host: Transport, work: str) -> list[Leftover]:
     """Host fio work directories of runs that did not remove them, under ``work``."""
-    from ..transport import ops
-
     out = []
     for d in sorted(ops.list_dir(host, work)):
         m = WORKDIR_RE.match(d)
@@ -34,10 +31,8 @@ def work_leftovers(host: "Transport", work: str) -> list[Leftover]:
     return out
 
 
-def remove_work_leftover(host: "Transport", work: str, item: Leftover) -> None:
+def remove_work_leftover(host: Transport, work: str, item: Leftover) -> None:
     """Remove a directory :func:`work_leftovers` listed, only if it is one (checked again)."""
-    from ..transport import ops
-
     parent, _, base = item.name.rpartition("/")
     if parent == work and WORKDIR_RE.match(base):
         ops.remove_tree(host, item.name, inside=work)

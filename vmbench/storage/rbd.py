@@ -29,7 +29,7 @@ from ..scenario.backend import Storage
 from ..scenario.model import CephConfig, ZfsSettings
 from ..settings import Cache, ImageFormat
 from ..transport.base import Transport
-from . import VOLUME_RE, Volume
+from .base import VOLUME_RE, Volume
 from .cephcli import OP_TIMEOUT_S, ceph_argv, client_args, rbd_argv
 from .radosbench import (BENCH_KIND, MARKER_TEXT, NAMESPACE, OBJECT_PREFIX_RE, RUN_NAME_RE, PoolSpace, cleanup_argvs, client_argv,
                          old_cleanup_argv)

@@ -25,7 +25,7 @@ from ..scenario.model import ZfsSettings
 from ..settings import ImageFormat
 from ..transport.base import Transport
 from ..units import format_size
-from . import VOLUME_RE, Volume
+from .base import VOLUME_RE, Volume
 
 log = logging.getLogger(__name__)
 

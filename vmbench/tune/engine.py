@@ -14,11 +14,13 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..advice.model import Advice, Goal, Risk
+from ..drivers.existing import CurrentVm
 from ..errors import UsageError, VmbenchError
 from ..progress import Progress
+from ..report.load import RunData, load_run
 from ..results.plan import TuneRecord, read_plan
 from ..results.db import ResultsDB, RunRow
 from ..run.plan import estimate, make_plan
@@ -29,16 +31,12 @@ from ..scenario.tune import Candidate, Decided, TuneBudget, TuneRound, TuneSpec,
 from .search import Cost, Decision, Round, RoundPlan, Stop, Variation, decide, next_round, round_scenario
 from ..scenario.axes import settings_of, vm_key
 
-if TYPE_CHECKING:
-    from ..drivers.existing import CurrentVm
-    from ..report.load import RunData
-
 #: runs one round's scenario (a new run, or the resume of the stored one given) and returns its run id
 RunRound = Callable[[Scenario, "RunRow | None"], int]
 #: the advice on one stored run, for goals, allowed risks and the VM read with from: (the
 #: signature of :func:`vmbench.advice.rank.advise`)
-Judge = Callable[["RunData", Sequence[Goal], frozenset[Risk], "CurrentVm | None"], Advice]
-LoadRun = Callable[[ResultsDB, int], "RunData"]
+Judge = Callable[[RunData, Sequence[Goal], frozenset[Risk], CurrentVm | None], Advice]
+LoadRun = Callable[[ResultsDB, int], RunData]
 
 
 def new_tune_id() -> str:
@@ -74,7 +72,7 @@ class Tune:
         return {k: v for k, v in final.items() if start.get(k) != v}
 
 
-def current_json(current: "CurrentVm | None") -> dict[str, Any]:
+def current_json(current: CurrentVm | None) -> dict[str, Any]:
     """What a round records of the VM read with ``from:`` (its settings are the tune's start)."""
     if current is None:
         return {}
@@ -83,12 +81,10 @@ def current_json(current: "CurrentVm | None") -> dict[str, Any]:
             "extra": dict(current.extra)}
 
 
-def current_vm(data: Mapping[str, Any], start: VmConfig) -> "CurrentVm | None":
+def current_vm(data: Mapping[str, Any], start: VmConfig) -> CurrentVm | None:
     """:func:`current_json` back to the CurrentVm (its VM is the tune's start)."""
     if not data:
         return None
-    from ..drivers.existing import CurrentVm
-
     return CurrentVm(source=str(data.get("source", "")), vm=start, disk=str(data.get("disk", "")),
                      disk_spec=str(data.get("disk_spec", "")), kind=str(data.get("kind", "")), ident=str(data.get("ident", "")),
                      unknown=tuple(data.get("unknown") or ()), storage=dict(data.get("storage") or {}),
@@ -116,14 +112,12 @@ class Tuner:
     load: LoadRun | None = None
     spec: TuneSpec = field(init=False)
     cost: Cost = field(init=False)
-    current: "CurrentVm | None" = field(init=False, default=None)
+    current: CurrentVm | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         if self.scenario.tune is None:
             raise UsageError(f"{self.scenario.path} is not a tune scenario", "add a tune: section (see scenarios/tune.yaml)")
         if self.load is None:
-            from ..report.load import load_run
-
             self.load = load_run
         self.spec = self.scenario.tune
         self.cost = make_cost(self.scenario, self.accel)
@@ -281,13 +275,9 @@ def load_tune(db: ResultsDB, tune_id: str, judge: Judge, load: LoadRun | None = 
     """A stored tune for ``vmbench tune --show``: its rounds decided from the stored results,
     and why it stopped (the search asked again), or that it can go on."""
     if load is None:
-        from ..report.load import load_run
-
         load = load_run
     rows = tune_runs(db, tune_id)
     first = tune_of(rows[0])
-    from ..advice.model import Goal, Risk
-
     goal = Goal.parse(first.goal, "tune.goal")
     allow = frozenset(Risk.parse(a) for a in first.allow)
     start = vm_from_yaml(first.start_vm, "the tune's start")

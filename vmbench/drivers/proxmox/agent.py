@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 from ...command import Completed, format_argv, tail
 from ...errors import CommandError, GuestError, VmbenchError
 from ...transport.agent import is_true, wait_exited
+from .errors import PveAnswerLost, PveApiError, PveParameterError
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +69,6 @@ class PveAgentTransport:
     def _call(self, method: str, endpoint: str, params: Mapping[str, Any]) -> Any:
         """One agent call; the agent's own failures (PVE's 500s) become GuestError, the
         rest (permissions, token, unreachable API) stay what they are."""
-        from .errors import PveApiError
-
         try:
             if method == "GET":
                 return self.api.get(f"{self.base}/{endpoint}", params)
@@ -84,8 +83,6 @@ class PveAgentTransport:
         params: dict[str, Any] = {"command": command}
         if input_data is not None:
             params["input-data"] = input_data
-        from .errors import PveAnswerLost
-
         try:
             reply = self._call("POST", "exec", params) or {}
         except PveAnswerLost as exc:  # its pid is lost with the answer: nothing can wait for it or kill it
@@ -213,8 +210,6 @@ class PveAgentTransport:
 
     def _read_rest(self, path: str, offset: int) -> bytes:
         """Past file-read's 16 MiB: offset/count (qemu-server >= 9.1.5), else dd chunks."""
-        from .errors import PveParameterError
-
         chunks = []
         try:
             while True:

@@ -25,6 +25,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, TypedDict
 
 import requests
+import urllib3.exceptions
+from proxmoxer import ProxmoxAPI
+from proxmoxer.core import ResourceException
 from requests.adapters import HTTPAdapter
 
 from ...errors import PreflightError
@@ -196,8 +199,6 @@ class PveApi:
         if cfg.tls_ca_file and not os.path.isfile(cfg.tls_ca_file):
             raise PveTlsError(f"the CA file {cfg.tls_ca_file} (hypervisor.tls.ca_file) does not exist",
                               "copy the node's CA: scp root@NODE:/etc/pve/pve-root-ca.pem .")
-        from proxmoxer import ProxmoxAPI
-
         verify: bool | str = cfg.tls_ca_file or (cfg.tls_verify and not cfg.tls_fingerprint)
         self._api = ProxmoxAPI(cfg.host, backend="https", service="PVE", port=cfg.port, user=cfg.user,
                                token_name=cfg.token_name, token_value=secret.reveal(), verify_ssl=verify,
@@ -274,8 +275,6 @@ class PveApi:
 
     def _send(self, method: str, path: str, data: dict[str, Any]) -> Any:
         """One request, once; PVE's ``data`` or a typed :class:`PveApiError`."""
-        from proxmoxer.core import ResourceException
-
         self.requests += 1
         resource = self._api(path.strip("/"))
         error: PveApiError | None = None
@@ -414,8 +413,6 @@ class PveApi:
 def _connection_outage(exc: requests.exceptions.RequestException) -> str:
     """Whether a failed connection can have delivered the request: :data:`~.outage.REFUSED`
     when no connection was made, :data:`~.outage.LOST` when it dropped afterwards."""
-    import urllib3.exceptions
-
     cause = exc.args[0] if exc.args else None
     cause = getattr(cause, "reason", cause)  # urllib3's MaxRetryError wraps what happened
     if isinstance(cause, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError)):

@@ -24,17 +24,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from ...errors import PreflightError
 from ...progress import NullProgress, Progress
 from ...scenario.pvenodes import PVE_NODE_RE, every_node
 from ...scenario.spec import Scenario
 from ...units import human_size
+from .api import PveApi, read_secret
 from .config import parse_disk, storage_of
-
-if TYPE_CHECKING:
-    from .api import PveApi
 
 #: storage types PVE always treats as shared (pve-storage Plugin.pm ``@SHARED_STORAGE``;
 #: glusterfs until PVE 9)
@@ -145,8 +143,6 @@ def resolve_nodes(scenario: Scenario, api: "PveApi | None" = None, progress: Pro
     progress = progress or NullProgress()
     own = api is None
     if api is None:
-        from .api import PveApi, read_secret
-
         api = PveApi(hv.proxmox, read_secret(hv.proxmox))
     try:
         online, offline = online_nodes(api.get("/nodes") or [])

@@ -36,6 +36,8 @@ from typing import Any, Mapping
 
 from ... import __version__
 from ...errors import HypervisorError, PreflightError
+from ...images import RecipeError, image_hash, load_recipe
+from ...images.bootdisk import LAYOUT_VERSION
 from ...progress import Progress
 from ...transport import ops
 from ...units import human_size
@@ -366,16 +368,11 @@ class TemplatePush:
 
 def wanted_identity(recipe: str) -> TemplateIdentity:
     """The identity a template of ``recipe`` has when made now (no build: the recipe's hash)."""
-    from ...images import image_hash, load_recipe
-    from ...images.bootdisk import LAYOUT_VERSION
-
     return TemplateIdentity(recipe, image_hash(load_recipe(recipe)), LAYOUT_VERSION)
 
 
 def template_check_line(config: Mapping[str, Any], vmid: int | None, recipe: str) -> tuple[str, str, str]:
     """``vmbench doctor``'s (status, detail, hint) about the scenario's template."""
-    from ...images import RecipeError
-
     got = read_identity(config)
     name = f"template {vmid} ({config.get('name', '?')})"
     if got is None:

@@ -1,0 +1,53 @@
+"""``vmbench report [RUN]``: a stored run's gap tables with the advice last, as text (fitted to
+120 columns), Markdown, CSV, JSON, or an HTML page (``--format html -o FILE``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..advice.table import report_with_advice
+from ..errors import UsageError
+from ..report.load import load_run
+from ..report.render import Format, render, select_tables
+from ..report.summary import summary_lines
+from ..results.db import ResultsDB
+from .common import ConsoleProgress, say_migrated
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    if args.format == "html":
+        if not args.output:
+            raise UsageError("--format html writes a file: name it with -o report.html")
+        # the page's templates and plots (jinja2, matplotlib): imported for --format html only, so that
+        # the text report loads neither (start-up time)
+        from ..report.html import write_html
+
+        db = ResultsDB(args.db, create=False)
+        say_migrated(db, ConsoleProgress())
+        data = load_run(db, args.run)
+        path = write_html(data, args.output, report_with_advice(data))
+        print(f"wrote {path}")
+        return 0
+    try:
+        fmt = Format.parse(args.format)
+    except ValueError as exc:
+        raise UsageError(f"--format: {exc} (or html with -o FILE)") from None
+    db = ResultsDB(args.db, create=False)
+    say_migrated(db, ConsoleProgress())
+    header, tables = report_with_advice(load_run(db, args.run))
+    if args.section:
+        try:
+            text = render(select_tables(tables, args.section), fmt, wide=True, show_empty=True)
+        except ValueError as exc:
+            raise UsageError(f"--section: {exc}", "one table whole: vmbench report --section NAME") from None
+    else:
+        text = render(tables, fmt, header, summary_lines(header, tables), wide=args.wide)
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
