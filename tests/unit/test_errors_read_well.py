@@ -44,7 +44,8 @@ SCENARIO_MISTAKES = [
 
 def check_lines(err: str) -> list[str]:
     """The error's lines (the progress lines before it left out: a database migrated on the way)."""
-    lines = [line for line in err.rstrip("\n").split("\n") if not line.startswith(("[", "note: "))]
+    lines = err.rstrip("\n").split("\n")
+    lines = lines[next(i for i, line in enumerate(lines) if line.startswith("error: ")):]
     assert lines[0].startswith("error: ") and len(lines[0]) < FIRST_LINE, lines[0]
     assert all(len(line) <= WIDTH for line in lines[1:]), lines
     return lines
@@ -110,7 +111,7 @@ def test_a_database_vmbench_did_not_make_is_never_written(tmp_path, capsys):
 
 def test_a_migration_says_what_it_did(stored, capsys):
     assert main(["runs", "--db", str(stored)]) == 0
-    err = capsys.readouterr().err
+    err = " ".join(capsys.readouterr().err.split())  # wrapped to the terminal's width
     assert (f"migrated {stored} from results schema version 1 to 5, adding the attempts of resumed runs, each "
             "measurement's boot, telemetry series; each measurement's VM and load step (many VMs at once); each measurement's host "
             "(runs across several hosts); the host named on every measurement") in err

@@ -29,7 +29,7 @@ from ..report.render import Format, render
 from ..results.db import ResultsDB
 from ..results.kind import RunKind
 from ..scenario import parse_scenario
-from .common import on_hosts
+from .common import ConsoleProgress, on_hosts, say_migrated
 
 
 def parse_goals(texts: list[str]):
@@ -61,9 +61,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     if args.read_vm and not (args.vmid or args.domain):
         raise UsageError("--read-vm needs --vmid N or --domain NAME", "name the VM to read")
     db = ResultsDB(args.db, create=False)
-    note = db.migration_note()
-    if note:
-        print(f"note: {note}", file=sys.stderr)
+    say_migrated(db, ConsoleProgress())
     try:
         db.resolve_run(args.run)
     except ResultsError as exc:  # a run this database does not have is a bad argument (exit 2, as the help says)

@@ -20,6 +20,7 @@ from ..progress import NullProgress, Progress
 from ..run.ledger import live_runs
 from ..scenario.pvenodes import PVE_NODE_RE, every_node
 from ..transport.local import LocalTransport
+from .fit import WIDTH, wrapped
 
 if TYPE_CHECKING:
     from ..results.db import RunRow
@@ -87,10 +88,11 @@ def cached_accelerator(scenario) -> str | None:
 
 
 def say_migrated(db, progress) -> None:
-    """Say what opening ``db`` did to it, when it upgraded it (:meth:`ResultsDB.migration_note`)."""
+    """Say what opening ``db`` did to it, when it upgraded it (:meth:`ResultsDB.migration_note`), wrapped to
+    fit the terminal."""
     note = db.migration_note() if getattr(db, "migrated_from", None) else None
-    if note:
-        progress.step(note)
+    if note:  # after the progress line's "[00:00] ", its lines wrapped under it
+        progress.step(wrapped(note, rest="          ", width=WIDTH - 8))
 
 
 def run_alive(run) -> bool:

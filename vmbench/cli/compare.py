@@ -21,6 +21,7 @@ from ..report.across_runs import compare_header, compare_runs
 from ..report.load import load_run
 from ..report.render import Format, render
 from ..results.db import ResultsDB
+from .common import ConsoleProgress, say_migrated
 
 DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
@@ -53,9 +54,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             key = str(Path(path).resolve())
             if key not in dbs:
                 dbs[key] = ResultsDB(path, create=False)
-                note = dbs[key].migration_note()
-                if note:
-                    print(f"note: {note}", file=sys.stderr)
+                say_migrated(dbs[key], ConsoleProgress())
             data = load_run(dbs[key], run_ref)
             run = data.run
             if args.baseline and n == 0:
