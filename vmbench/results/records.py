@@ -402,6 +402,13 @@ class CellRecord:
         return str(got) if got else None
 
     @property
+    def layers(self) -> list[Mapping[str, Any]]:
+        """How each of its stacks' layers was built, as the run recorded it (stack, layer,
+        seconds, commands, device, target)."""
+        got = self.evidence.get("layers")
+        return [l for l in got if isinstance(l, Mapping)] if isinstance(got, list) else []
+
+    @property
     def volumes(self) -> list["VolumeRecord"]:
         """Its scratch and reference volumes as read back at creation."""
         storage = self.evidence.get("storage")
@@ -443,14 +450,27 @@ class BootRecord:
     attempt: int = 1
     load_step: int = 0
     vm: int = 0
+    domain_xml: str | None = field(default=None, repr=False)  # the VM's configuration as created (the driver's native form)
+    live_xml: str | None = field(default=None, repr=False)  # and as read back from the running VM
+    qemu_cmdline: tuple[str, ...] | None = field(default=None, repr=False)  # the QEMU process's argv, as read back
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "BootRecord":
+        cmdline = decoded(row, "qemu_cmdline", None)
         return cls(id=int(row.get("id") or 0), run_id=int(row.get("run_id") or 0), seq=int(row.get("seq") or 0),
                    vm_key=str(row.get("vm_key") or ""), settings=settings_of_row(row), domain_name=str(row.get("domain_name") or ""),
                    accelerator=row.get("accelerator"), guest=decoded(row, "guest", {}), boot_seconds=row.get("boot_seconds"),
                    started_at=str(row.get("started_at") or ""), attempt=int(row.get("attempt") or 1),
-                   load_step=int(row.get("load_step") or 0), vm=int(row.get("vm") or 0))
+                   load_step=int(row.get("load_step") or 0), vm=int(row.get("vm") or 0), domain_xml=row.get("domain_xml"),
+                   live_xml=row.get("live_xml"), qemu_cmdline=None if cmdline is None else tuple(cmdline))
+
+    def to_row(self) -> dict[str, Any]:
+        """The ``boots`` columns of the current schema (but ``id``)."""
+        return dict(run_id=self.run_id, seq=self.seq, vm_key=self.vm_key, settings_json=dict(self.settings),
+                    domain_name=self.domain_name, accelerator=self.accelerator, domain_xml=self.domain_xml, live_xml=self.live_xml,
+                    qemu_cmdline_json=None if self.qemu_cmdline is None else list(self.qemu_cmdline), guest_json=dict(self.guest),
+                    boot_seconds=self.boot_seconds, started_at=self.started_at, attempt=self.attempt, load_step=self.load_step,
+                    vm=self.vm)
 
     @property
     def guest_fio(self) -> str | None:
@@ -495,6 +515,12 @@ class CryptoRecord:
                    decrypt_mib_s=row.get("decrypt_mib_s"), error=row.get("error"), id=int(row.get("id") or 0),
                    run_id=int(row.get("run_id") or 0), boot_id=row.get("boot_id"), attempt=int(row.get("attempt") or 1))
 
+    def to_row(self) -> dict[str, Any]:
+        """The ``crypto`` columns of the current schema (but ``id``)."""
+        return dict(run_id=self.run_id, side=self.side, boot_id=self.boot_id, cpu=self.cpu, aes_flag=self.aes_flag,
+                    cipher=self.cipher, key_bits=self.key_bits, encrypt_mib_s=self.encrypt_mib_s,
+                    decrypt_mib_s=self.decrypt_mib_s, error=self.error, attempt=self.attempt)
+
     @property
     def measured(self) -> bool:
         return self.encrypt_mib_s is not None
@@ -516,6 +542,11 @@ class SeriesRecord:
     def from_row(cls, row: Mapping[str, Any]) -> "SeriesRecord":
         return cls(source=str(row["source"]), series=decoded(row, "series", None), measurement_id=row.get("measurement_id"),
                    id=int(row.get("id") or 0), run_id=int(row.get("run_id") or 0))
+
+    def to_row(self) -> dict[str, Any]:
+        """The ``telemetry`` columns of the current schema (but ``id``)."""
+        return dict(run_id=self.run_id, measurement_id=self.measurement_id, source=self.source, series_json=self.series)
+
 
 def plain_lines(source: str, s: Any) -> list[tuple[str, Any]]:
     """A sampler's stored series as plain (``t_s``, ``values``, ``unit``) lines, by name: the
