@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
+import yaml
+
 from ..fio.job import Metric
 from ..scenario.model import RepeatPolicy, Target
 from .kind import RunKind
@@ -193,6 +195,27 @@ def read_plan(plan: Mapping[str, Any] | None) -> StoredPlan:
         load=load, advise_goals=tuple(str(g) for g in advise.get("goals") or ()),
         advise_allow=tuple(str(a) for a in advise.get("allow") or ()),
         tune=_tune(p["tune"]) if isinstance(p.get("tune"), Mapping) else None)
+
+
+def scenario_perf_flags(scenario_text: str) -> dict[str, tuple[str, ...]]:
+    """Each LUKS stack's dm-crypt perf_flags as the scenario text a run stored names them
+    (its ``stacks:`` section), for plans that do not store them; none from a text that does
+    not parse."""
+    try:
+        doc = yaml.safe_load(scenario_text) if scenario_text else None
+    except yaml.YAMLError:
+        return {}
+    listed = doc.get("stacks") if isinstance(doc, dict) else None
+    out: dict[str, tuple[str, ...]] = {}
+    for st in listed if isinstance(listed, list) else []:
+        if not isinstance(st, dict) or "name" not in st:
+            continue
+        for layer in st.get("layers") or []:
+            luks = layer.get("luks") if isinstance(layer, dict) else None
+            flags = luks.get("perf_flags") if isinstance(luks, dict) else None
+            if isinstance(flags, list) and flags:
+                out[str(st["name"])] = tuple(str(f) for f in flags)
+    return out
 
 
 def _kind(p: Mapping[str, Any], load: LoadPlan | None) -> RunKind:

@@ -163,6 +163,26 @@ def _job_params(text: str) -> JobParams:
 
 
 @dataclass(frozen=True)
+class NicRecord:
+    """A host's busiest network interface over a load round, as stored
+    (:meth:`vmbench.telemetry.nic.NicRate.to_json`): its rate (MB/s, received plus sent), its
+    link speed (None: it says none) and the rate's share of it."""
+
+    stored: Mapping[str, Any] = field(default_factory=dict)
+    iface: str = ""
+    mb_s: float | None = None
+    speed_mbit: int | None = None
+    share: float | None = None
+
+    @classmethod
+    def from_row(cls, stored: Any) -> "NicRecord | None":
+        """The stored reading; None for none."""
+        if not isinstance(stored, Mapping):
+            return None
+        return cls(stored, str(stored.get("iface") or ""), stored.get("mb_s"), stored.get("speed_mbit"), stored.get("share"))
+
+
+@dataclass(frozen=True)
 class LoadRecord:
     """What a load step stored of one VM's row (``load_json``): its window's coverage by the
     others' load, its clock, why it is excluded, its host and that host's busiest NIC."""
@@ -175,7 +195,7 @@ class LoadRecord:
     start_skew_ms: float | None = None
     window: Mapping[str, Any] | None = None  # measured_from_ms, measured_to_ms, tail_from_ms... on the host clock
     host: str | None = None  # a run across several hosts: the host it ran on
-    nic: Mapping[str, Any] | None = None  # that host's busiest interface over the round (telemetry.nic), as stored
+    nic: NicRecord | None = None  # that host's busiest interface over the round
 
     @classmethod
     def from_row(cls, stored: Mapping[str, Any] | None) -> "LoadRecord":
@@ -184,7 +204,7 @@ class LoadRecord:
         return cls(data, excluded=str(why) if why else None, loaded=data.get("loaded"), short_ms=data.get("short_ms"),
                    short_of_vm=data.get("short_of_vm"), start_skew_ms=data.get("start_skew_ms"),
                    window=data.get("window") if isinstance(data.get("window"), Mapping) else None,
-                   host=data.get("host"), nic=data.get("nic") if isinstance(data.get("nic"), Mapping) else None)
+                   host=data.get("host"), nic=NicRecord.from_row(data.get("nic")))
 
     @property
     def measured_from_ms(self) -> float | None:
