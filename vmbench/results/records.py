@@ -87,6 +87,14 @@ class Settings(dict):
         except (ValueError, TypeError):
             return None
 
+    def is_setting_of(self, key: str, vm: VmConfig) -> bool:
+        """Whether axis ``key``'s stored value is ``vm``'s: read back typed and compared; a
+        value that does not read back as one of the axis's, as stored."""
+        axis, typed = AXIS_BY_SETTING.get(key), self.typed(key)
+        if axis is not None and typed is not None:
+            return typed == axis.value(vm)
+        return str(dict.get(self, key)) == str(axis.setting(vm) if axis is not None else None)
+
     @property
     def cache(self) -> Cache | None:
         """QEMU's cache mode (None: not stored, or not a mode)."""
