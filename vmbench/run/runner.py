@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Mapping
 
 from .. import __version__
@@ -143,10 +143,8 @@ class Runner:
             host_argv = {m.job: m.argv for m in self.db.measurements(self.run_id) if m.side == "host"}
             self.progress.step(f"resuming run {self.run_id} (attempt {self.attempt}): {sum(map(len, stored.values()))} measurement(s) already stored")
         else:
-            summary = self.plan.summary()
-            summary["targets"] = [asdict(t) for t in s.targets]
             self.run_id = self.db.start_run(tag=self.tag, scenario_name=s.name, scenario_path=s.path, scenario_text=s.text,
-                                            plan=summary, version=__version__)
+                                            plan=self.plan.record().to_row(), version=__version__)
             stored, host_argv = {}, {}
         self.measurer = Measurer(s, self.db, self.run_id, self.attempt, self.progress, host_argv, stored, run_tag=self.tag,
                                  ceph=self.driver.ceph)
