@@ -72,6 +72,9 @@ class Environment(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"Environment({self._facts!r})"
 
+    def __reduce__(self) -> tuple[type, tuple[dict[str, Any]]]:
+        return Environment, (self._facts,)  # copied and pickled as a new record of the same facts
+
     # the host and its software
     hostname: Fact[str] = Fact()
     host_kernel: Fact[str] = Fact()
