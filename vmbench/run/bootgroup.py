@@ -20,7 +20,7 @@ from ..guest.disk import ScratchDisk, find_scratch
 from ..guest.facts import disk_evidence, guest_facts, root_disk_name
 from ..guest.layers import MOUNTPOINT, StackBuilder
 from ..results.db import ResultsDB, now
-from ..results.records import BootRecord, CellRecord, CryptoRecord, Settings
+from ..results.records import BootRecord, CryptoRecord, Settings
 from ..scenario.axes import settings_of, settings_text, storage_settings_of, vm_key
 from ..scenario.model import Cell, FilesystemLayer, Stack
 from ..settings import Telemetry
