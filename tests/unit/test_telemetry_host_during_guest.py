@@ -30,7 +30,7 @@ from vmbench.report.build import build_report
 from vmbench.report.load import SAMPLED, load_run, with_telemetry
 from vmbench.report.rows import CPU_IDLE_MIN, Figures, aggregate, telemetry_notes
 from vmbench.report.html import render_html
-from vmbench.results.records import plain_lines
+from vmbench.results.lines import plain_lines
 from vmbench.report.render import Format, render
 from vmbench.report.tables import HOST_TELEMETRY_NOTE, gap_table, layer_table
 from vmbench.results.db import ResultsDB

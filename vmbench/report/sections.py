@@ -17,7 +17,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..fio.histogram import Histogram
 from ..results.key import MeasurementKey
 from ..results.plan import LoadPlan, PlannedLuks
-from ..results.records import CryptoRecord, Measurement, has_points, line_points, line_unit, plain_lines
+from ..results.lines import has_points, line_points, line_unit, plain_lines
+from ..results.records import CryptoRecord, Measurement
 from . import loadplots, plots
 from .load import SAMPLED, RunData
 from .rows import host_group, raw_group
