@@ -44,6 +44,7 @@ def _copy_row(db, table: str, row_id: int, **changes) -> int:
 
 def build_run(db, n_cells: int = 100, stack_every: int = 5) -> int:
     """A new run in ``db`` with ``n_cells`` cells made of the fixture run's rows."""
+    from vmbench.results.records import CellRecord, Settings  # after ROOT is on the path
     src = db.resolve_run(1)
     text = db.conn.execute("SELECT scenario_text FROM runs WHERE id = ?", (src.id,)).fetchone()[0]
     cells = sorted(db.rows("cells", src.id), key=lambda c: c["seq"])
@@ -65,9 +66,8 @@ def build_run(db, n_cells: int = 100, stack_every: int = 5) -> int:
         name = "baseline" if i == 0 else f"c{i:03d} cache={base['settings']['cache']}"
         boot_id = _copy_row(db, "boots", base["boot_id"], run_id=run_id, seq=i + 1,
                             domain_name=f"vmbench-bench{n_cells}-{i + 1}")
-        cell_id = db.add_cell(run_id, boot_id=boot_id, seq=i + 1, name=name, settings_json=base["settings"],
-                              changed_json=[] if i == 0 else ["cache"], stacks_json=stacks, valid=True,
-                              problems_json=[], evidence_json={})
+        cell_id = db.add_cell(CellRecord(name, run_id=run_id, boot_id=boot_id, seq=i + 1, settings=Settings.of(base["settings"]),
+                                         changed=() if i == 0 else ("cache",), stacks=tuple(stacks), valid=True))
         plan["cells"].append({"name": name, "settings": base["settings"], "changed": [] if i == 0 else ["cache"], "stacks": stacks})
         plan["boots"].append({"seq": i + 1, "cells": [name], "settings": boots[base["boot_id"]]["settings"]})
         for m in meas:

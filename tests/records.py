@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from vmbench.results.db import ResultsDB
 from vmbench.results.environment import Environment
 from vmbench.results.key import MeasurementKey
-from vmbench.results.records import BootRecord, CellRecord, CryptoRecord, JobParams, Measurement, Telemetry
+from vmbench.results.records import BootRecord, CellRecord, CryptoRecord, JobParams, Measurement, SeriesRecord, Telemetry
 from vmbench.scenario.model import Target
 
 
@@ -23,6 +23,14 @@ def as_cell(row: Mapping[str, Any] | None = None, **columns: Any) -> CellRecord:
 
 def as_crypto(row: Mapping[str, Any] | None = None, **columns: Any) -> CryptoRecord:
     return CryptoRecord.from_row({**(row or {}), **columns})
+
+
+def as_boot(row: Mapping[str, Any] | None = None, **columns: Any) -> BootRecord:
+    return BootRecord.from_row({**(row or {}), **columns})
+
+
+def as_series(row: Mapping[str, Any] | None = None, **columns: Any) -> SeriesRecord:
+    return SeriesRecord.from_row({**(row or {}), **columns})
 
 
 def store(db: ResultsDB, run_id: int, key: MeasurementKey, series: Mapping[str, Any] | None = None, **columns: Any) -> int:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tests.records import store
+from tests.records import as_boot, as_cell, as_crypto, as_series, store
 from vmbench.advice.model import Goal, GoalMetric, Risk
 from vmbench.advice.rank import advise, default_goals
 from vmbench.advice.risks import change_risks, setting_risks, stack_flags
@@ -20,6 +20,7 @@ from vmbench.report.html import render_page
 from vmbench.report.load import RunData, load_run
 from vmbench.report.render import Format, render
 from vmbench.results.db import ResultsDB
+from vmbench.results.environment import Environment
 from vmbench.results.key import MeasurementKey
 
 ENV = {"hostname": "kvm1", "host_kernel": "6.1", "host_cpu": "EPYC", "qemu_version": "7.2", "host_fio": "fio-3.33",
@@ -70,14 +71,14 @@ class RunBuilder:
                 "stacks": self.stacks, "targets": self.targets, **self.extra}
         rid = db.start_run(tag=f"t{len(db.runs()) + 1}", scenario_name="t", scenario_path="t.yaml", scenario_text=self.text,
                            plan=plan, version="test")
-        db.set_environment(rid, self.env)
+        db.set_environment(rid, Environment(self.env))
         ids = {}
         for seq, c in enumerate(self.cells, 1):
-            boot = None if self.host_only else db.add_boot(rid, seq=seq, vm_key=c.name, settings_json=c.settings,
-                                                           domain_name=f"d{seq}", accelerator=self.env["accelerator"])
+            boot = None if self.host_only else db.add_boot(as_boot(run_id=rid, seq=seq, vm_key=c.name, settings_json=c.settings,
+                                                           domain_name=f"d{seq}", accelerator=self.env["accelerator"]))
             changed = [k for k in c.settings if self.cells[0].settings.get(k) != c.settings.get(k)]
-            ids[c.name] = (db.add_cell(rid, boot_id=boot, seq=seq, name=c.name, settings_json=c.settings, changed_json=changed,
-                                       stacks_json=c.stacks, valid=True), boot)
+            ids[c.name] = (db.add_cell(as_cell(run_id=rid, boot_id=boot, seq=seq, name=c.name, settings_json=c.settings, changed_json=changed,
+                                       stacks_json=c.stacks, valid=True)), boot)
         for side, cell, job, iops, layer, stack, depth, telemetry in self.rows:
             for r, v in enumerate(iops, 1):
                 lat = int(4e9 / v)  # iodepth 4: the latency follows the IOPS
@@ -91,10 +92,10 @@ class RunBuilder:
                     accelerator=self.env["accelerator"] if side == "guest" else "host", started_at="2026-01-01T00:00:00",
                     iops=v, bw_bytes=v * 4096, p99_ns=lat, clat_bins_json={str(lat): 100}, fio_json="{}")
                 if telemetry.get("pool_write"):
-                    db.add_telemetry(rid, measurement_id=mid, source="zpool",
-                                     series={"read_mb_s": [0.0], "write_mb_s": [telemetry["pool_write"] * v * 4096 / 1e6]})
+                    db.add_telemetry(as_series(run_id=rid, measurement_id=mid, source="zpool",
+                                     series={"read_mb_s": [0.0], "write_mb_s": [telemetry["pool_write"] * v * 4096 / 1e6]}))
         for c in self.crypto:
-            db.add_crypto(rid, **c)
+            db.add_crypto(as_crypto(run_id=rid, **c))
         db.finish_run(rid, "ok")
         return load_run(db, rid)
 

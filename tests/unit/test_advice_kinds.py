@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from vmbench.cli.main import main
 from vmbench.advice.table import report_with_advice
 from vmbench.report.load import load_run
 from vmbench.results.db import ResultsDB
+from vmbench.results.records import Settings
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -57,8 +59,8 @@ def test_zfs_host_only_variants(db):
 
 def test_cpu_per_io_goal(db):
     rid = cpu_run(db, {"baseline": CPU_BASE, "iothread=on": CPU_IOTHREAD})
-    cells = {c["name"]: c["id"] for c in db.rows("cells", rid)}
-    db.update_cell(cells["iothread=on"], settings_json={"cache": "none", "memory_mib": 1024, "iothread": True})
+    cell = next(c for c in db.cells(rid) if c.name == "iothread=on")
+    db.update_cell(replace(cell, settings=Settings({"cache": "none", "memory_mib": 1024, "iothread": True})))
     data = load_run(db, rid)
     a = advise(data)
     assert Goal("4k-randread", GoalMetric.CPU_PER_IO, "the run sampled QEMU's CPU") in a.goals

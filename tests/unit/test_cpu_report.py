@@ -15,7 +15,7 @@ import pytest
 
 from tests.unit.test_html import Balance, section
 from tests.unit.test_qemu_cpu import TCG_0, TCG_1, TCG_2, snap
-from tests.records import as_measurement, store
+from tests.records import as_boot, as_cell, as_measurement, as_series, store
 from vmbench.report.build import build_report
 from vmbench.report.cpurows import cpu_rows, difference, fio_cpu_us_per_io
 from vmbench.report.cputables import cpu_table
@@ -23,6 +23,7 @@ from vmbench.report.html import render_html
 from vmbench.report.load import load_run
 from vmbench.report.render import Format, render
 from vmbench.results.db import ResultsDB
+from vmbench.results.environment import Environment
 from vmbench.results.key import MeasurementKey
 from vmbench.telemetry import qemu_cpu as q
 from vmbench.telemetry.perf import PerfCycles
@@ -78,22 +79,22 @@ def new_run(db: ResultsDB, cells: dict[str, list[tuple[float, dict | None]]], *,
     plan = {"repeats": repeats, "jobs": [dict(job)], "cells": [{"name": n, "host_cell": None} for n in names], "targets": []}
     rid = db.start_run(tag=f"t{len(db.runs()) + 1}", scenario_name="cpu", scenario_path="cpu.yaml", scenario_text="cpu: {}",
                        plan=plan, version="test")
-    db.set_environment(rid, dict(ENV, accelerator=accel))
+    db.set_environment(rid, Environment(dict(ENV, accelerator=accel)))
     common = dict(depth=0, job_params_json=job, job_hash="h1", sync=False, target="/dev/vdb", argv_json=["fio"],
                   started_at="2026-01-01T00:00:00", clat_bins_json={"100000": 99, "2000000": 1})
     for r in range(1, 4):
         store(db, rid, MeasurementKey("host", None, None, "host", job["name"], r), cell_id=None, settings_json={},
                            accelerator="host", iops=1000.0, bw_bytes=1000.0 * 4096, fio_json=fio(1000.0, *host_fio), **common)
     for seq, name in enumerate(names, 1):
-        boot = db.add_boot(rid, seq=seq, vm_key=name, settings_json={"cache": "none"}, domain_name=f"d{seq}", accelerator=accel)
-        cell = db.add_cell(rid, boot_id=boot, seq=seq, name=name, settings_json={"cache": "none", "memory_mib": 1024},
-                           changed_json=[], stacks_json=[], valid=True)
+        boot = db.add_boot(as_boot(run_id=rid, seq=seq, vm_key=name, settings_json={"cache": "none"}, domain_name=f"d{seq}", accelerator=accel))
+        cell = db.add_cell(as_cell(run_id=rid, boot_id=boot, seq=seq, name=name, settings_json={"cache": "none", "memory_mib": 1024},
+                           changed_json=[], stacks_json=[], valid=True))
         for r, (iops, row) in enumerate(cells[name], 1):
             mid = store(db, rid, MeasurementKey("guest", name, None, "raw", job["name"], r), cell_id=cell, boot_id=boot,
                                      settings_json={"cache": "none"}, accelerator=accel, iops=iops, bw_bytes=iops * 4096,
                                      fio_json=fio(iops, 10.0, 20.0), **common)
             if row is not None:
-                db.add_telemetry(rid, measurement_id=mid, source="qemu-cpu", series=row)
+                db.add_telemetry(as_series(run_id=rid, measurement_id=mid, source="qemu-cpu", series=row))
     db.finish_run(rid, "ok")
     return rid
 

@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.records import as_crypto
 from vmbench.report import html as report_html
 from vmbench.report import plots
 from vmbench.report.build import build_report
 from vmbench.report.load import load_run
 from vmbench.report.html import render_html, write_html
 from vmbench.results.db import ResultsDB
+from vmbench.results.environment import Environment
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "results-v1.db"
 EVIL = "<script>alert(1)</script>"
@@ -57,7 +59,7 @@ def copy_run(db, scenario_name: str, cell_name=lambda name: name, luks: bool = F
     text = db.conn.execute("SELECT scenario_text FROM runs WHERE id = 1").fetchone()[0]
     rid = db.start_run(tag=f"t{len(db.runs()) + 1}", scenario_name=scenario_name, scenario_path="/tmp/x.yaml",
                        scenario_text=text, plan=plan, version="test")
-    db.set_environment(rid, src.environment)
+    db.set_environment(rid, Environment(src.environment))
     cell_ids = {}
     for c in db.rows("cells", 1):
         boot = _copy(db, "boots", c["boot_id"], run_id=rid)
@@ -166,8 +168,8 @@ def test_everything_from_the_database_is_escaped(db):
 
 def test_luks_crypto_targets_and_fio_logs(db):
     rid = copy_run(db, "luks", luks=True, plan_extra={"targets": [{"job": "1m-read", "min_mb_s": 118}]})
-    db.add_crypto(rid, side="guest", cpu="kvm64", aes_flag=False, cipher="aes-xts-plain64", key_bits=512,
-                  encrypt_mib_s=180.5, decrypt_mib_s=190.25)
+    db.add_crypto(as_crypto(run_id=rid, side="guest", cpu="kvm64", aes_flag=False, cipher="aes-xts-plain64", key_bits=512,
+                  encrypt_mib_s=180.5, decrypt_mib_s=190.25))
     m = db.rows("measurements", rid)
     for row in m[:3]:  # one series per measurement, as fio's logs give them (1 s bins)
         for source, unit, values in (("fio-iops", "IOPS", [row["iops"] * 0.9, row["iops"], row["iops"] * 1.1]),
@@ -233,8 +235,8 @@ def test_tolerates_tables_without_facts_or_row_formats(db, monkeypatch):
 
 def test_journey_steps_and_crypto_without_a_luks_layer(db):
     rid = copy_run(db, "journey", plan_extra={"mode": "journey"})
-    db.add_crypto(rid, side="host", cpu="host", aes_flag=True, cipher="aes-xts-plain64", key_bits=512,
-                  encrypt_mib_s=1500.0, decrypt_mib_s=None, error=None)
+    db.add_crypto(as_crypto(run_id=rid, side="host", cpu="host", aes_flag=True, cipher="aes-xts-plain64", key_bits=512,
+                  encrypt_mib_s=1500.0, decrypt_mib_s=None, error=None))
     page = render_html(load_run(db, rid))
     assert "<caption>Tuning journey: each step&#x27;s top layer</caption>" in page
     cells = section(page, "plot-cells")

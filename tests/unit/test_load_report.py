@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from tests.records import store
+from tests.records import as_boot, as_cell, as_series, store
 from vmbench.report.across_runs import compare_runs
 from vmbench.report.build import build_report
 from vmbench.report.html import render_html
@@ -18,6 +18,7 @@ from vmbench.report.load import load_run
 from vmbench.report.loadrows import jain, scaling_knee_index, scaling_rows
 from vmbench.report.render import Format, render
 from vmbench.results.db import ResultsDB
+from vmbench.results.environment import Environment
 from vmbench.results.key import MeasurementKey
 
 ENV = {"hostname": "kvm1", "host_kernel": "6.1", "host_cpu": "EPYC", "qemu_version": "7.2", "host_fio": "fio-3.33", "accelerator": "kvm"}
@@ -58,10 +59,10 @@ def new_run(db: ResultsDB, tag: str, load: dict, targets: list | None = None, jo
     plan = {"repeats": 2, "jobs": [dict(j) for j in jobs], "cells": [{"name": "baseline", "host_cell": None}],
             "targets": targets or [], "load": load}
     rid = db.start_run(tag=tag, scenario_name="load", scenario_path="load.yaml", scenario_text="load: {}", plan=plan, version="test")
-    db.set_environment(rid, ENV)
-    boot = db.add_boot(rid, seq=1, vm_key="k", settings_json={"cache": "none"}, domain_name="d", accelerator="kvm")
-    cell = db.add_cell(rid, boot_id=boot, seq=1, name="baseline", settings_json={"cache": "none"}, changed_json=[], stacks_json=[],
-                       valid=True)
+    db.set_environment(rid, Environment(ENV))
+    boot = db.add_boot(as_boot(run_id=rid, seq=1, vm_key="k", settings_json={"cache": "none"}, domain_name="d", accelerator="kvm"))
+    cell = db.add_cell(as_cell(run_id=rid, boot_id=boot, seq=1, name="baseline", settings_json={"cache": "none"}, changed_json=[], stacks_json=[],
+                       valid=True))
     return rid, cell
 
 
@@ -95,7 +96,7 @@ def scaling(tmp_path):
                           excluded=ex, loaded=ex is None, short_ms=0.0 if ex is None else 850.0, short_of=None if ex is None else 0,
                           skew=3.0 * step + repeat)
                 if vm == 0:
-                    db.add_telemetry(rid, measurement_id=mid, source="host-cpu", series={"t_s": [0, 1], "idle": [80 - 10 * step, 60 - 10 * step]})
+                    db.add_telemetry(as_series(run_id=rid, measurement_id=mid, source="host-cpu", series={"t_s": [0, 1], "idle": [80 - 10 * step, 60 - 10 * step]}))
                 add(db, rid, None, "host", WRITE, step, name, vm, repeat, "peer", 3000.0 - 100 * vm, {50_000: 99, 500_000: 1})
     db.finish_run(rid, "ok")
     yield db, rid
@@ -205,13 +206,13 @@ def neighbours(tmp_path):
             start = T0 + 100_000 * step + 20_000 * repeat
             mid = add(db, rid, cell, "guest", READ, step, name, 0, repeat, "victim", 1000.0 - 100 * (step == 2), victim_bins(step, repeat),
                       start=start)
-            db.add_telemetry(rid, measurement_id=mid, source="fio-clat",
-                             series={"t_s": [0.5, 1.5, 2.5], "values": [0.3, 0.4 * step, 0.35], "unit": "ms"})
+            db.add_telemetry(as_series(run_id=rid, measurement_id=mid, source="fio-clat",
+                             series={"t_s": [0.5, 1.5, 2.5], "values": [0.3, 0.4 * step, 0.35], "unit": "ms"}))
             for vm in range(1, n + 1):
                 aid = add(db, rid, cell, "guest", WRITE, step, name, vm, repeat, "aggressor", AGGR_IOPS[step][vm - 1],
                           {300_000: 99, 3_000_000: 1}, start=start + 40 * vm)
-                db.add_telemetry(rid, measurement_id=aid, source="fio-iops",
-                                 series={"t_s": [0.5, 1.5, 2.5], "values": [AGGR_IOPS[step][vm - 1]] * 3, "unit": "IOPS"})
+                db.add_telemetry(as_series(run_id=rid, measurement_id=aid, source="fio-iops",
+                                 series={"t_s": [0.5, 1.5, 2.5], "values": [AGGR_IOPS[step][vm - 1]] * 3, "unit": "IOPS"}))
     db.finish_run(rid, "ok")
     yield db, rid
     db.close()
@@ -267,8 +268,8 @@ def test_an_ordinary_run_has_no_load_tables(scaling):
     db, _ = scaling
     plan = {"repeats": 1, "jobs": [WRITE], "cells": [{"name": "baseline", "host_cell": None}]}
     rid = db.start_run(tag="plain", scenario_name="s", scenario_path="s.yaml", scenario_text="", plan=plan, version="test")
-    db.set_environment(rid, ENV)
-    cell = db.add_cell(rid, seq=1, name="baseline", settings_json={}, changed_json=[], stacks_json=[], valid=True)
+    db.set_environment(rid, Environment(ENV))
+    cell = db.add_cell(as_cell(run_id=rid, seq=1, name="baseline", settings_json={}, changed_json=[], stacks_json=[], valid=True))
     for side in ("host", "guest"):
         store(db, rid, MeasurementKey(side, None, None, "host" if side == "host" else "raw", "4k-randwrite", 1),
                            cell_id=cell if side == "guest" else None, depth=0, job_params_json=WRITE, job_hash="h", sync=False, target="t",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.records import as_cells, as_measurement, as_measurements, as_targets, store as store_row
+from tests.records import as_cell, as_cells, as_measurement, as_measurements, as_targets, store as store_row
 from vmbench.fio.job import Metric
 from vmbench.fio.result import Histogram
 from vmbench.report import stats
@@ -19,6 +19,7 @@ from vmbench.report.render import Format, render
 from vmbench.report.rows import gap_rows, metric_of
 from vmbench.report.tables import gap_table, journey_table, layer_table, targets_table
 from vmbench.results.db import ResultsDB
+from vmbench.results.environment import Environment
 from vmbench.results.key import MeasurementKey
 
 ENV = {"hostname": "kvm1", "host_kernel": "6.1.0", "host_cpu": "EPYC", "qemu_version": "7.2", "host_fio": "fio-3.33"}
@@ -40,8 +41,8 @@ def store(db: ResultsDB, plan_jobs: list[dict], groups: list[tuple], tag: str = 
     """A finished run: ``groups`` = (side, cell, job params, [(iops, p99 ms), ...] per repeat)."""
     rid = db.start_run(tag=tag, scenario_name="s", scenario_path="s.yaml", scenario_text="", version="test",
                        plan={"repeats": 3, "jobs": plan_jobs, "cells": [{"name": c} for c in CELLS]})
-    db.set_environment(rid, ENV)
-    ids = {c: db.add_cell(rid, seq=i, name=c, settings_json={"cache": "none"}, changed_json=[], stacks_json=[], valid=1)
+    db.set_environment(rid, Environment(ENV))
+    ids = {c: db.add_cell(as_cell(run_id=rid, seq=i, name=c, settings_json={"cache": "none"}, changed_json=[], stacks_json=[], valid=1))
            for i, c in enumerate(CELLS)}
     for side, cell, params, repeats in groups:
         for n, (iops, p99) in enumerate(repeats, 1):

@@ -21,6 +21,7 @@ from tests.unit.test_proxmox_contract import (SECRET, VERSIONS, Clock, make_driv
 from tests.unit.test_proxmox_load import Guests, LoadRun, Node, db, scenario_for  # noqa: F401  (db: a fixture)
 from tests.fakes import FakePveNode
 from vmbench.cli.cleanup import find_leftovers, remove_leftovers
+from vmbench.results.environment import Environment
 from vmbench.drivers.proxmox.api import PveApi, Secret
 from vmbench.drivers.proxmox.errors import PveAnswerLost, PveUnreachable
 from vmbench.drivers.proxmox.outage import idempotent
@@ -234,7 +235,7 @@ def test_a_pvedaemon_restart_in_the_middle_of_the_guests_fio_is_ridden_out(versi
         env = dict(db.resolve_run(out.run_id).environment)
         assert build_report(load_run(db, out.run_id))[0]["versions"].startswith(f"Proxmox VE {version}.") and \
             f", QEMU {qemu}, fio " in build_report(load_run(db, out.run_id))[0]["versions"]
-        db.set_environment(out.run_id, {k: v for k, v in env.items() if k not in ("qemu_version", "pveversion")})  # no pveversion
+        db.set_environment(out.run_id, Environment({k: v for k, v in env.items() if k not in ("qemu_version", "pveversion")}))  # no pveversion
         assert f", QEMU {qemu}, fio " in build_report(load_run(db, out.run_id))[0]["versions"]
         assert sorted(fake.vms) == [9000] and fake.problems == []
         lr.driver.close()

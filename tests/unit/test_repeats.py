@@ -9,6 +9,7 @@ import pytest
 
 from tests.fakes import FakeDriver, IopsScript, attach_fio_series, fake_series, fio_run, is_fio_run
 from tests.unit.conftest import fresh_state
+from tests.records import as_series
 from vmbench.errors import CommandError, ScenarioError
 from vmbench.paths import StatePaths
 from vmbench.run.plan import estimate, make_plan
@@ -342,8 +343,8 @@ def test_db_telemetry_roundtrip(tmp_path):
     db = ResultsDB(tmp_path / "t.db")
     rid = db.start_run(tag="r1", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0")
     series = {"t_s": [0.5, 1.0], "values": [1.5, 2.5], "unit": "IOPS"}
-    tid = db.add_telemetry(rid, measurement_id=None, source="fio-iops-read", series=series)
+    tid = db.add_telemetry(as_series(run_id=rid, measurement_id=None, source="fio-iops-read", series=series))
     assert db.telemetry(rid) == [{"id": tid, "run_id": rid, "measurement_id": None, "source": "fio-iops-read", "series": series}]
     with pytest.raises(ValueError):
-        db.add_telemetry(rid, measurement_id=None, source="", series=series)
+        db.add_telemetry(as_series(run_id=rid, measurement_id=None, source="", series=series))
     db.close()

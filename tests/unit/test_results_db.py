@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.records import as_measurement, store
+from tests.records import as_boot, as_cell, as_crypto, as_measurement, as_series, store
 from vmbench.cli.main import main
 from vmbench.errors import ResultsError
 from vmbench.advice.table import report_with_advice
 from vmbench.report.load import load_run
 from vmbench.report.render import Format, render
 from vmbench.results.db import SCHEMA_VERSION, ResultsDB
+from vmbench.results.environment import Environment
 from vmbench.results.key import MeasurementKey
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "results-v1.db"
@@ -162,7 +163,7 @@ def test_a_v4_database_gets_every_measurements_host(tmp_path):
     many = db.start_run(tag="r00000001", scenario_name="s", scenario_path="s.yaml", scenario_text="", plan={"boots": [{"host": "a"}]},
                         version="x")
     remote = db.start_run(tag="r00000002", scenario_name="s", scenario_path="s.yaml", scenario_text="", plan={}, version="x")
-    db.set_environment(remote, {"ssh_host": "pve1.example"})
+    db.set_environment(remote, Environment({"ssh_host": "pve1.example"}))
     store(db, many, MeasurementKey("guest", "c", None, "raw", "j", 1, vm=1, load_step=1), **base, load_json={"host": "b"})
     store(db, many, MeasurementKey("host", "c", None, "host", "j", 1), **base)
     store(db, remote, MeasurementKey("host", None, None, "host", "j", 1), **base, host="kept")
@@ -277,9 +278,9 @@ def test_queries_for_resumable_runs(tmp_path):
     assert db.migrated_from is None and db.backup_path is None
     rid = db.start_run(tag="r00000001", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0")
     other = db.start_run(tag="r00000002", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0")
-    boot = db.add_boot(rid, seq=1, vm_key="k", settings_json={"cache": "none"}, domain_name="d", accelerator="tcg")  # v1 keywords
-    cell = db.add_cell(rid, boot_id=boot, seq=1, name="baseline", settings_json={"cache": "none"}, changed_json={},
-                       stacks_json=["ext4"], valid=True)
+    boot = db.add_boot(as_boot(run_id=rid, seq=1, vm_key="k", settings_json={"cache": "none"}, domain_name="d", accelerator="tcg"))  # v1 keywords
+    cell = db.add_cell(as_cell(run_id=rid, boot_id=boot, seq=1, name="baseline", settings_json={"cache": "none"}, changed_json={},
+                       stacks_json=["ext4"], valid=True))
     _measure(db, rid)
     _measure(db, rid, cell_id=cell, side="guest", layer="raw", accelerator="tcg")
     _measure(db, rid, cell_id=cell, side="guest", stack="ext4", layer="ext4", depth=1, repeat=2, boot_id=boot, attempt=2)
@@ -295,16 +296,16 @@ def test_queries_for_resumable_runs(tmp_path):
     assert db.measurement_keys(999) == set()
 
     found = db.cell_by_name(rid, "baseline")
-    assert found["id"] == cell and found["settings"] == {"cache": "none"} and found["stacks"] == ["ext4"]
+    assert found is not None and found.id == cell and found.settings == {"cache": "none"} and found.stacks == ("ext4",)
     assert db.cell_by_name(rid, "missing") is None and db.cell_by_name(other, "baseline") is None
 
     assert db.crypto_cpus(rid) == set() and not db.has_host_crypto(rid)
     crypto = dict(cipher="aes-xts", key_bits=512, encrypt_mib_s=100.0, decrypt_mib_s=100.0)
-    db.add_crypto(rid, side="guest", boot_id=boot, cpu="kvm64", aes_flag=False, **crypto)  # v1 keywords
-    db.add_crypto(rid, side="guest", boot_id=boot, cpu="Haswell", aes_flag=True, cipher="aes-xts", key_bits=256, error="failed")
-    db.add_crypto(other, side="host", boot_id=None, cpu="host", aes_flag=True, **crypto)
+    db.add_crypto(as_crypto(run_id=rid, side="guest", boot_id=boot, cpu="kvm64", aes_flag=False, **crypto))  # v1 keywords
+    db.add_crypto(as_crypto(run_id=rid, side="guest", boot_id=boot, cpu="Haswell", aes_flag=True, cipher="aes-xts", key_bits=256, error="failed"))
+    db.add_crypto(as_crypto(run_id=other, side="host", boot_id=None, cpu="host", aes_flag=True, **crypto))
     assert db.crypto_cpus(rid) == {"kvm64", "Haswell"} and not db.has_host_crypto(rid) and db.has_host_crypto(other)
-    db.add_crypto(rid, side="host", boot_id=None, cpu="host", aes_flag=True, attempt=2, **crypto)
+    db.add_crypto(as_crypto(run_id=rid, side="host", boot_id=None, cpu="host", aes_flag=True, attempt=2, **crypto))
     assert db.has_host_crypto(rid) and db.crypto_cpus(rid) == {"kvm64", "Haswell"}
     assert [c["attempt"] for c in db.rows("crypto", rid)] == [1, 1, 2]
 
@@ -341,8 +342,8 @@ def test_measurement_key_is_one_value_for_plan_database_and_report(tmp_path):
     # stored as it is planned: the database gives back the plan's key and group
     db = ResultsDB(tmp_path / "r.db")
     rid = db.start_run(tag="r00000001", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0")
-    boot = db.add_boot(rid, seq=1, vm_key="k", settings_json={}, domain_name="d", accelerator="tcg")
-    cell = db.add_cell(rid, boot_id=boot, seq=1, name="baseline", settings_json={}, changed_json={}, stacks_json=["ext4"], valid=True)
+    boot = db.add_boot(as_boot(run_id=rid, seq=1, vm_key="k", settings_json={}, domain_name="d", accelerator="tcg"))
+    cell = db.add_cell(as_cell(run_id=rid, boot_id=boot, seq=1, name="baseline", settings_json={}, changed_json={}, stacks_json=["ext4"], valid=True))
     row = dict(cell_id=cell, depth=1, job_params_json={}, job_hash="h", sync=False, target="/t", argv_json=["fio"],
                settings_json={}, accelerator="tcg", started_at="2026-01-01T00:00:00", iops=5.0, bw_bytes=1.0,
                clat_bins_json={}, fio_json="{}")
@@ -370,8 +371,8 @@ def test_the_report_loads_the_run_once_into_plain_values(tmp_path):
     shutil.copy(FIXTURE, tmp_path / "r.db")
     db = ResultsDB(tmp_path / "r.db")
     first = db.rows("measurements", 1)[0]
-    db.add_telemetry(1, measurement_id=first["id"], source="fio-iops", series={"t_s": [1.0], "values": [5.0], "unit": "IOPS"})
-    db.add_telemetry(1, measurement_id=first["id"], source="cpu", series={"t_s": [1.0], "idle": [40.0]})
+    db.add_telemetry(as_series(run_id=1, measurement_id=first["id"], source="fio-iops", series={"t_s": [1.0], "values": [5.0], "unit": "IOPS"}))
+    db.add_telemetry(as_series(run_id=1, measurement_id=first["id"], source="cpu", series={"t_s": [1.0], "idle": [40.0]}))
     data = load_run(db, "latest")
     text = db.conn.execute("SELECT scenario_text FROM runs WHERE id = 1").fetchone()[0]
     db.close()  # nothing below reads the database

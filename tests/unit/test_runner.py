@@ -205,7 +205,7 @@ def test_cells_sharing_a_vm_share_one_boot_and_its_raw_disk(env):
     assert keys(env, outcome.run_id) == {s.key() for s in runner.plan.steps()}
     assert len(driver.guest_fio_runs) == 3  # a: raw, c: partition (c's raw is a's), b: raw
     c = env.db.cell_by_name(outcome.run_id, "c")
-    assert c["evidence"]["raw_measured_in"] == "a"
+    assert c is not None and c.raw_measured_in == "a"
     assert_nothing_left(env, runner, driver)
 
 
@@ -433,6 +433,6 @@ def test_resume_keeps_how_earlier_stacks_were_built(env):
     first = env.runner(driver, TWO_STACKS)
     with pytest.raises(GuestError):
         first.run()
-    assert [l["stack"] for l in env.db.cell_by_name(first.run_id, "baseline")["evidence"]["layers"]] == ["s1"]
+    assert [l["stack"] for l in env.db.cell_by_name(first.run_id, "baseline").layers] == ["s1"]
     env.runner(FakeDriver(), TWO_STACKS, resume=env.db.resolve_run(first.run_id)).run()
-    assert [l["stack"] for l in env.db.cell_by_name(first.run_id, "baseline")["evidence"]["layers"]] == ["s1", "s2"]
+    assert [l["stack"] for l in env.db.cell_by_name(first.run_id, "baseline").layers] == ["s1", "s2"]

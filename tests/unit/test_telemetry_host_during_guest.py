@@ -18,7 +18,7 @@ from tests.fakezfs import FakeZfsHost
 from tests.unit.test_host_only_run import SCENARIO as HOST_ONLY
 from tests.unit.test_html import Balance, section
 from tests.unit.test_telemetry_zfs import IOSTAT, ZfsHost
-from tests.records import as_cells, as_measurement, as_measurements
+from tests.records import as_cells, as_measurement, as_measurements, as_series
 from vmbench.run import measure
 from vmbench.drivers.hostonly import HostOnlyDriver
 from vmbench.fio.runner import FioRequest, Sampling, run_fio
@@ -30,7 +30,7 @@ from vmbench.report.build import build_report
 from vmbench.report.load import SAMPLED, load_run, with_telemetry
 from vmbench.report.rows import CPU_IDLE_MIN, Figures, aggregate, telemetry_notes
 from vmbench.report.html import render_html
-from vmbench.results.records import plain_lines
+from vmbench.results.lines import plain_lines
 from vmbench.report.render import Format, render
 from vmbench.report.tables import HOST_TELEMETRY_NOTE, gap_table, layer_table
 from vmbench.results.db import ResultsDB
@@ -308,7 +308,7 @@ def test_host_sources_on_guest_rows_reach_the_report_and_the_timelines(db):
     assert guests
     for r in guests:
         for source, s in (("host-disk", host_disk), ("host-cpu", host_cpu), ("zpool", zpool), ("arc", arc)):
-            db.add_telemetry(1, measurement_id=r["id"], source=source, series=s)
+            db.add_telemetry(as_series(run_id=1, measurement_id=r["id"], source=source, series=s))
     header, tables = build_report(load_run(db, 1))
     gaps = tables[0]
     assert {"host CPU %", "pool MB/s r/w", "ARC hit %"} <= {c.header for c in gaps.columns}

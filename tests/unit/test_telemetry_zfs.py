@@ -17,7 +17,7 @@ import pytest
 
 from tests.fakes import FakeHost
 from tests.unit.test_telemetry import _live_in_group
-from tests.records import as_cells, as_environment, as_measurement, as_measurements
+from tests.records import as_cells, as_environment, as_measurement, as_measurements, as_series
 from vmbench.run import measure
 from vmbench.run.measure import Measurer, Where
 from vmbench.run.plan import Step
@@ -26,7 +26,7 @@ from vmbench.report.build import build_report
 from vmbench.report.load import load_run, with_telemetry
 from vmbench.report.rows import (CACHE_SHARE, POOL_WRITE_SHARE, STEADY_TXGS, Figures, aggregate, telemetry_notes)
 from vmbench.report.html import render_html
-from vmbench.results.records import plain_lines
+from vmbench.results.lines import plain_lines
 from vmbench.report.render import Format, render
 from vmbench.report.tables import gap_table, layer_table
 from vmbench.results.db import ResultsDB
@@ -522,7 +522,7 @@ def test_stored_zfs_series_reach_the_report_and_the_timelines(db):
     assert host
     for row in host:
         for source, s in (("zpool", zpool), ("arc", arc)):
-            db.add_telemetry(1, measurement_id=row["id"], source=source, series=s)
+            db.add_telemetry(as_series(run_id=1, measurement_id=row["id"], source=source, series=s))
     measurements = with_telemetry(db.measurements(1), db.series(1))
     tel = {k: v for k, v in asdict(next(x for x in measurements if x.side == "host").telemetry).items() if v is not None}
     assert tel == {"pool_read_mb_s": 2.0, "pool_write_mb_s": 150.0, "scan": "scrub", "txg_timeout_s": 5,

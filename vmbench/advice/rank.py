@@ -156,7 +156,7 @@ def _current_notes(current: CurrentVm, data: RunData) -> list[str]:
     cells = data.valid_cells
     base = cells[0].settings if cells else Settings()
     differ = [f"{k} {mine[k]} (the run: {base[k]})" for k in mine
-              if k in base and k not in ("vcpus", "memory_mib") and str(mine[k]) != str(base[k])]
+              if k in base and k not in ("vcpus", "memory_mib") and not base.is_setting_of(k, current.vm)]
     if differ:
         notes.append("your VM differs from the run's baseline in " + ", ".join(differ)
                      + ": the measured changes start from the baseline, not from your VM")

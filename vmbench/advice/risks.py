@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-import yaml
-
-from ..results.plan import PlannedStack
+from ..results.plan import PlannedStack, scenario_perf_flags
 from ..results.records import CellRecord
 from ..report.zfsfacts import effective_properties, risky, risky_properties
 from .model import RISKS, Change, Risk
@@ -105,19 +103,4 @@ def stack_flags(stacks: Sequence[PlannedStack], scenario_text: str = "") -> dict
     for st in stacks:
         if st.luks is not None and st.luks.perf_flags:
             out[st.name] = st.luks.perf_flags
-    if out or not scenario_text:
-        return out
-    try:
-        doc = yaml.safe_load(scenario_text)
-    except yaml.YAMLError:
-        return out
-    listed = doc.get("stacks") if isinstance(doc, dict) else None
-    for st in listed if isinstance(listed, list) else []:
-        if not isinstance(st, dict) or "name" not in st:
-            continue
-        for layer in st.get("layers") or []:
-            luks = layer.get("luks") if isinstance(layer, dict) else None
-            flags = luks.get("perf_flags") if isinstance(luks, dict) else None
-            if isinstance(flags, list) and flags:
-                out[str(st["name"])] = tuple(str(f) for f in flags)
-    return out
+    return out or scenario_perf_flags(scenario_text)

@@ -1,9 +1,10 @@
 """What commonly matters for a goal, by goal metric: the next experiments to suggest when a
 run did not measure them ("not measured: aio io_uring, virtio-scsi with iothread").
 
-A small table, not a model: each :class:`Candidate` names stored settings (the axes'
-``settings_key`` names of :mod:`vmbench.scenario.axes`, with the values a scenario writes)
-and where it applies.  :func:`not_tried` keeps those no valid cell of the run has.
+A small table, not a model: each :class:`Candidate` names settings (the axes'
+``settings_key`` names of :mod:`vmbench.scenario.axes`, with their typed values: a
+:class:`~vmbench.settings.Cache`, a flag...; a host storage property as stored) and where it
+applies.  :func:`not_tried` keeps those no valid cell of the run has.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..results.records import Settings
+from ..settings import Aio, Bus, Cache
 from .model import GoalMetric
 
 VARIED = "*"  # a value that means "any value other than the baseline's": the axis was varied
@@ -45,10 +47,10 @@ def _label(key: str, value: object) -> str:
 
 
 _LATENCY = (
-    Candidate({"aio": "io_uring"}, "fewer syscalls per I/O than threads"),
+    Candidate({"aio": Aio.IO_URING}, "fewer syscalls per I/O than threads"),
     Candidate({"iothread": True}, "takes the disk's I/O off QEMU's main loop"),
-    Candidate({"bus": "virtio-scsi", "iothread": True}, "one controller per disk (Proxmox virtio-scsi-single) with its own iothread"),
-    Candidate({"cache": "none"}, "O_DIRECT on the host: no double caching, no page-cache copies"),
+    Candidate({"bus": Bus.VIRTIO_SCSI, "iothread": True}, "one controller per disk (Proxmox virtio-scsi-single) with its own iothread"),
+    Candidate({"cache": Cache.NONE}, "O_DIRECT on the host: no double caching, no page-cache copies"),
 )
 _ZFS_WRITES = (
     Candidate({"volblocksize": VARIED}, "the zvol's block size against the guest's I/O size (write amplification)",
@@ -66,11 +68,11 @@ COMMON: Mapping[GoalMetric, tuple[Candidate, ...]] = {
     GoalMetric.P95: _LATENCY + _LUKS,
     GoalMetric.P99: _LATENCY + _LUKS,
     GoalMetric.P999: _LATENCY + _LUKS,
-    GoalMetric.MBPS: (Candidate({"aio": "io_uring"}, "fewer syscalls per I/O than threads"),
+    GoalMetric.MBPS: (Candidate({"aio": Aio.IO_URING}, "fewer syscalls per I/O than threads"),
                       Candidate({"iothread": True}, "takes the disk's I/O off QEMU's main loop")) + _ZFS_WRITES + _LUKS,
     GoalMetric.CPU_PER_IO: (Candidate({"iothread": True}, "the I/O path's CPU on a thread of its own"),
-                            Candidate({"aio": "io_uring"}, "fewer syscalls per I/O than threads"),
-                            Candidate({"aio": "native"}, "Linux AIO: no thread pool")),
+                            Candidate({"aio": Aio.IO_URING}, "fewer syscalls per I/O than threads"),
+                            Candidate({"aio": Aio.NATIVE}, "Linux AIO: no thread pool")),
 }
 
 
@@ -86,12 +88,18 @@ def measured(c: Candidate, cells: Sequence[Settings]) -> bool:
         if want is VARIED and len({repr(s.value(key)) for s in cells}) < 2:
             return False
     fixed = {k: v for k, v in c.settings.items() if v is not VARIED}
-    return any(all(_matches(s.value(k), k, v) for k, v in fixed.items()) for s in cells)
+    return any(all(_matches(s, k, v) for k, v in fixed.items()) for s in cells)
 
 
-def _matches(have: object, key: str, want: object) -> bool:
+def _matches(stored: Settings, key: str, want: object) -> bool:
+    """Whether a cell's stored setting ``key`` is ``want``: read back typed through its axis;
+    a value no axis reads back (a host storage property) as stored."""
+    have = stored.value(key)
     if key == "cpu" and want == AES:
         return has_aes(have)
+    typed = stored.typed(key)
+    if typed is not None:
+        return typed == want
     if isinstance(want, bool):
         return have is want or str(have).lower() == str(want).lower()
     return str(have) == str(want)

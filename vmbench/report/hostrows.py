@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..results.plan import LoadPlan
-from ..results.records import Measurement
+from ..results.records import Measurement, NicRecord
 from ..telemetry.nic import NEAR_LINK, NEAR_LINK_RULE
 from . import stats
 from .loadrows import StepFigures, step_figures, step_groups
@@ -38,7 +38,7 @@ def hosts_of(measurements: Sequence[Measurement]) -> list[str]:
 class HostFigures:
     host: str
     fig: StepFigures
-    nic: Mapping | None = None  # the busiest interface of the host's busiest round (telemetry.nic), as stored
+    nic: NicRecord | None = None  # the busiest interface of the host's busiest round
 
     @property
     def per_vm_samples(self) -> tuple[float, ...]:
@@ -85,22 +85,23 @@ def host_steps(measurements: Sequence[Measurement], plan: LoadPlan) -> list[Host
     return out
 
 
-def _peak_nic(rows: Sequence[Measurement]) -> Mapping | None:
+def _peak_nic(rows: Sequence[Measurement]) -> NicRecord | None:
     """The busiest NIC reading of a host's rows (by its share of the link, else by its rate)."""
     readings = [n for r in rows if (n := r.load.nic) is not None]
-    return max(readings, key=lambda n: (n.get("share") or 0.0, n.get("mb_s") or 0.0), default=None)
+    return max(readings, key=lambda n: (n.share or 0.0, n.mb_s or 0.0), default=None)
 
 
-def f_nic(nic: Mapping | None) -> str:
-    if not nic:
+def f_nic(stored: Mapping | None) -> str:
+    """A table record's NIC reading (as stored) in words."""
+    nic = NicRecord.from_row(stored) if stored else None
+    if nic is None:
         return "-"
-    if not nic.get("mb_s"):
+    if not nic.mb_s:
         return "idle (no interface moved a byte)"
-    share = nic.get("share")
-    text = f"{nic['iface']} {nic['mb_s']:.1f} MB/s"
-    if share is None:
+    text = f"{nic.iface} {nic.mb_s:.1f} MB/s"
+    if nic.share is None:
         return text + " (no link speed)"
-    return text + f" ({share * 100:.0f}% of {nic['speed_mbit']} Mb/s)" + (" NEAR LINK" if share >= NEAR_LINK else "")
+    return text + f" ({nic.share * 100:.0f}% of {nic.speed_mbit} Mb/s)" + (" NEAR LINK" if nic.share >= NEAR_LINK else "")
 
 
 def _sentence(hs: HostStep) -> str | None:
@@ -126,7 +127,7 @@ def per_host_table(steps: Sequence[HostStep], plan: LoadPlan, accelerators: Sequ
                 "excluded": "; ".join(f.excluded), "slowest": "slowest" if h.host == hs.slowest else "",
                 "vs_fastest": change.value if change else None, "vs_fastest_low": change.low if change else None,
                 "vs_fastest_high": change.high if change else None, "vs_fastest_verdict": change.verdict if change else None,
-                "vs_fastest_why": change.why if change else None, "nic": h.nic,
+                "vs_fastest_why": change.why if change else None, "nic": h.nic.stored if h.nic else None,
             })
     cols = [Column("step", "step"), Column("side", "side"), Column("cell", "cell"), Column("layer", "layer"), Column("job", "job"),
             Column("host", "host"), Column("vms", "VMs"), Column("iops", "IOPS (sum)", f_int),
@@ -144,8 +145,8 @@ def per_host_table(steps: Sequence[HostStep], plan: LoadPlan, accelerators: Sequ
              "bin by bin (never averaged).", SLOWEST_RULE,
              "A host reference row (side host) is the same job on that host's own storage, on as many volumes as it has VMs.",
              NEAR_LINK_RULE]
-    near = sorted({f"{h.host} ({h.nic['iface']}, step {h.fig.name})" for hs in steps for h in hs.hosts
-                   if h.nic and (h.nic.get("share") or 0) >= NEAR_LINK})
+    near = sorted({f"{h.host} ({h.nic.iface}, step {h.fig.name})" for hs in steps for h in hs.hosts
+                   if h.nic and (h.nic.share or 0) >= NEAR_LINK})
     if near:
         notes.append("WARNING: a round came near its link's speed on " + ", ".join(near) + ": the network may have set its figures.")
     notes += [s for hs in steps if (s := _sentence(hs))]

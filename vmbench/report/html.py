@@ -107,7 +107,7 @@ def render_page(data: RunData, header: dict, tables: Sequence[Table]) -> str:
     with nothing to show are left out (a crypto benchmark that gave no figures stays)."""
     run = data.run
     title = f"vmbench report: run {header.get('run', run.id)}, {run.scenario_name}"
-    environment_text = (("Environment (as recorded by the run)", json.dumps(run.environment, indent=2, sort_keys=True, default=str)),
+    environment_text = (("Environment (as recorded by the run)", json.dumps(run.environment.to_row(), indent=2, sort_keys=True, default=str)),
                         ("Plan", json.dumps(run.plan_json, indent=2, sort_keys=True, default=str)),
                         ("Scenario file as run", data.scenario_text))
     with _collector_paused():

@@ -23,9 +23,8 @@ from ..results.records import BootRecord, CellRecord, CryptoRecord, Measurement,
 from ..scenario.model import Target
 from ..telemetry import sampler as telemetry
 
-#: the samplers' series (fio's own are "fio-*"): the side fio ran on, the pool's (always the host's)
-#: and, for a guest run, the host's own device and CPU
-SAMPLED = ("disk", "cpu", "zpool", "arc", "host-disk", "host-cpu", "ceph", telemetry.VOLUME_SOURCE)
+#: the samplers' series (:data:`vmbench.telemetry.sampler.SUMMARY_SOURCES`)
+SAMPLED = tuple(telemetry.SUMMARY_SOURCES)
 #: a guest measurement's QEMU process sampled on the host: one row of CPU per I/O
 #: (:meth:`vmbench.telemetry.qemu_cpu.CpuPerIo.to_json`), not a time series
 QEMU_CPU = QEMU_CPU_KIND
@@ -152,9 +151,7 @@ def with_telemetry(measurements: Sequence[Measurement], rows: Sequence[SeriesRec
 
 
 def _summary(got: dict[str, Any]) -> Telemetry | None:
-    return Telemetry.from_summary(telemetry.summary(
-        got.get("disk"), got.get("cpu"), got.get("zpool"), got.get("arc"), host_disk=got.get("host-disk"),
-        host_cpu=got.get("host-cpu"), ceph=got.get("ceph"), zfs_volume=got.get(telemetry.VOLUME_SOURCE)))
+    return Telemetry.from_summary(telemetry.summary_of(got))
 
 
 def shared_raw_rows(cells: Sequence[CellRecord], measurements: Sequence[Measurement]) -> list[Measurement]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import statistics
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from ..fio.histogram import P50, P99, P999, Histogram
 from ..fio.result import stored_direction
@@ -299,7 +299,7 @@ class PhaseRow:
     phase: str
     step: int
     aggressors_planned: int
-    overrides: dict  # the phase's aggressors' overrides (the first aggressor's), and the victim's under "victim"
+    overrides: Mapping[str, Any]  # the phase's aggressors' overrides (the first aggressor's)
     victim: StepFigures | None
     p99_samples: tuple[float, ...]  # each included repeat's victim p99, from its own histogram (ms)
     change: Delta | None  # victim p99 vs the alone phase's (None for alone itself)
@@ -309,6 +309,7 @@ class PhaseRow:
     target: tuple[str, ...] | None
     held: bool | None  # the rule in HELD_RULE (None: alone, or not judged)
     sentence: str
+    victim_overrides: Mapping[str, Any] = field(default_factory=dict)  # the phase's victim's overrides
 
 
 def latency_verdict(d: Delta | None) -> str | None:
@@ -400,8 +401,6 @@ def neighbour_rows(measurements: Sequence[Measurement], cells: Sequence[CellReco
             aggressors, victims = sp.members("aggressor"), sp.members("victim")
             overrides = dict(aggressors[0].overrides) if aggressors else {}
             vover = dict(victims[0].overrides) if victims else {}
-            if vover:
-                overrides["victim"] = vover
             if is_ref:
                 sentence = f"{sp.name} is the reference (the victim alone)" if sp.count("aggressor") == 0 else \
                     f"{sp.name} is the reference (no phase without aggressors)"
@@ -418,7 +417,7 @@ def neighbour_rows(measurements: Sequence[Measurement], cells: Sequence[CellReco
             if victim is not None:
                 tf = target_failures(targets, victim, iops=victim.iops, mb_s=victim.mb_s)
             out.append(PhaseRow(cell, stack, layer, sp.name, sp.index, sp.count("aggressor"), overrides, victim, samples, change,
-                                is_ref, aggr, limit_checks(arows, sp), tf, h, sentence))
+                                is_ref, aggr, limit_checks(arows, sp), tf, h, sentence, vover))
     return out
 
 

@@ -164,10 +164,10 @@ def _limits_text(checks: Sequence[LimitCheck]) -> str:
     return "; ".join(parts)
 
 
-def _overrides_text(over: Mapping) -> str:
-    parts = [f"{k}={setting_text(k, v)}" for k, v in over.items() if k != "victim"]
-    if over.get("victim"):
-        parts.append("victim " + ", ".join(f"{k}={setting_text(k, v)}" for k, v in over["victim"].items()))
+def _overrides_text(over: Mapping, victim: Mapping) -> str:
+    parts = [f"{k}={setting_text(k, v)}" for k, v in over.items()]
+    if victim:
+        parts.append("victim " + ", ".join(f"{k}={setting_text(k, v)}" for k, v in victim.items()))
     return ", ".join(parts)
 
 
@@ -192,7 +192,7 @@ def neighbour_table(rows: Sequence[PhaseRow], plan: LoadPlan, measurements: Sequ
         d["p99_change_verdict"] = latency_verdict(r.change)
         records.append({
             "cell": r.cell or "", "stack": r.stack or "", "layer": r.layer, "phase": r.phase, "load_step": r.step,
-            "aggressors": r.aggressors_planned, "overrides": _overrides_text(r.overrides),
+            "aggressors": r.aggressors_planned, "overrides": _overrides_text(r.overrides, r.victim_overrides),
             "victim_job": v.job if v else plan.victim_job, "p50_ms": v.p50_ms if v else None, "p99_ms": v.p99_ms if v else None,
             "p999_ms": v.p999_ms if v else None, "victim_iops": v.iops if v else None, "p99_samples": list(r.p99_samples),
             "p99_median_ms": statistics.median(r.p99_samples) if r.p99_samples else None,

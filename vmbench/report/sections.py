@@ -17,7 +17,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..fio.histogram import Histogram
 from ..results.key import MeasurementKey
 from ..results.plan import LoadPlan, PlannedLuks
-from ..results.records import CryptoRecord, Measurement, has_points, line_points, line_unit, plain_lines
+from ..results.lines import has_points, line_points, line_unit, plain_lines
+from ..results.records import CryptoRecord, Measurement
 from . import loadplots, plots
 from .load import SAMPLED, RunData
 from .rows import host_group, raw_group
@@ -407,12 +408,9 @@ def victim_section(table: Table | None, lp: LoadPlan, accel: str) -> PlotSection
                        capped=_capped((len(made), len(groups), "(cell, layer) plots")))
 
 
-def _series_by_key(data: RunData) -> dict[MeasurementKey, dict[str, Any]]:
-    out: dict[MeasurementKey, dict[str, Any]] = {}
-    for s in data.series:
-        if s.key is not None and isinstance(s.series, dict):
-            out.setdefault(s.key, {})[s.source] = s.series
-    return out
+def _series_by_key(data: RunData) -> dict[tuple[MeasurementKey, str], Any]:
+    """The run's series by (measurement, source) (the last stored, should there be two)."""
+    return {(s.key, s.source): s.series for s in data.series if s.key is not None and isinstance(s.series, dict)}
 
 
 def victim_timeline_section(data: RunData, lp: LoadPlan, accel: str) -> PlotSection:
@@ -442,12 +440,12 @@ def victim_timeline_section(data: RunData, lp: LoadPlan, accel: str) -> PlotSect
             def offset(m: Measurement, start: Any) -> float:
                 return 0.0 if origin is None else (float(start) - origin) / 1000.0
 
-            vline = line_points(series.get(v.key, {}).get("fio-clat"))
+            vline = line_points(series.get((v.key, "fio-clat")))
             if vline is not None:
                 off = offset(v, starts[0])
                 vline = [t + off for t in vline[0]], vline[1]
             parts = [(offset(m, s), line) for m, s in zip(aggr, starts[1:])
-                     if (line := line_points(series.get(m.key, {}).get("fio-iops"))) is not None]
+                     if (line := line_points(series.get((m.key, "fio-iops")))) is not None]
             summed = loadplots.sum_lines(parts) if aggr else ([], [])  # no aggressor in this phase: an empty line
             phases.append((f"{sp.name} (repeat {v.repeat})", vline, summed))
         if phases:

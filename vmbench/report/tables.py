@@ -420,7 +420,7 @@ def gap_table(measurements: Sequence[Measurement], cells: Sequence[CellRecord], 
     notes += verdict_notes(records, keys, used)
     env = Environment.from_row(env)
     if host_memory_bytes and not env.host_memory_mib:
-        env = Environment(env, host_memory_mib=host_memory_bytes >> 20)
+        env = env.with_facts(host_memory_mib=host_memory_bytes >> 20)
     facts, missing = _table_facts(measurements, cells, env, policy, lambda m: m.layer in ("host", "raw"))
     return Table("gaps", "Host vs guest, raw scratch disk", cols, records, notes, facts, missing)
 

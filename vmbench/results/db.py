@@ -263,12 +263,8 @@ class ResultsDB:
     # ---- writing -------------------------------------------------------------------------
 
     def _insert(self, table: str, values: dict[str, Any]) -> int:
-        cols = ", ".join(values)
-        marks = ", ".join("?" for _ in values)
         with self.conn:
-            cur = self.conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", [_cell(v) for v in values.values()])
-        assert cur.lastrowid is not None  # an INSERT into a rowid table
-        return cur.lastrowid
+            return self._insert_row(table, values)
 
     def _update(self, table: str, row_id: int, values: dict[str, Any]) -> None:
         sets = ", ".join(f"{k} = ?" for k in values)
@@ -281,52 +277,60 @@ class ResultsDB:
             plan_json=plan, status="running", started_at=now(), vmbench_version=version, environment_json={},
         ))
 
-    def set_environment(self, run_id: int, environment: dict) -> None:
-        self._update("runs", run_id, {"environment_json": environment})
+    def set_environment(self, run_id: int, environment: Environment) -> None:
+        self._update("runs", run_id, {"environment_json": environment.to_row()})
 
     def finish_run(self, run_id: int, status: str, error: str | None = None) -> None:
         self._update("runs", run_id, {"status": status, "error": error, "finished_at": now()})
 
-    def add_boot(self, run_id: int, **values: Any) -> int:
-        return self._insert("boots", dict(run_id=run_id, started_at=now(), **values))
+    # A row is written from its record (``to_row``: the columns the record defines); an
+    # update writes the whole record again, under its ``id``.
 
-    def update_boot(self, boot_id: int, **values: Any) -> None:
-        self._update("boots", boot_id, values)
+    def add_boot(self, boot: BootRecord) -> int:
+        return self._insert("boots", boot.to_row())
 
-    def add_cell(self, run_id: int, **values: Any) -> int:
-        return self._insert("cells", dict(run_id=run_id, **values))
+    def update_boot(self, boot: BootRecord) -> None:
+        self._update("boots", boot.id, boot.to_row())
 
-    def update_cell(self, cell_id: int, **values: Any) -> None:
-        self._update("cells", cell_id, values)
+    def add_cell(self, cell: CellRecord) -> int:
+        return self._insert("cells", cell.to_row())
+
+    def update_cell(self, cell: CellRecord) -> None:
+        assert cell.id is not None, cell.name
+        self._update("cells", cell.id, cell.to_row())
 
     def add_measurements(self, run_id: int, rows: Sequence[tuple[Measurement, Mapping[str, Any]]]) -> list[int]:
         """Measurements and their telemetry series ({source: series}), in one transaction: a
         fio step's one, or a load step's, stored when all of it finished (each row as
-        :meth:`Measurement.to_row` writes it, under ``run_id``)."""
+        :meth:`Measurement.to_row` writes it, under ``run_id``; each series as
+        :meth:`SeriesRecord.to_row`)."""
         ids = []
         with self.conn:
             for m, series in rows:
                 if not m.repeat:
                     raise ValueError(f"cannot store {m.key}: a measurement is one repeat")
-                row = dict(m.to_row(), run_id=run_id)
-                cur = self.conn.execute(f"INSERT INTO measurements ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
-                                        [_cell(v) for v in row.values()])
-                assert cur.lastrowid is not None
-                ids.append(cur.lastrowid)
+                m_id = self._insert_row("measurements", dict(m.to_row(), run_id=run_id))
+                ids.append(m_id)
                 for source, data in series.items():
-                    self.conn.execute("INSERT INTO telemetry (run_id, measurement_id, source, series_json) VALUES (?, ?, ?, ?)",
-                                      (run_id, cur.lastrowid, source, _cell(data)))
+                    self._insert_row("telemetry", SeriesRecord(source, data, measurement_id=m_id, run_id=run_id).to_row())
         return ids
 
-    def add_crypto(self, run_id: int, **values: Any) -> int:
-        return self._insert("crypto", dict(run_id=run_id, **values))
+    def _insert_row(self, table: str, values: Mapping[str, Any]) -> int:
+        """One INSERT, inside the caller's transaction."""
+        cur = self.conn.execute(f"INSERT INTO {table} ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",
+                                [_cell(v) for v in values.values()])
+        assert cur.lastrowid is not None  # an INSERT into a rowid table
+        return cur.lastrowid
 
-    def add_telemetry(self, run_id: int, *, measurement_id: int | None, source: str, series: dict) -> int:
-        """One time series (``{"t_s": [...], "values": [...], "unit": ...}``) from ``source``
+    def add_crypto(self, crypto: CryptoRecord) -> int:
+        return self._insert("crypto", crypto.to_row())
+
+    def add_telemetry(self, series: SeriesRecord) -> int:
+        """One time series (``{"t_s": [...], "values": [...], "unit": ...}``) from its source
         (e.g. "fio-iops"), of a measurement (or of none: the whole run)."""
-        if not source:
+        if not series.source:
             raise ValueError("a telemetry row needs a source")
-        return self._insert("telemetry", dict(run_id=run_id, measurement_id=measurement_id, source=source, series_json=series))
+        return self._insert("telemetry", series.to_row())
 
     def start_attempt(self, run_id: int) -> int:
         """A resumed run starts again: its attempt count goes up, it is running again
@@ -436,10 +440,10 @@ class ResultsDB:
         """A run's telemetry rows as stored (:meth:`rows`); :meth:`series` as records."""
         return self.rows("telemetry", run_id)
 
-    def cell_by_name(self, run_id: int, name: str) -> dict | None:
-        """A run's cell by name, decoded like rows() (the first stored, should there be two)."""
-        rows = [_decoded(r) for r in self._read("SELECT * FROM cells WHERE run_id = ? AND name = ? ORDER BY id LIMIT 1", (run_id, name))]
-        return rows[0] if rows else None
+    def cell_by_name(self, run_id: int, name: str) -> CellRecord | None:
+        """A run's cell by name (the first stored, should there be two)."""
+        rows = list(self._read("SELECT * FROM cells WHERE run_id = ? AND name = ? ORDER BY id LIMIT 1", (run_id, name)))
+        return CellRecord.from_row(rows[0]) if rows else None
 
     def crypto_cpus(self, run_id: int) -> set[str]:
         """CPU labels with guest crypto rows stored for a run (rows with an error included)."""

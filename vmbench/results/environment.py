@@ -2,9 +2,11 @@
 was reached, its storage, as :func:`vmbench.run.environment.host_environment` and the
 driver's ``describe_host`` recorded them (``runs.environment_json``).
 
-:class:`Environment` is the stored mapping itself (every fact, what ``history`` follows and
-compares key by key, stored back as it was read) with the facts the report, the advice and
-``compare`` read as attributes; a fact the run did not record (or recorded as null) is None.
+:class:`Environment` is a frozen record: a read-only mapping of every fact as stored (what
+``history`` follows and compares key by key, stored back as it was read: :meth:`to_row`), with
+the facts the report, the advice and ``compare`` read as attributes; a fact the run did not
+record (or recorded as null) is None.  A fact added or changed makes a new record
+(:meth:`with_facts`), never an edit.
 Which facts make "the same host" is said here once: :data:`SAME_HOST_KEYS` (a resume needs
 them equal) and, of them, :data:`HOST_IDENTITY_KEYS` (what a comparison of results needs
 equal).
@@ -12,7 +14,7 @@ equal).
 
 from __future__ import annotations
 
-from typing import Any, Generic, Mapping, TypeVar, overload
+from typing import Any, Generic, Iterator, Mapping, TypeVar, overload
 
 from ..scenario.backend import backend_named
 
@@ -43,13 +45,35 @@ class Fact(Generic[T]):
     def __get__(self, obj: "Environment | None", owner: type) -> "T | None | Fact[T]":
         if obj is None:
             return self
-        return dict.get(obj, self.name)
+        return obj._facts.get(self.name)
 
 
-class Environment(dict):
+class Environment(Mapping[str, Any]):
     """A run's recorded environment; see the module's doc."""
 
-    __slots__ = ()
+    __slots__ = ("_facts",)
+    _facts: dict[str, Any]
+
+    def __init__(self, facts: Mapping[str, Any] | None = None) -> None:
+        object.__setattr__(self, "_facts", dict(facts or {}))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"an Environment is frozen: {name} cannot be set (with_facts makes a new one)")
+
+    def __getitem__(self, key: str) -> Any:
+        return self._facts[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._facts)
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+    def __repr__(self) -> str:
+        return f"Environment({self._facts!r})"
+
+    def __reduce__(self) -> tuple[type, tuple[dict[str, Any]]]:
+        return Environment, (self._facts,)  # copied and pickled as a new record of the same facts
 
     # the host and its software
     hostname: Fact[str] = Fact()
@@ -107,12 +131,17 @@ class Environment(dict):
         return stored if isinstance(stored, Environment) else cls(stored or {})
 
     def to_row(self) -> dict[str, Any]:
-        return dict(self)
+        """The facts as stored (``runs.environment_json``)."""
+        return dict(self._facts)
+
+    def with_facts(self, **facts: Any) -> "Environment":
+        """A new record: these facts added or changed."""
+        return Environment({**self._facts, **facts})
 
     def fact(self, key: str) -> Any:
         """Any recorded fact by its stored key (None: not recorded): what ``history`` and
         ``compare`` walk key by key."""
-        return dict.get(self, key)
+        return self._facts.get(key)
 
     @property
     def on_librbd(self) -> bool:

@@ -1,8 +1,10 @@
-"""A stored run's plan -> frozen dataclasses: the one reader of the plan JSON.
+"""A run's plan as stored <-> frozen dataclasses: the one place that knows the plan JSON.
 
-:meth:`vmbench.run.plan.Plan.summary` writes the plan (with the run's targets) when a run
-starts; every later reader (the report, the advice, ``compare``, ``tune --resume/--show``)
-takes it from :func:`read_plan`, which reads every version stored so far: plans from before
+:meth:`vmbench.run.plan.Plan.record` makes a :class:`StoredPlan` of what a scenario will do,
+whose :meth:`StoredPlan.to_row` is what a run stores when it starts (with its targets) and
+what ``vmbench plan --json`` prints; every later reader (the report, the advice, ``compare``,
+``tune --resume/--show``) takes it from :func:`read_plan`, which reads every version stored
+so far: plans from before
 jobs named their metric, before adaptive repeats (``repeat_policy``), before ``load:``,
 ``advise:`` and ``tune:`` sections, and before the plan named the host of each boot.  The
 run's kind (:class:`~vmbench.results.kind.RunKind`) is decided here, once.
@@ -10,8 +12,10 @@ run's kind (:class:`~vmbench.results.kind.RunKind`) is decided here, once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
+
+import yaml
 
 from ..fio.job import Metric
 from ..scenario.model import RepeatPolicy, Target
@@ -22,7 +26,10 @@ from .kind import RunKind
 class PlannedLuks:
     cipher: str
     key_bits: int
-    perf_flags: tuple[str, ...] = ()
+    perf_flags: tuple[str, ...] = ()  # as older plans stored them (a plan stores none now: scenario_perf_flags)
+
+    def to_row(self) -> dict[str, Any]:
+        return {"cipher": self.cipher, "key_bits": self.key_bits, **({"perf_flags": list(self.perf_flags)} if self.perf_flags else {})}
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,9 @@ class PlannedStack:
     name: str
     layers: tuple[str, ...]
     luks: PlannedLuks | None = None
+
+    def to_row(self) -> dict[str, Any]:
+        return {"name": self.name, "layers": list(self.layers), "luks": self.luks.to_row() if self.luks else None}
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,17 @@ class PlannedJob:
     sweep_of: str | None = None
     sweep_key: str | None = None
     sweep_value: int | None = None
+    sync: bool = False  # every write is synchronous (fsync or O_SYNC)
+    file_job: bool = False  # a job on files (a user's job file or a file profile), with the unit of its figure
+    unit: str | None = None
+    rate_iops: Any = None  # a fixed rate, as the job gives it
+    rate: Any = None
+
+    def to_row(self) -> dict[str, Any]:
+        return {"name": self.name, "describe": self.describe, "sync": self.sync, "metric": self.metric.value if self.metric else None,
+                **({"file_job": True, "unit": self.unit} if self.file_job else {}),
+                **({"rate_iops": self.rate_iops} if self.rate_iops else {}), **({"rate": self.rate} if self.rate else {}),
+                **({"sweep": {"of": self.sweep_of, "key": self.sweep_key, "value": self.sweep_value}} if self.sweep_of else {})}
 
 
 @dataclass(frozen=True)
@@ -49,16 +70,25 @@ class PlannedCell:
     host_cell: str | None  # the cell its host reference is stored under
     settings: Mapping[str, Any]
     stacks: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()  # the axes it changes from the baseline
+
+    def to_row(self) -> dict[str, Any]:
+        return {"name": self.name, "settings": dict(self.settings), "host_cell": self.host_cell, "changed": list(self.changed),
+                "stacks": list(self.stacks)}
 
 
 @dataclass(frozen=True)
 class PlannedBoot:
     """Where one VM of the plan runs: its boot, its host ("": the run's one host, as every
-    plan before hosts were named) and its cells."""
+    plan before hosts were named), its VM settings and its cells."""
 
     seq: int
     host: str
     cells: tuple[str, ...]
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_row(self) -> dict[str, Any]:
+        return {"seq": self.seq, "host": self.host, "settings": dict(self.settings), "cells": list(self.cells)}
 
 
 @dataclass(frozen=True)
@@ -100,6 +130,8 @@ class LoadPlan:
     victim_job: str | None = None
     aggressor_job: str | None = None
     tail_seconds: float | None = None
+    #: the section as stored (:meth:`vmbench.scenario.load.LoadSpec.to_json`): also what the report does not read
+    stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def step(self, index: int) -> LoadStepPlan | None:
         return next((s for s in self.steps if s.index == index), None)
@@ -135,6 +167,8 @@ class TuneRecord:
     budget_seconds: Any
     boots: int
     estimate_seconds: float
+    #: the record as stored: also what ``tune`` does not read back (the axes, the rounds decided...)
+    stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -156,6 +190,42 @@ class StoredPlan:
     advise_goals: tuple[str, ...] = ()
     advise_allow: tuple[str, ...] = ()
     tune: TuneRecord | None = None
+    advised: bool = False  # the scenario has an advise: section (its goals and allowed risks above)
+    host_baseline: bool = True  # the host is measured as the baseline of every gap
+    #: how many measurements the plan makes, with every job run the repeat policy's min and max times
+    guest_measurements: int = 0
+    host_measurements: int = 0
+    guest_measurements_max: int = 0
+    host_measurements_max: int = 0
+    rados_measurements: int | None = None  # RADOS benches (RBD storage with rados jobs); None: none planned
+    host_filesystems: tuple[str, ...] | None = None  # with file jobs: the host's like-for-like filesystems
+    file_jobs: tuple[str, ...] | None = None  # with file jobs: where they run, in words
+    vms_booted: int | None = None  # a load run: VMs booted over its steps
+    hosts: tuple[str, ...] = ()  # a run across several hosts: their labels
+    placement: Any = None  # where each unit's VMs run (by host), or how (a cluster's nodes: all)
+    nodes: str | None = None  # "all": a cluster's online nodes, read when the run starts
+
+    def to_row(self, *, targets: bool = True) -> dict[str, Any]:
+        """The plan JSON a run stores (``runs.plan_json``; ``targets``: with the scenario's
+        targets, as a run stores them; ``vmbench plan --json`` prints it without)."""
+        return {
+            "scenario": self.scenario, "mode": self.mode, "host_only": self.kind is RunKind.HOST_ONLY, "storage": self.storage,
+            "boots": [b.to_row() for b in self.boots], "cells": [c.to_row() for c in self.cells],
+            "jobs": [j.to_row() for j in self.jobs], "stacks": [s.to_row() for s in self.stacks],
+            "repeats": self.repeat_policy.min,  # the policy's min: what every job runs at least
+            "repeat_policy": self.repeat_policy.to_json(), "host_baseline": self.host_baseline,
+            "guest_measurements": self.guest_measurements, "host_measurements": self.host_measurements,
+            "guest_measurements_max": self.guest_measurements_max, "host_measurements_max": self.host_measurements_max,
+            **({"rados_measurements": self.rados_measurements} if self.rados_measurements is not None else {}),
+            **({"host_filesystems": list(self.host_filesystems), "file_jobs": list(self.file_jobs or ())}
+               if self.host_filesystems is not None else {}),
+            **({"load": dict(self.load.stored), "vms_booted": self.vms_booted} if self.load is not None else {}),
+            **({"hosts": list(self.hosts), "placement": self.placement} if self.hosts else {}),
+            **({"nodes": self.nodes, "placement": self.placement} if self.nodes else {}),
+            **({"advise": {"goals": list(self.advise_goals), "allow": list(self.advise_allow)}} if self.advised else {}),
+            **({"tune": dict(self.tune.stored)} if self.tune is not None else {}),
+            **({"targets": [asdict(t) for t in self.targets]} if targets else {}),
+        }
 
     @property
     def job_names(self) -> list[str]:
@@ -180,10 +250,11 @@ class StoredPlan:
 def read_plan(plan: Mapping[str, Any] | None) -> StoredPlan:
     """The stored plan JSON ``plan`` (any version) as a :class:`StoredPlan`."""
     p: Mapping[str, Any] = plan or {}
-    load = _load(p.get("load"))
+    load = read_load(p.get("load"))
     advise: Mapping[str, Any] = p["advise"] if isinstance(p.get("advise"), Mapping) else {}
     return StoredPlan(
-        kind=_kind(p, load), scenario=str(p.get("scenario") or ""), mode=str(p.get("mode") or ""),
+        kind=plan_kind(bool(p.get("host_only")), load, str(p.get("mode") or "")), scenario=str(p.get("scenario") or ""),
+        mode=str(p.get("mode") or ""),
         storage=str(p.get("storage") or ""),
         cells=tuple(_cell(c) for c in p.get("cells") or () if isinstance(c, Mapping) and "name" in c),
         boots=tuple(_boot(b) for b in p.get("boots") or () if isinstance(b, Mapping)),
@@ -192,15 +263,47 @@ def read_plan(plan: Mapping[str, Any] | None) -> StoredPlan:
         repeat_policy=_repeat_policy(p), targets=tuple(_target(t) for t in p.get("targets") or () if isinstance(t, Mapping) and t.get("job")),
         load=load, advise_goals=tuple(str(g) for g in advise.get("goals") or ()),
         advise_allow=tuple(str(a) for a in advise.get("allow") or ()),
-        tune=_tune(p["tune"]) if isinstance(p.get("tune"), Mapping) else None)
+        tune=read_tune(p["tune"]) if isinstance(p.get("tune"), Mapping) else None, advised=isinstance(p.get("advise"), Mapping),
+        host_baseline=bool(p.get("host_baseline", True)), guest_measurements=int(p.get("guest_measurements") or 0),
+        host_measurements=int(p.get("host_measurements") or 0), guest_measurements_max=int(p.get("guest_measurements_max") or 0),
+        host_measurements_max=int(p.get("host_measurements_max") or 0), rados_measurements=p.get("rados_measurements"),
+        host_filesystems=_texts(p.get("host_filesystems")), file_jobs=_texts(p.get("file_jobs")), vms_booted=p.get("vms_booted"),
+        hosts=tuple(str(h) for h in p.get("hosts") or ()), placement=p.get("placement"), nodes=p.get("nodes"))
 
 
-def _kind(p: Mapping[str, Any], load: LoadPlan | None) -> RunKind:
-    if p.get("host_only"):
+def _texts(value: Any) -> tuple[str, ...] | None:
+    return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else None
+
+
+def scenario_perf_flags(scenario_text: str) -> dict[str, tuple[str, ...]]:
+    """Each LUKS stack's dm-crypt perf_flags as the scenario text a run stored names them
+    (its ``stacks:`` section), for plans that do not store them; none from a text that does
+    not parse."""
+    try:
+        doc = yaml.safe_load(scenario_text) if scenario_text else None
+    except yaml.YAMLError:
+        return {}
+    listed = doc.get("stacks") if isinstance(doc, dict) else None
+    out: dict[str, tuple[str, ...]] = {}
+    for st in listed if isinstance(listed, list) else []:
+        if not isinstance(st, dict) or "name" not in st:
+            continue
+        for layer in st.get("layers") or []:
+            luks = layer.get("luks") if isinstance(layer, dict) else None
+            flags = luks.get("perf_flags") if isinstance(luks, dict) else None
+            if isinstance(flags, list) and flags:
+                out[str(st["name"])] = tuple(str(f) for f in flags)
+    return out
+
+
+def plan_kind(host_only: bool, load: LoadPlan | None, mode: str) -> RunKind:
+    """The kind of a run with this plan: decided here, once, for the plans a run stores and
+    for those it reads back."""
+    if host_only:
         return RunKind.HOST_ONLY
     if load is not None:
         return RunKind.NEIGHBOURS if load.kind == "neighbours" else RunKind.SCALING
-    if p.get("mode") == "journey":
+    if mode == "journey":
         return RunKind.JOURNEY
     return RunKind.MATRIX
 
@@ -223,18 +326,20 @@ def _target(t: Mapping[str, Any]) -> Target:
 
 
 def _cell(c: Mapping[str, Any]) -> PlannedCell:
-    return PlannedCell(str(c["name"]), c.get("host_cell"), dict(c.get("settings") or {}), tuple(c.get("stacks") or ()))
+    return PlannedCell(str(c["name"]), c.get("host_cell"), dict(c.get("settings") or {}), tuple(c.get("stacks") or ()),
+                       tuple(c.get("changed") or ()))
 
 
 def _boot(b: Mapping[str, Any]) -> PlannedBoot:
-    return PlannedBoot(int(b.get("seq") or 0), str(b.get("host") or ""), tuple(b.get("cells") or ()))
+    return PlannedBoot(int(b.get("seq") or 0), str(b.get("host") or ""), tuple(b.get("cells") or ()), dict(b.get("settings") or {}))
 
 
 def _job(j: Mapping[str, Any]) -> PlannedJob:
     sweep = j.get("sweep") or {}
     return PlannedJob(str(j["name"]), str(j.get("describe") or ""), Metric.parse(j["metric"]) if j.get("metric") else None,
                       sweep_of=sweep.get("of"), sweep_key=sweep.get("key"),
-                      sweep_value=int(sweep["value"]) if sweep.get("value") is not None else None)
+                      sweep_value=int(sweep["value"]) if sweep.get("value") is not None else None, sync=bool(j.get("sync")),
+                      file_job=bool(j.get("file_job")), unit=j.get("unit"), rate_iops=j.get("rate_iops"), rate=j.get("rate"))
 
 
 def _stack(s: Mapping[str, Any]) -> PlannedStack:
@@ -244,13 +349,14 @@ def _stack(s: Mapping[str, Any]) -> PlannedStack:
                         if isinstance(luks, Mapping) and luks.get("cipher") else None)
 
 
-def _load(load: Any) -> LoadPlan | None:
+def read_load(load: Any) -> LoadPlan | None:
     """The run's load section, or None for an ordinary run."""
     if not isinstance(load, Mapping) or not load.get("steps"):
         return None
     steps = tuple(LoadStepPlan(int(s["index"]), str(s.get("name") or s["index"]), tuple(_member(v) for v in s.get("vms") or ()))
                   for s in sorted(load["steps"], key=lambda s: int(s["index"])))
-    return LoadPlan(str(load.get("kind") or "scaling"), steps, load.get("victim_job"), load.get("aggressor_job"), load.get("tail_seconds"))
+    return LoadPlan(str(load.get("kind") or "scaling"), steps, load.get("victim_job"), load.get("aggressor_job"), load.get("tail_seconds"),
+                    stored=dict(load))
 
 
 def _member(v: Mapping[str, Any]) -> PlannedMember:
@@ -258,10 +364,11 @@ def _member(v: Mapping[str, Any]) -> PlannedMember:
     return PlannedMember(int(v["vm"]), None if role is None else str(role), dict(v.get("overrides") or {}))
 
 
-def _tune(t: Mapping[str, Any]) -> TuneRecord:
+def read_tune(t: Mapping[str, Any]) -> TuneRecord:
+    """A tune round's record as stored (``plan["tune"]``)."""
     budget = t.get("budget") or {}
     return TuneRecord(str(t.get("id")), int(t["round"]), str(t.get("goal") or ""), tuple(str(a) for a in t.get("allow") or ()),
                       dict(t.get("start_vm") or {}), str(t.get("start_source", "")), dict(t.get("baseline_vm") or {}),
                       tuple(TuneCell(str(c["name"]), str(c["axis"]), c["value"]) for c in t.get("cells") or ()),
                       dict(t.get("current") or {}), budget.get("boots"), budget.get("seconds"), int(t.get("boots") or 0),
-                      float(t.get("estimate_seconds") or 0.0))
+                      float(t.get("estimate_seconds") or 0.0), stored=dict(t))

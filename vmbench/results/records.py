@@ -87,6 +87,14 @@ class Settings(dict):
         except (ValueError, TypeError):
             return None
 
+    def is_setting_of(self, key: str, vm: VmConfig) -> bool:
+        """Whether axis ``key``'s stored value is ``vm``'s: read back typed and compared; a
+        value that does not read back as one of the axis's, as stored."""
+        axis, typed = AXIS_BY_SETTING.get(key), self.typed(key)
+        if axis is not None and typed is not None:
+            return typed == axis.value(vm)
+        return str(dict.get(self, key)) == str(axis.setting(vm) if axis is not None else None)
+
     @property
     def cache(self) -> Cache | None:
         """QEMU's cache mode (None: not stored, or not a mode)."""
@@ -163,6 +171,26 @@ def _job_params(text: str) -> JobParams:
 
 
 @dataclass(frozen=True)
+class NicRecord:
+    """A host's busiest network interface over a load round, as stored
+    (:meth:`vmbench.telemetry.nic.NicRate.to_json`): its rate (MB/s, received plus sent), its
+    link speed (None: it says none) and the rate's share of it."""
+
+    stored: Mapping[str, Any] = field(default_factory=dict)
+    iface: str = ""
+    mb_s: float | None = None
+    speed_mbit: int | None = None
+    share: float | None = None
+
+    @classmethod
+    def from_row(cls, stored: Any) -> "NicRecord | None":
+        """The stored reading; None for none."""
+        if not isinstance(stored, Mapping):
+            return None
+        return cls(stored, str(stored.get("iface") or ""), stored.get("mb_s"), stored.get("speed_mbit"), stored.get("share"))
+
+
+@dataclass(frozen=True)
 class LoadRecord:
     """What a load step stored of one VM's row (``load_json``): its window's coverage by the
     others' load, its clock, why it is excluded, its host and that host's busiest NIC."""
@@ -175,7 +203,7 @@ class LoadRecord:
     start_skew_ms: float | None = None
     window: Mapping[str, Any] | None = None  # measured_from_ms, measured_to_ms, tail_from_ms... on the host clock
     host: str | None = None  # a run across several hosts: the host it ran on
-    nic: Mapping[str, Any] | None = None  # that host's busiest interface over the round (telemetry.nic), as stored
+    nic: NicRecord | None = None  # that host's busiest interface over the round
 
     @classmethod
     def from_row(cls, stored: Mapping[str, Any] | None) -> "LoadRecord":
@@ -184,7 +212,7 @@ class LoadRecord:
         return cls(data, excluded=str(why) if why else None, loaded=data.get("loaded"), short_ms=data.get("short_ms"),
                    short_of_vm=data.get("short_of_vm"), start_skew_ms=data.get("start_skew_ms"),
                    window=data.get("window") if isinstance(data.get("window"), Mapping) else None,
-                   host=data.get("host"), nic=data.get("nic") if isinstance(data.get("nic"), Mapping) else None)
+                   host=data.get("host"), nic=NicRecord.from_row(data.get("nic")))
 
     @property
     def measured_from_ms(self) -> float | None:
@@ -402,6 +430,13 @@ class CellRecord:
         return str(got) if got else None
 
     @property
+    def layers(self) -> list[Mapping[str, Any]]:
+        """How each of its stacks' layers was built, as the run recorded it (stack, layer,
+        seconds, commands, device, target)."""
+        got = self.evidence.get("layers")
+        return [l for l in got if isinstance(l, Mapping)] if isinstance(got, list) else []
+
+    @property
     def volumes(self) -> list["VolumeRecord"]:
         """Its scratch and reference volumes as read back at creation."""
         storage = self.evidence.get("storage")
@@ -443,14 +478,27 @@ class BootRecord:
     attempt: int = 1
     load_step: int = 0
     vm: int = 0
+    domain_xml: str | None = field(default=None, repr=False)  # the VM's configuration as created (the driver's native form)
+    live_xml: str | None = field(default=None, repr=False)  # and as read back from the running VM
+    qemu_cmdline: tuple[str, ...] | None = field(default=None, repr=False)  # the QEMU process's argv, as read back
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "BootRecord":
+        cmdline = decoded(row, "qemu_cmdline", None)
         return cls(id=int(row.get("id") or 0), run_id=int(row.get("run_id") or 0), seq=int(row.get("seq") or 0),
                    vm_key=str(row.get("vm_key") or ""), settings=settings_of_row(row), domain_name=str(row.get("domain_name") or ""),
                    accelerator=row.get("accelerator"), guest=decoded(row, "guest", {}), boot_seconds=row.get("boot_seconds"),
                    started_at=str(row.get("started_at") or ""), attempt=int(row.get("attempt") or 1),
-                   load_step=int(row.get("load_step") or 0), vm=int(row.get("vm") or 0))
+                   load_step=int(row.get("load_step") or 0), vm=int(row.get("vm") or 0), domain_xml=row.get("domain_xml"),
+                   live_xml=row.get("live_xml"), qemu_cmdline=None if cmdline is None else tuple(cmdline))
+
+    def to_row(self) -> dict[str, Any]:
+        """The ``boots`` columns of the current schema (but ``id``)."""
+        return dict(run_id=self.run_id, seq=self.seq, vm_key=self.vm_key, settings_json=dict(self.settings),
+                    domain_name=self.domain_name, accelerator=self.accelerator, domain_xml=self.domain_xml, live_xml=self.live_xml,
+                    qemu_cmdline_json=None if self.qemu_cmdline is None else list(self.qemu_cmdline), guest_json=dict(self.guest),
+                    boot_seconds=self.boot_seconds, started_at=self.started_at, attempt=self.attempt, load_step=self.load_step,
+                    vm=self.vm)
 
     @property
     def guest_fio(self) -> str | None:
@@ -495,6 +543,12 @@ class CryptoRecord:
                    decrypt_mib_s=row.get("decrypt_mib_s"), error=row.get("error"), id=int(row.get("id") or 0),
                    run_id=int(row.get("run_id") or 0), boot_id=row.get("boot_id"), attempt=int(row.get("attempt") or 1))
 
+    def to_row(self) -> dict[str, Any]:
+        """The ``crypto`` columns of the current schema (but ``id``)."""
+        return dict(run_id=self.run_id, side=self.side, boot_id=self.boot_id, cpu=self.cpu, aes_flag=self.aes_flag,
+                    cipher=self.cipher, key_bits=self.key_bits, encrypt_mib_s=self.encrypt_mib_s,
+                    decrypt_mib_s=self.decrypt_mib_s, error=self.error, attempt=self.attempt)
+
     @property
     def measured(self) -> bool:
         return self.encrypt_mib_s is not None
@@ -517,44 +571,6 @@ class SeriesRecord:
         return cls(source=str(row["source"]), series=decoded(row, "series", None), measurement_id=row.get("measurement_id"),
                    id=int(row.get("id") or 0), run_id=int(row.get("run_id") or 0))
 
-def plain_lines(source: str, s: Any) -> list[tuple[str, Any]]:
-    """A sampler's stored series as plain (``t_s``, ``values``, ``unit``) lines, by name: the
-    device under the target's MB/s read and written ("dev-read", "dev-write"), the CPUs' busy
-    share ("cpu-busy"), a ZFS pool's MB/s read and written and the ARC's hit ratio; the host's
-    own device and CPU under a guest run ("host-disk", "host-cpu") as "host-dev-read",
-    "host-dev-write", "host-cpu-busy"; fio's logs as they are."""
-    if not isinstance(s, dict):
-        return []
-    if source in ("host-disk", "host-cpu"):
-        return [("host-" + name, line) for name, line in plain_lines(source[len("host-"):], s)]
-    if source == "zpool":
-        return [("pool-read", {"t_s": s.get("t_s"), "values": s.get("read_mb_s"), "unit": "MB/s"}),
-                ("pool-write", {"t_s": s.get("t_s"), "values": s.get("write_mb_s"), "unit": "MB/s"})]
-    if source == "arc":
-        ratio = s.get("hit_ratio") or []
-        return [("arc-hit", {"t_s": s.get("t_s"), "values": [None if v is None else 100.0 * v for v in ratio], "unit": "%"})]
-    if source == "disk":
-        dev = (s.get("devices") or {}).get(s.get("primary") or "") or {}
-        return [("dev-read", {"t_s": s.get("t_s"), "values": dev.get("read_mb_s"), "unit": "MB/s"}),
-                ("dev-write", {"t_s": s.get("t_s"), "values": dev.get("write_mb_s"), "unit": "MB/s"})]
-    if source == "cpu":
-        idle = s.get("idle") or []
-        return [("cpu-busy", {"t_s": s.get("t_s"), "values": [None if v is None else 100.0 - v for v in idle], "unit": "%"})]
-    return [(source, s)]
-
-
-def has_points(line: Any) -> bool:
-    """A plain line with times and values."""
-    return isinstance(line, dict) and bool(line.get("t_s")) and bool(line.get("values"))
-
-
-def line_points(line: Any) -> tuple[list[float], list] | None:
-    """A plain line's (times in s, values); None when it has no point (or is no line)."""
-    if not has_points(line):
-        return None
-    return [float(t) for t in line["t_s"]], list(line["values"])
-
-
-def line_unit(line: Mapping[str, Any]) -> str:
-    """A plain line's unit ("" when it names none)."""
-    return str(line.get("unit") or "")
+    def to_row(self) -> dict[str, Any]:
+        """The ``telemetry`` columns of the current schema (but ``id``)."""
+        return dict(run_id=self.run_id, measurement_id=self.measurement_id, source=self.source, series_json=self.series)

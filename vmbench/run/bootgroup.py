@@ -19,7 +19,8 @@ from ..guest.crypto import run_benchmarks
 from ..guest.disk import ScratchDisk, find_scratch
 from ..guest.facts import disk_evidence, guest_facts, root_disk_name
 from ..guest.layers import MOUNTPOINT, StackBuilder
-from ..results.db import ResultsDB
+from ..results.db import ResultsDB, now
+from ..results.records import BootRecord, CryptoRecord, Settings
 from ..scenario.axes import settings_of, settings_text, storage_settings_of, vm_key
 from ..scenario.model import Cell, FilesystemLayer, Stack
 from ..settings import Telemetry
@@ -35,9 +36,9 @@ from .session import BootSession
 GUEST_WORKDIR = "/run/vmbench"
 
 
-def read_back(db: ResultsDB, guest: Guest, boot_id: int, accel: Accelerator | None) -> tuple[ScratchDisk, dict, dict, bool]:
+def read_back(db: ResultsDB, guest: Guest, boot: BootRecord, accel: Accelerator | None) -> tuple[ScratchDisk, dict, dict, bool]:
     """Find the scratch disk in ``guest``, read back its settings and store them with the
-    boot: (disk, evidence, effective settings, whether its crypto is broken)."""
+    boot (its record, stored): (disk, evidence, effective settings, whether its crypto is broken)."""
     gt = guest.transport
     gt.run(["mkdir", "-p", GUEST_WORKDIR], timeout=60)
     applied = guest.applied()
@@ -47,10 +48,8 @@ def read_back(db: ResultsDB, guest: Guest, boot_id: int, accel: Accelerator | No
     eff = effective_settings(applied, guest_view(gdisk, facts))
     facts_stored = {k: v for k, v in facts.items() if k != "cpu_flags"}
     facts_stored["cpu_flags"] = " ".join(facts["cpu_flags"])
-    db.update_boot(
-        boot_id, live_xml=applied.native_config, qemu_cmdline_json=list(applied.qemu_cmdline),
-        guest_json={**facts_stored, "scratch": gdisk, "effective": eff, "applied": applied.typed(), **applied.details},
-    )
+    db.update_boot(replace(boot, live_xml=applied.native_config, qemu_cmdline=tuple(applied.qemu_cmdline),
+                           guest={**facts_stored, "scratch": gdisk, "effective": eff, "applied": applied.typed(), **applied.details}))
     evidence = {"effective": eff, "guest_disk": gdisk, "guest_kernel": facts["kernel"], "guest_aes": facts["aes"],
                 "qemu_pid": applied.qemu_pid}
     # Loading aesni_intel without ssse3/pclmulqdq under TCG would oops the guest kernel.
@@ -118,7 +117,7 @@ class BootGroupRun:
         r.step = f"measuring the host on {target}"
         r.progress.step(f"host: fio on {target} ({s.storage.describe() if s.host_only else 'the scratch disk’s storage, before boot'})")
         host_cell = next((c for c in group.cells if c.name == host_steps[0].cell), None)
-        cell_id = None if host_cell is None else r.record_cell(host_cell, None, [], {"storage": res.storage})
+        cell_id = None if host_cell is None else r.record_cell(host_cell, None, [], {"storage": res.storage}).id
         where = Where(r.host, "host", r.host_workdir, target, "host", cell=host_cell, cell_id=cell_id,
                       settings=storage_settings_of(group.vm) if s.host_only else {}, zfs_pool=s.storage.zfs_pool,
                       host=r.host_of("").label)
@@ -156,12 +155,12 @@ class BootGroupRun:
         guest = r.driver.boot(r.tag, request, res, r.progress, s.hypervisor.boot_timeout)
         r.boots_started += 1
         r.progress.step(f"{res.name}: guest agent answered after {guest.boot_seconds:.0f}s")
-        boot_id = r.db.add_boot(
-            r.run_id, seq=group.seq, vm_key=vm_key(group.vm), settings_json=settings_of(group.vm), domain_name=guest.name,
-            accelerator=r.accel.name, domain_xml=res.native_config, boot_seconds=guest.boot_seconds, attempt=r.attempt,
-        )
+        boot = BootRecord(run_id=r.run_id, seq=group.seq, vm_key=vm_key(group.vm), settings=Settings.of(settings_of(group.vm)),
+                          domain_name=guest.name, accelerator=r.accel.name, domain_xml=res.native_config,
+                          boot_seconds=guest.boot_seconds, started_at=now(), attempt=r.attempt)
+        boot_id = r.db.add_boot(boot)
         r.step = f"reading back the settings of {res.name}"
-        disk, evidence, effective = r.inspect(guest, boot_id)
+        disk, evidence, effective = r.inspect(guest, replace(boot, id=boot_id))
         if res.storage:
             evidence["storage"] = res.storage
         self._guest_crypto(guest, boot_id, effective)
@@ -182,12 +181,12 @@ class BootGroupRun:
         measured_raw_in = raw_done_by or (cell.name if raw_steps else None)
         stored = r.db.cell_by_name(r.run_id, cell.name)
         rebuilt = {st.stack for st in steps}
-        stored_evidence = (stored or {}).get("evidence") or {}
-        kept = [l for l in stored_evidence.get("layers", []) if l.get("stack") not in rebuilt]  # stacks not rebuilt now
+        kept = [l for l in stored.layers if l.get("stack") not in rebuilt] if stored else []  # stacks not rebuilt now
         # which cell's rows are this cell's raw-disk figures (kept from an earlier attempt when not measured now)
-        raw_source = measured_raw_in or stored_evidence.get("raw_measured_in") or cell.name
+        raw_source = measured_raw_in or (stored.raw_measured_in if stored else None) or cell.name
         evidence = dict(evidence, raw_measured_in=raw_source, layers=kept)
-        cell_id = r.record_cell(cell, boot_id, found, evidence, stored)
+        record = r.record_cell(cell, boot_id, found, evidence, stored)
+        cell_id = record.id
         if found:
             r.progress.warn(f"cell {cell.name} is INVALID, not measured: " + "; ".join(found))
             r.outcome.invalid_cells.append(cell.name)
@@ -209,8 +208,8 @@ class BootGroupRun:
             if not stack_steps:
                 continue
             built = self._measure_stack(where, disk, stack, stack_steps)
-            evidence["layers"] += built
-            r.db.update_cell(cell_id, evidence_json=evidence)
+            record = replace(record, evidence=dict(record.evidence, layers=[*record.evidence["layers"], *built]))
+            r.db.update_cell(record)
         return cell.name if raw_steps else None
 
     def _cpu_cost(self, boot_id: int, guest: Guest, pid: object) -> CpuCost | None:
@@ -278,7 +277,7 @@ class BootGroupRun:
         r.step = f"cryptsetup benchmark in {guest.name}"
         r.progress.step(f"{guest.name}: cryptsetup benchmark for CPU {group.cpu_label}")
         for fig in run_benchmarks(guest.transport, s.crypto_benchmark):
-            r.db.add_crypto(r.run_id, side="guest", boot_id=boot_id, cpu=group.cpu_label, aes_flag=eff.get("guest_aes"),
-                            cipher=fig.cipher, key_bits=fig.key_bits, encrypt_mib_s=fig.encrypt_mib_s,
-                            decrypt_mib_s=fig.decrypt_mib_s, error=fig.error, attempt=r.attempt)
+            r.db.add_crypto(CryptoRecord("guest", group.cpu_label, fig.cipher, fig.key_bits, aes_flag=eff.get("guest_aes"),
+                                         encrypt_mib_s=fig.encrypt_mib_s, decrypt_mib_s=fig.decrypt_mib_s, error=fig.error,
+                                         run_id=r.run_id, boot_id=boot_id, attempt=r.attempt))
         r.crypto_done.add(group.cpu_label)

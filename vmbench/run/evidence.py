@@ -22,7 +22,8 @@ from typing import Callable
 
 from ..drivers.base import Applied
 from ..drivers.qemu_cmdline import CPU_READINGS, NOT_APPLICABLE
-from ..scenario.axes import AXES
+from ..errors import VmbenchError
+from ..scenario.axes import AXES, Axis
 from ..scenario.model import VmConfig
 from ..settings import Bus, Feature
 
@@ -66,10 +67,23 @@ class Check:
     """One setting as one source reports it."""
 
     what: str  # the setting, as messages name it
-    asked: Callable[[VmConfig], object]
+    asked: Callable[[VmConfig], object]  # the setting as stored (and as messages show it)
     key: str  # the key in effective_settings()
     source: str  # who reports it; "{config}" is the driver's configuration source
     required: bool = False  # missing evidence makes the cell invalid ("could not be verified")
+    axis: "Axis | None" = None  # the axis whose stored value the reading is (None: a derived check, a text)
+
+    def matches(self, vm: VmConfig, got: object) -> bool:
+        """Whether the reading ``got`` is the setting asked: an axis's reading (its stored
+        spelling) read back typed (a Cache, a flag, a number) and compared with the VM's value;
+        a reading that is none of the axis's values, or a derived check's text, as it reads."""
+        axis = self.axis
+        if axis is not None and axis.from_stored is not None:
+            try:
+                return axis.value(axis.from_stored(VmConfig(), got)) == axis.value(vm)
+            except (ValueError, TypeError, VmbenchError):
+                pass
+        return str(got) == str(self.asked(vm))
 
 
 def _checks() -> tuple[Check, ...]:
@@ -77,7 +91,7 @@ def _checks() -> tuple[Check, ...]:
     (vmbench.scenario.axes), then what follows from its setting (its ``derived`` entries:
     the guest's write cache after the cache mode's)."""
     return tuple(check for a in AXES for check in (
-        *(Check(a.name, a.setting, key, source, required) for key, source, required in a.verify),
+        *(Check(a.name, a.setting, key, source, required, a) for key, source, required in a.verify),
         *(Check(d.what, d.asked, d.key, d.source, d.required) for d in a.derived)))
 
 
@@ -97,7 +111,7 @@ def problems(vm: VmConfig, eff: dict, accelerator: str) -> list[str]:
             continue
         if got == NOT_APPLICABLE:
             continue  # the disk's QEMU driver has no such setting: recorded, nothing to compare
-        if str(got) != str(asked):
+        if not c.matches(vm, got):
             out.append(f"{c.what}: asked {asked}, {source} reports {got}")
     qemu_aes, qemu_model = eff.get("qemu_cpu_aes"), eff.get("qemu_cpu_model")
     if vm.cpu.aes is Feature.ON and qemu_aes == "off":

@@ -32,7 +32,8 @@ from ..fio.runner import FioRequest, FioRun, Sampling, Together, run_fio
 from ..guest.disk import ScratchDisk
 from ..guest.layers import StackBuilder
 from ..telemetry import nic
-from ..results.records import LoadRecord, Measurement
+from ..results.db import now
+from ..results.records import BootRecord, LoadRecord, Measurement, Settings
 from ..scenario.load import LoadMember, Role
 from ..scenario.model import Cell, Stack
 from ..settings import Telemetry
@@ -301,12 +302,13 @@ class LoadStepRun:
         for mem, guest in zip(self.members, guests):
             mem.guest = guest
             r.progress.step(f"{mem.res.name}{' on ' + mem.host if mem.host else ''}: guest agent answered after {guest.boot_seconds:.0f}s")
-            mem.boot_id = r.db.add_boot(
-                r.run_id, seq=mem.request.seq, vm_key=vm_key(mem.request.vm), settings_json=settings_of(mem.request.vm),
-                domain_name=guest.name, accelerator=r.accel.name, domain_xml=mem.res.native_config,
-                boot_seconds=guest.boot_seconds, attempt=r.attempt, load_step=self.unit.step.index, vm=mem.member.vm)
+            record = BootRecord(run_id=r.run_id, seq=mem.request.seq, vm_key=vm_key(mem.request.vm),
+                                settings=Settings.of(settings_of(mem.request.vm)), domain_name=guest.name, accelerator=r.accel.name,
+                                domain_xml=mem.res.native_config, boot_seconds=guest.boot_seconds, started_at=now(),
+                                attempt=r.attempt, load_step=self.unit.step.index, vm=mem.member.vm)
+            mem.boot_id = r.db.add_boot(record)
             r.step = f"reading back the settings of {mem.res.name}"
-            disk, evidence, eff = r.inspect(guest, mem.boot_id)
+            disk, evidence, eff = r.inspect(guest, replace(record, id=mem.boot_id))
             mem.disk = disk
             mem.problems = tuple(f"{mem.label}: {p}" for p in problems(mem.request.vm, eff, r.accel.name))
             if mem.member.vm == 0:
@@ -336,7 +338,7 @@ class LoadStepRun:
         cell_id = None
         if self.unit.host_cell is not None:
             cell = next(c for c in self.unit.boot.cells if c.name == self.unit.host_cell)
-            cell_id = r.record_cell(cell, None, [], {"storage": self.members[0].res.storage})
+            cell_id = r.record_cell(cell, None, [], {"storage": self.members[0].res.storage}).id
         sides = [replace(sd, where=replace(sd.where, cell_id=cell_id)) for sd in sides]
         self._measure(sides, steps, "host")
 
@@ -352,7 +354,7 @@ class LoadStepRun:
         if found:
             self._invalid(cell, found, evidence)
             return
-        cell_id = r.record_cell(cell, self.members[0].boot_id, [], evidence, stored)
+        cell_id = r.record_cell(cell, self.members[0].boot_id, [], evidence, stored).id
         sides = []
         sampled: set[str] = set()
         for mem in self.members:

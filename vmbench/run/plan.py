@@ -13,6 +13,8 @@ from typing import Mapping, Sequence
 from ..drivers import LIFTS_LIMITS
 from ..fio.job import PRECONDITION_BS, FioJob, to_precondition
 from ..results.key import MeasurementKey
+from ..results.plan import (PlannedBoot, PlannedCell, PlannedJob, PlannedLuks, PlannedStack, StoredPlan, plan_kind,
+                             read_load, read_tune)
 from ..scenario.load import LoadMember, LoadStep, Role
 from ..scenario.backend import host_reference_key
 from ..scenario.model import MiB, Cell, FilesystemLayer, Stack, VmConfig, layer_path
@@ -340,59 +342,38 @@ class Plan:
         return (block + files) * n * len(self.host_references())
 
     def summary(self) -> dict:
-        """The plan as data (stored with the run; printed as JSON by ``vmbench plan --json``)."""
-        s = self.scenario
-        policy = s.repeat_policy
+        """The plan as data (``vmbench plan --json``: what a run stores, without the targets)."""
+        return self.record().to_row(targets=False)
+
+    def record(self) -> StoredPlan:
+        """The plan as a run stores it (:meth:`~vmbench.results.plan.StoredPlan.to_row`), with the scenario's targets."""
+        s, rados, files = self.scenario, self.rados_jobs(), any(j.file_job for j in self.scenario.jobs)
+        policy, guest, hv = s.repeat_policy, len(self.guest_measurements()), s.hypervisor
         assert policy is not None
         settings = storage_settings_of if s.host_only else settings_of
-        return {
-            "scenario": s.name,
-            "mode": s.plan_mode,
-            "host_only": s.host_only,
-            "storage": s.storage.describe(),
-            "boots": [
-                {"seq": b.seq, "host": b.host, "settings": settings(b.vm), "cells": [c.name for c in b.cells]} for b in self.boots
-            ],
-            "cells": [
-                {
-                    "name": c.name,
-                    "settings": settings(c.vm),
-                    "host_cell": self.host_cell(c),
-                    "changed": list(c.changed),
-                    "stacks": [st.name for st in c.stacks],
-                }
-                for c in self.cells
-            ],
-            "jobs": [{"name": j.name, "describe": j.describe(), "sync": j.is_sync, "metric": j.judged_by.value,
-                      **({"file_job": True, "unit": j.unit} if j.file_job else {}),
-                      **({"rate_iops": j.rate_iops} if j.rate_iops else {}), **({"rate": j.rate} if j.rate else {}),
-                      **({"sweep": {"of": j.sweep_of, "key": j.sweep_key, "value": j.sweep_value}} if j.sweep_of else {})}
-                     for j in s.jobs],
-            "stacks": [
-                {"name": st.name, "layers": [l.label for l in st.layers],
-                 "luks": {"cipher": st.luks.cipher, "key_bits": st.luks.key_size} if st.luks else None}
-                for st in s.stacks
-            ],
-            "repeats": s.repeats,  # the policy's min: what every job runs at least
-            "repeat_policy": policy.to_json(),
-            "host_baseline": s.host_baseline,
-            "guest_measurements": len(self.guest_measurements()) * s.repeats,
-            "host_measurements": self.host_measurements(),
-            "guest_measurements_max": len(self.guest_measurements()) * policy.max,
-            "host_measurements_max": self.host_measurements(policy.max),
-            **({"rados_measurements": len(self.rados_jobs()) * s.repeats} if self.rados_jobs() else {}),
-            **({"host_filesystems": list(self.host_filesystems()), "file_jobs": self.file_job_layers()}
-               if any(j.file_job for j in s.jobs) else {}),
-            **({"load": s.load.to_json(), "vms_booted": sum(u.step.size for u in self.load_units())} if s.load else {}),
-            **({"hosts": list(s.hypervisor.host_labels),
-                "placement": [{"boot": u.boot.seq, "step": u.step.index, "hosts": list(u.hosts)} for u in self.load_units()]}
-               if len(s.hypervisor.members) > 1 else {}),
-            **({"nodes": "all", "placement": "round-robin over the cluster's online nodes, read when the run starts"}
-               if s.hypervisor.all_nodes else {}),
+        load = read_load(s.load.to_json()) if s.load else None
+        advise = s.advise.to_json() if s.advise is not None else {}
+        return StoredPlan(
+            plan_kind(s.host_only, load, s.plan_mode), s.name, s.plan_mode, s.storage.describe(),
+            cells=tuple(PlannedCell(c.name, self.host_cell(c), settings(c.vm), tuple(st.name for st in c.stacks), tuple(c.changed))
+                        for c in self.cells),
+            boots=tuple(PlannedBoot(b.seq, b.host, tuple(c.name for c in b.cells), settings(b.vm)) for b in self.boots),
+            jobs=tuple(PlannedJob(j.name, j.describe(), j.judged_by, j.sweep_of, j.sweep_key, j.sweep_value, j.is_sync, j.file_job,
+                                  j.unit if j.file_job else None, j.rate_iops, j.rate) for j in s.jobs),
+            stacks=tuple(PlannedStack(st.name, tuple(l.label for l in st.layers), PlannedLuks(st.luks.cipher, st.luks.key_size)
+                                      if st.luks else None) for st in s.stacks),
+            repeat_policy=policy, targets=tuple(s.targets), load=load, host_baseline=s.host_baseline,
+            guest_measurements=guest * s.repeats, host_measurements=self.host_measurements(),
+            guest_measurements_max=guest * policy.max, host_measurements_max=self.host_measurements(policy.max),
+            rados_measurements=len(rados) * s.repeats if rados else None,
+            host_filesystems=tuple(self.host_filesystems()) if files else None, file_jobs=tuple(self.file_job_layers()) if files else None,
+            vms_booted=sum(u.step.size for u in self.load_units()) if s.load else None,
+            hosts=tuple(hv.host_labels) if len(hv.members) > 1 else (), nodes="all" if hv.all_nodes else None,
+            placement="round-robin over the cluster's online nodes, read when the run starts" if hv.all_nodes else
+            [{"boot": u.boot.seq, "step": u.step.index, "hosts": list(u.hosts)} for u in self.load_units()] if len(hv.members) > 1 else None,
             # the question vmbench advise answers for this run; a tune's round (vmbench tune --resume/--show)
-            **({"advise": s.advise.to_json()} if s.advise is not None else {}),
-            **({"tune": s.tune.plan_json(s.name, s.baseline)} if s.tune is not None and s.tune.round is not None else {}),
-        }
+            advised=s.advise is not None, advise_goals=tuple(advise.get("goals", ())), advise_allow=tuple(advise.get("allow", ())),
+            tune=read_tune(s.tune.plan_json(s.name, s.baseline)) if s.tune is not None and s.tune.round is not None else None)
 
 
 def make_plan(scenario: Scenario) -> Plan:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from dataclasses import asdict
+from dataclasses import replace
 from typing import Mapping
 
 from .. import __version__
@@ -34,7 +34,9 @@ from .preflight import RunPreflight
 from .session import RunOutcome
 from ..progress import Progress
 from ..results.db import ResultsDB, RunRow
+from ..results.environment import Environment
 from ..results.key import MeasurementKey
+from ..results.records import BootRecord, CellRecord, CryptoRecord, Settings
 from ..scenario.model import Cell
 from ..scenario.spec import Scenario
 from .signals import signals_deferred, signals_raise
@@ -138,13 +140,11 @@ class Runner:
             self.attempt = self.db.start_attempt(self.run_id)
             stored = self.db.repeat_iops(self.run_id)
             self.crypto_done = self.db.crypto_cpus(self.run_id)
-            host_argv = {m["job"]: tuple(m["argv"]) for m in self.db.rows("measurements", self.run_id) if m["side"] == "host"}
+            host_argv = {m.job: m.argv for m in self.db.measurements(self.run_id) if m.side == "host"}
             self.progress.step(f"resuming run {self.run_id} (attempt {self.attempt}): {sum(map(len, stored.values()))} measurement(s) already stored")
         else:
-            summary = self.plan.summary()
-            summary["targets"] = [asdict(t) for t in s.targets]
             self.run_id = self.db.start_run(tag=self.tag, scenario_name=s.name, scenario_path=s.path, scenario_text=s.text,
-                                            plan=summary, version=__version__)
+                                            plan=self.plan.record().to_row(), version=__version__)
             stored, host_argv = {}, {}
         self.measurer = Measurer(s, self.db, self.run_id, self.attempt, self.progress, host_argv, stored, run_tag=self.tag,
                                  ceph=self.driver.ceph)
@@ -234,9 +234,9 @@ class Runner:
         env = host_environment(self.host)
         self.host_aes = env.get("host_aes")
         if self.resume is not None:
-            before = dict(self.resume.environment)
-            before.setdefault("attempts", []).append({"attempt": self.attempt, "run_tag": self.tag})
-            self.db.set_environment(self.run_id, before)
+            before = self.resume.environment
+            attempts = [*(before.attempts or []), {"attempt": self.attempt, "run_tag": self.tag}]
+            self.db.set_environment(self.run_id, before.with_facts(attempts=attempts))
             return
         env.update(self.driver.describe_host())
         if len(self.hosts) > 1:  # each host's own facts, by name (the primary's are the run's)
@@ -250,7 +250,7 @@ class Runner:
         })
         if self.image is not None:
             env["image"] = {"name": self.image.name, "hash": self.image.hash, "manifest": self.image.manifest}
-        self.db.set_environment(self.run_id, env)
+        self.db.set_environment(self.run_id, Environment(env))
 
     def _cleanup(self) -> list[str]:
         errors = []
@@ -292,29 +292,31 @@ class Runner:
 
     # ---- what a boot group and a load step share ----------------------------------------------
 
-    def inspect(self, guest: Guest, boot_id: int) -> tuple[ScratchDisk, dict, dict]:
+    def inspect(self, guest: Guest, boot: BootRecord) -> tuple[ScratchDisk, dict, dict]:
         """Find the scratch disk in ``guest`` and read back its settings (:func:`read_back`)."""
-        disk, evidence, eff, self.broken_crypto = read_back(self.db, guest, boot_id, self.accel)
+        disk, evidence, eff, self.broken_crypto = read_back(self.db, guest, boot, self.accel)
         return disk, evidence, eff
 
-    def record_cell(self, cell: Cell, boot_id: int | None, found: list[str], evidence: dict, stored: dict | None = None) -> int:
-        """Add or update a cell's row (a resumed run's, or the one its host reference made)."""
+    def record_cell(self, cell: Cell, boot_id: int | None, found: list[str], evidence: dict,
+                    stored: CellRecord | None = None) -> CellRecord:
+        """Add or update a cell's row (a resumed run's, or the one its host reference made:
+        its sequence number and, unless ``boot_id`` names one, its boot kept)."""
         stored = stored or self.db.cell_by_name(self.run_id, cell.name)
         settings = storage_settings_of(cell.vm) if self.scenario.host_only else settings_of(cell.vm)
-        values = dict(settings_json=settings, changed_json=list(cell.changed), stacks_json=[st.name for st in cell.stacks],
-                      valid=not found, problems_json=found, evidence_json=evidence)
-        if boot_id is not None:
-            values["boot_id"] = boot_id
+        record = CellRecord(cell.name, run_id=self.run_id, boot_id=boot_id, seq=self.scenario.cells.index(cell) + 1,
+                            settings=Settings.of(settings), changed=tuple(cell.changed), stacks=tuple(st.name for st in cell.stacks),
+                            valid=not found, problems=tuple(found), evidence=evidence)
         if stored:
-            self.db.update_cell(stored["id"], **values)
-            return int(stored["id"])
-        return self.db.add_cell(self.run_id, seq=self.scenario.cells.index(cell) + 1, name=cell.name, **values)
+            record = replace(record, id=stored.id, seq=stored.seq, boot_id=stored.boot_id if boot_id is None else boot_id)
+            self.db.update_cell(record)
+            return record
+        return replace(record, id=self.db.add_cell(record))
 
     # ---- crypto ceilings -------------------------------------------------------------------
 
     def _host_crypto(self) -> None:
         self.progress.step("host: cryptsetup benchmark")
         for fig in run_benchmarks(self.host, self.scenario.crypto_benchmark):
-            self.db.add_crypto(self.run_id, side="host", boot_id=None, cpu="host", aes_flag=self.host_aes, cipher=fig.cipher,
-                               key_bits=fig.key_bits, encrypt_mib_s=fig.encrypt_mib_s, decrypt_mib_s=fig.decrypt_mib_s,
-                               error=fig.error, attempt=self.attempt)
+            self.db.add_crypto(CryptoRecord("host", "host", fig.cipher, fig.key_bits, aes_flag=self.host_aes,
+                                            encrypt_mib_s=fig.encrypt_mib_s, decrypt_mib_s=fig.decrypt_mib_s, error=fig.error,
+                                            run_id=self.run_id, attempt=self.attempt))

@@ -11,6 +11,7 @@ from ..drivers.base import Accelerator, Guest, HypervisorDriver, VmResources
 from ..guest.disk import ScratchDisk
 from ..progress import Progress
 from ..results.db import ResultsDB
+from ..results.records import BootRecord, CellRecord
 from ..scenario.model import Cell
 from ..scenario.spec import Scenario
 from ..transport.base import Transport
@@ -54,8 +55,9 @@ class RunSession(Protocol):
     hosts: dict[str, RunHost]  # every host of the run by name, the primary first
     placed: dict[str, str]  # VM name -> the name of the host it was created on
 
-    def record_cell(self, cell: Cell, boot_id: int | None, found: list[str], evidence: dict, stored: dict | None = None) -> int:
-        """Store ``cell`` (once per run) with what was found; its id."""
+    def record_cell(self, cell: Cell, boot_id: int | None, found: list[str], evidence: dict,
+                    stored: CellRecord | None = None) -> CellRecord:
+        """Store ``cell`` (once per run) with what was found; its record as stored (with its id)."""
 
     def driver_for(self, host: str) -> HypervisorDriver:
         """The driver of host ``host`` (the primary's for '' or a name not in :attr:`hosts`)."""
@@ -63,7 +65,7 @@ class RunSession(Protocol):
     def host_of(self, host: str) -> RunHost:
         """Host ``host`` of the run (the primary for '' or a name not in :attr:`hosts`)."""
 
-    def inspect(self, guest: Guest, boot_id: int) -> tuple[ScratchDisk, dict, dict]:
+    def inspect(self, guest: Guest, boot: BootRecord) -> tuple[ScratchDisk, dict, dict]:
         """Find the scratch disk in ``guest`` and read back its settings: (disk, evidence, effective)."""
 
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from . import zfs
 from .ceph import summary as ceph_summary
@@ -377,6 +377,18 @@ class Sampler:
         except Exception:
             return ""
         return f": {err.splitlines()[0][:200]}" if err else ""
+
+
+#: the samplers' series a measurement stores, by source, and the :func:`summary` parameter each is
+#: (fio's own series are "fio-*"): the side fio ran on, the pool's (always the host's) and, for a
+#: guest run, the host's own device and CPU
+SUMMARY_SOURCES = {"disk": "disk", "cpu": "cpu", "zpool": "zpool", "arc": "arc", "host-disk": "host_disk",
+                   "host-cpu": "host_cpu", "ceph": "ceph", VOLUME_SOURCE: "zfs_volume"}
+
+
+def summary_of(by_source: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`summary` of a measurement's stored series ({source: series}; any other source left out)."""
+    return summary(**{"disk": None, "cpu": None, **{SUMMARY_SOURCES[s]: v for s, v in by_source.items() if s in SUMMARY_SOURCES}})
 
 
 def summary(disk: dict | None, cpu: dict | None, zpool: dict | None = None, arc: dict | None = None, *,
