@@ -23,7 +23,6 @@ from .hostonly import host_only_rows, host_only_table, storage_cells_table
 from .load import RunData
 from .loadrows import scaling_rows
 from .loadtables import load_header, load_tables
-from .rows import gap_rows
 from .tables import Table, cells_table, crypto_table, gap_table, journey_table, layer_table, targets_table
 
 
@@ -141,18 +140,19 @@ def one_vm_tables(data: RunData, header: dict) -> list[Table]:
     crypto ceiling, the targets and the cells."""
     env, cells, measurements, jobs = data.environment, list(data.cells), list(data.measurements), data.jobs
     valid_cells, policy, metrics = data.valid_cells, data.plan.repeat_policy, data.plan.job_metrics
+    gaps = data.rows.gaps(jobs, metrics)
     tables = [gap_table(measurements, valid_cells, jobs, policy, host_memory_bytes=env.host_memory_bytes, env=env,
-                        metrics=metrics)]
+                        metrics=metrics, rows=gaps)]
     if any(j.sweep_of for j in data.plan.jobs):
-        rows = gap_rows(measurements, valid_cells, jobs, env.host_memory_bytes, metrics)
-        swept = curve_table(curves(rows, data.plan.jobs), env=env)
+        swept = curve_table(curves(gaps, data.plan.jobs), env=env)
         tables += [swept] if swept else []
     cpu = cpu_table(measurements, valid_cells, jobs, repeats=policy, env=env)  # None: no QEMU process was sampled
     if cpu is not None:
         tables.append(cpu)
     if data.kind is RunKind.JOURNEY:
         tables.append(journey_table(measurements, valid_cells, jobs, repeats=policy, env=env, metrics=metrics))
-    lt = layer_table(measurements, valid_cells, jobs, data.crypto, data.plan.stacks, repeats=policy, env=env, metrics=metrics)
+    lt = layer_table(measurements, valid_cells, jobs, data.crypto, data.plan.stacks, repeats=policy, env=env, metrics=metrics,
+                     rows=data.rows.layers(jobs, metrics))
     if lt:
         tables.append(lt)
     ct = crypto_table(data.crypto)

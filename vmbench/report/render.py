@@ -19,7 +19,7 @@ from tabulate import tabulate
 
 from ..settings import Choice
 from .tables import NOTE_COLUMNS, Table
-from .textfit import WIDTH, Fit, fit_columns
+from .textfit import WIDTH, Fit, fit_columns, text_table
 
 
 class Format(Choice):
@@ -83,8 +83,10 @@ def _text_table(t: Table, said: set[str], width: int | None) -> str:
     cells = [[c.text(r) for c in t.columns] for r in t.records]
     headers = [c.header for c in t.columns]
     fit = fit_table(t, cells, width) if width else Fit(tuple(range(len(headers))), (None,) * len(headers), ())
-    body = tabulate([[row[i] for i in fit.kept] for row in cells], headers=[headers[i] for i in fit.kept], tablefmt="simple",
-                    disable_numparse=True, maxcolwidths=list(fit.wrap))
+    rows, kept_headers = [[row[i] for i in fit.kept] for row in cells], [headers[i] for i in fit.kept]
+    body = text_table(rows, kept_headers, fit.wrap)
+    if body is None:
+        body = tabulate(rows, headers=kept_headers, tablefmt="simple", disable_numparse=True, maxcolwidths=list(fit.wrap))
     notes = [n for n in t.notes if NOTE_COLUMNS.get(n) not in fit.hidden and _first(n, said)]
     if fit.hidden:
         notes.append(HIDDEN.format(width=width, columns=", ".join(fit.hidden), name=t.name))

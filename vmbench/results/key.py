@@ -34,7 +34,9 @@ class MeasurementKey:
 
     def group(self) -> "MeasurementKey":
         """This key without its repeat: the group whose repeats are combined and compared."""
-        return self if self.repeat is None else replace(self, repeat=None)
+        if self.repeat is None:
+            return self
+        return MeasurementKey(self.side, self.cell, self.stack, self.layer, self.job, None, self.vm, self.load_step)  # not replace(): 5x faster, asked for every row
 
     def with_repeat(self, repeat: int) -> "MeasurementKey":
         return replace(self, repeat=repeat)
