@@ -12,7 +12,9 @@ section a printed report ends with is added above this package, by
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+import gc
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..results.environment import Environment
 from ..results.kind import RunKind
@@ -29,6 +31,27 @@ from .tables import Table, cells_table, crypto_table, gap_table, journey_table, 
 def build_report(data: RunData) -> tuple[dict, list[Table]]:
     """The header lines and the measurement tables of a loaded run (the advice section is
     added by :func:`vmbench.advice.table.report_with_advice`, which reads these rows)."""
+    with collector_paused():
+        return _build_report(data)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for the block, then as it was: the rows, tables
+    and plots of a large run make a few hundred thousand objects, and the collector walked them
+    and the run's records again and again (a fifth of the time to make the tables and advice of
+    1,000 cells, a tenth of its page's) for the few cycles matplotlib's figures leave, which it
+    frees after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _build_report(data: RunData) -> tuple[dict, list[Table]]:
     run, env, boots = data.run, data.environment, data.boots
     accels = sorted({str(b.accelerator) for b in boots}) or [str(_known(env.accelerator))]
     header = {

@@ -1,4 +1,5 @@
-"""Render table models as text (tabulate), Markdown, CSV or JSON.
+"""Render table models as text (tabulate's simple table, written by
+:func:`~vmbench.report.textfit.text_table`), Markdown (tabulate), CSV or JSON.
 
 Under each table: its notes, then its admissibility facts and what is not stated, each said
 once per report.  The text report fits a 120-column terminal: a wide table leaves out its detail
@@ -14,8 +15,6 @@ import io
 import json
 import textwrap
 from typing import Any, Sequence
-
-from tabulate import tabulate
 
 from ..settings import Choice
 from .tables import NOTE_COLUMNS, Table
@@ -86,6 +85,8 @@ def _text_table(t: Table, said: set[str], width: int | None) -> str:
     rows, kept_headers = [[row[i] for i in fit.kept] for row in cells], [headers[i] for i in fit.kept]
     body = text_table(rows, kept_headers, fit.wrap)
     if body is None:
+        from tabulate import tabulate  # only here and for Markdown: 30 ms of every text report's start
+
         body = tabulate(rows, headers=kept_headers, tablefmt="simple", disable_numparse=True, maxcolwidths=list(fit.wrap))
     notes = [n for n in t.notes if NOTE_COLUMNS.get(n) not in fit.hidden and _first(n, said)]
     if fit.hidden:
@@ -95,6 +96,8 @@ def _text_table(t: Table, said: set[str], width: int | None) -> str:
 
 
 def _markdown_table(t: Table, said: set[str]) -> str:
+    from tabulate import tabulate  # imported when asked for (see _text_table)
+
     body = tabulate([[c.text(r) for c in t.columns] for r in t.records], headers=[c.header for c in t.columns],
                     tablefmt="github", disable_numparse=True)
     notes = "\n".join("- " + n for n in t.notes if _first(n, said))

@@ -78,13 +78,18 @@ class Figures:
 
     def samples_of(self, metric: Metric) -> tuple[float, ...]:
         """Each repeat's figure of ``metric`` (the bootstrap's samples)."""
-        return {Metric.IOPS: self.samples, Metric.MBPS: self.mb_s_samples, Metric.P50: self.p50_samples,
-                Metric.P95: self.p95_samples, Metric.P99: self.p99_samples, Metric.P999: self.p999_samples}[metric]
+        return getattr(self, _SAMPLES[metric])
 
     def value_of(self, metric: Metric) -> float | None:
         """The figure of ``metric`` a table shows: median IOPS or MB/s, merged-histogram percentile (ms)."""
-        return {Metric.IOPS: self.iops, Metric.MBPS: self.mb_s, Metric.P50: self.p50_ms, Metric.P95: self.p95_ms,
-                Metric.P99: self.p99_ms, Metric.P999: self.p999_ms}[metric]
+        return getattr(self, _VALUES[metric])
+
+
+#: the fields of :class:`Figures` holding each metric's samples and figure (a table, not a dict made per call)
+_SAMPLES = {Metric.IOPS: "samples", Metric.MBPS: "mb_s_samples", Metric.P50: "p50_samples", Metric.P95: "p95_samples",
+            Metric.P99: "p99_samples", Metric.P999: "p999_samples"}
+_VALUES = {Metric.IOPS: "iops", Metric.MBPS: "mb_s", Metric.P50: "p50_ms", Metric.P95: "p95_ms", Metric.P99: "p99_ms",
+           Metric.P999: "p999_ms"}
 
 
 @dataclass(frozen=True)
@@ -357,8 +362,8 @@ def cache_notes(row: Measurement, host_memory_bytes: int | None) -> list[str]:
     size = params.size or 0
     reads = params.file_job or params.rw not in ("write", "randwrite")
     notes = []
-    cache = settings.cache
-    if reads and cache is not None and cache.host_page_cache and host_memory_bytes and size < host_memory_bytes:
+    cache = settings.cache if reads and host_memory_bytes and size < host_memory_bytes else None  # read back only where it counts
+    if cache is not None and cache.host_page_cache:
         notes.append(f"reads may come from the host page cache (cache={cache})")
     memory = settings.memory_mib
     if params.direct is False and memory and size < memory << 20:
