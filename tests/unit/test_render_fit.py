@@ -143,3 +143,24 @@ def test_the_text_table_is_tabulates_simple_table_byte_for_byte(seed):
             assert got == want, (rows, headers, wrap)
             compared += 1
     assert compared > 80  # the others fell back to tabulate (the control characters above)
+
+
+def test_the_text_table_fills_plain_words_as_textwrap_does():
+    """Words one space apart (a cell's name, a note) with no hyphen textwrap breaks after are
+    filled greedily by text_table itself: the same lines as tabulate's textwrap, words longer
+    than a line aside."""
+    import random
+
+    from tabulate import tabulate
+
+    from vmbench.report.textfit import text_table
+
+    rnd = random.Random(0)
+    words = ["a", "ab", "abc", "µs", "→", "9.37x", "p99.9", "+ext4", "12", "cache=none,aio=native", "c001", "x" * 16, "-35.4%", "->",
+             "4k-randwrite", "x-y", "ab-cd-ef", "a--b", "(no", "verdict)"]
+    for _ in range(500):
+        ncol = rnd.randint(1, 3)
+        rows = [[" ".join(rnd.choice(words) for _ in range(rnd.randint(1, 12))) for _ in range(ncol)] for _ in range(rnd.randint(1, 4))]
+        wrap = tuple(rnd.choice([None, 4, 8, 16, 22, 31]) for _ in range(ncol))
+        want = tabulate(rows, headers=["h"] * ncol, tablefmt="simple", disable_numparse=True, maxcolwidths=list(wrap))
+        assert text_table(rows, ["h"] * ncol, wrap) == want, (rows, wrap)
