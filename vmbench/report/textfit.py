@@ -83,16 +83,15 @@ def text_table(rows: Sequence[Sequence[str]], headers: Sequence[str], maxcolwidt
     it (a "False" there read as a bool, as tabulate does: "True"), cells stripped, every column
     left-aligned and as wide as its longest line or its header and two.  Written here because
     tabulate guesses every cell's type and wraps every cell that fits, 0.8 s of the text report
-    of 1,000 cells.  None for what tabulate treats apart (no rows, control characters, a
-    number with thousands separators in a wrapped column): the caller asks tabulate."""
+    of 1,000 cells.  None for what tabulate treats apart (no rows, control characters): the
+    caller asks tabulate.  Unlike tabulate, a number with thousands separators in a wrapped
+    column is text (tabulate's int("43,341") raised: the text report of a run whose layer table
+    holds a file job's ops/s stopped with a traceback)."""
     if not rows or any(_CONTROL.search(cell) for row in rows for cell in row) or any(_CONTROL.search(h) for h in headers):
         return None
     wrappers = [None if w is None else _TabulateWrap(width=w, break_long_words=True, break_on_hyphens=True) for w in maxcolwidths]
     if any(wrappers):
-        wrapped = _wrapped_rows(rows, wrappers)
-        if wrapped is None:
-            return None
-        rows = wrapped
+        rows = _wrapped_rows(rows, wrappers)
     multiline = any("\n" in cell for row in rows for cell in row) or any("\n" in h for h in headers)
     split = [[cell.strip().split("\n") for cell in row] for row in rows]
     widths = [max(max(map(len, h.split("\n"))) + 2, max(len(line) for row in split for line in row[i])) for i, h in enumerate(headers)]
@@ -113,35 +112,27 @@ def _lines(cells: Sequence[Sequence[str]], widths: Sequence[int]) -> list[str]:
     return ["  ".join(c[i] if i < len(c) else " " * w for c, w in zip(cells, widths)).rstrip() for i in range(n)]
 
 
-def _wrapped_rows(rows: Sequence[Sequence[str]], wrappers: Sequence["_TabulateWrap | None"]) -> list[list[str]] | None:
-    """The rows with each cell of a column with a wrapper wrapped as tabulate wraps it; None
-    where tabulate fails to read a cell."""
+def _wrapped_rows(rows: Sequence[Sequence[str]], wrappers: Sequence["_TabulateWrap | None"]) -> list[list[str]]:
+    """The rows with each cell of a column with a wrapper wrapped as tabulate wraps it."""
     out = []
     for row in rows:
         cells = list(row)
         for i, w in enumerate(wrappers[:len(cells)]):
             if w is not None:
-                read = _as_tabulate_reads(cells[i])
-                if read is None:
-                    return None
-                cells[i] = _wrapped(read, w)
+                cells[i] = _wrapped(_as_tabulate_reads(cells[i]), w)
         out.append(cells)
     return out
 
 
-def _as_tabulate_reads(cell: str) -> str | None:
+def _as_tabulate_reads(cell: str) -> str:
     """A cell of a wrapped column as tabulate reads it before wrapping it: as a number where it
     is one, else through the type it guesses (a "False" is a bool, ``str(bool("False"))``: "True";
-    digits too large for a float an int); None where tabulate's reading fails (a number with
-    thousands separators)."""
+    digits too large for a float an int); a number with thousands separators, which tabulate
+    fails to read, as it is."""
     if cell in ("True", "False"):
         return "True"
     first = cell.strip()[:1]
-    if not cell:
-        return cell
-    if not first:
-        return None if _THOUSANDS.match(cell) else cell
-    if first.isascii() and first not in _NUMBER_STARTS:
+    if not first or (first.isascii() and first not in _NUMBER_STARTS):
         return cell  # float() would refuse it (and raising costs more than this test)
     try:
         number = float(cell)
@@ -151,7 +142,7 @@ def _as_tabulate_reads(cell: str) -> str | None:
         if not (math.isinf(number) or math.isnan(number)) or cell.lower() in ("inf", "-inf", "nan"):
             return cell
     if _THOUSANDS.match(cell):
-        return None
+        return cell
     try:
         return str(int(cell))
     except ValueError:
@@ -160,7 +151,7 @@ def _as_tabulate_reads(cell: str) -> str | None:
 
 #: what a number float() reads can start with, but for a non-ASCII digit (whitespace stripped)
 _NUMBER_STARTS = frozenset("0123456789+-.iInN")
-#: tabulate's number with thousands separators (which it then fails to read as one)
+#: tabulate's number with thousands separators (which it then fails to read as an int)
 _THOUSANDS = re.compile(r"^(([+-]?[0-9]{1,3})(?:,([0-9]{3}))*)?(?(1)\.[0-9]*|\.[0-9]+)?$")
 
 
