@@ -9,7 +9,9 @@ number is a real fio figure from the fixture, only the labels are new.
     .venv/bin/python bench/render_html.py [--cells 100] [--repeat 3] [--fresh 5] [--keep report.html]
 
 The fresh-process figures are the median of ``--fresh`` processes (wall clock, and the CPU
-time the process used: on a busy machine the wall clock waits for a core, the CPU time not).
+time the process used: on a busy machine the wall clock waits for a core, the CPU time not):
+the page alone, ``vmbench report --format html`` and the text ``vmbench report``, both with the
+advice section.
 """
 
 from __future__ import annotations
@@ -158,6 +160,7 @@ def main() -> int:
         cold = fresh([sys.executable, "-c", child, str(path), str(run_id), out], args.fresh)
         command = fresh([sys.executable, "-m", "vmbench", "report", str(run_id), "--db", str(path), "--format", "html", "-o", out],
                         args.fresh)
+        text = fresh([sys.executable, "-m", "vmbench", "report", str(run_id), "--db", str(path)], args.fresh)
 
     print(f"run: {args.cells} cells, {n_meas} measurement rows (every figure copied from {FIXTURE.relative_to(ROOT)})")
     print(f"import vmbench.report.html (matplotlib, Jinja2): {t_import:.2f} s")
@@ -168,6 +171,7 @@ def main() -> int:
     print(f"  of which build_report (the tables):   {t_tables:.2f} s")
     print(f"fresh process (python start, imports, render, write): {cold}")
     print(f"vmbench report --format html (the page with the advice section): {command}")
+    print(f"vmbench report (the text report with the advice section): {text}")
     print(f"page: {len(page.encode()) / 1024:.0f} KiB, {page.count('<svg')} plots, {page.count('<table')} tables")
     return 0
 

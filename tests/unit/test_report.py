@@ -5,7 +5,8 @@ import json
 import pytest
 
 from tests.records import as_cells, as_environment, as_measurement, as_measurements, as_targets
-from vmbench.report.rows import aggregate, gap_rows, target_results
+from vmbench.report.rows import aggregate, gap_rows
+from vmbench.report.targets import target_results
 from vmbench.report.render import Format, render
 from vmbench.report.tables import gap_table, layer_table
 from vmbench.results.plan import read_plan

@@ -28,7 +28,8 @@ from ..report.cpurows import CpuRow
 from ..report.facts import suspect_flags
 from ..report.hostonly import host_only_rows
 from ..report.load import RunData
-from ..report.rows import CPU_IDLE_MIN, SATURATED, Row, aggregate, gap_rows, group, journey_rows, judge_change, layer_rows, raw_group
+from ..report.rows import CPU_IDLE_MIN, SATURATED, Row, aggregate, group, journey_rows, judge_change, raw_group
+from ..report.runrows import RunRows
 from ..report.stats import Delta, change_words
 from ..results.plan import StoredPlan
 from ..results.records import CellRecord, CryptoRecord, Measurement
@@ -82,12 +83,19 @@ class Ctx:
         return self._cpu
 
     # the report's rows of one job, judged by one metric (None: the job's own): made once per
-    # run, whichever reader asks
+    # run, whichever reader asks (the report's tables included, for the run's valid cells)
     def gap_rows(self, job: str, metric: Metric | None = None) -> list[Row]:
-        return self._rows("gap", job, metric, lambda jobs, metrics: gap_rows(self.measurements, self.cells, jobs, self.host_memory, metrics))
+        return self.rows.gaps([job], {job: metric} if metric is not None else None)
 
     def layer_rows(self, job: str, metric: Metric | None = None) -> list[Row]:
-        return self._rows("layer", job, metric, lambda jobs, metrics: layer_rows(self.measurements, self.cells, jobs, metrics))
+        return self.rows.layers([job], {job: metric} if metric is not None else None)
+
+    @functools.cached_property
+    def rows(self) -> RunRows:
+        """The run's rows (:attr:`RunData.rows`), or, for other cells than the run's valid ones, their own."""
+        if self.cells == self.data.valid_cells:
+            return self.data.rows
+        return RunRows(self.measurements, self.cells, self.host_memory)
 
     def journey_rows(self, job: str, metric: Metric | None = None) -> list[Row]:
         return self._rows("journey", job, metric, lambda jobs, metrics: journey_rows(self.measurements, self.cells, jobs, metrics))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..report.curves import SWEPT, curves
 from ..report.load import RunData
-from ..report.rows import READ_MODES, WRITE_MODES, gap_rows
+from ..report.rows import READ_MODES, WRITE_MODES
 from ..report.stats import Delta, label
 from .measured import Ctx, ceiling, fio_metric, unit
 from .model import Goal, GoalMetric
@@ -127,8 +127,7 @@ def curve_standing(data: RunData) -> list[str]:
     sweep's end.  [] for a run without sweeps."""
     if not any(j.sweep_of for j in data.plan.jobs) or data.kind.many_vms:
         return []
-    rows = gap_rows(list(data.measurements), data.valid_cells, data.jobs, data.environment.host_memory_bytes,
-                    data.plan.job_metrics)
+    rows = data.rows.gaps(data.jobs, data.plan.job_metrics)
     found = curves(rows, data.plan.jobs)
     host_knee = {c.job: c.points[c.knee].value for c in found if c.side == "host" and c.knee is not None}
     out = []

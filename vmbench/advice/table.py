@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..report.build import build_report
+from ..report.build import build_report, collector_paused
 from ..report.load import RunData
 from ..report.stats import FEWER, NOISE
 from ..report.summary import CHANGE_NEXT
@@ -34,8 +34,9 @@ def report_with_advice(data: RunData) -> tuple[dict, list[Table]]:
     # tune's plan ranks nothing (start-up time)
     from .rank import advise
 
-    header, tables = build_report(data)
-    return header, tables + advice_tables(advise(data), header)
+    with collector_paused():
+        header, tables = build_report(data)
+        return header, tables + advice_tables(advise(data), header)
 
 
 def delta_text(r: Recommendation) -> str:

@@ -12,7 +12,9 @@ section a printed report ends with is added above this package, by
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+import gc
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..results.environment import Environment
 from ..results.kind import RunKind
@@ -23,13 +25,33 @@ from .hostonly import host_only_rows, host_only_table, storage_cells_table
 from .load import RunData
 from .loadrows import scaling_rows
 from .loadtables import load_header, load_tables
-from .rows import gap_rows
 from .tables import Table, cells_table, crypto_table, gap_table, journey_table, layer_table, targets_table
 
 
 def build_report(data: RunData) -> tuple[dict, list[Table]]:
     """The header lines and the measurement tables of a loaded run (the advice section is
     added by :func:`vmbench.advice.table.report_with_advice`, which reads these rows)."""
+    with collector_paused():
+        return _build_report(data)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for the block, then as it was: the rows, tables
+    and plots of a large run make a few hundred thousand objects, and the collector walked them
+    and the run's records again and again (a fifth of the time to make the tables and advice of
+    1,000 cells, a tenth of its page's) for the few cycles matplotlib's figures leave, which it
+    frees after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _build_report(data: RunData) -> tuple[dict, list[Table]]:
     run, env, boots = data.run, data.environment, data.boots
     accels = sorted({str(b.accelerator) for b in boots}) or [str(_known(env.accelerator))]
     header = {
@@ -141,18 +163,19 @@ def one_vm_tables(data: RunData, header: dict) -> list[Table]:
     crypto ceiling, the targets and the cells."""
     env, cells, measurements, jobs = data.environment, list(data.cells), list(data.measurements), data.jobs
     valid_cells, policy, metrics = data.valid_cells, data.plan.repeat_policy, data.plan.job_metrics
+    gaps = data.rows.gaps(jobs, metrics)
     tables = [gap_table(measurements, valid_cells, jobs, policy, host_memory_bytes=env.host_memory_bytes, env=env,
-                        metrics=metrics)]
+                        metrics=metrics, rows=gaps)]
     if any(j.sweep_of for j in data.plan.jobs):
-        rows = gap_rows(measurements, valid_cells, jobs, env.host_memory_bytes, metrics)
-        swept = curve_table(curves(rows, data.plan.jobs), env=env)
+        swept = curve_table(curves(gaps, data.plan.jobs), env=env)
         tables += [swept] if swept else []
     cpu = cpu_table(measurements, valid_cells, jobs, repeats=policy, env=env)  # None: no QEMU process was sampled
     if cpu is not None:
         tables.append(cpu)
     if data.kind is RunKind.JOURNEY:
         tables.append(journey_table(measurements, valid_cells, jobs, repeats=policy, env=env, metrics=metrics))
-    lt = layer_table(measurements, valid_cells, jobs, data.crypto, data.plan.stacks, repeats=policy, env=env, metrics=metrics)
+    lt = layer_table(measurements, valid_cells, jobs, data.crypto, data.plan.stacks, repeats=policy, env=env, metrics=metrics,
+                     rows=data.rows.layers(jobs, metrics))
     if lt:
         tables.append(lt)
     ct = crypto_table(data.crypto)

@@ -22,11 +22,8 @@ from __future__ import annotations
 
 import math
 import statistics
-import warnings
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from ..fio.result import fio_cpu_us_per_io
 from ..results.cpu import QemuCpuRecord
@@ -36,6 +33,9 @@ from . import stats
 from .facts import saturation
 from .rows import group, host_group, host_key
 from .stats import Delta
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: the thread classes of the split, in the table's order ("other" holds QEMU's other and exited threads)
 CLASSES = ("vcpu", "iothread", "main", "worker", "other")
@@ -190,23 +190,18 @@ def difference(a_samples: Sequence[float], b_samples: Sequence[float], *, seed: 
     percentile-bootstrap interval of :mod:`vmbench.report.stats` (two independent samples, its
     resamples and seed, :data:`stats.MIN_REPEATS` or more on both sides): "cheaper" when the
     whole interval is below 0, "costlier" when above, "within noise" when it includes 0."""
-    a = np.asarray(list(a_samples), dtype=float)
-    b = np.asarray(list(b_samples), dtype=float)
-    if a.size == 0 or b.size == 0:
+    a = [float(x) for x in a_samples]
+    b = [float(x) for x in b_samples]
+    if not a or not b:
         return Delta(None, None, None, None, "no measurements")
-    point = float(np.median(a) - np.median(b))
-    if min(a.size, b.size) < stats.MIN_REPEATS:
+    point = float(stats.median(a) - stats.median(b))
+    if min(len(a), len(b)) < stats.MIN_REPEATS:
         return Delta(point, None, None, None, stats.FEWER)
-    if np.ptp(a) == 0.0 and np.ptp(b) == 0.0:
+    if max(a) == min(a) and max(b) == min(b):
         low = high = point
         why: str | None = "no spread in the repeats: the interval is the point"
     else:
-        bootstrap, rng_kw = stats.scipy_bootstrap()  # scipy imported here, when first needed
-        with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
-            warnings.simplefilter("ignore")
-            res = bootstrap((a, b), _diff, paired=False, vectorized=True, n_resamples=stats.RESAMPLES,
-                            confidence_level=confidence, method=stats.METHOD, **{rng_kw: np.random.default_rng(seed)})
-        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        low, high = stats.bootstrap_interval(a, b, _diff, seed=seed, confidence=confidence)  # numpy and scipy imported there
         if not (math.isfinite(low) and math.isfinite(high)):
             return Delta(point, None, None, None, "the bootstrap gave no finite interval")
         why = None
@@ -215,7 +210,9 @@ def difference(a_samples: Sequence[float], b_samples: Sequence[float], *, seed: 
     return Delta(point, low, high, verdict, why or f"the {confidence * 100:g}% interval {where} 0 {unit}")
 
 
-def _diff(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+def _diff(a: "np.ndarray", b: "np.ndarray", axis: int = -1) -> "np.ndarray":
+    import numpy as np
+
     return np.median(a, axis=axis) - np.median(b, axis=axis)
 
 

@@ -14,21 +14,19 @@ plots only illustrate them, and each has a text alternative beside it.
 
 from __future__ import annotations
 
-import gc
 import html
 import json
 import os
 import re
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import jinja2
 from markupsafe import Markup
 
-from .build import build_report
+from .build import build_report, collector_paused
 from .load import RunData
 from .sections import plot_sections
 from .summary import summary_lines
@@ -97,7 +95,7 @@ def write_html(data: RunData, path: str | os.PathLike, made: tuple[dict, Sequenc
 
 def render_html(data: RunData) -> str:
     """The loaded run's report as one self-contained HTML page."""
-    with _collector_paused():
+    with collector_paused():
         header, tables = build_report(data)
         return render_page(data, header, tables)
 
@@ -110,26 +108,11 @@ def render_page(data: RunData, header: dict, tables: Sequence[Table]) -> str:
     environment_text = (("Environment (as recorded by the run)", json.dumps(run.environment.to_row(), indent=2, sort_keys=True, default=str)),
                         ("Plan", json.dumps(run.plan_json, indent=2, sort_keys=True, default=str)),
                         ("Scenario file as run", data.scenario_text))
-    with _collector_paused():
+    with collector_paused():
         return _jinja().get_template("page.html.j2").render(
             title=title, summary=summary_lines(header, tables), header=header, tables=[table_view(t) for t in tables if t.records],
             sections=[s for s in plot_sections(data, tables) if not s.empty or s.notable],
             flags=flags(data, header, tables), environment=environment_text)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused for the block, then as it was: the tables and
-    plots of a large run make a few hundred thousand objects, and the collector walked them and
-    the run's rows again and again (a tenth of a 1,000-cell page's time) for the few cycles
-    matplotlib's figures leave, which it frees after."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def anchor(name: str) -> str:

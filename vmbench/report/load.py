@@ -9,6 +9,7 @@ tables (:mod:`.tables`, :mod:`.hostonly`, put together by :mod:`.build`) -> text
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
@@ -22,6 +23,7 @@ from ..results.plan import LoadPlan, StoredPlan
 from ..results.records import BootRecord, CellRecord, CryptoRecord, Measurement, SeriesRecord, Telemetry
 from ..scenario.model import Target
 from ..telemetry import sampler as telemetry
+from .runrows import RunRows
 
 #: the samplers' series (:data:`vmbench.telemetry.sampler.SUMMARY_SOURCES`)
 SAMPLED = tuple(telemetry.SUMMARY_SOURCES)
@@ -98,6 +100,12 @@ class RunData:
         """Each measurement's qemu-cpu row (CpuPerIo.to_json()) by its key, the measurements
         as stored (no shared raw-disk copies)."""
         return {m.key: m.qemu_cpu for m in self.measured if m.qemu_cpu is not None}
+
+    @functools.cached_property
+    def rows(self) -> RunRows:
+        """The gap and layer rows of the valid cells, each made once: the report's tables and
+        the advice read the same (:class:`~vmbench.report.runrows.RunRows`)."""
+        return RunRows(list(self.measurements), self.valid_cells, self.environment.host_memory_bytes)
 
     @property
     def measured(self) -> list[Measurement]:

@@ -1,4 +1,5 @@
-"""Render table models as text (tabulate), Markdown, CSV or JSON.
+"""Render table models as text (tabulate's simple table, written by
+:func:`~vmbench.report.textfit.text_table`), Markdown (tabulate), CSV or JSON.
 
 Under each table: its notes, then its admissibility facts and what is not stated, each said
 once per report.  The text report fits a 120-column terminal: a wide table leaves out its detail
@@ -15,11 +16,9 @@ import json
 import textwrap
 from typing import Any, Sequence
 
-from tabulate import tabulate
-
 from ..settings import Choice
 from .tables import NOTE_COLUMNS, Table
-from .textfit import WIDTH, Fit, fit_columns
+from .textfit import WIDTH, Fit, fit_columns, text_table
 
 
 class Format(Choice):
@@ -83,8 +82,12 @@ def _text_table(t: Table, said: set[str], width: int | None) -> str:
     cells = [[c.text(r) for c in t.columns] for r in t.records]
     headers = [c.header for c in t.columns]
     fit = fit_table(t, cells, width) if width else Fit(tuple(range(len(headers))), (None,) * len(headers), ())
-    body = tabulate([[row[i] for i in fit.kept] for row in cells], headers=[headers[i] for i in fit.kept], tablefmt="simple",
-                    disable_numparse=True, maxcolwidths=list(fit.wrap))
+    rows, kept_headers = [[row[i] for i in fit.kept] for row in cells], [headers[i] for i in fit.kept]
+    body = text_table(rows, kept_headers, fit.wrap)
+    if body is None:
+        from tabulate import tabulate  # only here and for Markdown: 30 ms of every text report's start
+
+        body = tabulate(rows, headers=kept_headers, tablefmt="simple", disable_numparse=True, maxcolwidths=list(fit.wrap))
     notes = [n for n in t.notes if NOTE_COLUMNS.get(n) not in fit.hidden and _first(n, said)]
     if fit.hidden:
         notes.append(HIDDEN.format(width=width, columns=", ".join(fit.hidden), name=t.name))
@@ -93,6 +96,8 @@ def _text_table(t: Table, said: set[str], width: int | None) -> str:
 
 
 def _markdown_table(t: Table, said: set[str]) -> str:
+    from tabulate import tabulate  # imported when asked for (see _text_table)
+
     body = tabulate([[c.text(r) for c in t.columns] for r in t.records], headers=[c.header for c in t.columns],
                     tablefmt="github", disable_numparse=True)
     notes = "\n".join("- " + n for n in t.notes if _first(n, said))

