@@ -18,10 +18,11 @@ demo:
 
 # Two pytest-xdist workers (a TCG guest keeps about one core busy), a test module stays on one
 # worker with its module fixtures (the ZFS storage guest, the shared run); the tests marked
-# serial (one restarts libvirtd, others check that nothing at all was created) run alone after.
+# serial (one restarts libvirtd, others check that nothing at all was created) run alone after,
+# collected from tests/integration only (no unit test is serial; collecting tests/ too took 5 to 12 s).
 test: bootstrap
 	$(VENV)/bin/pytest -v -n 2 --dist loadfile -m "not serial" --durations=40 tests
-	$(VENV)/bin/pytest -v -m serial tests
+	$(VENV)/bin/pytest -v -m serial tests/integration
 
 test-fast:
 	scripts/bootstrap --venv-only

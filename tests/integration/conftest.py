@@ -43,6 +43,8 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/integration" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+        elif item.get_closest_marker("serial"):  # make test runs the serial phase on tests/integration only
+            raise pytest.UsageError(f"{item.nodeid}: a test marked serial belongs in tests/integration")
     items.sort(key=rank)  # stable: the order within a module is kept
 
 

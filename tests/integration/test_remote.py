@@ -67,41 +67,6 @@ def plan_keys(path: Path) -> set:
     return {st.key() for st in make_plan(s).steps()}
 
 
-def test_remote_run_end_to_end(machine, sshd, tmp_path):
-    path = scenario(tmp_path, sshd)
-    db_path = tmp_path / "r.db"
-    run = vmbench("run", str(path), "--db", str(db_path))
-    assert run.returncode == 0, run.stderr
-    assert "uploading template debian12" in flat(run.stderr) and f"{sshd.port}:{REMOTE_DIR}/images/" in run.stderr
-    db = ResultsDB(db_path, create=False)
-    r = db.resolve_run("latest")
-    assert r.status == "ok"
-    env = r.environment
-    assert env["ssh_host"] == "127.0.0.1" and env["ssh_port"] == sshd.port
-    assert env["ssh_host_key"] == sshd.host_key_fingerprint
-    assert env["libvirt_uri"].startswith("qemu+ssh://root@127.0.0.1:") and env["pool"] == POOL
-    rows = db.rows("measurements", r.id)
-    assert {(m["side"], m["job"]) for m in rows} == {(s, j) for s in ("host", "guest") for j in ("4k-randwrite", "1m-read")}
-    assert all(m["target"].startswith(f"{REMOTE_DIR}/pool/vmbench-") for m in rows if m["side"] == "host")
-    assert db.measurement_keys(r.id) == plan_keys(path)
-    # CPU per I/O (issue 17): the QEMU process sampled through the SSH host transport
-    report = vmbench("report", "latest", "--db", str(db_path))
-    assert report.returncode == 0, report.stderr
-    assert_qemu_cpu_sampled(db, r.id, report.stdout)
-    assert list(Path(REMOTE_DIR, "images").glob("debian12-*/manifest.json"))
-    assert run_tag_resources(machine, r.tag) == []
-    assert not list(Path(REMOTE_DIR, "work").glob("*")), "the host work directory is removed"
-
-    # the image is already there: doctor says so, and a second run would not upload it again
-    doc = vmbench("doctor", str(path))
-    assert doc.returncode == 0, doc.stdout + doc.stderr
-    assert "hash matches" in flat(doc.stdout) and sshd.host_key_fingerprint in flat(doc.stdout)
-    clean = vmbench("cleanup", "--dry-run", str(path), timeout=120)
-    # this run left nothing (tests running beside this one on the same libvirtd may have VMs up now)
-    assert clean.returncode == 0 and r.tag not in clean.stdout, clean.stdout + clean.stderr
-    assert "nothing to clean up on 127.0.0.1" in flat(clean.stdout) or "leftover(s); --dry-run: nothing removed" in flat(clean.stdout)
-
-
 @pytest.mark.serial  # nothing at all may appear while it runs
 def test_unknown_and_changed_host_keys_are_refused(machine, sshd, tmp_path):
     empty = tmp_path / "empty_known_hosts"
@@ -133,8 +98,12 @@ def test_unknown_and_changed_host_keys_are_refused(machine, sshd, tmp_path):
     assert "ssh" in doc.stdout and "connected" in doc.stdout, doc.stdout + doc.stderr
 
 
-def test_dropped_connection_then_resume(machine, sshd, tmp_path):
-    path = scenario(tmp_path, sshd, runtime="12s")
+def test_remote_run_with_a_dropped_connection_then_resumed_end_to_end(machine, sshd, tmp_path):
+    """The remote run end to end, from two attempts (two tests and two boots before, one now):
+    its SSH sessions killed during the host's second job, the run fails saying so and keeps the
+    finished job; ``--resume`` finishes it, and the run then holds what a run made at once does."""
+    # the sessions die 3 s into the host's 1m-read (1 s ramp + 6 s); its --resume runs it again on both sides
+    path = scenario(tmp_path, sshd, runtime="6s")
     db_path = tmp_path / "r.db"
     proc = subprocess.Popen([sys.executable, "-m", "vmbench", "run", str(path), "--db", str(db_path)],
                             cwd=ROOT, stderr=subprocess.PIPE, text=True)
@@ -148,6 +117,8 @@ def test_dropped_connection_then_resume(machine, sshd, tmp_path):
     assert "lost the SSH connection to root@127.0.0.1" in out and "measuring the host" in out, out
     assert "--resume" in out
     assert "cleanup incomplete" not in out, out
+    # the template went up once, in the first attempt's preflight
+    assert "uploading template debian12" in out and f"{sshd.port}:{REMOTE_DIR}/images/" in "".join(lines), out
     db = ResultsDB(db_path, create=False)
     r = db.resolve_run("latest")
     assert r.status == "failed"
@@ -157,10 +128,37 @@ def test_dropped_connection_then_resume(machine, sshd, tmp_path):
 
     resumed = vmbench("run", "--resume", "latest", "--db", str(db_path))
     assert resumed.returncode == 0, resumed.stderr
+    assert "uploading template" not in flat(resumed.stderr)  # already there
     db = ResultsDB(db_path, create=False)
-    assert db.resolve_run(r.id).status == "ok"
+    r = db.resolve_run(r.id)
+    assert r.status == "ok"
     assert db.measurement_keys(r.id) == plan_keys(path)
     assert len(db.rows("measurements", r.id)) == len(plan_keys(path))
     report = json.loads(vmbench("report", str(r.id), "--db", str(db_path), "--format", "json").stdout)
     rows = {(x["side"], x["job"]) for x in report["tables"][0]["records"]}
     assert rows == {(s, j) for s in ("host", "guest") for j in ("4k-randwrite", "1m-read")}
+
+    # what the run end to end holds: the SSH host it reached, its host key, the pool, the host's targets
+    env = r.environment
+    assert env["ssh_host"] == "127.0.0.1" and env["ssh_port"] == sshd.port
+    assert env["ssh_host_key"] == sshd.host_key_fingerprint
+    assert env["libvirt_uri"].startswith("qemu+ssh://root@127.0.0.1:") and env["pool"] == POOL
+    rows = db.rows("measurements", r.id)
+    assert {(m["side"], m["job"]) for m in rows} == {(s, j) for s in ("host", "guest") for j in ("4k-randwrite", "1m-read")}
+    assert all(m["target"].startswith(f"{REMOTE_DIR}/pool/vmbench-") for m in rows if m["side"] == "host")
+    # CPU per I/O (issue 17): the QEMU process sampled through the SSH host transport
+    text = vmbench("report", "latest", "--db", str(db_path))
+    assert text.returncode == 0, text.stderr
+    assert_qemu_cpu_sampled(db, r.id, text.stdout)
+    assert list(Path(REMOTE_DIR, "images").glob("debian12-*/manifest.json"))
+    assert run_tag_resources(machine, r.tag) == []
+    assert not list(Path(REMOTE_DIR, "work").glob("*")), "the host work directory is removed"
+
+    # the image is already there: doctor says so, and a second run would not upload it again
+    doc = vmbench("doctor", str(path))
+    assert doc.returncode == 0, doc.stdout + doc.stderr
+    assert "hash matches" in flat(doc.stdout) and sshd.host_key_fingerprint in flat(doc.stdout)
+    clean = vmbench("cleanup", "--dry-run", str(path), timeout=120)
+    # this run left nothing (tests running beside this one on the same libvirtd may have VMs up now)
+    assert clean.returncode == 0 and r.tag not in clean.stdout, clean.stdout + clean.stderr
+    assert "nothing to clean up on 127.0.0.1" in flat(clean.stdout) or "leftover(s); --dry-run: nothing removed" in flat(clean.stdout)
