@@ -87,6 +87,15 @@ def cached_accelerator(scenario) -> str | None:
         return None
 
 
+def write_out(text: str, output: str | None) -> None:
+    """A command's output: to the file ``--output`` names (saying so), else to stdout."""
+    if output:
+        Path(output).write_text(text)
+        print(f"wrote {output}")
+    else:
+        sys.stdout.write(text)
+
+
 def say_migrated(db, progress) -> None:
     """Say what opening ``db`` did to it, when it upgraded it (:meth:`ResultsDB.migration_note`), wrapped to
     fit the terminal."""

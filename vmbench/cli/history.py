@@ -23,7 +23,7 @@ from ..report.historyview import render_text, to_json
 from ..report.load import load_run
 from ..results.db import ResultsDB
 from ..scenario import load_scenario
-from .common import ConsoleProgress, say_migrated
+from .common import ConsoleProgress, say_migrated, write_out
 from .export import deliver, influx_target, refuse_secret_on_argv
 
 FORMATS = ("table", "json", "html", "influx", "openmetrics")
@@ -96,12 +96,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
         print(f"wrote {write_history_html(history, args.output)}")
     else:
-        text = render_text(history)
-        if args.output:
-            Path(args.output).write_text(text)
-            print(f"wrote {args.output}")
-        else:
-            sys.stdout.write(text)
+        write_out(render_text(history), args.output)
     return 0
 
 

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 from ..advice.table import report_with_advice
 from ..errors import UsageError
@@ -13,7 +11,7 @@ from ..report.load import load_run
 from ..report.render import Format, render, select_tables
 from ..report.summary import summary_lines
 from ..results.db import ResultsDB
-from .common import ConsoleProgress, say_migrated
+from .common import ConsoleProgress, say_migrated, write_out
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -44,10 +42,6 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise UsageError(f"--section: {exc}", "one table whole: vmbench report --section NAME") from None
     else:
         text = render(tables, fmt, header, summary_lines(header, tables), wide=args.wide)
-    if args.output:
-        Path(args.output).write_text(text)
-        print(f"wrote {args.output}")
-    else:
-        sys.stdout.write(text)
+    write_out(text, args.output)
     return 0
 
