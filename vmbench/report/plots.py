@@ -103,7 +103,7 @@ def drawn_ticks_only(axis: Any) -> None:
             axis.set_minor_locator(FixedLocator(keep))
 
 
-def _same_labels(formatter: Any, locs: Sequence[float], keep: Sequence[float]) -> bool:
+def _same_labels(formatter: Any, locs: list[float], keep: list[float]) -> bool:
     """Whether the drawn ticks get the labels they get among all the locator's ticks."""
     if not isinstance(formatter, ScalarFormatter):
         return True  # a FuncFormatter here reads the value alone (THOUSANDS_FORMAT, MS_FORMAT)
