@@ -61,7 +61,7 @@ def _by_text(make: Callable[[str], R]) -> Callable[[str], R]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _typed(key: str, _kind: type, value: object) -> object:
+def _typed(key: str, _kind: str, value: object) -> object:
     """:meth:`Settings.typed` of a stored value: the same for every row that stores it (a
     run's thousands of rows share a handful), read back once."""
     axis = AXIS_BY_SETTING[key]
@@ -96,9 +96,9 @@ class Settings(dict):
         if value is None or key not in AXIS_BY_SETTING:
             return None
         try:
-            return _typed(key, type(value), value)  # the type too: 1, 1.0 and True are one key to a cache
+            return _typed(key, type(value).__name__, value)  # the type too: 1, 1.0 and True are one key to a cache
         except TypeError:  # a value no cache can hold (a list): read back each time
-            return _typed.__wrapped__(key, type(value), value)
+            return _typed.__wrapped__(key, type(value).__name__, value)
 
     def is_setting_of(self, key: str, vm: VmConfig) -> bool:
         """Whether axis ``key``'s stored value is ``vm``'s: read back typed and compared; a
