@@ -269,3 +269,55 @@ def test_backticks_are_code_flags_come_in_order_and_long_text_wraps(db):
     levels = [level for level, _ in report_html.flags(data, header, [cpu, *tables])]
     assert levels == sorted(levels, key=report_html.FLAG_ORDER.index) and levels[-1] == "measurement note"
     assert levels[0] == "note" and "note" in levels[:-1]  # the TCG note and the figures' notes before the sampler's
+
+
+@pytest.mark.parametrize("text", ["1,234", "plain words here", "a&b", "<x>", 'say "hi"', "it's", "`repeats: 3`",
+                                  "see https://example.invalid", "ratio 1:2", ""])
+def test_a_cell_escaped_only_when_it_needs_it_reads_as_escaped(text):
+    """The table cells' fast path (text left as it is) gives what escaping every cell gave."""
+    needs = bool(report_html.NEEDS_ESCAPE.search(text))
+    assert needs or report_html.code_spans(report_html.esc(text)) == text
+
+
+def _figure(kind: str):
+    import numpy as np
+
+    fig = plots.new_figure(4.0, 3.0)
+    ax = fig.subplots()
+    if kind == "log":
+        ax.plot([1.0, 30.0, 900.0], [0.07, 0.9, 42.0])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(plots.MS_FORMAT)
+        ax.yaxis.set_minor_formatter(plots.NullFormatter())
+    elif kind == "offset":  # a ScalarFormatter with an offset: its ticks are left as they are if labels would change
+        ax.plot(np.linspace(100000.0, 100000.4, 5), [3.0, 1.0, 4.0, 1.0, 5.0])
+    else:
+        ax.bar([0, 1, 2], [12345.0, 800.0, 40000.0])
+        ax.yaxis.set_major_formatter(plots.THOUSANDS_FORMAT)
+        ax.minorticks_on()
+    return fig
+
+
+@pytest.mark.parametrize("kind", ["log", "offset", "bars"])
+def test_ticks_fixed_to_those_drawn_leave_the_svg_as_it_was(kind):
+    import io
+
+    import matplotlib
+
+    def svg(fig) -> str:
+        buf = io.StringIO()
+        with matplotlib.rc_context({"svg.hashsalt": "t"}):
+            fig.savefig(buf, format="svg", metadata={"Date": None})
+        return buf.getvalue()
+
+    with matplotlib.rc_context(plots.RC):
+        before = svg(_figure(kind))
+        fig = _figure(kind)
+        for ax in fig.axes:
+            plots.drawn_ticks_only(ax.xaxis)
+            plots.drawn_ticks_only(ax.yaxis)
+        fixed = [a for ax in fig.axes for a in (ax.xaxis, ax.yaxis)
+                 if isinstance(a.get_major_locator(), plots.FixedLocator) or isinstance(a.get_minor_locator(), plots.FixedLocator)]
+        assert fixed  # ticks beyond the limits were left out
+        assert svg(fig) == before

@@ -177,21 +177,33 @@ class _ColumnView:
         self.classes = ["num"] if numeric else []
         self.verdict = c.key.endswith("_verdict")
         self.result = c.key == "result"
+        # the cell's opening tag, by whether its text wraps (the result's own class aside)
+        self.opening = {wrap: _td(self.classes + (["wrap"] if wrap else []) + (["verdict"] if self.verdict else []))
+                        for wrap in (False, True)}
 
     def cell(self, r: dict) -> str:
         try:
             text = self.text(r)
         except (TypeError, ValueError):
             text = str(r.get(self.key))
-        cls = list(self.classes)
-        if len(text) > WRAP_FROM and " " in text:
-            cls.append("wrap")
-        if self.verdict:
-            cls.append("verdict")
-        if self.result and text in ("PASS", "FAIL", "NOT MEASURED"):
-            cls.append(text.lower().replace(" ", ""))
-        shown = code_spans(esc(text))
-        return f'<td class="{" ".join(cls)}">{shown}</td>' if cls else f"<td>{shown}</td>"  # the classes are the names above
+        wrap = len(text) > WRAP_FROM and " " in text
+        if self.result and text in RESULT_CLASSES:
+            opening = _td(self.classes + (["wrap"] if wrap else []) + (["verdict"] if self.verdict else []) + [RESULT_CLASSES[text]])
+        else:
+            opening = self.opening[wrap]
+        # most cells are numbers or plain words: escaped (and code spans looked for) only when they need it
+        shown = code_spans(esc(text)) if NEEDS_ESCAPE.search(text) else text
+        return f"{opening}{shown}</td>"
+
+
+#: a target's result and its cell's class
+RESULT_CLASSES = {"PASS": "pass", "FAIL": "fail", "NOT MEASURED": "notmeasured"}
+#: text that :func:`esc` or :func:`code_spans` would change
+NEEDS_ESCAPE = re.compile(r"[&<>\"'`]|://")
+
+
+def _td(classes: list[str]) -> str:
+    return f'<td class="{" ".join(classes)}">' if classes else "<td>"  # the classes are the names above
 
 
 def plain(v: Any) -> str:

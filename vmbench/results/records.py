@@ -60,6 +60,19 @@ def _by_text(make: Callable[[str], R]) -> Callable[[str], R]:
 # ---- the VM settings ----------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)
+def _typed(key: str, _kind: str, value: object) -> object:
+    """:meth:`Settings.typed` of a stored value: the same for every row that stores it (a
+    run's thousands of rows share a handful), read back once."""
+    axis = AXIS_BY_SETTING[key]
+    if axis.from_stored is None:
+        return None
+    try:
+        return axis.value(axis.from_stored(VmConfig(), value))
+    except (ValueError, TypeError):
+        return None
+
+
 class Settings(dict):
     """A VM's settings as stored (``settings_of(vm)``: axis key -> stored value, in axis order),
     a mapping as stored and serialized, with the values read back typed through the axis
@@ -79,13 +92,13 @@ class Settings(dict):
     def typed(self, key: str) -> object:
         """Axis ``key``'s stored value read back as the scenario holds it (a :class:`Cache`, a
         flag, a number...); None when not stored or not one of the axis's values."""
-        value, axis = dict.get(self, key), AXIS_BY_SETTING.get(key)
-        if value is None or axis is None or axis.from_stored is None:
+        value = dict.get(self, key)
+        if value is None or key not in AXIS_BY_SETTING:
             return None
         try:
-            return axis.value(axis.from_stored(VmConfig(), value))
-        except (ValueError, TypeError):
-            return None
+            return _typed(key, type(value).__name__, value)  # the type too: 1, 1.0 and True are one key to a cache
+        except TypeError:  # a value no cache can hold (a list): read back each time
+            return _typed.__wrapped__(key, type(value).__name__, value)
 
     def is_setting_of(self, key: str, vm: VmConfig) -> bool:
         """Whether axis ``key``'s stored value is ``vm``'s: read back typed and compared; a
