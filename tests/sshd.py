@@ -149,13 +149,21 @@ class TestSshd:
             if self.proc.poll() is not None:
                 err = self.log.read_text(errors="replace")
                 raise RuntimeError(f"test sshd exited ({self.proc.returncode}): {err}")
-            try:
-                socket.create_connection((self.host, self.port), timeout=1).close()
+            if self._greets():
                 return
-            except OSError:
-                time.sleep(0.05)
+            time.sleep(0.05)
         self.stop()
-        raise RuntimeError(f"test sshd did not listen on {self.host}:{self.port} within 10 s")
+        raise RuntimeError(f"test sshd did not greet on {self.host}:{self.port} within 10 s")
+
+    def _greets(self) -> bool:
+        """Whether sshd answers a connection with its banner: listening alone is not enough (a
+        connection it accepted while starting under load can still end before the banner, which
+        a client reads as EOF)."""
+        try:
+            with socket.create_connection((self.host, self.port), timeout=2) as probe:
+                return probe.recv(4).startswith(b"SSH-")
+        except OSError:
+            return False
 
     def stop(self) -> None:
         """Stop it and every connection it serves (clients see theirs drop, then refused)."""
