@@ -16,6 +16,7 @@ import pytest
 from tests.records import as_crypto
 from vmbench.report import html as report_html
 from vmbench.report import plots
+from vmbench.report.ticks import drawn_ticks_only
 from vmbench.report.build import build_report
 from vmbench.report.load import load_run
 from vmbench.report.html import render_html, write_html
@@ -302,6 +303,7 @@ def _figure(kind: str):
 @pytest.mark.parametrize("kind", ["log", "offset", "bars"])
 def test_ticks_fixed_to_those_drawn_leave_the_svg_as_it_was(kind):
     import io
+    from matplotlib.ticker import FixedLocator
 
     import matplotlib
 
@@ -315,9 +317,9 @@ def test_ticks_fixed_to_those_drawn_leave_the_svg_as_it_was(kind):
         before = svg(_figure(kind))
         fig = _figure(kind)
         for ax in fig.axes:
-            plots.drawn_ticks_only(ax.xaxis)
-            plots.drawn_ticks_only(ax.yaxis)
+            drawn_ticks_only(ax.xaxis)
+            drawn_ticks_only(ax.yaxis)
         fixed = [a for ax in fig.axes for a in (ax.xaxis, ax.yaxis)
-                 if isinstance(a.get_major_locator(), plots.FixedLocator) or isinstance(a.get_minor_locator(), plots.FixedLocator)]
+                 if isinstance(a.get_major_locator(), FixedLocator) or isinstance(a.get_minor_locator(), FixedLocator)]
         assert fixed  # ticks beyond the limits were left out
         assert svg(fig) == before
