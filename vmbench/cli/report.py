@@ -7,6 +7,7 @@ import argparse
 
 from ..advice.table import report_with_advice
 from ..errors import UsageError
+from ..report.figures import painter
 from ..report.load import load_run
 from ..report.render import Format, render, select_tables
 from ..report.summary import summary_lines
@@ -22,10 +23,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         # the text report loads neither (start-up time)
         from ..report.html import write_html
 
-        db = ResultsDB(args.db, create=False)
-        say_migrated(db, ConsoleProgress())
-        data = load_run(db, args.run)
-        path = write_html(data, args.output, report_with_advice(data))
+        with painter() as figures:  # worker processes load matplotlib while the run is read, then draw
+            db = ResultsDB(args.db, create=False)
+            say_migrated(db, ConsoleProgress())
+            data = load_run(db, args.run)
+            path = write_html(data, args.output, report_with_advice(data), figures)
         print(f"wrote {path}")
         return 0
     try:

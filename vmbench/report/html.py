@@ -27,6 +27,7 @@ import jinja2
 from markupsafe import Markup
 
 from .build import build_report, collector_paused
+from .figures import IN_PROCESS, Painter
 from .load import RunData
 from .sections import plot_sections
 from .summary import summary_lines
@@ -82,25 +83,27 @@ class TableView:
     missing: str
 
 
-def write_html(data: RunData, path: str | os.PathLike, made: tuple[dict, Sequence[Table]] | None = None) -> Path:
+def write_html(data: RunData, path: str | os.PathLike, made: tuple[dict, Sequence[Table]] | None = None,
+               painter: Painter = IN_PROCESS) -> Path:
     """Write the run's report page to ``path`` (replaced atomically); returns the path.
-    ``made``: its header and tables when the caller made them (with the advice section)."""
+    ``made``: its header and tables when the caller made them (with the advice section);
+    ``painter`` draws its figures."""
     out = Path(path)
-    text = render_page(data, *made) if made is not None else render_html(data)
+    text = render_page(data, *made, painter) if made is not None else render_html(data, painter)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(out)
     return out
 
 
-def render_html(data: RunData) -> str:
+def render_html(data: RunData, painter: Painter = IN_PROCESS) -> str:
     """The loaded run's report as one self-contained HTML page."""
     with collector_paused():
         header, tables = build_report(data)
-        return render_page(data, header, tables)
+        return render_page(data, header, tables, painter)
 
 
-def render_page(data: RunData, header: dict, tables: Sequence[Table]) -> str:
+def render_page(data: RunData, header: dict, tables: Sequence[Table], painter: Painter = IN_PROCESS) -> str:
     """The page of a run whose header and tables are made; tables with no rows and plot sections
     with nothing to show are left out (a crypto benchmark that gave no figures stays)."""
     run = data.run
@@ -111,7 +114,7 @@ def render_page(data: RunData, header: dict, tables: Sequence[Table]) -> str:
     with collector_paused():
         return _jinja().get_template("page.html.j2").render(
             title=title, summary=summary_lines(header, tables), header=header, tables=[table_view(t) for t in tables if t.records],
-            sections=[s for s in plot_sections(data, tables) if not s.empty or s.notable],
+            sections=[s for s in plot_sections(data, tables, painter) if not s.empty or s.notable],
             flags=flags(data, header, tables), environment=environment_text)
 
 

@@ -16,11 +16,11 @@ from typing import Sequence
 import matplotlib
 import numpy as np
 
+from .figures import Line
 from .plots import COLOURS, HATCHES, LINESTYLES, MARKERS, RC, Plot, MS_FORMAT, THOUSANDS_FORMAT, longest_label, new_figure, label_text, fmt_num, to_svg
 
 #: (VMs, aggregate IOPS, merged p99 ms, the knee?) of one step
 ScalingPoint = tuple[int, "float | None", "float | None", bool]
-Line = tuple[Sequence[float], Sequence["float | None"]]  # (times in s, values); empty: none in that phase
 
 
 def _wrap(text: str, width_in: float) -> tuple[str, float]:
@@ -171,20 +171,3 @@ def victim_timeline(title: str, phases: Sequence[tuple[str, "Line | None", "Line
         grid[1, 0].set_ylabel("aggressors' IOPS (sum)")
         fig.suptitle(head, fontsize=9.5, y=1 - 0.08 / (4.2 + top_in), va="top")
         return Plot(title, to_svg(fig, title), "; ".join(alt) + ".")
-
-
-def sum_lines(lines: Sequence[tuple[float, Line]]) -> Line | None:
-    """Several series summed on one time axis: each shifted by its offset (s), then binned to
-    whole seconds (a series' points within one second averaged) and the bins added."""
-    total: dict[int, float] = {}
-    for offset, (ts, vs) in lines:
-        per: dict[int, list[float]] = {}
-        for t, v in zip(ts, vs):
-            if v is not None and not (isinstance(v, float) and math.isnan(v)):
-                per.setdefault(int(math.floor(float(t) + offset)), []).append(float(v))
-        for b, values in per.items():
-            total[b] = total.get(b, 0.0) + sum(values) / len(values)
-    if not total:
-        return None
-    keys = sorted(total)
-    return [k + 0.5 for k in keys], [total[k] for k in keys]

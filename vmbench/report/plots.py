@@ -26,6 +26,7 @@ from matplotlib.textpath import TextToPath
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..fio.histogram import Histogram
+from .figures import Plot
 from .ticks import drawn_ticks_only
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies
@@ -40,13 +41,6 @@ RC: dict[Any, Any] = {  # matplotlib's rcParams (its stubs name every key in a L
     "axes.spines.top": False, "axes.spines.right": False, "hatch.linewidth": 0.8, "legend.fontsize": 7.5,
     "legend.frameon": False, "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.5,
 }
-
-
-@dataclass(frozen=True)
-class Plot:
-    title: str
-    svg: str  # an <svg> element, no XML prologue
-    alt: str  # the text alternative shown next to it
 
 
 # ---- SVG output -------------------------------------------------------------------------------

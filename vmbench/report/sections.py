@@ -1,25 +1,28 @@
 """The plot sections of the HTML page: which plots a run gets, drawn from its tables and its
 loaded values (pure: :class:`~vmbench.report.load.RunData` and tables in, sections out).
 
-Each :class:`PlotSection` holds its plots (inline SVG from :mod:`vmbench.report.plots`),
-what it left out, or why it has none; ``templates/page.html.j2`` lays it out.  Plots per kind
+Each :class:`PlotSection` says what it draws (:class:`~vmbench.report.figures.Drawing`: a
+function of :mod:`vmbench.report.plots` and its arguments; a painter of that module draws them, in
+this process or in worker processes), then holds its plots (inline SVG), what it left out, or why
+it has none; ``templates/page.html.j2`` lays it out.  Plots per kind
 are capped so that a 100-cell run renders in about a second; the tables always hold every
 row, and each section says what it left out.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..fio.histogram import Histogram
 from ..results.key import MeasurementKey
 from ..results.plan import LoadPlan, PlannedLuks
 from ..results.lines import has_points, line_points, line_unit, plain_lines
 from ..results.records import CryptoRecord, Measurement
-from . import loadplots, plots
+from .figures import IN_PROCESS, Drawing, Line, Painter, Plot, PlotModule
 from .load import SAMPLED, RunData
 from .rows import host_group, raw_group
 from .tables import Table
@@ -37,7 +40,7 @@ MIB_TO_MB = 1.048576
 
 @dataclass(frozen=True)
 class Figure:
-    plot: plots.Plot
+    plot: Plot
     max_width_px: str | None  # the SVG's own width (px), so the page never scales it up
 
 
@@ -54,15 +57,24 @@ class Capped:
 class PlotSection:
     anchor: str  # the section's id: "plot-layers", "plot-latency", "plot-cells", "plot-cpu-per-io", "plot-crypto", "plot-timeline"
     heading: str
-    figures: tuple[Figure, ...] = ()
+    drawings: tuple[Drawing, ...] = ()  # what to draw: the section's figures once drawn
     empty: str | None = None  # why there is no plot (the section shows only this)
     notable: bool = False  # an empty section the page keeps: its emptiness is news (a step gave no figures)
     notes: tuple[str, ...] = ()  # said before the plots
     capped: tuple[Capped, ...] = ()  # what was left out
     no_intervals: bool = False  # the bars show point figures only
+    figures: tuple[Figure, ...] = ()  # its drawings drawn
 
 
-def plot_sections(data: RunData, tables: Sequence[Table]) -> list[PlotSection]:
+def plot_sections(data: RunData, tables: Sequence[Table], painter: Painter = IN_PROCESS) -> list[PlotSection]:
+    """The run's plot sections, their figures drawn by ``painter`` (all of the page's at once)."""
+    sections = planned_sections(data, tables)
+    plots = iter(painter.draw_all([d for s in sections for d in s.drawings]))
+    return [replace(s, figures=tuple(figure(next(plots)) for _ in s.drawings)) for s in sections]
+
+
+def planned_sections(data: RunData, tables: Sequence[Table]) -> list[PlotSection]:
+    """The run's plot sections with what each draws (nothing drawn yet)."""
     by_name = {t.name: t for t in tables}
     if data.kind.many_vms and data.load is not None:  # many VMs at once: the load section replaces the single-VM plots
         return load_sections(data, data.load, by_name)
@@ -78,12 +90,14 @@ def plot_sections(data: RunData, tables: Sequence[Table]) -> list[PlotSection]:
     return out + [crypto(data, by_name.get("layers")), timelines(data)]
 
 
-def _figures(made: Iterable[plots.Plot]) -> tuple[Figure, ...]:
-    out = []
-    for p in made:
-        size = re.search(r'width="([0-9.]+)pt"', p.svg[:400])
-        out.append(Figure(p, f"{float(size.group(1)) * 4 / 3:.0f}" if size else None))
-    return tuple(out)
+def drawing(module: PlotModule, function: str, *args: Any) -> Drawing:
+    """``module.function(*args)`` (:mod:`vmbench.report.plots` or :mod:`~vmbench.report.loadplots`), to be drawn."""
+    return Drawing(module, function, args)
+
+
+def figure(plot: Plot) -> Figure:
+    size = re.search(r'width="([0-9.]+)pt"', plot.svg[:400])
+    return Figure(plot, f"{float(size.group(1)) * 4 / 3:.0f}" if size else None)
 
 
 def _capped(*parts: tuple[int, int, str]) -> tuple[Capped, ...]:
@@ -97,9 +111,9 @@ def waterfalls(layers: Table | None) -> PlotSection:
     groups: "OrderedDict[tuple, OrderedDict[str, list[dict]]]" = OrderedDict()
     for r in layers.records:
         groups.setdefault((r.get("cell"), r.get("stack")), OrderedDict()).setdefault(str(r.get("job")), []).append(r)
-    made = [plots.waterfall(f"{cell} / {stack}: IOPS per layer", list(jobs.items()))
+    made = [drawing("plots", "waterfall", f"{cell} / {stack}: IOPS per layer", list(jobs.items()))
             for (cell, stack), jobs in list(groups.items())[:MAX_WATERFALLS]]
-    return PlotSection(anchor, heading, _figures(made), capped=_capped((len(made), len(groups), "(cell, stack) waterfalls")))
+    return PlotSection(anchor, heading, tuple(made), capped=_capped((len(made), len(groups), "(cell, stack) waterfalls")))
 
 
 def histograms(data: RunData) -> "OrderedDict[MeasurementKey, Histogram]":
@@ -144,13 +158,13 @@ def latency(data: RunData) -> PlotSection:
             lines = list(base) + [(f"guest {c}", h.bins) for c, h in raw if h is not None]
             if len(lines) > len(base):
                 specs.append((f"{job}: host vs guest raw disk", lines[:MAX_LATENCY_LINES]))
-    made = [plots.latency(title, lines) for title, lines in specs[:MAX_LATENCY]]
-    return PlotSection(anchor, heading, _figures(made), capped=_capped((len(made), len(specs), "latency plots")))
+    made = [drawing("plots", "latency", title, lines) for title, lines in specs[:MAX_LATENCY]]
+    return PlotSection(anchor, heading, tuple(made), capped=_capped((len(made), len(specs), "latency plots")))
 
 
 def cell_bars(gaps: Table | None, journey: Table | None) -> PlotSection:
     anchor, heading = "plot-cells", "Per cell: change and verdict"
-    made: list[plots.Plot] = []
+    made: list[Drawing] = []
     capped: list[tuple[int, int, str]] = []
     total = 0
     no_intervals = False
@@ -165,7 +179,7 @@ def cell_bars(gaps: Table | None, journey: Table | None) -> PlotSection:
         what = "change from the baseline" if multi else "gap to the host"
         for job, recs in list(by_job.items())[:MAX_BAR_FIGURES]:
             metric = next((str(r["metric"]) for r in recs if r.get("metric")), None)
-            made.append(plots.cell_bars(f"{job}: {what} per cell" + (f" ({metric}: lower is better)" if metric and metric.startswith("p") and multi else ""),
+            made.append(drawing("plots", "cell_bars", f"{job}: {what} per cell" + (f" ({metric}: lower is better)" if metric and metric.startswith("p") and multi else ""),
                                         recs[:MAX_BAR_ROWS], key))
             capped.append((min(len(recs), MAX_BAR_ROWS), len(recs), f"cells of {job}"))
         no_intervals = bool(guest) and not any(r.get(f"{key}_low") is not None for r in guest)
@@ -175,11 +189,11 @@ def cell_bars(gaps: Table | None, journey: Table | None) -> PlotSection:
             steps.setdefault(str(r.get("job")), []).append(r)
         total += len(steps)
         for job, recs in list(steps.items())[:MAX_BAR_FIGURES]:
-            made.append(plots.cell_bars(f"{job}: change per journey step", recs[:MAX_BAR_ROWS], "vs_previous", "step"))
+            made.append(drawing("plots", "cell_bars", f"{job}: change per journey step", recs[:MAX_BAR_ROWS], "vs_previous", "step"))
             capped.append((min(len(recs), MAX_BAR_ROWS), len(recs), f"steps of {job}"))
     if not made:
         return PlotSection(anchor, heading, empty="no guest measurements in this run")
-    return PlotSection(anchor, heading, _figures(made), capped=_capped(*capped, (len(made), total, "per-job bar plots")),
+    return PlotSection(anchor, heading, tuple(made), capped=_capped(*capped, (len(made), total, "per-job bar plots")),
                        no_intervals=no_intervals)
 
 
@@ -195,8 +209,8 @@ def sweep_curves(table: Table) -> PlotSection:
     for (job, swept), lines in list(groups.items())[:MAX_BAR_FIGURES]:
         drawn = [(label, [(int(r["value"]), float(r["iops"]), r.get("p99_ms")) for r in recs],
                   next((i for i, r in enumerate(recs) if r.get("knee")), None)) for label, recs in lines.items()]
-        made.append(plots.sweep_curve(f"{job}: p99 against IOPS by {swept}", drawn, str(swept)))
-    return PlotSection(anchor, heading, _figures(made), capped=_capped((len(made), len(groups), "swept jobs")))
+        made.append(drawing("plots", "sweep_curve", f"{job}: p99 against IOPS by {swept}", drawn, str(swept)))
+    return PlotSection(anchor, heading, tuple(made), capped=_capped((len(made), len(groups), "swept jobs")))
 
 
 def cpu_per_io(table: Table | None) -> PlotSection:
@@ -217,12 +231,12 @@ def cpu_per_io(table: Table | None) -> PlotSection:
                 for r in recs[:MAX_BAR_ROWS]]
         accel = "/".join(dict.fromkeys(str(r.get("accel")) for r in recs))
         rate = next((r["fixed_rate"] for r in recs if r.get("fixed_rate")), None)
-        made.append(plots.cpu_stacked(f"{job}: host CPU per I/O ({accel}" + (f", fixed {rate}" if rate else ", rate not fixed") + ")",
+        made.append(drawing("plots", "cpu_stacked", f"{job}: host CPU per I/O ({accel}" + (f", fixed {rate}" if rate else ", rate not fixed") + ")",
                                       bars))
         capped.append((len(bars), len(recs), f"cells of {job}"))
     tcg = any("tcg" in str(r.get("accel")).lower() for r in table.records)
     notes = (("Under TCG the vCPU share is mostly instruction emulation; the split of the rest stays meaningful.",) if tcg else ())
-    return PlotSection(anchor, heading, _figures(made), notes=notes,
+    return PlotSection(anchor, heading, tuple(made), notes=notes,
                        capped=_capped(*capped, (len(made), len(by_job), "per-job CPU plots")))
 
 
@@ -277,11 +291,11 @@ def crypto(data: RunData, layers: Table | None) -> PlotSection:
         alone = [(f"{c.side} {c.cpu} {c.cipher}/{c.key_bits}", measured(c)) for c in benches if measured(c)]
         if alone:
             specs.append(("Crypto ceilings (no LUKS layer measured)", alone[:12], None))
-    made = [plots.crypto(title, groups_, target) for title, groups_, target in specs[:MAX_CRYPTO]]
+    made = [drawing("plots", "crypto", title, groups_, target) for title, groups_, target in specs[:MAX_CRYPTO]]
     if not made:
         return PlotSection(anchor, heading, empty="the crypto benchmark gave no figures in this run (see the crypto table)",
                            notable=True)
-    return PlotSection(anchor, heading, _figures(made), capped=_capped((len(made), len(specs), "crypto plots")))
+    return PlotSection(anchor, heading, tuple(made), capped=_capped((len(made), len(specs), "crypto plots")))
 
 
 # ---- over the run: fio's logs and the samplers' series ------------------------------------------
@@ -337,8 +351,8 @@ def timelines(data: RunData) -> PlotSection:
             lines = lines[:MAX_TIMELINE_LINES]
             unit = line_unit(lines[0]["series"])
             panels.append((source, unit, [(r["label"], r["series"]["t_s"], r["series"]["values"]) for r in lines]))
-        made.append(plots.timeline(f"{job}: over the run", panels))
-    return PlotSection(anchor, heading, _figures(made), notes=tuple(sorted(notes)),
+        made.append(drawing("plots", "timeline", f"{job}: over the run", panels))
+    return PlotSection(anchor, heading, tuple(made), notes=tuple(sorted(notes)),
                        capped=_capped((len(made), len(by_job), "jobs with fio logs")))
 
 
@@ -372,11 +386,11 @@ def scaling_section(table: Table | None, accel: str) -> PlotSection:
     by_job: "OrderedDict[str, OrderedDict[str, list[dict]]]" = OrderedDict()
     for r in table.records:
         by_job.setdefault(str(r["job"]), OrderedDict()).setdefault(_where(r), []).append(r)
-    made = [loadplots.scaling(f"{job}: aggregate IOPS (sum of VMs) and merged p99 against VMs ({accel}, scaling load)",
+    made = [drawing("loadplots", "scaling", f"{job}: aggregate IOPS (sum of VMs) and merged p99 against VMs ({accel}, scaling load)",
                               [(where, [(int(r["vms"]), r.get("iops"), r.get("p99_ms"), r.get("knee") == "knee") for r in recs])
                                for where, recs in lines.items()][:MAX_LATENCY_LINES])
             for job, lines in list(by_job.items())[:MAX_LOAD_PLOTS]]
-    return PlotSection(anchor, heading, _figures(made), capped=_capped((len(made), len(by_job), "jobs")))
+    return PlotSection(anchor, heading, tuple(made), capped=_capped((len(made), len(by_job), "jobs")))
 
 
 def per_vm_section(table: Table | None, accel: str) -> PlotSection:
@@ -388,9 +402,9 @@ def per_vm_section(table: Table | None, accel: str) -> PlotSection:
         flagged = r.get("loaded") == "no" or bool(r.get("excluded"))
         groups.setdefault((str(r["job"]), _where(r)), OrderedDict()).setdefault(str(r["step"]), []).append(
             (int(r["vm"]), r.get("iops"), flagged))
-    made = [loadplots.per_vm_bars(f"{job}, {where}: IOPS per VM, mean of included repeats ({accel})", list(steps.items()))
+    made = [drawing("loadplots", "per_vm_bars", f"{job}, {where}: IOPS per VM, mean of included repeats ({accel})", list(steps.items()))
             for (job, where), steps in list(groups.items())[:MAX_LOAD_PLOTS]]
-    return PlotSection(anchor, heading, _figures(made), capped=_capped((len(made), len(groups), "(job, layer) bar plots")))
+    return PlotSection(anchor, heading, tuple(made), capped=_capped((len(made), len(groups), "(job, layer) bar plots")))
 
 
 def victim_section(table: Table | None, lp: LoadPlan, accel: str) -> PlotSection:
@@ -400,10 +414,10 @@ def victim_section(table: Table | None, lp: LoadPlan, accel: str) -> PlotSection
     groups: "OrderedDict[str, list[dict]]" = OrderedDict()
     for r in table.records:
         groups.setdefault(_where(r), []).append(r)
-    made = [loadplots.victim_percentiles(f"Victim ({lp.victim_job}) p50/p99/p99.9 per phase, {where} ({accel}, aggressors {lp.aggressor_job})",
+    made = [drawing("loadplots", "victim_percentiles", f"Victim ({lp.victim_job}) p50/p99/p99.9 per phase, {where} ({accel}, aggressors {lp.aggressor_job})",
                                          [(str(r["phase"]), r.get("p50_ms"), r.get("p99_ms"), r.get("p999_ms")) for r in recs])
             for where, recs in list(groups.items())[:MAX_LOAD_PLOTS]]
-    return PlotSection(anchor, heading, _figures(made), notes=tuple(r["sentence"][0].upper() + r["sentence"][1:] + "."
+    return PlotSection(anchor, heading, tuple(made), notes=tuple(r["sentence"][0].upper() + r["sentence"][1:] + "."
                                                                     for recs in groups.values() for r in recs if not r.get("reference")),
                        capped=_capped((len(made), len(groups), "(cell, layer) plots")))
 
@@ -446,14 +460,31 @@ def victim_timeline_section(data: RunData, lp: LoadPlan, accel: str) -> PlotSect
                 vline = [t + off for t in vline[0]], vline[1]
             parts = [(offset(m, s), line) for m, s in zip(aggr, starts[1:])
                      if (line := line_points(series.get((m.key, "fio-iops")))) is not None]
-            summed = loadplots.sum_lines(parts) if aggr else ([], [])  # no aggressor in this phase: an empty line
+            summed = sum_lines(parts) if aggr else ([], [])  # no aggressor in this phase: an empty line
             phases.append((f"{sp.name} (repeat {v.repeat})", vline, summed))
         if phases:
             label = " ".join(str(x) for x in where if x)
-            made.append(loadplots.victim_timeline(f"Victim ({lp.victim_job}) clat over time and aggressors' IOPS (sum), {label} ({accel})",
+            made.append(drawing("loadplots", "victim_timeline", f"Victim ({lp.victim_job}) clat over time and aggressors' IOPS (sum), {label} ({accel})",
                                                   phases[:6]))
     if not made:
         return PlotSection(anchor, heading, empty="no victim measurement in this run")
     note = ("Times are seconds from the earliest start of the round's measured windows (host clock)." if aligned
             else "The windows' host-clock times were not recorded: each series is drawn on fio's own time axis.")
-    return PlotSection(anchor, heading, _figures(made), notes=(note,), capped=_capped((len(made), len(wheres), "(cell, layer) timelines")))
+    return PlotSection(anchor, heading, tuple(made), notes=(note,), capped=_capped((len(made), len(wheres), "(cell, layer) timelines")))
+
+
+def sum_lines(lines: Sequence[tuple[float, Line]]) -> Line | None:
+    """Several series summed on one time axis: each shifted by its offset (s), then binned to
+    whole seconds (a series' points within one second averaged) and the bins added."""
+    total: dict[int, float] = {}
+    for offset, (ts, vs) in lines:
+        per: dict[int, list[float]] = {}
+        for t, v in zip(ts, vs):
+            if v is not None and not (isinstance(v, float) and math.isnan(v)):
+                per.setdefault(int(math.floor(float(t) + offset)), []).append(float(v))
+        for b, values in per.items():
+            total[b] = total.get(b, 0.0) + sum(values) / len(values)
+    if not total:
+        return None
+    keys = sorted(total)
+    return [k + 0.5 for k in keys], [total[k] for k in keys]
