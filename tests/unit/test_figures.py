@@ -22,10 +22,10 @@ DRAWINGS = [
 
 
 def test_workers_draw_the_same_svg_in_the_same_order():
-    here = IN_PROCESS.draw_all(DRAWINGS)
+    here = IN_PROCESS.start(DRAWINGS)()
     with painter(workers=2) as pool:
         assert isinstance(pool, WorkerPool)
-        there = pool.draw_all(DRAWINGS)
+        there = pool.start(DRAWINGS)()
     assert [p.title for p in there] == [d.args[0] for d in DRAWINGS]
     assert there == here
 
@@ -43,12 +43,12 @@ def test_a_killed_worker_leaves_the_drawing_to_this_process():
         assert isinstance(pool, WorkerPool)
         with pytest.raises(BrokenProcessPool):
             pool._pool.submit(os._exit, 3).result()  # the worker process ends: the pool is broken
-        assert pool.draw_all(DRAWINGS[:1]) == IN_PROCESS.draw_all(DRAWINGS[:1])
+        assert pool.start(DRAWINGS[:1])() == IN_PROCESS.start(DRAWINGS[:1])()
 
 
 def test_a_name_that_is_no_plot_function_fails_loudly():
     with pytest.raises(AttributeError):
-        IN_PROCESS.draw_all([Drawing("plots", "no_such_plot", ("x",))])
+        IN_PROCESS.start([Drawing("plots", "no_such_plot", ("x",))])()
 
 
 def test_the_page_command_itself_never_imports_matplotlib():

@@ -26,7 +26,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Literal, Protocol, Sequence
+from typing import Any, Callable, Iterator, Literal, Protocol, Sequence
 
 #: the modules whose functions a drawing names (each imports matplotlib)
 PlotModule = Literal["plots", "loadplots"]
@@ -62,16 +62,17 @@ def draw(drawing: Drawing) -> Plot:
 
 
 class Painter(Protocol):
-    def draw_all(self, drawings: Sequence[Drawing]) -> list[Plot]:
-        """Each drawing's plot, in order."""
+    def start(self, drawings: Sequence[Drawing]) -> Callable[[], list[Plot]]:
+        """Start drawing; the function returned gives each drawing's plot, in order, when they
+        are drawn (the caller does other work meanwhile)."""
         ...
 
 
 class InProcess:
-    """Draws in this process, one figure after the other."""
+    """Draws in this process, one figure after the other, when the plots are asked for."""
 
-    def draw_all(self, drawings: Sequence[Drawing]) -> list[Plot]:
-        return [draw(d) for d in drawings]
+    def start(self, drawings: Sequence[Drawing]) -> Callable[[], list[Plot]]:
+        return lambda: [draw(d) for d in drawings]
 
 
 IN_PROCESS = InProcess()
@@ -97,11 +98,18 @@ class WorkerPool:
                                          initializer=_load_plot_modules)
         self._pool.submit(_ready)  # with fork, the first task starts every worker, now
 
-    def draw_all(self, drawings: Sequence[Drawing]) -> list[Plot]:
+    def start(self, drawings: Sequence[Drawing]) -> Callable[[], list[Plot]]:
         try:
-            return list(self._pool.map(draw, drawings))
+            futures = [self._pool.submit(draw, d) for d in drawings]
         except BrokenProcessPool:  # a worker was killed (out of memory, a signal): drawn here instead
-            return IN_PROCESS.draw_all(drawings)
+            return IN_PROCESS.start(drawings)
+
+        def plots() -> list[Plot]:
+            try:
+                return [f.result() for f in futures]
+            except BrokenProcessPool:  # killed while drawing
+                return IN_PROCESS.start(drawings)()
+        return plots
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -29,7 +29,7 @@ from markupsafe import Markup
 from .build import build_report, collector_paused
 from .figures import IN_PROCESS, Painter
 from .load import RunData
-from .sections import plot_sections
+from .sections import start_plot_sections
 from .summary import summary_lines
 from .tables import Table
 
@@ -112,10 +112,12 @@ def render_page(data: RunData, header: dict, tables: Sequence[Table], painter: P
                         ("Plan", json.dumps(run.plan_json, indent=2, sort_keys=True, default=str)),
                         ("Scenario file as run", data.scenario_text))
     with collector_paused():
+        sections = start_plot_sections(data, tables, painter)  # drawn (by workers) while the tables are made
+        views = [table_view(t) for t in tables if t.records]
         return _jinja().get_template("page.html.j2").render(
-            title=title, summary=summary_lines(header, tables), header=header, tables=[table_view(t) for t in tables if t.records],
-            sections=[s for s in plot_sections(data, tables, painter) if not s.empty or s.notable],
-            flags=flags(data, header, tables), environment=environment_text)
+            title=title, summary=summary_lines(header, tables), header=header, tables=views,
+            sections=[s for s in sections() if not s.empty or s.notable], flags=flags(data, header, tables),
+            environment=environment_text)
 
 
 def anchor(name: str) -> str:

@@ -15,7 +15,7 @@ import math
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..fio.histogram import Histogram
 from ..results.key import MeasurementKey
@@ -67,10 +67,20 @@ class PlotSection:
 
 
 def plot_sections(data: RunData, tables: Sequence[Table], painter: Painter = IN_PROCESS) -> list[PlotSection]:
-    """The run's plot sections, their figures drawn by ``painter`` (all of the page's at once)."""
+    """The run's plot sections, their figures drawn by ``painter``."""
+    return start_plot_sections(data, tables, painter)()
+
+
+def start_plot_sections(data: RunData, tables: Sequence[Table], painter: Painter) -> Callable[[], list[PlotSection]]:
+    """The page's figures started, all at once: the function returned gives the run's plot
+    sections with their figures, once drawn (the page's tables are made meanwhile)."""
     sections = planned_sections(data, tables)
-    plots = iter(painter.draw_all([d for s in sections for d in s.drawings]))
-    return [replace(s, figures=tuple(figure(next(plots)) for _ in s.drawings)) for s in sections]
+    pending = painter.start([d for s in sections for d in s.drawings])
+
+    def drawn() -> list[PlotSection]:
+        plots = iter(pending())
+        return [replace(s, figures=tuple(figure(next(plots)) for _ in s.drawings)) for s in sections]
+    return drawn
 
 
 def planned_sections(data: RunData, tables: Sequence[Table]) -> list[PlotSection]:
