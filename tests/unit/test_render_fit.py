@@ -172,3 +172,41 @@ def test_a_number_with_thousands_separators_in_a_wrapped_column_is_text():
     got = text_table([["43,341", "a b c d e f"], ["128,000 files/s", "x"]], ["IOPS or ops/s", "note"], (16, 5))
     assert got is not None
     assert got.splitlines()[2:] == ["43,341           a b c", "                 d e f", "128,000 files/s  x"]
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_simple_table_lays_out_cells_as_tabulate_aligns_them(seed):
+    """textfit.simple_table, the layout the text report and the plan share, is tabulate's
+    "simple" format for cells tabulate keeps as they are (no number read, nothing to strip, no
+    blank row), its ``right`` columns, their headers too, as tabulate's right-aligned ones."""
+    import random
+
+    from tabulate import tabulate
+
+    from vmbench.report.textfit import simple_table
+
+    rnd = random.Random(seed)
+    words = ["a", "ab", "False", "x-y-z", "µs", "→", "9.37x", "-35.4%", "12", "1,000", "cache=none,aio=native", "a b", "x\ny"]
+    for _ in range(300):
+        ncol = rnd.randint(1, 4)
+        rows = [[rnd.choice(words) for _ in range(ncol)] for _ in range(rnd.randint(1, 5))]
+        headers = [rnd.choice(["#", "boot", "p99 ms", "", "a b", "x\ny", "layers measured"]) for _ in range(ncol)]
+        right = [rnd.random() < 0.5 for _ in range(ncol)]
+        want = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True,
+                        colalign=["right" if r else "left" for r in right])
+        assert simple_table(rows, headers, right) == want, (rows, headers, right)
+
+
+def test_the_simple_table_right_aligns_a_number_column_and_keeps_a_blank_row():
+    """The plan's table: the boot number right-aligned under its header, a cell of two lines on
+    two, a row of blank cells a blank line (the text report's caller drops it, as tabulate)."""
+    from vmbench.report.textfit import simple_table
+
+    got = simple_table([["1", "c001", "bus=virtio,\ncache=none"], ["12", "c002", "-"], ["", "", ""]],
+                       ["boot", "cell", "changes"], [True, False, False])
+    assert got.split("\n") == ["  boot  cell    changes",
+                               "------  ------  -----------",
+                               "     1  c001    bus=virtio,",
+                               "                cache=none",
+                               "    12  c002    -",
+                               ""]

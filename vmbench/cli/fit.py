@@ -11,7 +11,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ..report.textfit import WIDTH, fit_columns
+from ..report.textfit import WIDTH, fit_columns, simple_table
 
 
 @dataclass(frozen=True)
@@ -56,24 +56,6 @@ def fitted(rows: Sequence[Sequence[object]], headers: Sequence[str], *, wide: bo
     if hidden:
         body += "\n" + wrapped(f"not shown, to fit {WIDTH} columns: {', '.join(hidden)} ({more})", "  ", "    ")
     return body
-
-
-def simple_table(rows: Sequence[Sequence[str]], headers: Sequence[str], right: Sequence[bool]) -> str:
-    """tabulate's "simple" format (headers, a rule of dashes, two spaces between columns, a
-    header two wider than its name), for cells that may hold several lines; written here
-    because tabulate guesses every cell's type even when told not to read numbers, a third of
-    ``vmbench plan``'s time on 10,000 cells."""
-    split = [[cell.split("\n") for cell in row] for row in rows]
-    widths = [max([len(h) + 2] + [len(line) for row in split for line in row[i]]) for i, h in enumerate(headers)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
-
-    out = [line(headers), "  ".join("-" * w for w in widths)]
-    for row in split:
-        for n in range(max(len(c) for c in row)):
-            out.append(line([c[n] if n < len(c) else "" for c in row]))
-    return "\n".join(out)
 
 
 def _wrap_cell(text: str, width: int | None) -> str:
