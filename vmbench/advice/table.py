@@ -30,13 +30,19 @@ STATUS_TOP = "recommended"
 def report_with_advice(data: RunData) -> tuple[dict, list[Table]]:
     """A run's report (:func:`vmbench.report.build.build_report`) with its advice section last
     (the run's own goals and allowed risks, no VM read): what ``vmbench report`` prints."""
+    with collector_paused():
+        header, tables = build_report(data)
+        return header, tables + advice_section(data, header)
+
+
+def advice_section(data: RunData, header: dict) -> list[Table]:
+    """The advice's tables of a run whose report's header is made (the run's own goals and
+    allowed risks, no VM read)."""
     # the ranking is imported when advice is made: tune/search.py reads delta_text from here, and a
     # tune's plan ranks nothing (start-up time)
     from .rank import advise
 
-    with collector_paused():
-        header, tables = build_report(data)
-        return header, tables + advice_tables(advise(data), header)
+    return advice_tables(advise(data), header)
 
 
 def delta_text(r: Recommendation) -> str:

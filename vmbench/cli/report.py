@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..advice.table import report_with_advice
+from ..advice.table import advice_section, report_with_advice
 from ..errors import UsageError
 from ..report.figures import painter
 from ..report.load import load_run
@@ -27,7 +27,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             db = ResultsDB(args.db, create=False)
             say_migrated(db, ConsoleProgress())
             data = load_run(db, args.run)
-            path = write_html(data, args.output, report_with_advice(data), figures)
+            path = write_html(data, args.output, figures, advice_section)
         print(f"wrote {path}")
         return 0
     try:

@@ -29,7 +29,7 @@ from markupsafe import Markup
 from .build import build_report, collector_paused
 from .figures import IN_PROCESS, Painter
 from .load import RunData
-from .sections import start_plot_sections
+from .sections import PlotSection, start_plot_sections
 from .summary import summary_lines
 from .tables import Table
 
@@ -83,41 +83,51 @@ class TableView:
     missing: str
 
 
-def write_html(data: RunData, path: str | os.PathLike, made: tuple[dict, Sequence[Table]] | None = None,
-               painter: Painter = IN_PROCESS) -> Path:
-    """Write the run's report page to ``path`` (replaced atomically); returns the path.
-    ``made``: its header and tables when the caller made them (with the advice section);
-    ``painter`` draws its figures."""
+#: tables added below a report's own when the page is made (the advice section: advice/ is above report/)
+MoreTables = Callable[[RunData, dict], Sequence[Table]]
+
+
+def write_html(data: RunData, path: str | os.PathLike, painter: Painter = IN_PROCESS, more: MoreTables | None = None) -> Path:
+    """Write the run's report page (:func:`render_html`) to ``path`` (replaced atomically);
+    returns the path."""
     out = Path(path)
-    text = render_page(data, *made, painter) if made is not None else render_html(data, painter)
+    text = render_html(data, painter, more)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(out)
     return out
 
 
-def render_html(data: RunData, painter: Painter = IN_PROCESS) -> str:
-    """The loaded run's report as one self-contained HTML page."""
+def render_html(data: RunData, painter: Painter = IN_PROCESS, more: MoreTables | None = None) -> str:
+    """The loaded run's report as one self-contained HTML page, ``more`` tables (made from the
+    run and the report's header) below its own; ``painter`` draws the figures, which start
+    as soon as the report's tables are made."""
     with collector_paused():
         header, tables = build_report(data)
-        return render_page(data, header, tables, painter)
+        sections = start_plot_sections(data, tables, painter)
+        return _page(data, header, [*tables, *(more(data, header) if more else ())], sections)
 
 
 def render_page(data: RunData, header: dict, tables: Sequence[Table], painter: Painter = IN_PROCESS) -> str:
-    """The page of a run whose header and tables are made; tables with no rows and plot sections
-    with nothing to show are left out (a crypto benchmark that gave no figures stays)."""
+    """The page of a run whose header and tables are made."""
+    with collector_paused():
+        return _page(data, header, tables, start_plot_sections(data, tables, painter))
+
+
+def _page(data: RunData, header: dict, tables: Sequence[Table], sections: Callable[[], Sequence[PlotSection]]) -> str:
+    """The page: tables with no rows and plot sections with nothing to show are left out (a
+    crypto benchmark that gave no figures stays); ``sections`` gives the plot sections once
+    their figures are drawn (the tables are made meanwhile)."""
     run = data.run
     title = f"vmbench report: run {header.get('run', run.id)}, {run.scenario_name}"
     environment_text = (("Environment (as recorded by the run)", json.dumps(run.environment.to_row(), indent=2, sort_keys=True, default=str)),
                         ("Plan", json.dumps(run.plan_json, indent=2, sort_keys=True, default=str)),
                         ("Scenario file as run", data.scenario_text))
-    with collector_paused():
-        sections = start_plot_sections(data, tables, painter)  # drawn (by workers) while the tables are made
-        views = [table_view(t) for t in tables if t.records]
-        return _jinja().get_template("page.html.j2").render(
-            title=title, summary=summary_lines(header, tables), header=header, tables=views,
-            sections=[s for s in sections() if not s.empty or s.notable], flags=flags(data, header, tables),
-            environment=environment_text)
+    views = [table_view(t) for t in tables if t.records]
+    return _jinja().get_template("page.html.j2").render(
+        title=title, summary=summary_lines(header, tables), header=header, tables=views,
+        sections=[s for s in sections() if not s.empty or s.notable], flags=flags(data, header, tables),
+        environment=environment_text)
 
 
 def anchor(name: str) -> str:
