@@ -115,7 +115,8 @@ def main() -> int:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    from vmbench.report.html import render_page  # matplotlib and Jinja2 come with it
+    from vmbench.report.figures import MAX_WORKERS, usable_cores
+    from vmbench.report.html import render_page  # Jinja2 comes with it; matplotlib with the first drawing
     from vmbench.report.build import build_report
     from vmbench.report.load import load_run
     from vmbench.results.db import ResultsDB
@@ -151,8 +152,9 @@ def main() -> int:
             Path(args.keep).write_text(page, encoding="utf-8")
         db.close()
         # a fresh process that imports, opens the database, renders and writes the page (the
-        # report's tables and plots); and the whole command, `vmbench report RUN --format html
-        # -o FILE`, whose page also has the advice section
+        # report's tables and plots, drawn in the process); and the whole command, `vmbench
+        # report RUN --format html -o FILE`, whose page also has the advice section and whose
+        # figures are drawn by worker processes where there are cores for them
         child = ("import sys; from vmbench.results.db import ResultsDB; "
                  "from vmbench.report.html import write_html; from vmbench.report.load import load_run; "
                  "write_html(load_run(ResultsDB(sys.argv[1], create=False), int(sys.argv[2])), sys.argv[3])")
@@ -163,14 +165,16 @@ def main() -> int:
         text = fresh([sys.executable, "-m", "vmbench", "report", str(run_id), "--db", str(path)], args.fresh)
 
     print(f"run: {args.cells} cells, {n_meas} measurement rows (every figure copied from {FIXTURE.relative_to(ROOT)})")
-    print(f"import vmbench.report.html (matplotlib, Jinja2): {t_import:.2f} s")
-    print(f"load, tables and page, first time:      {first:.2f} s")
+    print(f"import vmbench.report.html (Jinja2, no matplotlib): {t_import:.2f} s")
+    print(f"load, tables and page, first time (matplotlib imported): {first:.2f} s")
     if again:
         print(f"load, tables and page, next {len(again)} (median): {statistics.median(again):.2f} s")
     print(f"  of which load_run (the database):     {t_load:.2f} s")
     print(f"  of which build_report (the tables):   {t_tables:.2f} s")
-    print(f"fresh process (python start, imports, render, write): {cold}")
-    print(f"vmbench report --format html (the page with the advice section): {command}")
+    print(f"fresh process (python start, imports, render, write; figures drawn in the process): {cold}")
+    workers = min(usable_cores(), MAX_WORKERS)
+    print(f"vmbench report --format html (the page with the advice section; figures drawn by "
+          f"{workers if workers > 1 else 'no'} worker processes): {command}")
     print(f"vmbench report (the text report with the advice section): {text}")
     print(f"page: {len(page.encode()) / 1024:.0f} KiB, {page.count('<svg')} plots, {page.count('<table')} tables")
     return 0
