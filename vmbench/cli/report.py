@@ -19,15 +19,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.format == "html":
         if not args.output:
             raise UsageError("--format html writes a file: name it with -o report.html")
-        # the page's templates and plots (jinja2, matplotlib): imported for --format html only, so that
-        # the text report loads neither (start-up time)
+        # the page's templates (jinja2): imported for --format html only, so that the text report
+        # does not load them (start-up time); matplotlib is loaded by whoever draws the figures
         from ..report.html import write_html
 
+        db = ResultsDB(args.db, create=False)
+        say_migrated(db, ConsoleProgress())
+        run = db.resolve_run(args.run)  # a run that is not there is said before any worker starts
         with painter() as figures:  # worker processes load matplotlib while the run is read, then draw
-            db = ResultsDB(args.db, create=False)
-            say_migrated(db, ConsoleProgress())
-            data = load_run(db, args.run)
-            path = write_html(data, args.output, figures, advice_section)
+            path = write_html(load_run(db, run.id), args.output, figures, advice_section)
         print(f"wrote {path}")
         return 0
     try:
