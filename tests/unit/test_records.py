@@ -1,5 +1,5 @@
-"""The records of results/ write the rows they read (issue 42): a boot, a cell, a crypto row,
-a telemetry series and a run's environment are stored from their record's to_row() and read
+"""The records of results/ write the rows they read (issue 42): a run, a boot, a cell, a crypto
+row, a telemetry series and a run's environment are stored from their record's to_row() and read
 back as the same record; a scenario's plan is stored as its StoredPlan writes it and reads
 back as the same plan."""
 
@@ -17,6 +17,7 @@ from vmbench.results.db import ResultsDB
 from vmbench.results.environment import Environment
 from vmbench.results.plan import read_plan
 from vmbench.results.records import BootRecord, CellRecord, CryptoRecord, SeriesRecord, Settings
+from vmbench.results.runrow import RunRow
 from vmbench.run.plan import make_plan
 from vmbench.scenario.loader import load_scenario
 
@@ -25,7 +26,7 @@ SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.y
 
 def test_each_row_is_stored_from_its_record_and_read_back_as_it(tmp_path):
     db = ResultsDB(tmp_path / "r.db")
-    rid = db.start_run(tag="r00000001", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0")
+    rid = db.start_run(RunRow.starting(tag="r00000001", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0"))
     boot = BootRecord(run_id=rid, seq=1, vm_key="k", settings=Settings({"cache": "none", "iothread": True}), domain_name="d",
                       accelerator="tcg", domain_xml="<domain/>", boot_seconds=21.5, started_at="2026-01-01T00:00:00+00:00")
     boot = replace(boot, id=db.add_boot(boot))
@@ -68,10 +69,24 @@ def test_the_environment_is_a_frozen_record_stored_as_it_was_read(tmp_path):
     assert copy.deepcopy(env) == env == pickle.loads(pickle.dumps(env)) and dict(env) == facts
 
     db = ResultsDB(tmp_path / "r.db")
-    rid = db.start_run(tag="r00000001", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0")
+    rid = db.start_run(RunRow.starting(tag="r00000001", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0"))
     db.set_environment(rid, env)
     text = db.conn.execute("SELECT environment_json FROM runs WHERE id = ?", (rid,)).fetchone()[0]
     assert text == json.dumps(facts, sort_keys=True) and db.resolve_run(rid).environment == env
+
+
+def test_a_run_is_stored_from_its_record_and_read_back_as_it(tmp_path):
+    db = ResultsDB(tmp_path / "r.db")
+    run = RunRow.starting(tag="r00000001", scenario_name="s", scenario_path="/s.yaml", scenario_text="vm: {}\n",
+                          plan={"scenario": "s", "cells": []}, version="0.1")
+    rid = db.start_run(run)
+    assert db.resolve_run(rid) == replace(run, id=rid) and db.scenario_text(rid) == "vm: {}\n"
+    stored = dict(db.conn.execute("SELECT * FROM runs WHERE id = ?", (rid,)).fetchone())
+    assert stored == dict(run.to_row(), id=rid, plan_json='{"cells": [], "scenario": "s"}', environment_json="{}")
+    assert (stored["status"], stored["error"], stored["finished_at"], stored["attempts"]) == ("running", None, None, 1)
+    db.finish_run(rid, "failed", "boom")
+    ended = db.resolve_run(rid)
+    assert (ended.status, ended.error) == ("failed", "boom") and ended.finished_at and ended.to_row()["plan_json"] == run.plan_json
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
