@@ -20,6 +20,7 @@ from vmbench.results.records import BootRecord, CellRecord, CryptoRecord, Series
 from vmbench.results.runrow import RunRow
 from vmbench.run.plan import make_plan
 from vmbench.scenario.loader import load_scenario
+from vmbench.settings import Cache
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
 
@@ -97,3 +98,19 @@ def test_a_plan_is_stored_as_its_record_and_reads_back_as_it(path):
     assert "targets" in row and "targets" not in plan.summary() and plan.summary() == record.to_row(targets=False)
     again = read_plan(json.loads(json.dumps(row)))
     assert again.to_row() == row and again.kind is record.kind and again.cells == record.cells and again.jobs == record.jobs
+
+
+def test_settings_are_a_read_only_mapping_stored_as_they_were_read():
+    stored = {"cache": "writeback", "iothread": True, "memory_mib": 1024}
+    settings = Settings(stored)
+    assert settings == stored and stored == settings and dict(settings) == stored and settings != {"cache": "none"}
+    assert settings.cache is Cache.WRITEBACK and settings.memory_mib == 1024 and settings.value("aio") is None
+    with pytest.raises(TypeError):
+        settings["cache"] = "none"  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        settings.cache = Cache.NONE  # type: ignore[misc]
+    assert not hasattr(settings, "update") and not isinstance(settings, dict)
+    assert copy.deepcopy(settings) == settings == pickle.loads(pickle.dumps(settings)) and Settings.of(settings) is settings
+    assert stored == {"cache": "writeback", "iothread": True, "memory_mib": 1024}  # a copy: the dict it was made of is its own
+    cell = CellRecord("c", settings=settings)
+    assert cell.to_row()["settings_json"] == stored and CellRecord.from_row(dict(cell.to_row(), name="c")).settings == settings
