@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, ItemsView, Iterator, KeysView, Mapping, ValuesView
+from typing import Any, Mapping
 
 from ..scenario.axes import AXIS_BY_SETTING
 from ..scenario.model import VmConfig
 from ..settings import Cache
+from .frozen import FrozenMapping
 
 
 @functools.lru_cache(maxsize=4096)
@@ -26,63 +27,17 @@ def _typed(key: str, _kind: str, value: object) -> object:
         return None
 
 
-class Settings(Mapping[str, object]):
+class Settings(FrozenMapping[object]):
     """A VM's settings as stored (``settings_of(vm)``: axis key -> stored value, in axis order),
     read-only: a mapping as stored (``dict(settings)`` is what a row stores), with the values
     read back typed through the axis table: :meth:`typed` (and the properties of the settings
     the report interprets).  Other settings are a new record, never an edit."""
 
-    __slots__ = ("_stored",)
-    _stored: dict[str, object]
-
-    def __init__(self, stored: Mapping[str, object] | None = None) -> None:
-        object.__setattr__(self, "_stored", dict(stored or {}))
+    __slots__ = ()
 
     @classmethod
     def of(cls, stored: Mapping[str, object] | None) -> "Settings":
         return stored if isinstance(stored, Settings) else cls(stored)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"Settings are read-only: {name} cannot be set (make new Settings)")
-
-    # the mapping, read from the stored dict directly (a report reads a run's rows' settings
-    # many times over: the generic Mapping methods would go through __getitem__ each time)
-    def __getitem__(self, key: str) -> object:
-        return self._stored[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._stored)
-
-    def __len__(self) -> int:
-        return len(self._stored)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._stored
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self._stored.get(key, default)
-
-    def keys(self) -> KeysView[str]:
-        return self._stored.keys()
-
-    def items(self) -> ItemsView[str, object]:
-        return self._stored.items()
-
-    def values(self) -> ValuesView[object]:
-        return self._stored.values()
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Settings):
-            return self._stored == other._stored
-        return self._stored == dict(other.items()) if isinstance(other, Mapping) else NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # equal to a dict of the same settings, and as unhashable
-
-    def __repr__(self) -> str:
-        return f"Settings({self._stored!r})"
-
-    def __reduce__(self) -> tuple[type, tuple[dict[str, object]]]:
-        return Settings, (self._stored,)  # copied and pickled as new settings of the same values
 
     def value(self, key: str) -> object:
         """The stored value of axis ``key`` (None: not stored: left to the default, or stored
