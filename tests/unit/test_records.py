@@ -15,10 +15,11 @@ import pytest
 
 from vmbench.results.db import ResultsDB
 from vmbench.results.environment import Environment
-from vmbench.results.plan import read_plan
+from vmbench.results.plan import StoredAdvise, read_plan
 from vmbench.results.records import BootRecord, CellRecord, CryptoRecord, SeriesRecord, Settings
 from vmbench.results.runrow import RunRow
 from vmbench.run.plan import make_plan
+from vmbench.scenario.goals import Goal, GoalMetric, Risk
 from vmbench.scenario.loader import load_scenario
 from vmbench.settings import Cache
 
@@ -98,6 +99,20 @@ def test_a_plan_is_stored_as_its_record_and_reads_back_as_it(path):
     assert "targets" in row and "targets" not in plan.summary() and plan.summary() == record.to_row(targets=False)
     again = read_plan(json.loads(json.dumps(row)))
     assert again.to_row() == row and again.kind is record.kind and again.cells == record.cells and again.jobs == record.jobs
+
+
+def test_the_stored_advise_section_reads_its_goals_and_risks_and_says_what_it_leaves_out():
+    stored = {"goals": ["4k-randread:p99", "mbps", "4k-randread:p99", "j:fastest"], "allow": ["cache-unsafe", "nonsense"]}
+    advise = StoredAdvise.from_row(stored)
+    assert advise is not None and advise.to_row() == stored
+    source = "the scenario's advise: goals"
+    assert advise.goals == (Goal("4k-randread", GoalMetric.P99, source), Goal(None, GoalMetric.MBPS, source))
+    assert advise.allow == {Risk.CACHE_UNSAFE}
+    assert [n.split(":")[0] for n in advise.notes] == ["left out of the stored advise.goals", "left out of the stored advise.allow"]
+    assert StoredAdvise.from_row(None) is None and StoredAdvise.from_row("x") is None
+    plan = read_plan({"advise": stored})
+    assert plan.advised and plan.advise == advise and plan.to_row()["advise"] == stored
+    assert not read_plan({}).advised and read_plan({}).advise.goals == () and "advise" not in read_plan({}).to_row()
 
 
 def test_settings_are_a_read_only_mapping_stored_as_they_were_read():
