@@ -47,6 +47,7 @@ def _copy_row(db, table: str, row_id: int, **changes) -> int:
 def build_run(db, n_cells: int = 100, stack_every: int = 5) -> int:
     """A new run in ``db`` with ``n_cells`` cells made of the fixture run's rows."""
     from vmbench.results.records import CellRecord, Settings  # after ROOT is on the path
+    from vmbench.results.runrow import RunRow
     src = db.resolve_run(1)
     text = db.conn.execute("SELECT scenario_text FROM runs WHERE id = ?", (src.id,)).fetchone()[0]
     cells = sorted(db.rows("cells", src.id), key=lambda c: c["seq"])
@@ -56,8 +57,8 @@ def build_run(db, n_cells: int = 100, stack_every: int = 5) -> int:
     plan["scenario"] = f"bench-{n_cells}-cells"
     plan["stacks"] = [STACK]
     plan["cells"], plan["boots"] = [], []
-    run_id = db.start_run(tag=f"bench{n_cells}", scenario_name=plan["scenario"], scenario_path="bench/render_html.py",
-                          scenario_text=text, plan=plan, version="bench")
+    run_id = db.start_run(RunRow.starting(tag=f"bench{n_cells}", scenario_name=plan["scenario"], scenario_path="bench/render_html.py",
+                                          scenario_text=text, plan=plan, version="bench"))
     for m in meas:
         if m["side"] == "host":
             _copy_row(db, "measurements", m["id"], run_id=run_id)

@@ -22,6 +22,7 @@ from vmbench.report.render import Format, render
 from vmbench.results.db import ResultsDB
 from vmbench.results.environment import Environment
 from vmbench.results.key import MeasurementKey
+from vmbench.results.runrow import RunRow
 
 ENV = {"hostname": "kvm1", "host_kernel": "6.1", "host_cpu": "EPYC", "qemu_version": "7.2", "host_fio": "fio-3.33",
        "accelerator": "kvm", "host_memory_mib": 65536}
@@ -69,8 +70,8 @@ class RunBuilder:
                 "jobs": [{"name": j["name"], "metric": j.get("metric", "iops")} for j in self.jobs],
                 "cells": [{"name": c.name, "settings": c.settings, "host_cell": c.host_cell, "stacks": c.stacks} for c in self.cells],
                 "stacks": self.stacks, "targets": self.targets, **self.extra}
-        rid = db.start_run(tag=f"t{len(db.runs()) + 1}", scenario_name="t", scenario_path="t.yaml", scenario_text=self.text,
-                           plan=plan, version="test")
+        rid = db.start_run(RunRow.starting(tag=f"t{len(db.runs()) + 1}", scenario_name="t", scenario_path="t.yaml", scenario_text=self.text,
+                                           plan=plan, version="test"))
         db.set_environment(rid, Environment(self.env))
         ids = {}
         for seq, c in enumerate(self.cells, 1):

@@ -29,6 +29,7 @@ from vmbench.telemetry import qemu_cpu as q
 from vmbench.telemetry.perf import PerfCycles
 from vmbench.telemetry.zfs_threads import ZfsCpu
 from vmbench.telemetry.qemu_cpu import ThreadClass as C
+from vmbench.results.runrow import RunRow
 
 ENV = {"hostname": "kvm1", "host_kernel": "6.1", "host_cpu": "EPYC", "qemu_version": "7.2", "host_fio": "fio-3.33",
        "accelerator": "kvm", "host_memory_mib": 65536}
@@ -77,8 +78,8 @@ def new_run(db: ResultsDB, cells: dict[str, list[tuple[float, dict | None]]], *,
     names = list(cells)
     repeats = max(len(v) for v in cells.values())
     plan = {"repeats": repeats, "jobs": [dict(job)], "cells": [{"name": n, "host_cell": None} for n in names], "targets": []}
-    rid = db.start_run(tag=f"t{len(db.runs()) + 1}", scenario_name="cpu", scenario_path="cpu.yaml", scenario_text="cpu: {}",
-                       plan=plan, version="test")
+    rid = db.start_run(RunRow.starting(tag=f"t{len(db.runs()) + 1}", scenario_name="cpu", scenario_path="cpu.yaml", scenario_text="cpu: {}",
+                                       plan=plan, version="test"))
     db.set_environment(rid, Environment(dict(ENV, accelerator=accel)))
     common = dict(depth=0, job_params_json=job, job_hash="h1", sync=False, target="/dev/vdb", argv_json=["fio"],
                   started_at="2026-01-01T00:00:00", clat_bins_json={"100000": 99, "2000000": 1})

@@ -11,6 +11,7 @@ from vmbench.errors import ResultsError
 from vmbench.run.plan import estimate, make_plan
 from vmbench.results.db import SCHEMA_VERSION, ResultsDB
 from vmbench.scenario import parse_scenario
+from vmbench.results.runrow import RunRow
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
@@ -48,7 +49,7 @@ def test_plan_groups_cells_by_vm_configuration():
 
 def test_db_roundtrip_latest_and_unknown(tmp_path):
     db = ResultsDB(tmp_path / "r.db")
-    rid = db.start_run(tag="r00000001", scenario_name="p", scenario_path="p.yaml", scenario_text="x", plan={"jobs": []}, version="0")
+    rid = db.start_run(RunRow.starting(tag="r00000001", scenario_name="p", scenario_path="p.yaml", scenario_text="x", plan={"jobs": []}, version="0"))
     assert db.resolve_run("latest").id == rid and db.resolve_run("r00000001").id == rid and db.resolve_run(str(rid)).id == rid
     db.finish_run(rid, "ok")
     assert db.resolve_run(None).status == "ok"

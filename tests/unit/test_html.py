@@ -22,6 +22,7 @@ from vmbench.report.load import load_run
 from vmbench.report.html import render_html, write_html
 from vmbench.results.db import ResultsDB
 from vmbench.results.environment import Environment
+from vmbench.results.runrow import RunRow
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "results-v1.db"
 EVIL = "<script>alert(1)</script>"
@@ -58,8 +59,8 @@ def copy_run(db, scenario_name: str, cell_name=lambda name: name, luks: bool = F
         c["name"] = names[c["name"]]
         c["stacks"] = ["luks"] if luks else c["stacks"]
     text = db.conn.execute("SELECT scenario_text FROM runs WHERE id = 1").fetchone()[0]
-    rid = db.start_run(tag=f"t{len(db.runs()) + 1}", scenario_name=scenario_name, scenario_path="/tmp/x.yaml",
-                       scenario_text=text, plan=plan, version="test")
+    rid = db.start_run(RunRow.starting(tag=f"t{len(db.runs()) + 1}", scenario_name=scenario_name, scenario_path="/tmp/x.yaml",
+                                       scenario_text=text, plan=plan, version="test"))
     db.set_environment(rid, Environment(src.environment))
     cell_ids = {}
     for c in db.rows("cells", 1):

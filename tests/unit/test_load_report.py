@@ -20,6 +20,7 @@ from vmbench.report.render import Format, render
 from vmbench.results.db import ResultsDB
 from vmbench.results.environment import Environment
 from vmbench.results.key import MeasurementKey
+from vmbench.results.runrow import RunRow
 
 ENV = {"hostname": "kvm1", "host_kernel": "6.1", "host_cpu": "EPYC", "qemu_version": "7.2", "host_fio": "fio-3.33", "accelerator": "kvm"}
 WRITE = {"name": "4k-randwrite", "rw": "randwrite", "bs": 4096, "iodepth": 4, "size": 64 << 20, "direct": True, "runtime": 10.0, "ramp": 2.0}
@@ -58,7 +59,7 @@ def add(db: ResultsDB, rid: int, cell_id: int | None, side: str, job: dict, step
 def new_run(db: ResultsDB, tag: str, load: dict, targets: list | None = None, jobs=(WRITE,)) -> tuple[int, int]:
     plan = {"repeats": 2, "jobs": [dict(j) for j in jobs], "cells": [{"name": "baseline", "host_cell": None}],
             "targets": targets or [], "load": load}
-    rid = db.start_run(tag=tag, scenario_name="load", scenario_path="load.yaml", scenario_text="load: {}", plan=plan, version="test")
+    rid = db.start_run(RunRow.starting(tag=tag, scenario_name="load", scenario_path="load.yaml", scenario_text="load: {}", plan=plan, version="test"))
     db.set_environment(rid, Environment(ENV))
     boot = db.add_boot(as_boot(run_id=rid, seq=1, vm_key="k", settings_json={"cache": "none"}, domain_name="d", accelerator="kvm"))
     cell = db.add_cell(as_cell(run_id=rid, boot_id=boot, seq=1, name="baseline", settings_json={"cache": "none"}, changed_json=[], stacks_json=[],
@@ -267,7 +268,7 @@ def test_neighbours_html_has_the_victim_plots(neighbours):
 def test_an_ordinary_run_has_no_load_tables(scaling):
     db, _ = scaling
     plan = {"repeats": 1, "jobs": [WRITE], "cells": [{"name": "baseline", "host_cell": None}]}
-    rid = db.start_run(tag="plain", scenario_name="s", scenario_path="s.yaml", scenario_text="", plan=plan, version="test")
+    rid = db.start_run(RunRow.starting(tag="plain", scenario_name="s", scenario_path="s.yaml", scenario_text="", plan=plan, version="test"))
     db.set_environment(rid, Environment(ENV))
     cell = db.add_cell(as_cell(run_id=rid, seq=1, name="baseline", settings_json={}, changed_json=[], stacks_json=[], valid=True))
     for side in ("host", "guest"):

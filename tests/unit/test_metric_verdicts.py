@@ -21,6 +21,7 @@ from vmbench.report.tables import gap_table, journey_table, layer_table, targets
 from vmbench.results.db import ResultsDB
 from vmbench.results.environment import Environment
 from vmbench.results.key import MeasurementKey
+from vmbench.results.runrow import RunRow
 
 ENV = {"hostname": "kvm1", "host_kernel": "6.1.0", "host_cpu": "EPYC", "qemu_version": "7.2", "host_fio": "fio-3.33"}
 BASE = {"rw": "randread", "bs": 4096, "iodepth": 4, "numjobs": 1, "size": 64 << 20, "direct": True, "runtime": 30.0, "ramp": 5.0,
@@ -39,8 +40,8 @@ def bins(p99_ms: float) -> dict[str, int]:
 
 def store(db: ResultsDB, plan_jobs: list[dict], groups: list[tuple], tag: str = "r1") -> int:
     """A finished run: ``groups`` = (side, cell, job params, [(iops, p99 ms), ...] per repeat)."""
-    rid = db.start_run(tag=tag, scenario_name="s", scenario_path="s.yaml", scenario_text="", version="test",
-                       plan={"repeats": 3, "jobs": plan_jobs, "cells": [{"name": c} for c in CELLS]})
+    rid = db.start_run(RunRow.starting(tag=tag, scenario_name="s", scenario_path="s.yaml", scenario_text="", version="test",
+                                       plan={"repeats": 3, "jobs": plan_jobs, "cells": [{"name": c} for c in CELLS]}))
     db.set_environment(rid, Environment(ENV))
     ids = {c: db.add_cell(as_cell(run_id=rid, seq=i, name=c, settings_json={"cache": "none"}, changed_json=[], stacks_json=[], valid=1))
            for i, c in enumerate(CELLS)}

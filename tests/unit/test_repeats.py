@@ -19,6 +19,7 @@ from vmbench.results.key import MeasurementKey as K
 from vmbench.run.runner import Runner
 from vmbench.scenario import parse_scenario
 from vmbench.scenario.model import RepeatPolicy
+from vmbench.results.runrow import RunRow
 
 JOBS = """
 name: r
@@ -341,7 +342,7 @@ def test_no_series_no_fio_telemetry(env):
 
 def test_db_telemetry_roundtrip(tmp_path):
     db = ResultsDB(tmp_path / "t.db")
-    rid = db.start_run(tag="r1", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0")
+    rid = db.start_run(RunRow.starting(tag="r1", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0"))
     series = {"t_s": [0.5, 1.0], "values": [1.5, 2.5], "unit": "IOPS"}
     tid = db.add_telemetry(as_series(run_id=rid, measurement_id=None, source="fio-iops-read", series=series))
     assert db.telemetry(rid) == [{"id": tid, "run_id": rid, "measurement_id": None, "source": "fio-iops-read", "series": series}]

@@ -24,6 +24,7 @@ from vmbench.report.render import Format, render
 from vmbench.results.db import SCHEMA_VERSION, ResultsDB
 from vmbench.results.environment import Environment
 from vmbench.results.key import MeasurementKey
+from vmbench.results.runrow import RunRow
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "results-v1.db"
 
@@ -160,9 +161,9 @@ def test_a_v4_database_gets_every_measurements_host(tmp_path):
     db = ResultsDB(path)
     base = dict(cell_id=None, depth=0, job_params_json={}, job_hash="h", sync=False, target="t", argv_json=[], settings_json={},
                 accelerator="host", started_at="x", iops=1.0, bw_bytes=1.0, clat_bins_json={}, fio_json="{}")
-    many = db.start_run(tag="r00000001", scenario_name="s", scenario_path="s.yaml", scenario_text="", plan={"boots": [{"host": "a"}]},
-                        version="x")
-    remote = db.start_run(tag="r00000002", scenario_name="s", scenario_path="s.yaml", scenario_text="", plan={}, version="x")
+    many = db.start_run(RunRow.starting(tag="r00000001", scenario_name="s", scenario_path="s.yaml", scenario_text="", plan={"boots": [{"host": "a"}]},
+                                        version="x"))
+    remote = db.start_run(RunRow.starting(tag="r00000002", scenario_name="s", scenario_path="s.yaml", scenario_text="", plan={}, version="x"))
     db.set_environment(remote, Environment({"ssh_host": "pve1.example"}))
     store(db, many, MeasurementKey("guest", "c", None, "raw", "j", 1, vm=1, load_step=1), **base, load_json={"host": "b"})
     store(db, many, MeasurementKey("host", "c", None, "host", "j", 1), **base)
@@ -276,8 +277,8 @@ def _measure(db: ResultsDB, run_id: int, **values) -> int:
 def test_queries_for_resumable_runs(tmp_path):
     db = ResultsDB(tmp_path / "r.db")
     assert db.migrated_from is None and db.backup_path is None
-    rid = db.start_run(tag="r00000001", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0")
-    other = db.start_run(tag="r00000002", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0")
+    rid = db.start_run(RunRow.starting(tag="r00000001", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0"))
+    other = db.start_run(RunRow.starting(tag="r00000002", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0"))
     boot = db.add_boot(as_boot(run_id=rid, seq=1, vm_key="k", settings_json={"cache": "none"}, domain_name="d", accelerator="tcg"))  # v1 keywords
     cell = db.add_cell(as_cell(run_id=rid, boot_id=boot, seq=1, name="baseline", settings_json={"cache": "none"}, changed_json={},
                        stacks_json=["ext4"], valid=True))
@@ -341,7 +342,7 @@ def test_measurement_key_is_one_value_for_plan_database_and_report(tmp_path):
         key.repeat = 3  # type: ignore[misc]
     # stored as it is planned: the database gives back the plan's key and group
     db = ResultsDB(tmp_path / "r.db")
-    rid = db.start_run(tag="r00000001", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0")
+    rid = db.start_run(RunRow.starting(tag="r00000001", scenario_name="s", scenario_path="s.yaml", scenario_text="x", plan={}, version="0"))
     boot = db.add_boot(as_boot(run_id=rid, seq=1, vm_key="k", settings_json={}, domain_name="d", accelerator="tcg"))
     cell = db.add_cell(as_cell(run_id=rid, boot_id=boot, seq=1, name="baseline", settings_json={}, changed_json={}, stacks_json=["ext4"], valid=True))
     row = dict(cell_id=cell, depth=1, job_params_json={}, job_hash="h", sync=False, target="/t", argv_json=["fio"],

@@ -37,6 +37,7 @@ from vmbench.results.db import ResultsDB
 from vmbench.run.runner import Runner
 from vmbench.scenario import parse_scenario
 from vmbench.telemetry.sampler import HOST_SOURCES, SAMPLER_SCRIPT, as_host, sampler_argv, summary
+from vmbench.results.runrow import RunRow
 
 SCENARIO = """
 name: g
@@ -88,7 +89,7 @@ def guest_where(s, host, guest, **kw) -> Where:
 
 def measure_once(tmp_path, s, where: Where) -> tuple[ResultsDB, int, list[dict]]:
     db = ResultsDB(tmp_path / "r.db")
-    run_id = db.start_run(tag="r1", scenario_name="g", scenario_path="g.yaml", scenario_text=SCENARIO, plan={}, version="t")
+    run_id = db.start_run(RunRow.starting(tag="r1", scenario_name="g", scenario_path="g.yaml", scenario_text=SCENARIO, plan={}, version="t"))
     step = Step(side="guest", boot=1, cell=s.cells[0].name, stack=None, layer="raw", depth=0, job="w", repeat=1)
     Measurer(s, db, run_id, 1, RecordingProgress()).measure(where, [step])
     return db, run_id, db.rows("measurements", run_id)

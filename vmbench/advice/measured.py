@@ -116,7 +116,8 @@ def cell_changes(cell: CellRecord, ref: CellRecord, *, stacks: bool = False) -> 
     key), and, with ``stacks``, their stacks."""
     a, b = ref.settings, cell.settings
     order = VM_SETTING_KEYS + STORAGE_AXES
-    keys = [k for k in order if k in a or k in b] + sorted((set(a) | set(b)) - set(order))
+    in_a, in_b = a.keys(), b.keys()  # their stored keys, looked up directly: every pair of cells comes here
+    keys = [k for k in order if k in in_a or k in in_b] + sorted((set(a) | set(b)) - set(order))
     out = [Change(k, a.value(k), b.value(k)) for k in keys if a.value(k) != b.value(k)]
     if stacks and ref.stacks != cell.stacks:
         out.append(Change("stacks", ", ".join(ref.stacks) or None, ", ".join(cell.stacks) or None))

@@ -30,7 +30,7 @@ from . import measured, untried
 from .loadadvice import from_neighbours, scaling_standing
 from .measured import Ctx, effect
 from .model import NOT_MEASURED, Advice, Goal, GoalMetric, Recommendation, Risk, Snippet
-from .risks import parse_allow, stack_flags, volume_risk_notes
+from .risks import stack_flags, volume_risk_notes
 from .standing import cpu_standing, curve_standing, host_standing, luks_standing, measured_rw
 from ..scenario.backend import advice_kind
 
@@ -44,15 +44,9 @@ def default_goals(data: RunData) -> tuple[Goal, ...]:
     """The run's own question: ``advise.goals``, else its targets, else each job's metric
     (and CPU per I/O where QEMU's CPU was sampled).  A stored goal that does not parse is left
     out (:func:`advise` says so in its notes)."""
-    stored = data.plan.advise_goals
+    if data.plan.advise.goals:
+        return data.plan.advise.goals
     goals = []
-    for text in stored:
-        try:
-            goals.append(Goal.parse(str(text), source="the scenario's advise: goals"))
-        except ValueError:
-            continue
-    if goals:
-        return tuple(dict.fromkeys(goals))
     for i, t in enumerate(data.targets, 1):
         for key, metric in TARGET_GOALS:
             value = getattr(t, key)
@@ -69,35 +63,15 @@ def default_goals(data: RunData) -> tuple[Goal, ...]:
     return tuple(dict.fromkeys(goals))
 
 
-def stored_allow(data: RunData) -> tuple[frozenset[Risk], list[str]]:
-    """The run's ``advise.allow`` risks, and a note for each name that is not a risk."""
-    names = data.plan.advise_allow
-    out: set[Risk] = set()
-    notes = []
-    for n in names:
-        try:
-            out |= parse_allow([n], "advise.allow")
-        except ValueError as exc:
-            notes.append(f"left out of the stored advise.allow: {exc}")
-    return frozenset(out), notes
-
-
 def advise(data: RunData, goals: Sequence[Goal] = (), allow: frozenset[Risk] = frozenset(), current: CurrentVm | None = None,
            vm: str | None = None) -> Advice:
     """The advice for one loaded run.  ``current``: a user's VM read with
     :func:`vmbench.drivers.read_current` (the snippets keep its disk's other options);
     ``vm``: the VMID or domain name the snippets name when no VM was read."""
-    notes: list[str] = []
-    for text in data.plan.advise_goals:
-        try:
-            Goal.parse(str(text))
-        except ValueError as exc:
-            notes.append(f"left out of the stored advise.goals: {exc}")
-    extra_allow, allow_notes = stored_allow(data)
-    notes += allow_notes
-    ctx = Ctx(data, frozenset(allow) | extra_allow, stack_flags(data.plan.stacks, data.scenario_text))
+    stored = data.plan.advise  # the run's advise: section: its goals and risks, and what of them does not read
+    ctx = Ctx(data, frozenset(allow) | stored.allow, stack_flags(data.plan.stacks, data.scenario_text))
     goals = tuple(goals) or default_goals(data)
-    notes = _run_notes(data) + notes + (_current_notes(current, data) if current is not None else [])
+    notes = _run_notes(data) + list(stored.notes) + (_current_notes(current, data) if current is not None else [])
     recs: list[Recommendation] = []
     unsupported: list[Recommendation] = []
     standing: list[str] = []

@@ -84,17 +84,6 @@ def describe(risks: Iterable[Risk]) -> tuple[str, ...]:
     return tuple(RISKS[r] for r in risks)
 
 
-def parse_allow(names: Iterable[object], where: str = "--allow") -> frozenset[Risk]:
-    """Risk names -> risks; ValueError naming ``where`` and what is allowed."""
-    out = set()
-    for n in names:
-        try:
-            out.add(Risk.parse(n))
-        except ValueError as exc:
-            raise ValueError(f"{where}: {exc}") from None
-    return frozenset(out)
-
-
 def stack_flags(stacks: Sequence[PlannedStack], scenario_text: str = "") -> dict[str, tuple[str, ...]]:
     """Each stack's dm-crypt perf_flags: from the plan's stacks (``luks.perf_flags``) where it
     stores them, else read from the scenario text as run (its ``stacks:`` section; a text that

@@ -17,7 +17,6 @@ import json
 import sys
 from pathlib import Path
 
-from ..advice import risks
 from ..advice.model import Goal, GoalMetric, Risk
 from ..advice.rank import advise
 from ..advice.table import advice_json, advice_tables
@@ -29,6 +28,7 @@ from ..report.render import Format, render
 from ..results.db import ResultsDB
 from ..results.kind import RunKind
 from ..scenario import parse_scenario
+from ..scenario.goals import parse_allow as risks_named
 from .common import ConsoleProgress, on_hosts, say_migrated
 
 
@@ -44,7 +44,7 @@ def parse_goals(texts: list[str]):
 
 def parse_allow(names: list[str]):
     try:
-        return risks.parse_allow(names, "--allow")
+        return risks_named(names, "--allow")
     except ValueError as exc:
         raise UsageError(str(exc), f"--allow takes one of: {Risk.allowed()}") from None
 

@@ -12,12 +12,9 @@ misread.
 
 from __future__ import annotations
 
-import functools
 import gc
 import json
 import sqlite3
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -25,8 +22,8 @@ from ..errors import ResultsError
 from . import migrate
 from .environment import Environment
 from .key import MeasurementKey
-from .plan import StoredPlan, read_plan
 from .records import BootRecord, CellRecord, CryptoRecord, Measurement, SeriesRecord
+from .runrow import RunRow, now
 
 SCHEMA_VERSION = 5
 #: how long a write waits for another process's transaction on the same file (ms)
@@ -146,50 +143,6 @@ CREATE INDEX telemetry_run ON telemetry(run_id);
 """
 
 
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-@dataclass(frozen=True)
-class RunRow:
-    """A stored run: what ran, when, its recorded environment (:class:`Environment`, the
-    stored mapping with its facts as attributes) and its plan as stored (``plan``: read)."""
-
-    id: int
-    tag: str
-    scenario_name: str
-    scenario_path: str
-    status: str
-    started_at: str
-    finished_at: str | None
-    error: str | None
-    environment: Environment
-    plan_json: Mapping[str, Any]  # the plan as stored: read as ``plan``
-    attempts: int = 1
-    resumed_at: str | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.environment, Environment):  # a stored mapping, as read
-            object.__setattr__(self, "environment", Environment.from_row(self.environment))
-
-    @functools.cached_property
-    def plan(self) -> StoredPlan:
-        """The run's plan as stored (every version), read once."""
-        return read_plan(self.plan_json)
-
-    @property
-    def tags(self) -> tuple[str, ...]:
-        """The run tag of each attempt, first to last: a resumed attempt names what it makes
-        with a tag of its own (recorded in its environment's ``attempts``)."""
-        return (self.tag, *self.environment.later_tags)
-
-    @property
-    def tag_label(self) -> str:
-        """``r1a2b3c4d``, or ``r1a2b3c4d, resumed as r5e6f7a8b`` for a resumed run."""
-        first, *later = self.tags
-        return first + (f", resumed as {', '.join(later)}" if later else "")
-
-
 class ResultsDB:
     """A results database file; created on first write, upgraded if older, refused if newer.
 
@@ -271,20 +224,18 @@ class ResultsDB:
         with self.conn:
             self.conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", [_cell(v) for v in values.values()] + [row_id])
 
-    def start_run(self, *, tag: str, scenario_name: str, scenario_path: str, scenario_text: str, plan: dict, version: str) -> int:
-        return self._insert("runs", dict(
-            tag=tag, scenario_name=scenario_name, scenario_path=scenario_path, scenario_text=scenario_text,
-            plan_json=plan, status="running", started_at=now(), vmbench_version=version, environment_json={},
-        ))
+    # A row is written from its record (``to_row``: the columns the record defines); an
+    # update writes the whole record again, under its ``id``, or the columns the record names.
+
+    def start_run(self, run: RunRow) -> int:
+        """A run's row (:meth:`RunRow.starting`); its id."""
+        return self._insert("runs", run.to_row())
 
     def set_environment(self, run_id: int, environment: Environment) -> None:
-        self._update("runs", run_id, {"environment_json": environment.to_row()})
+        self._update("runs", run_id, RunRow.environment_columns(environment))
 
     def finish_run(self, run_id: int, status: str, error: str | None = None) -> None:
-        self._update("runs", run_id, {"status": status, "error": error, "finished_at": now()})
-
-    # A row is written from its record (``to_row``: the columns the record defines); an
-    # update writes the whole record again, under its ``id``.
+        self._update("runs", run_id, RunRow.end_columns(status, error))
 
     def add_boot(self, boot: BootRecord) -> int:
         return self._insert("boots", boot.to_row())
@@ -360,10 +311,10 @@ class ResultsDB:
                 row = self.conn.execute("SELECT * FROM runs WHERE tag = ?", (text,)).fetchone()
             if row is None:
                 raise ResultsError(f"no run {text!r} in {self.path}", "`vmbench runs` lists them")
-        return _run_row(row)
+        return RunRow.from_row(row)
 
     def runs(self) -> list[RunRow]:
-        return [_run_row(r) for r in self.conn.execute("SELECT * FROM runs ORDER BY id")]
+        return [RunRow.from_row(r) for r in self.conn.execute("SELECT * FROM runs ORDER BY id")]
 
     def rows(self, table: str, run_id: int) -> list[dict]:
         """A run's rows of ``table`` in the order stored, as dicts by column name, each
@@ -468,12 +419,3 @@ def _decoded(row: dict) -> dict:
         if isinstance(row[column], str):
             row[column[:-5]] = json.loads(row.pop(column))
     return row
-
-
-def _run_row(row: sqlite3.Row) -> RunRow:
-    return RunRow(
-        id=row["id"], tag=row["tag"], scenario_name=row["scenario_name"], scenario_path=row["scenario_path"],
-        status=row["status"], started_at=row["started_at"], finished_at=row["finished_at"], error=row["error"],
-        environment=Environment.from_row(json.loads(row["environment_json"] or "{}")), plan_json=json.loads(row["plan_json"] or "{}"),
-        attempts=row["attempts"], resumed_at=row["resumed_at"],
-    )

@@ -14,9 +14,10 @@ equal).
 
 from __future__ import annotations
 
-from typing import Any, Generic, Iterator, Mapping, TypeVar, overload
+from typing import Any, Generic, Mapping, TypeVar, overload
 
 from ..scenario.backend import backend_named
+from .frozen import FrozenMapping
 
 T = TypeVar("T")
 
@@ -45,35 +46,13 @@ class Fact(Generic[T]):
     def __get__(self, obj: "Environment | None", owner: type) -> "T | None | Fact[T]":
         if obj is None:
             return self
-        return obj._facts.get(self.name)
+        return obj._stored.get(self.name)
 
 
-class Environment(Mapping[str, Any]):
+class Environment(FrozenMapping[Any]):
     """A run's recorded environment; see the module's doc."""
 
-    __slots__ = ("_facts",)
-    _facts: dict[str, Any]
-
-    def __init__(self, facts: Mapping[str, Any] | None = None) -> None:
-        object.__setattr__(self, "_facts", dict(facts or {}))
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"an Environment is frozen: {name} cannot be set (with_facts makes a new one)")
-
-    def __getitem__(self, key: str) -> Any:
-        return self._facts[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._facts)
-
-    def __len__(self) -> int:
-        return len(self._facts)
-
-    def __repr__(self) -> str:
-        return f"Environment({self._facts!r})"
-
-    def __reduce__(self) -> tuple[type, tuple[dict[str, Any]]]:
-        return Environment, (self._facts,)  # copied and pickled as a new record of the same facts
+    __slots__ = ()
 
     # the host and its software
     hostname: Fact[str] = Fact()
@@ -132,16 +111,16 @@ class Environment(Mapping[str, Any]):
 
     def to_row(self) -> dict[str, Any]:
         """The facts as stored (``runs.environment_json``)."""
-        return dict(self._facts)
+        return dict(self._stored)
 
     def with_facts(self, **facts: Any) -> "Environment":
         """A new record: these facts added or changed."""
-        return Environment({**self._facts, **facts})
+        return Environment({**self._stored, **facts})
 
     def fact(self, key: str) -> Any:
         """Any recorded fact by its stored key (None: not recorded): what ``history`` and
         ``compare`` walk key by key."""
-        return self._facts.get(key)
+        return self._stored.get(key)
 
     @property
     def on_librbd(self) -> bool:

@@ -12,12 +12,14 @@ run's kind (:class:`~vmbench.results.kind.RunKind`) is decided here, once.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
 import yaml
 
 from ..fio.job import Metric
+from ..scenario.goals import Goal, Risk, parse_allow
 from ..scenario.model import RepeatPolicy, Target
 from .kind import RunKind
 
@@ -172,6 +174,57 @@ class TuneRecord:
 
 
 @dataclass(frozen=True)
+class StoredAdvise:
+    """The scenario's ``advise:`` section as the run stored it (the plan's ``advise``): its
+    goals and allowed risks as written (what the plan stores back), read as the advice takes
+    them: :attr:`goals` (each goal that parses, once), :attr:`allow` (each risk named) and a
+    note for each that does not (:attr:`notes`: a stored plan is never refused)."""
+
+    goal_texts: tuple[str, ...] = ()
+    allow_texts: tuple[str, ...] = ()
+
+    @classmethod
+    def from_row(cls, stored: Any) -> "StoredAdvise | None":
+        """The stored section; None for none (the scenario had no ``advise:``)."""
+        if not isinstance(stored, Mapping):
+            return None
+        return cls(tuple(str(g) for g in stored.get("goals") or ()), tuple(str(a) for a in stored.get("allow") or ()))
+
+    def to_row(self) -> dict[str, Any]:
+        return {"goals": list(self.goal_texts), "allow": list(self.allow_texts)}
+
+    @functools.cached_property
+    def _read(self) -> tuple[tuple[Goal, ...], frozenset[Risk], tuple[str, ...]]:
+        goals: list[Goal] = []
+        allow: set[Risk] = set()
+        notes = []
+        for text in self.goal_texts:
+            try:
+                goals.append(Goal.parse(text, source="the scenario's advise: goals"))
+            except ValueError as exc:
+                notes.append(f"left out of the stored advise.goals: {exc}")
+        for name in self.allow_texts:
+            try:
+                allow |= parse_allow([name], "advise.allow")
+            except ValueError as exc:
+                notes.append(f"left out of the stored advise.allow: {exc}")
+        return tuple(dict.fromkeys(goals)), frozenset(allow), tuple(notes)
+
+    @property
+    def goals(self) -> tuple[Goal, ...]:
+        return self._read[0]
+
+    @property
+    def allow(self) -> frozenset[Risk]:
+        return self._read[1]
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What is left out: the goals, then the risks, that do not read."""
+        return self._read[2]
+
+
+@dataclass(frozen=True)
 class StoredPlan:
     """What a run planned, as stored.  ``tune``: a tune round's record, as
     :meth:`vmbench.scenario.tune.TuneSpec.plan_json` wrote it (read by :mod:`vmbench.tune`)."""
@@ -222,10 +275,15 @@ class StoredPlan:
             **({"load": dict(self.load.stored), "vms_booted": self.vms_booted} if self.load is not None else {}),
             **({"hosts": list(self.hosts), "placement": self.placement} if self.hosts else {}),
             **({"nodes": self.nodes, "placement": self.placement} if self.nodes else {}),
-            **({"advise": {"goals": list(self.advise_goals), "allow": list(self.advise_allow)}} if self.advised else {}),
+            **({"advise": self.advise.to_row()} if self.advised else {}),
             **({"tune": dict(self.tune.stored)} if self.tune is not None else {}),
             **({"targets": [asdict(t) for t in self.targets]} if targets else {}),
         }
+
+    @functools.cached_property
+    def advise(self) -> StoredAdvise:
+        """The ``advise:`` section as stored (none: no goals, no risks)."""
+        return StoredAdvise(self.advise_goals, self.advise_allow)
 
     @property
     def job_names(self) -> list[str]:
@@ -251,7 +309,7 @@ def read_plan(plan: Mapping[str, Any] | None) -> StoredPlan:
     """The stored plan JSON ``plan`` (any version) as a :class:`StoredPlan`."""
     p: Mapping[str, Any] = plan or {}
     load = read_load(p.get("load"))
-    advise: Mapping[str, Any] = p["advise"] if isinstance(p.get("advise"), Mapping) else {}
+    advise = StoredAdvise.from_row(p.get("advise"))
     return StoredPlan(
         kind=plan_kind(bool(p.get("host_only")), load, str(p.get("mode") or "")), scenario=str(p.get("scenario") or ""),
         mode=str(p.get("mode") or ""),
@@ -261,9 +319,8 @@ def read_plan(plan: Mapping[str, Any] | None) -> StoredPlan:
         jobs=tuple(_job(j) for j in p.get("jobs") or () if isinstance(j, Mapping) and "name" in j),
         stacks=tuple(_stack(s) for s in p.get("stacks") or () if isinstance(s, Mapping) and "name" in s),
         repeat_policy=_repeat_policy(p), targets=tuple(_target(t) for t in p.get("targets") or () if isinstance(t, Mapping) and t.get("job")),
-        load=load, advise_goals=tuple(str(g) for g in advise.get("goals") or ()),
-        advise_allow=tuple(str(a) for a in advise.get("allow") or ()),
-        tune=read_tune(p["tune"]) if isinstance(p.get("tune"), Mapping) else None, advised=isinstance(p.get("advise"), Mapping),
+        load=load, advise_goals=advise.goal_texts if advise else (), advise_allow=advise.allow_texts if advise else (),
+        tune=read_tune(p["tune"]) if isinstance(p.get("tune"), Mapping) else None, advised=advise is not None,
         host_baseline=bool(p.get("host_baseline", True)), guest_measurements=int(p.get("guest_measurements") or 0),
         host_measurements=int(p.get("host_measurements") or 0), guest_measurements_max=int(p.get("guest_measurements_max") or 0),
         host_measurements_max=int(p.get("host_measurements_max") or 0), rados_measurements=p.get("rados_measurements"),

@@ -14,8 +14,9 @@ record (:func:`dataclasses.replace`), never an edit.
   (:class:`LoadRecord`) and, as the report attaches them, the samplers' means
   (:class:`Telemetry`), the QEMU process's CPU row and the cell it is shared from;
 * :class:`CellRecord`, :class:`BootRecord`, :class:`CryptoRecord`, :class:`SeriesRecord`;
-* :class:`Settings`: a cell's or measurement's VM settings as stored, read back typed through
-  the axis table (:mod:`vmbench.scenario.axes`).
+* :class:`~vmbench.results.vmsettings.Settings` (:mod:`.vmsettings`): a cell's, a boot's or a
+  measurement's VM settings as stored, a read-only mapping read back typed through the axis
+  table (:mod:`vmbench.scenario.axes`).
 """
 
 from __future__ import annotations
@@ -26,10 +27,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping, TypeVar
 
 from ..fio.histogram import PERCENTILES, Histogram
-from ..scenario.axes import AXIS_BY_SETTING
-from ..scenario.model import VmConfig
-from ..settings import Cache
 from .key import MeasurementKey
+from .vmsettings import Settings, settings_of_row
 
 R = TypeVar("R")
 
@@ -55,85 +54,6 @@ def _by_text(make: Callable[[str], R]) -> Callable[[str], R]:
     """``make`` cached by its text: the rows of a run share a handful of job parameters and
     settings, each decoded once."""
     return functools.lru_cache(maxsize=1024)(make)
-
-
-# ---- the VM settings ----------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=4096)
-def _typed(key: str, _kind: str, value: object) -> object:
-    """:meth:`Settings.typed` of a stored value: the same for every row that stores it (a
-    run's thousands of rows share a handful), read back once."""
-    axis = AXIS_BY_SETTING[key]
-    if axis.from_stored is None:
-        return None
-    try:
-        return axis.value(axis.from_stored(VmConfig(), value))
-    except (ValueError, TypeError):
-        return None
-
-
-class Settings(dict):
-    """A VM's settings as stored (``settings_of(vm)``: axis key -> stored value, in axis order),
-    a mapping as stored and serialized, with the values read back typed through the axis
-    table: :meth:`typed` (and the properties of the settings the report interprets)."""
-
-    __slots__ = ()
-
-    @classmethod
-    def of(cls, stored: Mapping[str, object] | None) -> "Settings":
-        return stored if isinstance(stored, Settings) else cls(stored or {})
-
-    def value(self, key: str) -> object:
-        """The stored value of axis ``key`` (None: not stored: left to the default, or stored
-        before the axis existed)."""
-        return dict.get(self, key)
-
-    def typed(self, key: str) -> object:
-        """Axis ``key``'s stored value read back as the scenario holds it (a :class:`Cache`, a
-        flag, a number...); None when not stored or not one of the axis's values."""
-        value = dict.get(self, key)
-        if value is None or key not in AXIS_BY_SETTING:
-            return None
-        try:
-            return _typed(key, type(value).__name__, value)  # the type too: 1, 1.0 and True are one key to a cache
-        except TypeError:  # a value no cache can hold (a list): read back each time
-            return _typed.__wrapped__(key, type(value).__name__, value)
-
-    def is_setting_of(self, key: str, vm: VmConfig) -> bool:
-        """Whether axis ``key``'s stored value is ``vm``'s: read back typed and compared; a
-        value that does not read back as one of the axis's, as stored."""
-        axis, typed = AXIS_BY_SETTING.get(key), self.typed(key)
-        if axis is not None and typed is not None:
-            return typed == axis.value(vm)
-        return str(dict.get(self, key)) == str(axis.setting(vm) if axis is not None else None)
-
-    @property
-    def cache(self) -> Cache | None:
-        """QEMU's cache mode (None: not stored, or not a mode)."""
-        got = self.typed("cache")
-        return got if isinstance(got, Cache) else None
-
-    @property
-    def memory_mib(self) -> int | None:
-        got = dict.get(self, "memory_mib")
-        return None if got is None else int(str(got))
-
-    @property
-    def cpu(self) -> str | None:
-        """The CPU as its label stores it ("kvm64+aes")."""
-        got = dict.get(self, "cpu")
-        return None if got is None else str(got)
-
-
-@_by_text
-def _settings(text: str) -> Settings:
-    return Settings(json.loads(text) if text else {})
-
-
-def settings_of_row(row: Mapping[str, Any]) -> Settings:
-    value = row.get("settings_json", row.get("settings"))
-    return _settings(value) if isinstance(value, str) else Settings.of(value)
 
 
 # ---- a measurement's parts ------------------------------------------------------------------

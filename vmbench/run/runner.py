@@ -143,8 +143,9 @@ class Runner:
             host_argv = {m.job: m.argv for m in self.db.measurements(self.run_id) if m.side == "host"}
             self.progress.step(f"resuming run {self.run_id} (attempt {self.attempt}): {sum(map(len, stored.values()))} measurement(s) already stored")
         else:
-            self.run_id = self.db.start_run(tag=self.tag, scenario_name=s.name, scenario_path=s.path, scenario_text=s.text,
-                                            plan=self.plan.record().to_row(), version=__version__)
+            self.run_id = self.db.start_run(RunRow.starting(tag=self.tag, scenario_name=s.name, scenario_path=s.path,
+                                                            scenario_text=s.text, plan=self.plan.record().to_row(),
+                                                            version=__version__))
             stored, host_argv = {}, {}
         self.measurer = Measurer(s, self.db, self.run_id, self.attempt, self.progress, host_argv, stored, run_tag=self.tag,
                                  ceph=self.driver.ceph)

@@ -7,7 +7,7 @@ their parsing only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from ..fio.job import Metric
 from ..settings import Choice
@@ -73,6 +73,17 @@ class Risk(Choice):
     ZFS_CHECKSUM_OFF = "zfs-checksum-off"
     ZFS_DEDUP = "zfs-dedup"
     CRYPT_NO_WORKQUEUE = "crypt-no-workqueue"
+
+
+def parse_allow(names: Iterable[object], where: str = "--allow") -> frozenset[Risk]:
+    """Risk names -> risks; ValueError naming ``where`` and what is allowed."""
+    out = set()
+    for n in names:
+        try:
+            out.add(Risk.parse(n))
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    return frozenset(out)
 
 
 #: what each risk costs, in words, shown beside every recommendation that carries it
