@@ -186,10 +186,10 @@ SAMPLED_DEVICES = ("sda", "sda2", "vda", "vda1", "vdb", "vdb1", "sdb", "sdb1", "
 
 
 def is_sampler(argv: Sequence[str]) -> bool:
-    """The telemetry sampler (vmbench.telemetry.sampler.sampler_argv)."""
-    from vmbench.telemetry.sampler import SAMPLER_SCRIPT
+    """The telemetry sampler (vmbench.telemetry.sampler.sampler_argv), its last sample too."""
+    from vmbench.telemetry.sampler import LAST_SAMPLE_SCRIPT, SAMPLER_SCRIPT
 
-    return len(argv) >= 7 and list(argv[:2]) == ["sh", "-c"] and argv[2] == SAMPLER_SCRIPT
+    return len(argv) >= 7 and list(argv[:2]) == ["sh", "-c"] and argv[2] in (SAMPLER_SCRIPT, LAST_SAMPLE_SCRIPT)
 
 
 def without_target_and_output(argv: Sequence[str]) -> list[str]:
@@ -385,14 +385,39 @@ class _FakeSide:
         return ""
 
     def _cmd_sh(self, argv, stdin):
+        from vmbench.telemetry.sampler import DEVICES_SCRIPT, FIRST_SAMPLE_SCRIPT, LAST_SAMPLE_SCRIPT, SAMPLER_SCRIPT
+
         if argv[2:3] == [ARMED_SCRIPT]:
             return self._wait_armed(argv[4], int(argv[5]), argv[6])
+        if argv[2:3] == [DEVICES_SCRIPT]:
+            return self._devices_under(argv[4])
+        devices = ""
+        if argv[2:3] == [FIRST_SAMPLE_SCRIPT]:  # the devices under the target, then one sample
+            devices, argv = self._devices_under(argv[4]), [*argv[:2], SAMPLER_SCRIPT, *argv[3:4], *argv[5:]]
         if not is_sampler(argv):
             return 1, "", "sh: this fake runs the telemetry sampler only"
         if not self._parent_ok(argv[4]):
             return 1, "", f"sh: {argv[4]}: No such file or directory"
         self._sample(argv[4])
-        return ""
+        if argv[2] == LAST_SAMPLE_SCRIPT:  # the file printed and removed
+            return self.files.pop(argv[4]).decode()
+        return devices
+
+    def _devices_under(self, target: str) -> str:
+        """What DEVICES_SCRIPT prints, from this fake's findmnt and lsblk."""
+        def answer(argv):
+            handler = getattr(self, "_cmd_" + argv[0], None)
+            got = handler(argv, None) if handler is not None else (127, "", "")
+            return (0, got, "") if isinstance(got, str) else got
+
+        dev = target
+        if not dev.startswith("/dev/"):
+            code, out, _ = answer(["findmnt", "-n", "-o", "SOURCE", "--target", target])
+            dev = out.strip().split("[")[0] if code == 0 else ""
+        if not dev.startswith("/dev/"):
+            return ""
+        code, out, _ = answer(["lsblk", "-n", "-s", "-r", "-o", "KNAME,TYPE", dev])
+        return out if code == 0 else ""
 
     @property
     def left_running(self) -> list[int]:
