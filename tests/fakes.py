@@ -186,10 +186,10 @@ SAMPLED_DEVICES = ("sda", "sda2", "vda", "vda1", "vdb", "vdb1", "sdb", "sdb1", "
 
 
 def is_sampler(argv: Sequence[str]) -> bool:
-    """The telemetry sampler (vmbench.telemetry.sampler.sampler_argv), its last sample too."""
-    from vmbench.telemetry.sampler import LAST_SAMPLE_SCRIPT, SAMPLER_SCRIPT
+    """The telemetry sampler (vmbench.telemetry.sampler.sampler_argv)."""
+    from vmbench.telemetry.sampler import SAMPLER_SCRIPT
 
-    return len(argv) >= 7 and list(argv[:2]) == ["sh", "-c"] and argv[2] in (SAMPLER_SCRIPT, LAST_SAMPLE_SCRIPT)
+    return len(argv) >= 7 and list(argv[:2]) == ["sh", "-c"] and argv[2] == SAMPLER_SCRIPT
 
 
 def without_target_and_output(argv: Sequence[str]) -> list[str]:
@@ -369,8 +369,9 @@ class _FakeSide:
         assert isinstance(handle, int), handle
         self.killed.append(handle)
 
-    def _sample(self, path: str, count: int = 1) -> None:
-        """Samples as the sampler writes them: every second, 1 MB written to each device."""
+    def _sample(self, path: str, count: int = 1) -> str:
+        """Samples as the sampler writes them: every second, 1 MB written to each device; to
+        its command's output ("-"), else appended to ``path``."""
         text = ""
         for _ in range(count):
             self.samples += 1
@@ -378,14 +379,17 @@ class _FakeSide:
             text += f"\n@ {1000 + n}.00\n"
             text += "".join(f" 254 {i} {d} 10 0 {n * 8} 5 20 0 {n * 2048} 9 0 10 20 0 0 0 0 0 0\n" for i, d in enumerate(SAMPLED_DEVICES))
             text += f"cpu  {n * 30} 0 {n * 20} {n * 40} {n * 10} 0 0 0 0 0\n" + self._sample_extra(path, n) + ".\n"
+        if path == "-":
+            return text
         self.files[path] = self.files.get(path, b"") + text.encode()
+        return ""
 
     def _sample_extra(self, path: str, n: int) -> str:
         """More lines for sample ``n`` of the sampler writing ``path`` (subclasses: ZFS counters)."""
         return ""
 
     def _cmd_sh(self, argv, stdin):
-        from vmbench.telemetry.sampler import DEVICES_SCRIPT, FIRST_SAMPLE_SCRIPT, LAST_SAMPLE_SCRIPT, SAMPLER_SCRIPT
+        from vmbench.telemetry.sampler import DEVICES_SCRIPT, FIRST_SAMPLE_SCRIPT, SAMPLER_SCRIPT
 
         if argv[2:3] == [ARMED_SCRIPT]:
             return self._wait_armed(argv[4], int(argv[5]), argv[6])
@@ -396,12 +400,9 @@ class _FakeSide:
             devices, argv = self._devices_under(argv[4]), [*argv[:2], SAMPLER_SCRIPT, *argv[3:4], *argv[5:]]
         if not is_sampler(argv):
             return 1, "", "sh: this fake runs the telemetry sampler only"
-        if not self._parent_ok(argv[4]):
+        if argv[4] != "-" and not self._parent_ok(argv[4]):
             return 1, "", f"sh: {argv[4]}: No such file or directory"
-        self._sample(argv[4])
-        if argv[2] == LAST_SAMPLE_SCRIPT:  # the file printed and removed
-            return self.files.pop(argv[4]).decode()
-        return devices
+        return devices + self._sample(argv[4])
 
     def _devices_under(self, target: str) -> str:
         """What DEVICES_SCRIPT prints, from this fake's findmnt and lsblk."""

@@ -36,7 +36,7 @@ from vmbench.report.tables import HOST_TELEMETRY_NOTE, gap_table, layer_table
 from vmbench.results.db import ResultsDB
 from vmbench.run.runner import Runner
 from vmbench.scenario import parse_scenario
-from vmbench.telemetry.sampler import (DEVICES_SCRIPT, FIRST_SAMPLE_SCRIPT, HOST_SOURCES, LAST_SAMPLE_SCRIPT, SAMPLER_SCRIPT, as_host,
+from vmbench.telemetry.sampler import (DEVICES_SCRIPT, FIRST_SAMPLE_SCRIPT, HOST_SOURCES, SAMPLER_SCRIPT, TO_OUTPUT, as_host,
                                       first_sample_argv, sampler_argv, summary)
 
 SCENARIO = """
@@ -108,11 +108,9 @@ def test_a_guest_run_samples_the_host_with_the_pool_and_the_guest_without(tmp_pa
     assert guest.spawned == []
     token = re.search(r"telemetry-([0-9a-f]+)\.txt", h[4]).group(1)
     assert h == sampler_argv(f"{HOST_WORKDIR}/telemetry-{token}.txt", len_s(h), pool="tank")
-    # the first with the devices under the target, the last printing its file and removing it: one command each
-    path = f"{GUEST_WORKDIR}/telemetry-{token}.txt"
-    assert guest_samples(guest) == [first_sample_argv(guest.disk, path),
-                                    sampler_argv(path, 0, script=LAST_SAMPLE_SCRIPT)]  # no pool argument
-    assert not [c for c in guest.commands if c[0] in ("lsblk", "findmnt") or (c[0] == "rm" and path in c)]
+    # each the command's output (no file in the guest), the first with the devices under the target: one command each
+    assert guest_samples(guest) == [first_sample_argv(guest.disk, TO_OUTPUT), sampler_argv(TO_OUTPUT, 0)]  # no pool argument
+    assert not [c for c in guest.commands if c[0] in ("lsblk", "findmnt") or (c[0] == "rm" and f"{GUEST_WORKDIR}/telemetry-" in " ".join(c))]
     assert not any("zpool" in " ".join(c) for c in guest.unknown)
     # the loop killed, every file removed
     assert host.left_running == [] and guest.left_running == [] and host.killed
@@ -138,15 +136,15 @@ def len_s(argv) -> int:
 
 
 def side_and_max(argv) -> tuple[str, str]:
-    """A sampler command's side (by its file) and its max seconds."""
+    """A sampler command's side (the guest's write to their output, the host's to a file) and its max seconds."""
     path, _iv, max_s = argv[5:8] if argv[2] == FIRST_SAMPLE_SCRIPT else argv[4:7]
-    return ("guest" if path.startswith(GUEST_WORKDIR) else "host"), max_s
+    return ("guest" if path == TO_OUTPUT else "host"), max_s
 
 
 def guest_samples(guest) -> list[list[str]]:
-    """The guest's sampler commands (each of its scripts), in order."""
-    return [c for c in guest.commands if c[:2] == ["sh", "-c"] and c[2] in (SAMPLER_SCRIPT, FIRST_SAMPLE_SCRIPT, LAST_SAMPLE_SCRIPT)
-            and GUEST_WORKDIR in " ".join(c[3:])]
+    """The guest's sampler commands (both scripts), in order."""
+    return [c for c in guest.commands if c[:2] == ["sh", "-c"] and c[2] in (SAMPLER_SCRIPT, FIRST_SAMPLE_SCRIPT)
+            and TO_OUTPUT in c[4:6]]
 
 
 def test_the_host_sampler_never_fails_the_measurement(tmp_path, sides):

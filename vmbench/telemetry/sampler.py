@@ -32,7 +32,10 @@ a low priority (``renice 10`` of itself, which ``zpool iostat`` inherits) and st
 processes a second (``cat``, ``sleep``; the CPU line is read by the shell itself).  Where even
 that would take the measured vCPUs' time (fio in a guest: its own sampler, and the host's
 beside it unless a ZFS pool is sampled) it runs as two samples only, one just before fio and
-one just after (``loop=False``): the series is then one interval, its means the same.
+one just after (``loop=False``): the series is then one interval, its means the same.  Two
+samples without a pool are each their command's output (no file), the first one with the
+devices under the target: two guest commands a run, each a few processes (under TCG a process
+start in a guest costs 0.05 to 0.3 s).
 Telemetry never fails a measurement: any error is a warning and no series.
 """
 
@@ -57,9 +60,11 @@ SECTOR = 512
 #: scan lines when ``zpool status`` answered, "txg_timeout N", ".") before the first sample, and
 #: ``zpool iostat`` in the background (not for a single sample) into "<output file>.zpool",
 #: its errors into "<output file>.zerr", stopped with the loop.
-#: Arguments: output file, interval seconds, max seconds (0: one sample)[, pool].
+#: Arguments: output file ("-": standard output, for a single sample without a pool), interval
+#: seconds, max seconds (0: one sample, at the normal priority: nothing else of vmbench's runs)[, pool].
 SAMPLER_SCRIPT = r"""out=$1; iv=$2; max=$3; pool=$4
-renice -n 10 -p $$ >/dev/null 2>&1
+if [ "$out" = - ]; then exec 3>&1; else exec 3>>"$out" || exit 1; fi
+[ "$max" -gt 0 ] && renice -n 10 -p $$ >/dev/null 2>&1
 read start _ < /proc/uptime
 start=${start%.*}
 zp=
@@ -70,7 +75,7 @@ if [ -n "$pool" ]; then
       && { echo "status ok"; printf '%s\n' "$st" | grep -E '(scan|scrub):'; }
     txg=/sys/module/zfs/parameters/zfs_txg_timeout
     [ -r "$txg" ] && read v < "$txg" && echo "txg_timeout $v"
-    echo .; } >> "$out" || exit 1
+    echo .; } >&3 || exit 1
   if [ "$max" -gt 0 ]; then
     zpool iostat -Hplv -T u "$pool" "$iv" $(( max / iv + 2 )) > "$out.zpool" 2> "$out.zerr" &
     zp=$!
@@ -82,7 +87,7 @@ while :; do
   read -r cpu < /proc/stat
   { echo; echo "@ $up"; cat /proc/diskstats; echo "$cpu"
     [ -n "$pool" ] && [ -r "$arc" ] && grep -E '^(hits|misses|size|c|c_min|c_max) ' "$arc"
-    echo .; } >> "$out" || { rc=1; break; }
+    echo .; } >&3 || { rc=1; break; }
   [ $(( ${up%.*} - start )) -ge "$max" ] && break
   sleep "$iv"
 done
@@ -100,15 +105,13 @@ case $dev in
 esac
 case $dev in /dev/*) rows=$(lsblk -n -s -r -o KNAME,TYPE "$dev") && printf '%s\n' "$rows" ;; esac
 """
-#: a two-sample sampler's first sample with the devices under its target, in one command (a guest
-#: command costs 0.3 to 0.8 s under TCG): :data:`DEVICES_SCRIPT`'s output, then the sample.
+#: a sample with the devices under its target first, in one command (a guest command costs 0.1
+#: to 0.8 s under TCG): :data:`DEVICES_SCRIPT`'s output, then the sample (its blank line first).
 #: Arguments: the target, then :data:`SAMPLER_SCRIPT`'s.
 FIRST_SAMPLE_SCRIPT = DEVICES_SCRIPT + "shift\n" + SAMPLER_SCRIPT
-#: a two-sample sampler's last sample, then its file printed and removed, in one command (were
-#: three: the sample, the file read back, ``rm``).  Arguments: :data:`SAMPLER_SCRIPT`'s.
-LAST_SAMPLE_SCRIPT = SAMPLER_SCRIPT.removesuffix("exit $rc\n") + """[ $rc = 0 ] && cat "$out" && rm -f "$out" || rc=1
-exit $rc
-"""
+#: where a two-sample sampler without a pool writes its samples: its command's output, kept here
+#: (no file in the guest to read back and remove)
+TO_OUTPUT = "-"
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 _SKIP = re.compile(r"^(loop|ram|zram|sr|fd|nbd)\d+$")
 
@@ -125,12 +128,10 @@ def as_host(sampled: dict[str, dict]) -> dict[str, dict]:
     return {HOST_SOURCES.get(k, k): v for k, v in sampled.items()}
 
 
-def sampler_argv(outfile: str, max_s: float, interval: int = INTERVAL_S, pool: str | None = None,
-                 script: str = SAMPLER_SCRIPT) -> list[str]:
-    """The sampler's command: always :data:`SAMPLER_SCRIPT` (or :data:`LAST_SAMPLE_SCRIPT`), the
-    data only as arguments (a ``pool`` that is not a valid pool name is refused: ValueError)."""
-    assert script in (SAMPLER_SCRIPT, LAST_SAMPLE_SCRIPT)
-    argv = ["sh", "-c", script, "sh", outfile, str(max(1, int(interval))), str(max(0, int(max_s)))]
+def sampler_argv(outfile: str, max_s: float, interval: int = INTERVAL_S, pool: str | None = None) -> list[str]:
+    """The sampler's command: always :data:`SAMPLER_SCRIPT`, the data only as arguments (a
+    ``pool`` that is not a valid pool name is refused: ValueError)."""
+    argv = ["sh", "-c", SAMPLER_SCRIPT, "sh", outfile, str(max(1, int(interval))), str(max(0, int(max_s)))]
     return argv + [zfs.check_pool_name(pool)] if pool is not None else argv
 
 
@@ -145,8 +146,9 @@ def devices_argv(target: str) -> list[str]:
 
 
 def parse_devices(text: str) -> tuple[list[str], str | None] | None:
-    """:func:`target_devices` of :data:`DEVICES_SCRIPT`'s output."""
-    rows = [line.split() for line in text.splitlines() if line.strip()]
+    """:func:`target_devices` of :data:`DEVICES_SCRIPT`'s output (up to a sample's blank line)."""
+    lines = text.splitlines()
+    rows = [line.split() for line in lines[:lines.index("") if "" in lines else len(lines)]]
     rows = [r for r in rows if len(r) >= 2 and re.fullmatch(r"[A-Za-z0-9_.:-]+", r[0])]
     if not rows:
         return None
@@ -305,11 +307,22 @@ class Sampler:
         self.handle: Any = None
         self.devices: tuple[list[str], str | None] | None = None
         self.failed = False
+        #: two samples without a pool: each is its command's output, the first kept here until
+        #: the second (no file on the side: none to read back and remove, two commands in all)
+        self.to_output = not loop and self.pool is None
+        self.first = ""
 
     @property
     def files(self) -> list[str]:
         """Every file the sampler may write (removed by :meth:`stop`)."""
+        if self.to_output:
+            return []
         return [self.path] + ([self.path + ".zpool", self.path + ".zerr"] if self.pool else [])
+
+    @property
+    def out(self) -> str:
+        """Where the samples go: the file, or the command's output (:data:`TO_OUTPUT`)."""
+        return TO_OUTPUT if self.to_output else self.path
 
     def start(self) -> None:
         try:
@@ -319,12 +332,13 @@ class Sampler:
                 self.devices = target_devices(self.transport, self.target) if local and self.target else None
                 self._say_devices(bool(local))
                 self.handle = self.transport.spawn(sampler_argv(self.path, self.max_s, pool=self.pool))
-            else:  # the first of two samples, taken now (with the devices); the second by stop()
+            else:  # the first of two samples, taken now (with the devices under the target); the second by stop()
                 if local and self.target:
-                    got = self.transport.run(first_sample_argv(self.target, self.path, self.pool), timeout=timeout)
+                    got = self.transport.run(first_sample_argv(self.target, self.out, self.pool), timeout=timeout)
                     self.devices = parse_devices(got.stdout)
                 else:
-                    self.transport.run(sampler_argv(self.path, 0, pool=self.pool), timeout=timeout)
+                    got = self.transport.run(sampler_argv(self.out, 0, pool=self.pool), timeout=timeout)
+                self.first = got.stdout if self.to_output else ""
                 self._say_devices(bool(local))
                 self.handle = _SNAPSHOT
         except Exception as exc:  # telemetry never fails a measurement
@@ -339,22 +353,17 @@ class Sampler:
 
     def stop(self) -> dict[str, dict]:
         """Kill the sampler, take a last sample, read the files back and remove them (two
-        samples: the last one prints its file and removes it)."""
+        samples without a pool: the last one's output after the first's, no file)."""
         if self.handle is None:
             return {}
         out: dict[str, dict] = {}
-        removed = False
         try:
-            timeout = 60 if self.pool else 30
             if self.handle is not _SNAPSHOT:
                 self.transport.kill(self.handle)
-                self.handle = None
-                self.transport.run(sampler_argv(self.path, 0, pool=self.pool), timeout=timeout)
-                text = self.transport.read_file(self.path).decode("ascii", errors="replace")
-            else:
-                self.handle = None
-                got = self.transport.run(sampler_argv(self.path, 0, pool=self.pool, script=LAST_SAMPLE_SCRIPT), timeout=timeout)
-                text, removed = got.stdout, True
+            self.handle = None
+            got = self.transport.run(sampler_argv(self.out, 0, pool=self.pool), timeout=60 if self.pool else 30)
+            text = (self.first + got.stdout if self.to_output
+                    else self.transport.read_file(self.path).decode("ascii", errors="replace"))
             names, primary = self.devices if self.devices is not None else (None, None)
             out = series(parse_samples(text), names, primary)
             if not out:
@@ -378,7 +387,7 @@ class Sampler:
             except Exception as exc:
                 log.warning("%s: could not stop the telemetry sampler: %s", self.transport.name, exc)
             try:
-                if not removed or self.pool:
+                if self.files:
                     self.transport.run(["rm", "-f", *self.files], timeout=60, check=False)
             except Exception as exc:
                 log.warning("%s: could not remove %s: %s", self.transport.name, " ".join(self.files), exc)
