@@ -369,8 +369,9 @@ class _FakeSide:
         assert isinstance(handle, int), handle
         self.killed.append(handle)
 
-    def _sample(self, path: str, count: int = 1) -> None:
-        """Samples as the sampler writes them: every second, 1 MB written to each device."""
+    def _sample(self, path: str, count: int = 1) -> str:
+        """Samples as the sampler writes them: every second, 1 MB written to each device; to
+        its command's output ("-"), else appended to ``path``."""
         text = ""
         for _ in range(count):
             self.samples += 1
@@ -378,21 +379,46 @@ class _FakeSide:
             text += f"\n@ {1000 + n}.00\n"
             text += "".join(f" 254 {i} {d} 10 0 {n * 8} 5 20 0 {n * 2048} 9 0 10 20 0 0 0 0 0 0\n" for i, d in enumerate(SAMPLED_DEVICES))
             text += f"cpu  {n * 30} 0 {n * 20} {n * 40} {n * 10} 0 0 0 0 0\n" + self._sample_extra(path, n) + ".\n"
+        if path == "-":
+            return text
         self.files[path] = self.files.get(path, b"") + text.encode()
+        return ""
 
     def _sample_extra(self, path: str, n: int) -> str:
         """More lines for sample ``n`` of the sampler writing ``path`` (subclasses: ZFS counters)."""
         return ""
 
     def _cmd_sh(self, argv, stdin):
+        from vmbench.telemetry.sampler import DEVICES_SCRIPT, FIRST_SAMPLE_SCRIPT, SAMPLER_SCRIPT
+
         if argv[2:3] == [ARMED_SCRIPT]:
             return self._wait_armed(argv[4], int(argv[5]), argv[6])
+        if argv[2:3] == [DEVICES_SCRIPT]:
+            return self._devices_under(argv[4])
+        devices = ""
+        if argv[2:3] == [FIRST_SAMPLE_SCRIPT]:  # the devices under the target, then one sample
+            devices, argv = self._devices_under(argv[4]), [*argv[:2], SAMPLER_SCRIPT, *argv[3:4], *argv[5:]]
         if not is_sampler(argv):
             return 1, "", "sh: this fake runs the telemetry sampler only"
-        if not self._parent_ok(argv[4]):
+        if argv[4] != "-" and not self._parent_ok(argv[4]):
             return 1, "", f"sh: {argv[4]}: No such file or directory"
-        self._sample(argv[4])
-        return ""
+        return devices + self._sample(argv[4])
+
+    def _devices_under(self, target: str) -> str:
+        """What DEVICES_SCRIPT prints, from this fake's findmnt and lsblk."""
+        def answer(argv):
+            handler = getattr(self, "_cmd_" + argv[0], None)
+            got = handler(argv, None) if handler is not None else (127, "", "")
+            return (0, got, "") if isinstance(got, str) else got
+
+        dev = target
+        if not dev.startswith("/dev/"):
+            code, out, _ = answer(["findmnt", "-n", "-o", "SOURCE", "--target", target])
+            dev = out.strip().split("[")[0] if code == 0 else ""
+        if not dev.startswith("/dev/"):
+            return ""
+        code, out, _ = answer(["lsblk", "-n", "-s", "-r", "-o", "KNAME,TYPE", dev])
+        return out if code == 0 else ""
 
     @property
     def left_running(self) -> list[int]:

@@ -36,7 +36,8 @@ from vmbench.report.tables import HOST_TELEMETRY_NOTE, gap_table, layer_table
 from vmbench.results.db import ResultsDB
 from vmbench.run.runner import Runner
 from vmbench.scenario import parse_scenario
-from vmbench.telemetry.sampler import HOST_SOURCES, SAMPLER_SCRIPT, as_host, sampler_argv, summary
+from vmbench.telemetry.sampler import (DEVICES_SCRIPT, FIRST_SAMPLE_SCRIPT, HOST_SOURCES, SAMPLER_SCRIPT, TO_OUTPUT, as_host,
+                                      first_sample_argv, sampler_argv, summary)
 from vmbench.results.runrow import RunRow
 
 SCENARIO = """
@@ -108,15 +109,16 @@ def test_a_guest_run_samples_the_host_with_the_pool_and_the_guest_without(tmp_pa
     assert guest.spawned == []
     token = re.search(r"telemetry-([0-9a-f]+)\.txt", h[4]).group(1)
     assert h == sampler_argv(f"{HOST_WORKDIR}/telemetry-{token}.txt", len_s(h), pool="tank")
-    guest_samples = [c for c in guest.commands if c[:3] == ["sh", "-c", SAMPLER_SCRIPT] and c[4].startswith(GUEST_WORKDIR)]
-    assert guest_samples == [sampler_argv(f"{GUEST_WORKDIR}/telemetry-{token}.txt", 0)] * 2  # no pool argument
+    # each the command's output (no file in the guest), the first with the devices under the target: one command each
+    assert guest_samples(guest) == [first_sample_argv(guest.disk, TO_OUTPUT), sampler_argv(TO_OUTPUT, 0)]  # no pool argument
+    assert not [c for c in guest.commands if c[0] in ("lsblk", "findmnt") or (c[0] == "rm" and f"{GUEST_WORKDIR}/telemetry-" in " ".join(c))]
     assert not any("zpool" in " ".join(c) for c in guest.unknown)
     # the loop killed, every file removed
     assert host.left_running == [] and guest.left_running == [] and host.killed
     assert not [f for f in host.files if "/telemetry-" in f] and not [f for f in guest.files if "/telemetry-" in f]
     # the host's sampler starts before and stops after the guest's samples, which bracket fio
     order = [c for c in host.commands if c[:2] == ["sh", "-c"] or c[0] == "fio"]
-    sh = [("host" if len(c) > 7 else "guest", c[6]) for c in order if c[0] == "sh"]
+    sh = [side_and_max(c) for c in order if c[0] == "sh" and c[2] != DEVICES_SCRIPT]
     assert sh == [("host", str(len_s(h))), ("guest", "0"), ("guest", "0"), ("host", "0")]
     fio_at = next(i for i, c in enumerate(order) if c[:2] == ["fio", "--name=w"])  # the measurement (not the precondition)
     assert [c[0] for c in order[fio_at - 2:fio_at + 3]] == ["sh", "sh", "fio", "sh", "sh"]
@@ -134,6 +136,18 @@ def len_s(argv) -> int:
     return int(argv[6])
 
 
+def side_and_max(argv) -> tuple[str, str]:
+    """A sampler command's side (the guest's write to their output, the host's to a file) and its max seconds."""
+    path, _iv, max_s = argv[5:8] if argv[2] == FIRST_SAMPLE_SCRIPT else argv[4:7]
+    return ("guest" if path == TO_OUTPUT else "host"), max_s
+
+
+def guest_samples(guest) -> list[list[str]]:
+    """The guest's sampler commands (both scripts), in order."""
+    return [c for c in guest.commands if c[:2] == ["sh", "-c"] and c[2] in (SAMPLER_SCRIPT, FIRST_SAMPLE_SCRIPT)
+            and TO_OUTPUT in c[4:6]]
+
+
 def test_the_host_sampler_never_fails_the_measurement(tmp_path, sides):
     s, host, guest = sides
     host.fail_on(lambda argv: argv[:2] == ["sh", "-c"])  # the host cannot start (nor sample) anything
@@ -149,12 +163,11 @@ def test_run_fio_without_a_host_workdir_or_telemetry(sides):
     job = s.jobs[0]
     run = run_fio(guest, FioRequest(job, guest.disk, GUEST_WORKDIR, "x", sampling=Sampling(host_side=host, zfs_pool="tank")))
     assert set(run.series) == {"disk", "cpu"} and host.spawned == []  # warned, not sampled; the guest without the pool
-    samples = [c for c in guest.commands if c[:3] == ["sh", "-c", SAMPLER_SCRIPT] and c[4].startswith(GUEST_WORKDIR)]
-    assert len(samples) == 2 and all(len(c) == 7 for c in samples)
+    samples = guest_samples(guest)
+    assert len(samples) == 2 and [len(c) for c in samples] == [8, 7]  # no pool argument
     run = run_fio(guest, FioRequest(job, guest.disk, GUEST_WORKDIR, "x", sampling=Sampling(
         telemetry=False, host_side=host, host_workdir=HOST_WORKDIR, zfs_pool="tank")))
-    assert run.series == {} and host.spawned == [] and len(
-        [c for c in guest.commands if c[:3] == ["sh", "-c", SAMPLER_SCRIPT] and c[4].startswith(GUEST_WORKDIR)]) == 2
+    assert run.series == {} and host.spawned == [] and len(guest_samples(guest)) == 2
     # no host target: every whole disk of the host
     run = run_fio(guest, FioRequest(job, guest.disk, GUEST_WORKDIR, "x", sampling=Sampling(host_side=host, host_workdir=HOST_WORKDIR,
                                                                                 zfs_pool="tank")))

@@ -32,7 +32,10 @@ a low priority (``renice 10`` of itself, which ``zpool iostat`` inherits) and st
 processes a second (``cat``, ``sleep``; the CPU line is read by the shell itself).  Where even
 that would take the measured vCPUs' time (fio in a guest: its own sampler, and the host's
 beside it unless a ZFS pool is sampled) it runs as two samples only, one just before fio and
-one just after (``loop=False``): the series is then one interval, its means the same.
+one just after (``loop=False``): the series is then one interval, its means the same.  Two
+samples without a pool are each their command's output (no file), the first one with the
+devices under the target: two guest commands a run, each a few processes (under TCG a process
+start in a guest costs 0.05 to 0.3 s).
 Telemetry never fails a measurement: any error is a warning and no series.
 """
 
@@ -57,9 +60,11 @@ SECTOR = 512
 #: scan lines when ``zpool status`` answered, "txg_timeout N", ".") before the first sample, and
 #: ``zpool iostat`` in the background (not for a single sample) into "<output file>.zpool",
 #: its errors into "<output file>.zerr", stopped with the loop.
-#: Arguments: output file, interval seconds, max seconds (0: one sample)[, pool].
+#: Arguments: output file ("-": standard output, for a single sample without a pool), interval
+#: seconds, max seconds (0: one sample, at the normal priority: nothing else of vmbench's runs)[, pool].
 SAMPLER_SCRIPT = r"""out=$1; iv=$2; max=$3; pool=$4
-renice -n 10 -p $$ >/dev/null 2>&1
+if [ "$out" = - ]; then exec 3>&1; else exec 3>>"$out" || exit 1; fi
+[ "$max" -gt 0 ] && renice -n 10 -p $$ >/dev/null 2>&1
 read start _ < /proc/uptime
 start=${start%.*}
 zp=
@@ -70,7 +75,7 @@ if [ -n "$pool" ]; then
       && { echo "status ok"; printf '%s\n' "$st" | grep -E '(scan|scrub):'; }
     txg=/sys/module/zfs/parameters/zfs_txg_timeout
     [ -r "$txg" ] && read v < "$txg" && echo "txg_timeout $v"
-    echo .; } >> "$out" || exit 1
+    echo .; } >&3 || exit 1
   if [ "$max" -gt 0 ]; then
     zpool iostat -Hplv -T u "$pool" "$iv" $(( max / iv + 2 )) > "$out.zpool" 2> "$out.zerr" &
     zp=$!
@@ -82,13 +87,31 @@ while :; do
   read -r cpu < /proc/stat
   { echo; echo "@ $up"; cat /proc/diskstats; echo "$cpu"
     [ -n "$pool" ] && [ -r "$arc" ] && grep -E '^(hits|misses|size|c|c_min|c_max) ' "$arc"
-    echo .; } >> "$out" || { rc=1; break; }
+    echo .; } >&3 || { rc=1; break; }
   [ $(( ${up%.*} - start )) -ge "$max" ] && break
   sleep "$iv"
 done
 [ -n "$zp" ] && kill "$zp" 2>/dev/null
 exit $rc
 """
+#: the devices under a target (:func:`target_devices`): a device itself, a file's filesystem's
+#: source (findmnt; a btrfs subvolume's "[/...]" cut off), then lsblk's inverse tree of that
+#: device, "KNAME TYPE" lines, printed only when lsblk succeeds; nothing when it cannot be told.
+#: Argument: the target.
+DEVICES_SCRIPT = r"""dev=$1
+case $dev in
+  /dev/*) ;;
+  *) dev=$(findmnt -n -o SOURCE --target "$dev") || dev=; dev=${dev%%\[*} ;;
+esac
+case $dev in /dev/*) rows=$(lsblk -n -s -r -o KNAME,TYPE "$dev") && printf '%s\n' "$rows" ;; esac
+"""
+#: a sample with the devices under its target first, in one command (a guest command costs 0.1
+#: to 0.8 s under TCG): :data:`DEVICES_SCRIPT`'s output, then the sample (its blank line first).
+#: Arguments: the target, then :data:`SAMPLER_SCRIPT`'s.
+FIRST_SAMPLE_SCRIPT = DEVICES_SCRIPT + "shift\n" + SAMPLER_SCRIPT
+#: where a two-sample sampler without a pool writes its samples: its command's output, kept here
+#: (no file in the guest to read back and remove)
+TO_OUTPUT = "-"
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 _SKIP = re.compile(r"^(loop|ram|zram|sr|fd|nbd)\d+$")
 
@@ -110,6 +133,29 @@ def sampler_argv(outfile: str, max_s: float, interval: int = INTERVAL_S, pool: s
     ``pool`` that is not a valid pool name is refused: ValueError)."""
     argv = ["sh", "-c", SAMPLER_SCRIPT, "sh", outfile, str(max(1, int(interval))), str(max(0, int(max_s)))]
     return argv + [zfs.check_pool_name(pool)] if pool is not None else argv
+
+
+def first_sample_argv(target: str, outfile: str, pool: str | None = None) -> list[str]:
+    """One sample into ``outfile`` with the devices under ``target`` printed first
+    (:data:`FIRST_SAMPLE_SCRIPT`, :func:`parse_devices`)."""
+    return ["sh", "-c", FIRST_SAMPLE_SCRIPT, "sh", target, *sampler_argv(outfile, 0, pool=pool)[4:]]
+
+
+def devices_argv(target: str) -> list[str]:
+    return ["sh", "-c", DEVICES_SCRIPT, "sh", target]
+
+
+def parse_devices(text: str) -> tuple[list[str], str | None] | None:
+    """:func:`target_devices` of :data:`DEVICES_SCRIPT`'s output (up to a sample's blank line)."""
+    lines = text.splitlines()
+    rows = [line.split() for line in lines[:lines.index("") if "" in lines else len(lines)]]
+    rows = [r for r in rows if len(r) >= 2 and re.fullmatch(r"[A-Za-z0-9_.:-]+", r[0])]
+    if not rows:
+        return None
+    top = rows[0][0]
+    disks = list(dict.fromkeys(r[0] for r in rows if r[1] == "disk"))
+    names = list(dict.fromkeys([top, *disks]))
+    return names, (disks[0] if len(disks) == 1 else top)
 
 
 @dataclass(frozen=True)
@@ -231,21 +277,7 @@ def target_devices(transport: Transport, target: str) -> tuple[list[str], str | 
     """The kernel names of the devices under ``target`` (a device, or a file in a mount):
     its own device first, then the disk(s) at the bottom; and the one to report (the single
     disk, else the target's device).  None when it cannot be told (an overlay, a tmpfs...)."""
-    dev = target
-    if not target.startswith("/dev/"):
-        got = transport.run(["findmnt", "-n", "-o", "SOURCE", "--target", target], timeout=30, check=False)
-        dev = got.stdout.strip().split("[")[0]  # btrfs: /dev/sda2[/subvolume]
-        if got.returncode != 0 or not dev.startswith("/dev/"):
-            return None
-    got = transport.run(["lsblk", "-n", "-s", "-r", "-o", "KNAME,TYPE", dev], timeout=30, check=False)
-    rows = [line.split() for line in got.stdout.splitlines() if line.strip()]
-    rows = [r for r in rows if len(r) >= 2 and re.fullmatch(r"[A-Za-z0-9_.:-]+", r[0])]
-    if got.returncode != 0 or not rows:
-        return None
-    top = rows[0][0]
-    disks = list(dict.fromkeys(r[0] for r in rows if r[1] == "disk"))
-    names = list(dict.fromkeys([top, *disks]))
-    return names, (disks[0] if len(disks) == 1 else top)
+    return parse_devices(transport.run(devices_argv(target), timeout=30, check=False).stdout)
 
 
 _SNAPSHOT = object()  # the handle of a sampler that takes two samples only (loop=False)
@@ -275,31 +307,53 @@ class Sampler:
         self.handle: Any = None
         self.devices: tuple[list[str], str | None] | None = None
         self.failed = False
+        #: two samples without a pool: each is its command's output, the first kept here until
+        #: the second (no file on the side: none to read back and remove, two commands in all)
+        self.to_output = not loop and self.pool is None
+        self.first = ""
 
     @property
     def files(self) -> list[str]:
         """Every file the sampler may write (removed by :meth:`stop`)."""
+        if self.to_output:
+            return []
         return [self.path] + ([self.path + ".zpool", self.path + ".zerr"] if self.pool else [])
+
+    @property
+    def out(self) -> str:
+        """Where the samples go: the file, or the command's output (:data:`TO_OUTPUT`)."""
+        return TO_OUTPUT if self.to_output else self.path
 
     def start(self) -> None:
         try:
             local = self.target and not self.target.startswith("rbd:")  # an RBD image has no device here
-            self.devices = target_devices(self.transport, self.target) if local and self.target else None
-            if self.devices is None and not local:
-                log.info("%s: no local device under %s; recording every whole disk", self.transport.name, self.target or "the target")
-            elif self.devices is None:
-                log.warning("%s: cannot tell the devices under %s; recording every whole disk", self.transport.name, self.target)
+            timeout = 60 if self.pool else 30
             if self.loop:
+                self.devices = target_devices(self.transport, self.target) if local and self.target else None
+                self._say_devices(bool(local))
                 self.handle = self.transport.spawn(sampler_argv(self.path, self.max_s, pool=self.pool))
-            else:  # the first of two samples, taken now; the second by stop()
-                self.transport.run(sampler_argv(self.path, 0, pool=self.pool), timeout=60 if self.pool else 30)
+            else:  # the first of two samples, taken now (with the devices under the target); the second by stop()
+                if local and self.target:
+                    got = self.transport.run(first_sample_argv(self.target, self.out, self.pool), timeout=timeout)
+                    self.devices = parse_devices(got.stdout)
+                else:
+                    got = self.transport.run(sampler_argv(self.out, 0, pool=self.pool), timeout=timeout)
+                self.first = got.stdout if self.to_output else ""
+                self._say_devices(bool(local))
                 self.handle = _SNAPSHOT
         except Exception as exc:  # telemetry never fails a measurement
             self.failed = True
             log.warning("%s: telemetry not recorded (the sampler did not start): %s", self.transport.name, exc)
 
+    def _say_devices(self, local: bool) -> None:
+        if self.devices is None and not local:
+            log.info("%s: no local device under %s; recording every whole disk", self.transport.name, self.target or "the target")
+        elif self.devices is None:
+            log.warning("%s: cannot tell the devices under %s; recording every whole disk", self.transport.name, self.target)
+
     def stop(self) -> dict[str, dict]:
-        """Kill the sampler, take a last sample, read the files back and remove them."""
+        """Kill the sampler, take a last sample, read the files back and remove them (two
+        samples without a pool: the last one's output after the first's, no file)."""
         if self.handle is None:
             return {}
         out: dict[str, dict] = {}
@@ -307,8 +361,9 @@ class Sampler:
             if self.handle is not _SNAPSHOT:
                 self.transport.kill(self.handle)
             self.handle = None
-            self.transport.run(sampler_argv(self.path, 0, pool=self.pool), timeout=60 if self.pool else 30)
-            text = self.transport.read_file(self.path).decode("ascii", errors="replace")
+            got = self.transport.run(sampler_argv(self.out, 0, pool=self.pool), timeout=60 if self.pool else 30)
+            text = (self.first + got.stdout if self.to_output
+                    else self.transport.read_file(self.path).decode("ascii", errors="replace"))
             names, primary = self.devices if self.devices is not None else (None, None)
             out = series(parse_samples(text), names, primary)
             if not out:
@@ -332,7 +387,8 @@ class Sampler:
             except Exception as exc:
                 log.warning("%s: could not stop the telemetry sampler: %s", self.transport.name, exc)
             try:
-                self.transport.run(["rm", "-f", *self.files], timeout=60, check=False)
+                if self.files:
+                    self.transport.run(["rm", "-f", *self.files], timeout=60, check=False)
             except Exception as exc:
                 log.warning("%s: could not remove %s: %s", self.transport.name, " ".join(self.files), exc)
         return out
