@@ -32,6 +32,9 @@ from typing import Any, Callable, Iterator, Literal, Protocol, Sequence
 PlotModule = Literal["plots", "loadplots"]
 #: worker processes at most: a page has ten figures or so, each a tenth of a second or less
 MAX_WORKERS = 4
+#: how much less a worker's claim on a core weighs than the page's process: while the workers
+#: import matplotlib, reading the run (which their drawings wait for) comes first
+WORKER_NICENESS = 5
 #: (times in s, values) of a series drawn over time; empty: none in that phase
 Line = tuple[Sequence[float], Sequence["float | None"]]
 
@@ -82,6 +85,7 @@ def _load_plot_modules() -> None:
     """A worker's start: Ctrl-C left to the page's process (which stops the pool: no worker
     prints a traceback), matplotlib and the plot modules imported before the first drawing."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.nice(WORKER_NICENESS)
     for name in ("plots", "loadplots"):
         importlib.import_module(f"{__package__}.{name}")
 
