@@ -82,7 +82,7 @@ def test_a_run_is_stored_from_its_record_and_read_back_as_it(tmp_path):
     run = RunRow.starting(tag="r00000001", scenario_name="s", scenario_path="/s.yaml", scenario_text="vm: {}\n",
                           plan={"scenario": "s", "cells": []}, version="0.1")
     rid = db.start_run(run)
-    assert db.resolve_run(rid) == replace(run, id=rid) and db.scenario_text(rid) == "vm: {}\n"
+    assert db.resolve_run(rid) == replace(run, id=rid) and db.resolve_run(rid).scenario_text == "vm: {}\n"
     stored = dict(db.conn.execute("SELECT * FROM runs WHERE id = ?", (rid,)).fetchone())
     assert stored == dict(run.to_row(), id=rid, plan_json='{"cells": [], "scenario": "s"}', environment_json="{}")
     assert (stored["status"], stored["error"], stored["finished_at"], stored["attempts"]) == ("running", None, None, 1)

@@ -32,7 +32,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                              "`vmbench runs` lists runs; failed and interrupted ones can be resumed")
         if resume.status == "running" and run_alive(resume):
             raise UsageError(f"run {resume.id} is still running", "wait for it, or stop it first")
-        scenario = parse_scenario(db.scenario_text(resume.id), resume.scenario_path, base_dir=Path(resume.scenario_path).parent)
+        scenario = parse_scenario(resume.scenario_text, resume.scenario_path, base_dir=Path(resume.scenario_path).parent)
         if args.scenario and Path(args.scenario).resolve() != Path(resume.scenario_path).resolve():
             raise UsageError(f"run {resume.id} ran {resume.scenario_path}, not {args.scenario}",
                              "leave the scenario out with --resume: the run's own scenario is used")

@@ -52,7 +52,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if args.scenario and Path(args.scenario).resolve() != Path(path).resolve():
             raise UsageError(f"tune {tune_id} ran {path}, not {args.scenario}",
                              "leave the scenario out with --resume: the tune's own (stored) scenario is used")
-        scenario = parse_scenario(db.scenario_text(rows[-1].id), path, base_dir=Path(path).parent)
+        scenario = parse_scenario(rows[-1].scenario_text, path, base_dir=Path(path).parent)
         tune = _tuner(args, scenario, db, progress).resume(tune_id, rows, alive=run_alive)
     else:
         if not args.scenario:

@@ -55,12 +55,16 @@ class RunData:
     """
 
     run: RunRow
-    scenario_text: str
     cells: tuple[CellRecord, ...]
     measurements: tuple[Measurement, ...]
     crypto: tuple[CryptoRecord, ...] = ()
     boots: tuple[BootRecord, ...] = ()
     series: tuple[Series, ...] = ()
+
+    @property
+    def scenario_text(self) -> str:
+        """The scenario file as the run ran it."""
+        return self.run.scenario_text
 
     @property
     def plan(self) -> StoredPlan:
@@ -121,7 +125,7 @@ def load_run(db: ResultsDB, ref: str | int | None = "latest") -> RunData:
     measurements = with_telemetry(db.measurements(run.id), rows)
     by_id = {m.id: m for m in measurements}
     series = tuple(Series(r.source, r.series, by_id[r.measurement_id].key if r.measurement_id in by_id else None) for r in rows)
-    return RunData(run=run, scenario_text=db.scenario_text(run.id), cells=tuple(cells),
+    return RunData(run=run, cells=tuple(cells),
                    measurements=tuple(measurements + shared_raw_rows(cells, measurements)),
                    crypto=tuple(db.crypto(run.id)), boots=tuple(db.boots(run.id)), series=series)
 

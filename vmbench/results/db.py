@@ -382,11 +382,6 @@ class ResultsDB:
             "SELECT m.side, c.name AS cell, m.stack, m.layer, m.job, m.repeat, m.vm, m.load_step, m.iops FROM measurements m "
             "LEFT JOIN cells c ON c.id = m.cell_id WHERE m.run_id = ? ORDER BY m.id", (run_id,))]
 
-    def scenario_text(self, run_id: int) -> str:
-        """The scenario file as the run ran it ("" for no such run)."""
-        row = self.conn.execute("SELECT scenario_text FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return str(row[0]) if row else ""
-
     def telemetry(self, run_id: int) -> list[dict]:
         """A run's telemetry rows as stored (:meth:`rows`); :meth:`series` as records."""
         return self.rows("telemetry", run_id)

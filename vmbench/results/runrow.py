@@ -25,8 +25,8 @@ def now() -> str:
 class RunRow:
     """A stored run: what ran, when, its recorded environment (:class:`Environment`, the
     stored mapping with its facts as attributes) and its plan as stored (``plan``: read).
-    ``scenario_text`` and ``vmbench_version`` are what the run stored; a reader that lists runs
-    does not need them (``ResultsDB.scenario_text`` reads the text of one)."""
+    ``scenario_text`` is the scenario file as the run ran it (what a resume and a tune read
+    again), ``vmbench_version`` the version that ran it."""
 
     id: int
     tag: str

@@ -178,7 +178,7 @@ class Tuner:
                              "wait for it, or stop it first")
         if last.status != "ok":
             self.progress.step(f"tune {tune_id}: resuming round {_number(last)} (run {last.id}, {last.status})")
-            scenario = parse_scenario(self.db.scenario_text(last.id), last.scenario_path,
+            scenario = parse_scenario(last.scenario_text, last.scenario_path,
                                       base_dir=Path(last.scenario_path).parent)
             self._run(scenario, last, tune_id)
             rows = [*rows[:-1], self.db.resolve_run(last.id)]
@@ -300,7 +300,7 @@ def _stop_reason(db: ResultsDB, last: RunRow, rounds: Sequence[Round], start: Vm
     if rounds[-1].decision is None:
         return None
     try:
-        scenario = parse_scenario(db.scenario_text(last.id), last.scenario_path, base_dir=Path(last.scenario_path).parent)
+        scenario = parse_scenario(last.scenario_text, last.scenario_path, base_dir=Path(last.scenario_path).parent)
     except VmbenchError:  # e.g. a job file no longer there: the search cannot be asked again
         return None if rounds[-1].decision.chosen else \
             f"nothing round {rounds[-1].number} tried improved the goal significantly"
