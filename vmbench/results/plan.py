@@ -224,6 +224,10 @@ class StoredAdvise:
         return self._read[2]
 
 
+#: a plan whose scenario had no ``advise:`` section
+NO_ADVISE = StoredAdvise()
+
+
 @dataclass(frozen=True)
 class StoredPlan:
     """What a run planned, as stored.  ``tune``: a tune round's record, as
@@ -240,10 +244,8 @@ class StoredPlan:
     repeat_policy: RepeatPolicy = RepeatPolicy(1, 1, None)
     targets: tuple[Target, ...] = ()  # the scenario's, as the run stored them
     load: LoadPlan | None = None
-    advise_goals: tuple[str, ...] = ()
-    advise_allow: tuple[str, ...] = ()
+    stored_advise: StoredAdvise | None = None  # the scenario's advise: section (None: it had none)
     tune: TuneRecord | None = None
-    advised: bool = False  # the scenario has an advise: section (its goals and allowed risks above)
     host_baseline: bool = True  # the host is measured as the baseline of every gap
     #: how many measurements the plan makes, with every job run the repeat policy's min and max times
     guest_measurements: int = 0
@@ -280,10 +282,15 @@ class StoredPlan:
             **({"targets": [asdict(t) for t in self.targets]} if targets else {}),
         }
 
-    @functools.cached_property
+    @property
+    def advised(self) -> bool:
+        """Whether the scenario has an ``advise:`` section."""
+        return self.stored_advise is not None
+
+    @property
     def advise(self) -> StoredAdvise:
         """The ``advise:`` section as stored (none: no goals, no risks)."""
-        return StoredAdvise(self.advise_goals, self.advise_allow)
+        return self.stored_advise or NO_ADVISE
 
     @property
     def job_names(self) -> list[str]:
@@ -309,7 +316,6 @@ def read_plan(plan: Mapping[str, Any] | None) -> StoredPlan:
     """The stored plan JSON ``plan`` (any version) as a :class:`StoredPlan`."""
     p: Mapping[str, Any] = plan or {}
     load = read_load(p.get("load"))
-    advise = StoredAdvise.from_row(p.get("advise"))
     return StoredPlan(
         kind=plan_kind(bool(p.get("host_only")), load, str(p.get("mode") or "")), scenario=str(p.get("scenario") or ""),
         mode=str(p.get("mode") or ""),
@@ -319,8 +325,8 @@ def read_plan(plan: Mapping[str, Any] | None) -> StoredPlan:
         jobs=tuple(_job(j) for j in p.get("jobs") or () if isinstance(j, Mapping) and "name" in j),
         stacks=tuple(_stack(s) for s in p.get("stacks") or () if isinstance(s, Mapping) and "name" in s),
         repeat_policy=_repeat_policy(p), targets=tuple(_target(t) for t in p.get("targets") or () if isinstance(t, Mapping) and t.get("job")),
-        load=load, advise_goals=advise.goal_texts if advise else (), advise_allow=advise.allow_texts if advise else (),
-        tune=read_tune(p["tune"]) if isinstance(p.get("tune"), Mapping) else None, advised=advise is not None,
+        load=load, stored_advise=StoredAdvise.from_row(p.get("advise")),
+        tune=read_tune(p["tune"]) if isinstance(p.get("tune"), Mapping) else None,
         host_baseline=bool(p.get("host_baseline", True)), guest_measurements=int(p.get("guest_measurements") or 0),
         host_measurements=int(p.get("host_measurements") or 0), guest_measurements_max=int(p.get("guest_measurements_max") or 0),
         host_measurements_max=int(p.get("host_measurements_max") or 0), rados_measurements=p.get("rados_measurements"),

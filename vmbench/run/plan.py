@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 from ..drivers import LIFTS_LIMITS
 from ..fio.job import PRECONDITION_BS, FioJob, to_precondition
 from ..results.key import MeasurementKey
-from ..results.plan import (PlannedBoot, PlannedCell, PlannedJob, PlannedLuks, PlannedStack, StoredPlan, plan_kind,
+from ..results.plan import (PlannedBoot, PlannedCell, PlannedJob, PlannedLuks, PlannedStack, StoredAdvise, StoredPlan, plan_kind,
                              read_load, read_tune)
 from ..scenario.load import LoadMember, LoadStep, Role
 from ..scenario.backend import host_reference_key
@@ -352,7 +352,6 @@ class Plan:
         assert policy is not None
         settings = storage_settings_of if s.host_only else settings_of
         load = read_load(s.load.to_json()) if s.load else None
-        advise = s.advise.to_json() if s.advise is not None else {}
         return StoredPlan(
             plan_kind(s.host_only, load, s.plan_mode), s.name, s.plan_mode, s.storage.describe(),
             cells=tuple(PlannedCell(c.name, self.host_cell(c), settings(c.vm), tuple(st.name for st in c.stacks), tuple(c.changed))
@@ -372,7 +371,7 @@ class Plan:
             placement="round-robin over the cluster's online nodes, read when the run starts" if hv.all_nodes else
             [{"boot": u.boot.seq, "step": u.step.index, "hosts": list(u.hosts)} for u in self.load_units()] if len(hv.members) > 1 else None,
             # the question vmbench advise answers for this run; a tune's round (vmbench tune --resume/--show)
-            advised=s.advise is not None, advise_goals=tuple(advise.get("goals", ())), advise_allow=tuple(advise.get("allow", ())),
+            stored_advise=StoredAdvise.from_row(s.advise.to_json()) if s.advise is not None else None,
             tune=read_tune(s.tune.plan_json(s.name, s.baseline)) if s.tune is not None and s.tune.round is not None else None)
 
 
